@@ -1,0 +1,75 @@
+# Finds every dependency of the design card and fails with one line naming what is missing
+# and how to get it (scripts/install-deps.sh installs all of them on Debian/Ubuntu).
+
+function(trident_require found what)
+  if(NOT ${found})
+    message(FATAL_ERROR "Trident: missing dependency: ${what} (run scripts/install-deps.sh as root)")
+  endif()
+endfunction()
+
+# --- MPI -------------------------------------------------------------------------------------
+find_package(MPI QUIET COMPONENTS C CXX)
+trident_require(MPI_FOUND "MPI (Debian: openmpi-bin libopenmpi-dev)")
+
+# --- parallel HDF5 -----------------------------------------------------------------------------
+# Datasets and checkpoints are read and written collectively, so a serial HDF5 is refused.
+set(HDF5_PREFER_PARALLEL TRUE)
+find_package(HDF5 QUIET COMPONENTS C)
+trident_require(HDF5_FOUND "parallel HDF5 (Debian: libhdf5-openmpi-dev)")
+if(NOT HDF5_IS_PARALLEL)
+  message(FATAL_ERROR "Trident: HDF5 at '${HDF5_INCLUDE_DIRS}' is serial; Trident needs parallel HDF5 "
+                      "(Debian: libhdf5-openmpi-dev, or set HDF5_ROOT to a parallel build)")
+endif()
+add_library(trident_hdf5 INTERFACE)
+target_include_directories(trident_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+target_link_libraries(trident_hdf5 INTERFACE ${HDF5_C_LIBRARIES} MPI::MPI_C)
+target_compile_definitions(trident_hdf5 INTERFACE ${HDF5_C_DEFINITIONS} ${HDF5_DEFINITIONS})
+
+# --- Boost.Program_options -------------------------------------------------------------------
+find_package(Boost 1.71 QUIET COMPONENTS program_options)
+trident_require(Boost_FOUND "Boost.Program_options (Debian: libboost-program-options-dev)")
+
+# --- OpenMP and CBLAS (OpenBLAS) -------------------------------------------------------------
+find_package(OpenMP QUIET COMPONENTS CXX)
+trident_require(OpenMP_CXX_FOUND "OpenMP for C++ (Debian: build-essential)")
+# The OpenMP flavour first: its threads obey omp_set_num_threads like ours do.
+find_path(TRIDENT_CBLAS_INCLUDE_DIR cblas.h
+          PATH_SUFFIXES openblas-openmp openblas-pthread openblas x86_64-linux-gnu/openblas-openmp)
+find_library(TRIDENT_OPENBLAS_LIBRARY NAMES openblas
+             PATH_SUFFIXES openblas-openmp openblas-pthread x86_64-linux-gnu/openblas-openmp)
+if(NOT TRIDENT_CBLAS_INCLUDE_DIR OR NOT TRIDENT_OPENBLAS_LIBRARY)
+  set(_blas_found FALSE)
+else()
+  set(_blas_found TRUE)
+endif()
+trident_require(_blas_found "OpenBLAS with CBLAS (Debian: libopenblas-openmp-dev)")
+set(TRIDENT_BLAS_NAME "OpenBLAS (${TRIDENT_OPENBLAS_LIBRARY})")
+add_library(trident_blas INTERFACE)
+target_include_directories(trident_blas SYSTEM INTERFACE ${TRIDENT_CBLAS_INCLUDE_DIR})
+target_link_libraries(trident_blas INTERFACE ${TRIDENT_OPENBLAS_LIBRARY} OpenMP::OpenMP_CXX)
+
+# --- tests and benchmarks --------------------------------------------------------------------
+if(TRIDENT_TESTS)
+  find_package(GTest QUIET)
+  trident_require(GTest_FOUND "GoogleTest (Debian: libgtest-dev libgmock-dev)")
+endif()
+if(TRIDENT_BENCHMARKS)
+  find_package(benchmark QUIET)
+  trident_require(benchmark_FOUND "Google Benchmark (Debian: libbenchmark-dev)")
+endif()
+
+# --- CUDA (optional) -------------------------------------------------------------------------
+if(TRIDENT_CUDA)
+  if(NOT CMAKE_CUDA_COMPILER)
+    message(FATAL_ERROR "Trident: TRIDENT_CUDA=ON but no nvcc was found (install the CUDA toolkit or pass -DTRIDENT_CUDA=OFF)")
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "GPU architectures to build for (90 = H100/H200)")
+  endif()
+  enable_language(CUDA)
+  # CMake 3.25 knows no C++20 flag for nvcc; the CUDA sources keep to C++17.
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_package(CUDAToolkit QUIET)
+  trident_require(CUDAToolkit_FOUND "CUDA toolkit libraries (cudart, cuBLAS)")
+endif()

@@ -1,0 +1,81 @@
+// The typed configuration of a run, filled from a resolved input deck (io/deck.h).
+//
+// Every field mirrors one deck key `section.key` declared in io/deck_schema.cpp, where its
+// type, default, range and description live; this header only carries the values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace trident::io {
+
+struct RunSection {
+  std::string dir;     // run.dir: output directory (config.ini, metrics.jsonl)
+  uint64_t seed = 0;   // run.seed: initialisation and data order
+  std::string device;  // run.device: cpu | cuda | auto
+  int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
+};
+
+struct ModelSection {
+  int layers = 0;          // model.layers
+  int heads = 0;           // model.heads
+  int hidden = 0;          // model.hidden (C)
+  int context = 0;         // model.context: largest sequence length (positions)
+  int vocab = 0;           // model.vocab: real vocabulary size
+  int vocab_multiple = 0;  // model.vocab_multiple: padded vocabulary is a multiple of this
+};
+
+struct DataSection {
+  std::string path;         // data.path: HDF5 token file
+  std::string generate;     // data.generate: none | synthetic (make data.path when missing)
+  int synthetic_vocab = 0;      // data.synthetic_vocab
+  int synthetic_order = 0;      // data.synthetic_order
+  int synthetic_branching = 0;  // data.synthetic_branching
+  int64_t synthetic_tokens = 0; // data.synthetic_tokens
+  double val_fraction = 0.0;    // data.val_fraction: share of a generated file held out
+};
+
+struct TrainSection {
+  int64_t steps = 0;         // train.steps
+  int64_t global_batch = 0;  // train.global_batch: sequences per optimizer step
+  int64_t micro_batch = 0;   // train.micro_batch: sequences per forward/backward per rank
+  int seq_len = 0;           // train.seq_len
+  int64_t eval_every = 0;    // train.eval_every: validation every N steps (0 = only at the end)
+  int64_t eval_batches = 0;  // train.eval_batches: global batches per validation
+};
+
+struct OptimSection {
+  double lr = 0.0;            // optim.lr: peak learning rate
+  double min_lr = 0.0;        // optim.min_lr: floor of the cosine decay
+  int64_t warmup_steps = 0;   // optim.warmup_steps
+  int64_t decay_steps = 0;    // optim.decay_steps: end of the cosine (0 = train.steps)
+  double beta1 = 0.0;         // optim.beta1
+  double beta2 = 0.0;         // optim.beta2
+  double eps = 0.0;           // optim.eps
+  double weight_decay = 0.0;  // optim.weight_decay (not applied to biases and norms)
+  double grad_clip = 0.0;     // optim.grad_clip: global-norm clip (0 = off)
+};
+
+struct ParallelSection {
+  int dp = 0;           // parallel.dp: data-parallel size (0 = world / (tp*pp))
+  int tp = 0;           // parallel.tp
+  int pp = 0;           // parallel.pp
+  double bucket_mb = 0; // parallel.bucket_mb: data-parallel gradient bucket size in MiB
+};
+
+struct LogSection {
+  int64_t every = 0;         // log.every: print a line every N steps
+  double peak_tflops = 0.0;  // log.peak_tflops: per-rank peak for MFU (0 = measure sgemm)
+};
+
+struct RunConfig {
+  RunSection run;
+  ModelSection model;
+  DataSection data;
+  TrainSection train;
+  OptimSection optim;
+  ParallelSection parallel;
+  LogSection log;
+};
+
+}  // namespace trident::io

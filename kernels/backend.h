@@ -1,0 +1,129 @@
+// The kernel backend: every piece of math the model needs, on raw (device) pointers and shapes.
+//
+// One interface, two implementations: kernels/cpu (OpenMP + CBLAS, the reference twin) and
+// kernels/cuda (cuBLASLt + CUDA, its own issue). The model calls only this interface, so it
+// reads the same whatever the device. Pointers are device pointers of the backend that made
+// them (host memory for the CPU backend).
+//
+// Shape conventions (as in llm.c): N = rows (tokens, B*T), C = channels, OC = output channels,
+// B = batch, T = sequence length, NH = heads, V = real vocabulary, Vp = padded vocabulary.
+// Every matrix is row-major. Every backward ACCUMULATES (+=) into its gradient outputs, so
+// micro-batch accumulation and residual branches need no extra pass; callers zero the
+// gradient buffers when a step starts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace trident::kernels {
+
+enum class Device { kCpu, kCuda };
+
+// Arguments of one AdamW update of one tensor (decoupled weight decay, bias-corrected).
+struct AdamWArgs {
+  float lr = 0.0f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // already 0 for tensors that are not decayed (biases, norms)
+  int step = 1;               // 1-based step number, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // for banners: "cpu (OpenBLAS, 2 threads)"
+
+  // --- memory ---------------------------------------------------------------------------------
+  // 64-byte aligned; contents undefined. Throws std::bad_alloc on failure.
+  virtual float* allocate(std::size_t count) = 0;
+  virtual void release(float* ptr) = 0;
+  virtual void fill_zero(float* ptr, std::size_t count) = 0;
+  virtual void copy_to_device(float* dst, const float* host_src, std::size_t count) = 0;
+  virtual void copy_to_host(float* host_dst, const float* src, std::size_t count) = 0;
+  // Waits until all work queued on this backend has finished (no-op on the CPU).
+  virtual void synchronize() = 0;
+
+  // --- embeddings ------------------------------------------------------------------------------
+  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].  tokens in [0, Vp).
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                 const float* wpe, int B, int T, int C) = 0;
+  // dwte[tokens[b,t],:] += dout[b,t,:];  dwpe[t,:] += sum_b dout[b,t,:].
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
+                                  const int32_t* tokens, int B, int T, int C) = 0;
+
+  // --- matmul ----------------------------------------------------------------------------------
+  // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null).
+  virtual void matmul_forward(float* out, const float* inp, const float* weight,
+                              const float* bias, int N, int C, int OC) = 0;
+  // dinp[N,C] += dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout.
+  // dinp and dbias may be null (not needed).
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, int N, int C, int OC) = 0;
+
+  // --- layernorm (eps = 1e-5) --------------------------------------------------------------------
+  // out = (inp - mean) * rstd * weight + bias, per row; saves mean[N], rstd[N] for backward.
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                 const float* weight, const float* bias, int N, int C) = 0;
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const float* inp, const float* weight, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+
+  // --- GELU (tanh approximation, as GPT-2) -----------------------------------------------------
+  virtual void gelu_forward(float* out, const float* inp, std::size_t n) = 0;
+  // dinp += gelu'(inp) * dout
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) = 0;
+
+  // --- causal multi-head self-attention ---------------------------------------------------------
+  // qkv[B,T,3C] holds q, k, v for all heads: q = qkv[..., 0:C], k = [C:2C], v = [2C:3C], head h
+  // owning channels [h*C/NH, (h+1)*C/NH) of each. Scale 1/sqrt(C/NH).
+  // out[B,T,C]; att[B,NH,T,T] receives the softmax probabilities (row t valid up to column t,
+  // zero beyond), kept for backward.
+  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                                 int NH) = 0;
+  // dqkv += gradient w.r.t. qkv. scratch holds at least attention_scratch_size(B,T,NH) floats.
+  virtual void attention_backward(float* dqkv, float* scratch, const float* dout,
+                                  const float* qkv, const float* att, int B, int T, int C,
+                                  int NH) = 0;
+  virtual std::size_t attention_scratch_size(int B, int T, int NH) const = 0;
+
+  // --- fused softmax + cross-entropy -------------------------------------------------------------
+  // losses[n] = logsumexp(logits[n, 0:V]) - logits[n, targets[n]]; columns V..Vp are padding
+  // and never take part. targets in [0, V).
+  virtual void cross_entropy_forward(float* losses, const float* logits,
+                                     const int32_t* targets, int N, int V, int Vp) = 0;
+  // dlogits[n,v] = (softmax(logits[n,0:V])[v] - [v == targets[n]]) * dloss   for v < V,
+  //              = 0                                                           for V <= v < Vp.
+  // Overwrites (does not accumulate): this is where backward starts. dlogits may alias logits.
+  // dloss is the same for every row (the loss is a mean over the global batch's tokens).
+  virtual void cross_entropy_backward(float* dlogits, const float* logits,
+                                      const int32_t* targets, float dloss, int N, int V,
+                                      int Vp) = 0;
+
+  // --- elementwise -----------------------------------------------------------------------------
+  virtual void add(float* out, const float* a, const float* b, std::size_t n) = 0;   // out = a+b
+  virtual void accumulate(float* dst, const float* src, std::size_t n) = 0;          // dst += src
+  virtual void scale(float* x, float factor, std::size_t n) = 0;                     // x *= factor
+  // Sum of squares in double precision (for the global gradient norm).
+  virtual double sum_squares(const float* x, std::size_t n) = 0;
+
+  // --- optimiser -------------------------------------------------------------------------------
+  // m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; mhat = m/(1-b1^t); vhat = v/(1-b2^t);
+  // param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param).
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                            const AdamWArgs& args) = 0;
+};
+
+// Builds the backend for a device. threads: worker threads for the CPU backend (> 0).
+// Throws std::runtime_error when the device is not available in this build.
+std::unique_ptr<Backend> make_backend(Device device, int threads);
+
+// True when this build has the CUDA backend compiled in.
+bool cuda_compiled();
+// Number of CUDA devices visible (0 without CUDA or without a GPU).
+int cuda_device_count();
+
+}  // namespace trident::kernels
