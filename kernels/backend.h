@@ -44,6 +44,10 @@ class Backend {
   virtual void fill_zero(float* ptr, std::size_t count) = 0;
   virtual void copy_to_device(float* dst, const float* host_src, std::size_t count) = 0;
   virtual void copy_to_host(float* host_dst, const float* src, std::size_t count) = 0;
+  // Token ids (inputs and targets) live in int32 device buffers of their own.
+  virtual int32_t* allocate_tokens(std::size_t count) = 0;
+  virtual void release_tokens(int32_t* ptr) = 0;
+  virtual void copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) = 0;
   // Waits until all work queued on this backend has finished (no-op on the CPU).
   virtual void synchronize() = 0;
 

@@ -9,12 +9,63 @@ namespace trident::kernels::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  // threads > 0: OpenMP and OpenBLAS threads used by this rank.
+  // threads > 0: OpenMP and OpenBLAS threads used by this rank (set process-wide).
   explicit CpuBackend(int threads);
   int threads() const { return threads_; }
-  // (the Backend overrides are declared by the kernels implementation)
+
+  Device device() const override { return Device::kCpu; }
+  std::string name() const override;
+
+  float* allocate(std::size_t count) override;
+  void release(float* ptr) override;
+  void fill_zero(float* ptr, std::size_t count) override;
+  void copy_to_device(float* dst, const float* host_src, std::size_t count) override;
+  void copy_to_host(float* host_dst, const float* src, std::size_t count) override;
+  int32_t* allocate_tokens(std::size_t count) override;
+  void release_tokens(int32_t* ptr) override;
+  void copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) override;
+  void synchronize() override {}
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int B, int T, int C) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          int B, int T, int C) override;
+
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int C, int OC) override;
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int N, int C, int OC) override;
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) override;
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int N, int C) override;
+
+  void gelu_forward(float* out, const float* inp, std::size_t n) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override;
+
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override;
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                          const float* att, int B, int T, int C, int NH) override;
+  std::size_t attention_scratch_size(int B, int T, int NH) const override;
+
+  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
+                             int V, int Vp) override;
+  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+                              float dloss, int N, int V, int Vp) override;
+
+  void add(float* out, const float* a, const float* b, std::size_t n) override;
+  void accumulate(float* dst, const float* src, std::size_t n) override;
+  void scale(float* x, float factor, std::size_t n) override;
+  double sum_squares(const float* x, std::size_t n) override;
+
+  void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                    const AdamWArgs& args) override;
+
  private:
-  int threads_;
+  int threads_;  // OpenMP and OpenBLAS worker threads
 };
 
 }  // namespace trident::kernels::cpu

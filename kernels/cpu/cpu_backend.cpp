@@ -1,0 +1,158 @@
+// CpuBackend: forwards every Backend call to the free function of its operation, and owns the
+// thread budget (OpenMP for our loops, OpenBLAS for the GEMMs; both set once, here).
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cblas.h>  // openblas_set_num_threads
+#include <omp.h>    // omp_set_num_threads
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+#include "kernels/cpu/adamw.h"          // adamw_update
+#include "kernels/cpu/attention.h"      // attention_forward, attention_backward
+#include "kernels/cpu/cross_entropy.h"  // cross_entropy_forward, cross_entropy_backward
+#include "kernels/cpu/elementwise.h"    // add, accumulate, scale, sum_squares
+#include "kernels/cpu/embedding.h"      // embedding_forward, embedding_backward
+#include "kernels/cpu/gelu.h"           // gelu_forward, gelu_backward
+#include "kernels/cpu/layernorm.h"      // layernorm_forward, layernorm_backward
+#include "kernels/cpu/matmul.h"         // matmul_forward, matmul_backward
+
+namespace trident::kernels::cpu {
+
+namespace {
+constexpr std::size_t kAlignment = 64;  // a cache line, and the widest SIMD register
+
+// aligned_alloc wants a size that is a non-zero multiple of the alignment.
+void* aligned_bytes(std::size_t bytes) {
+  bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (bytes == 0) bytes = kAlignment;
+  void* ptr = std::aligned_alloc(kAlignment, bytes);
+  if (ptr == nullptr) throw std::bad_alloc();
+  return ptr;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : threads_(threads) {
+  if (threads <= 0) throw std::invalid_argument("CpuBackend: threads must be > 0");
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+std::string CpuBackend::name() const {
+  return "cpu (OpenBLAS, " + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
+}
+
+float* CpuBackend::allocate(std::size_t count) {
+  return static_cast<float*>(aligned_bytes(count * sizeof(float)));
+}
+
+void CpuBackend::release(float* ptr) { std::free(ptr); }
+
+int32_t* CpuBackend::allocate_tokens(std::size_t count) {
+  return static_cast<int32_t*>(aligned_bytes(count * sizeof(int32_t)));
+}
+
+void CpuBackend::release_tokens(int32_t* ptr) { std::free(ptr); }
+
+void CpuBackend::copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) {
+  if (count > 0) std::memcpy(dst, host_src, count * sizeof(int32_t));
+}
+
+void CpuBackend::fill_zero(float* ptr, std::size_t count) {
+  if (count > 0) std::memset(ptr, 0, count * sizeof(float));
+}
+
+void CpuBackend::copy_to_device(float* dst, const float* host_src, std::size_t count) {
+  if (count > 0) std::memcpy(dst, host_src, count * sizeof(float));
+}
+
+void CpuBackend::copy_to_host(float* host_dst, const float* src, std::size_t count) {
+  if (count > 0) std::memcpy(host_dst, src, count * sizeof(float));
+}
+
+void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                   const float* wpe, int B, int T, int C) {
+  cpu::embedding_forward(out, tokens, wte, wpe, B, T, C);
+}
+
+void CpuBackend::embedding_backward(float* dwte, float* dwpe, const float* dout,
+                                    const int32_t* tokens, int B, int T, int C) {
+  cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
+}
+
+void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight,
+                                const float* bias, int N, int C, int OC) {
+  cpu::matmul_forward(out, inp, weight, bias, N, C, OC);
+}
+
+void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                 const float* inp, const float* weight, int N, int C, int OC) {
+  cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                   const float* weight, const float* bias, int N, int C) {
+  cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+}
+
+void CpuBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                    const float* inp, const float* weight, const float* mean,
+                                    const float* rstd, int N, int C) {
+  cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+
+void CpuBackend::gelu_forward(float* out, const float* inp, std::size_t n) {
+  cpu::gelu_forward(out, inp, n);
+}
+
+void CpuBackend::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
+  cpu::gelu_backward(dinp, inp, dout, n);
+}
+
+void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                                   int NH) {
+  cpu::attention_forward(out, att, qkv, B, T, C, NH);
+}
+
+void CpuBackend::attention_backward(float* dqkv, float* scratch, const float* dout,
+                                    const float* qkv, const float* att, int B, int T, int C,
+                                    int NH) {
+  cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+}
+
+std::size_t CpuBackend::attention_scratch_size(int B, int T, int NH) const {
+  return cpu::attention_scratch_size(B, T, NH);
+}
+
+void CpuBackend::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
+                                       int N, int V, int Vp) {
+  cpu::cross_entropy_forward(losses, logits, targets, N, V, Vp);
+}
+
+void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits,
+                                        const int32_t* targets, float dloss, int N, int V,
+                                        int Vp) {
+  cpu::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
+}
+
+void CpuBackend::add(float* out, const float* a, const float* b, std::size_t n) {
+  cpu::add(out, a, b, n);
+}
+
+void CpuBackend::accumulate(float* dst, const float* src, std::size_t n) {
+  cpu::accumulate(dst, src, n);
+}
+
+void CpuBackend::scale(float* x, float factor, std::size_t n) { cpu::scale(x, factor, n); }
+
+double CpuBackend::sum_squares(const float* x, std::size_t n) { return cpu::sum_squares(x, n); }
+
+void CpuBackend::adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                              const AdamWArgs& args) {
+  cpu::adamw_update(param, grad, m, v, n, args);
+}
+
+}  // namespace trident::kernels::cpu

@@ -1,0 +1,13 @@
+// Elementwise helpers on the CPU: residual add, gradient accumulation, scaling, squared norm.
+#pragma once
+
+#include <cstddef>
+
+namespace trident::kernels::cpu {
+
+void add(float* out, const float* a, const float* b, std::size_t n);  // out = a + b
+void accumulate(float* dst, const float* src, std::size_t n);         // dst += src
+void scale(float* x, float factor, std::size_t n);                    // x *= factor
+double sum_squares(const float* x, std::size_t n);                    // sum x^2, in double
+
+}  // namespace trident::kernels::cpu
