@@ -1,0 +1,55 @@
+// Comm: the collectives of one rank group, behind one interface so that MPI (host memory) and
+// NCCL (device memory, its own issue) are interchangeable. Model and trainer code only ever
+// talk to a Comm, never to MPI or NCCL directly.
+//
+// Every collective must be called by every member of the group, in the same order.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trident::parallel {
+
+// A pending non-blocking operation. wait() blocks until it completes; test() only checks (and
+// lets the library make progress). Destroying a pending request waits for it.
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual void wait() = 0;
+  virtual bool test() = 0;
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // What this group is ("data", "tensor", ...), for messages.
+  virtual const std::string& name() const = 0;
+
+  // In-place sums over the group.
+  virtual void all_reduce_sum(float* data, std::size_t count) = 0;
+  virtual void all_reduce_sum(double* data, std::size_t count) = 0;
+  virtual std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) = 0;
+  virtual int all_reduce_max(int value) = 0;
+  // recv[count] = the sum over ranks of the rank-th block of send[count * size].
+  virtual void reduce_scatter_sum(const float* send, float* recv, std::size_t count) = 0;
+  // recv[count * size] = every rank's send[count], in rank order.
+  virtual void all_gather(const float* send, float* recv, std::size_t count) = 0;
+  virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  virtual void send(const float* data, std::size_t count, int peer) = 0;
+  virtual void recv(float* data, std::size_t count, int peer) = 0;
+  virtual void barrier() = 0;
+};
+
+// Broadcasts a string from root to every member (helpers over Comm::broadcast).
+std::string broadcast_string(Comm& comm, const std::string& value, int root);
+
+// Collective agreement on an error: every member passes its own error text ("" = fine). If
+// any member failed, every member gets the text of the lowest failing rank; else "". Lets a
+// check that only some ranks can make (a file, a device) fail on every rank with one message.
+std::string agree_on_error(Comm& comm, const std::string& local_error);
+
+}  // namespace trident::parallel

@@ -1,0 +1,129 @@
+#include "parallel/mpi_comm.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+namespace trident::parallel {
+
+void check_mpi(int code, const char* call, const char* file, int line) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  std::fprintf(stderr, "trident: MPI error in %s at %s:%d: %s\n", call, file, line, text);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+namespace {
+
+// MPI counts are int: larger buffers go in pieces.
+constexpr std::size_t kMaxCount = INT_MAX / 2;
+
+int as_count(std::size_t count) { return static_cast<int>(count); }
+
+class MpiRequest final : public CommRequest {
+ public:
+  explicit MpiRequest(std::vector<MPI_Request> requests) : requests_(std::move(requests)) {}
+  ~MpiRequest() override { wait(); }
+  void wait() override {
+    if (requests_.empty()) return;
+    TRIDENT_MPI_CHECK(MPI_Waitall(as_count(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+    requests_.clear();
+  }
+  bool test() override {
+    if (requests_.empty()) return true;
+    int done = 0;
+    TRIDENT_MPI_CHECK(MPI_Testall(as_count(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
+    if (done) requests_.clear();
+    return done != 0;
+  }
+
+ private:
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace
+
+MpiComm::MpiComm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+  TRIDENT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  TRIDENT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+MpiComm::~MpiComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) {
+    MPI_Comm_free(&comm_);
+  }
+}
+
+void MpiComm::all_reduce_sum(float* data, std::size_t count) {
+  for (std::size_t done = 0; done < count; done += kMaxCount) {
+    const std::size_t n = std::min(kMaxCount, count - done);
+    TRIDENT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, as_count(n), MPI_FLOAT, MPI_SUM, comm_));
+  }
+}
+
+void MpiComm::all_reduce_sum(double* data, std::size_t count) {
+  for (std::size_t done = 0; done < count; done += kMaxCount) {
+    const std::size_t n = std::min(kMaxCount, count - done);
+    TRIDENT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, as_count(n), MPI_DOUBLE, MPI_SUM, comm_));
+  }
+}
+
+std::unique_ptr<CommRequest> MpiComm::iall_reduce_sum(float* data, std::size_t count) {
+  std::vector<MPI_Request> requests;
+  for (std::size_t done = 0; done < count; done += kMaxCount) {
+    const std::size_t n = std::min(kMaxCount, count - done);
+    MPI_Request request;
+    TRIDENT_MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, data + done, as_count(n), MPI_FLOAT, MPI_SUM, comm_, &request));
+    requests.push_back(request);
+  }
+  return std::make_unique<MpiRequest>(std::move(requests));
+}
+
+int MpiComm::all_reduce_max(int value) {
+  int result = value;
+  TRIDENT_MPI_CHECK(MPI_Allreduce(&value, &result, 1, MPI_INT, MPI_MAX, comm_));
+  return result;
+}
+
+void MpiComm::reduce_scatter_sum(const float* send, float* recv, std::size_t count) {
+  if (count > kMaxCount) throw std::length_error("reduce_scatter_sum: block too large for MPI");
+  TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, comm_));
+}
+
+void MpiComm::all_gather(const float* send, float* recv, std::size_t count) {
+  if (count > kMaxCount) throw std::length_error("all_gather: block too large for MPI");
+  TRIDENT_MPI_CHECK(MPI_Allgather(send, as_count(count), MPI_FLOAT, recv, as_count(count), MPI_FLOAT, comm_));
+}
+
+void MpiComm::broadcast(void* data, std::size_t bytes, int root) {
+  auto* p = static_cast<char*>(data);
+  for (std::size_t done = 0; done < bytes; done += kMaxCount) {
+    const std::size_t n = std::min(kMaxCount, bytes - done);
+    TRIDENT_MPI_CHECK(MPI_Bcast(p + done, as_count(n), MPI_BYTE, root, comm_));
+  }
+}
+
+void MpiComm::send(const float* data, std::size_t count, int peer) {
+  for (std::size_t done = 0; done < count; done += kMaxCount) {
+    const std::size_t n = std::min(kMaxCount, count - done);
+    TRIDENT_MPI_CHECK(MPI_Send(data + done, as_count(n), MPI_FLOAT, peer, 0, comm_));
+  }
+}
+
+void MpiComm::recv(float* data, std::size_t count, int peer) {
+  for (std::size_t done = 0; done < count; done += kMaxCount) {
+    const std::size_t n = std::min(kMaxCount, count - done);
+    TRIDENT_MPI_CHECK(MPI_Recv(data + done, as_count(n), MPI_FLOAT, peer, 0, comm_, MPI_STATUS_IGNORE));
+  }
+}
+
+void MpiComm::barrier() { TRIDENT_MPI_CHECK(MPI_Barrier(comm_)); }
+
+}  // namespace trident::parallel

@@ -1,0 +1,46 @@
+// MpiComm: Comm over an MPI communicator, on host memory.
+#pragma once
+
+#include <mpi.h>
+
+#include "parallel/comm.h"
+
+namespace trident::parallel {
+
+class MpiComm final : public Comm {
+ public:
+  // Takes ownership of `comm` (freed in the destructor unless it is MPI_COMM_WORLD/SELF).
+  MpiComm(MPI_Comm comm, std::string name);
+  ~MpiComm() override;
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  MPI_Comm handle() const { return comm_; }
+
+  void all_reduce_sum(float* data, std::size_t count) override;
+  void all_reduce_sum(double* data, std::size_t count) override;
+  std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) override;
+  int all_reduce_max(int value) override;
+  void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
+  void all_gather(const float* send, float* recv, std::size_t count) override;
+  void broadcast(void* data, std::size_t bytes, int root) override;
+  void send(const float* data, std::size_t count, int peer) override;
+  void recv(float* data, std::size_t count, int peer) override;
+  void barrier() override;
+
+ private:
+  MPI_Comm comm_;
+  std::string name_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// Checks an MPI return code; on failure prints the call, file and line and aborts the job
+// (an MPI error after start-up cannot be recovered by one rank alone).
+void check_mpi(int code, const char* call, const char* file, int line);
+#define TRIDENT_MPI_CHECK(call) ::trident::parallel::check_mpi((call), #call, __FILE__, __LINE__)
+
+}  // namespace trident::parallel

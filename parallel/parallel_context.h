@@ -1,0 +1,41 @@
+// ParallelContext: this rank's place on the grid and one communicator per group kind.
+// Built once at start-up and passed explicitly to whoever communicates (no global state).
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "parallel/comm.h"
+#include "parallel/rank_grid.h"
+
+namespace trident::parallel {
+
+class ParallelContext {
+ public:
+  // Collective over `world`. Requires size(world) == tp * dp * pp (callers check this first
+  // and report a user error otherwise). One MPI_Comm_split per group kind.
+  ParallelContext(MPI_Comm world, int tp, int dp, int pp);
+
+  const RankGrid& grid() const { return grid_; }
+  int world_rank() const { return world_rank_; }
+  GridCoord coord() const { return grid_.coord(world_rank_); }
+  // Ranks sharing this node (MPI_COMM_TYPE_SHARED), and this rank's index among them.
+  int node_local_rank() const { return node_local_rank_; }
+  int node_local_size() const { return node_local_size_; }
+
+  Comm& world() { return *world_; }
+  Comm& tensor() { return *tensor_; }     // same stage, same data rank
+  Comm& data() { return *data_; }         // same stage, same tensor rank: gradient averaging
+  Comm& pipeline() { return *pipeline_; } // same data and tensor rank: activations between stages
+  Comm& model() { return *model_; }       // tp x pp: one model replica (gradient norm)
+
+ private:
+  RankGrid grid_;
+  int world_rank_ = 0;
+  int node_local_rank_ = 0;
+  int node_local_size_ = 1;
+  std::unique_ptr<Comm> world_, tensor_, data_, pipeline_, model_;
+};
+
+}  // namespace trident::parallel
