@@ -1,0 +1,209 @@
+// Reading a deck: INI text and `--section.key=value` overrides go through
+// Boost.Program_options with every schema key registered as a string; this file then checks
+// what Boost cannot (unknown keys with a suggestion, keys given twice, values by type) and
+// turns every Boost exception into a one-line UserError.
+#include <cerrno>        // errno
+#include <cstdio>        // std::fopen, std::fread
+#include <map>
+#include <memory>        // std::unique_ptr
+#include <sstream>       // std::istringstream
+#include <stdexcept>     // std::out_of_range
+#include <string>
+#include <system_error>  // std::generic_category
+#include <utility>
+#include <vector>
+
+#include <boost/program_options.hpp>  // options_description, parse_config_file, command_line_parser
+
+#include "io/deck.h"         // ResolvedDeck, parse_deck, read_deck_file
+#include "io/deck_schema.h"  // deck_schema, find_key_spec, canonical_value, nearest_key
+#include "io/user_error.h"   // UserError
+
+namespace trident::io {
+namespace po = boost::program_options;
+namespace {
+
+// Every schema key as an option taking one string; values are checked after parsing.
+po::options_description schema_options() {
+  po::options_description options("Trident input deck");
+  for (const KeySpec& spec : deck_schema()) {
+    options.add_options()(spec.name.c_str(), po::value<std::string>(), spec.description.c_str());
+  }
+  return options;
+}
+
+std::string unknown_key_message(const std::string& source, const std::string& name) {
+  const std::string suggestion = nearest_key(name);
+  return source + ": unknown key '" + printable(name) + "' " +
+         (suggestion.empty() ? std::string("(the keys are listed in docs/input-deck.md)")
+                             : "(did you mean '" + suggestion + "'?)");
+}
+
+std::string trimmed(const std::string& text) {
+  const char* const kSpace = " \t\r\n";
+  const size_t first = text.find_first_not_of(kSpace);
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(kSpace) - first + 1);
+}
+
+// The 1-based line of deck_text that Boost reported as `bad_line` (it gives no number), or 0.
+int line_number_of(const std::string& deck_text, const std::string& bad_line) {
+  std::istringstream lines(deck_text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const size_t comment = line.find('#');
+    if (comment != std::string::npos) line.erase(comment);
+    if (trimmed(line) == trimmed(bad_line)) return number;
+  }
+  return 0;
+}
+
+using KeyValues = std::map<std::string, std::string>;
+
+KeyValues read_ini(const std::string& deck_text, const std::string& deck_name,
+                   const po::options_description& options) {
+  const std::string source = "deck " + printable(deck_name);
+  po::parsed_options parsed(&options);
+  try {
+    std::istringstream stream(deck_text);
+    parsed = po::parse_config_file(stream, options, /*allow_unregistered=*/true);
+  } catch (const po::invalid_config_file_syntax& error) {
+    const int line = line_number_of(deck_text, error.tokens());
+    throw UserError(source + (line > 0 ? ", line " + std::to_string(line) : std::string()) +
+                    ": '" + printable(trimmed(error.tokens())) +
+                    "' is not a [section] or a key = value line");
+  } catch (const std::exception& error) {
+    throw UserError(source + ": " + printable(error.what()));
+  }
+  KeyValues values;
+  for (const po::option& option : parsed.options) {
+    if (option.unregistered) throw UserError(unknown_key_message(source, option.string_key));
+    if (values.count(option.string_key) > 0) {
+      throw UserError(source + ": key '" + option.string_key +
+                      "' is given twice (keep one of the lines)");
+    }
+    values[option.string_key] = option.value.empty() ? std::string() : option.value.front();
+  }
+  return values;
+}
+
+KeyValues read_overrides(const std::vector<std::string>& overrides,
+                         const po::options_description& options) {
+  const std::string source = "command line";
+  namespace style = po::command_line_style;
+  for (const std::string& token : overrides) {
+    // Boost would take "--" as the end of options and drop it silently.
+    if (token == "--") {
+      throw UserError(source + ": '--' is not an override of the form --section.key=value");
+    }
+  }
+  po::parsed_options parsed(&options);
+  try {
+    // No guessing of abbreviated names, no short options: only --section.key[=| ]value.
+    parsed = po::command_line_parser(overrides)
+                 .options(options)
+                 .style(style::allow_long | style::long_allow_adjacent | style::long_allow_next)
+                 .allow_unregistered()
+                 .run();
+  } catch (const po::invalid_command_line_syntax& error) {
+    const bool no_value = error.kind() == po::invalid_syntax::missing_parameter ||
+                          error.kind() == po::invalid_syntax::empty_adjacent_parameter;
+    if (!no_value) throw UserError(source + ": " + printable(error.what()));
+    const std::string option = printable(error.get_option_name());
+    throw UserError(source + ": " + option + " has no value (write " + option + "=VALUE)");
+  } catch (const std::exception& error) {
+    throw UserError(source + ": " + printable(error.what()));
+  }
+  KeyValues values;
+  for (const po::option& option : parsed.options) {
+    if (option.string_key.empty()) {
+      const std::string token = option.original_tokens.empty() ? "" : option.original_tokens[0];
+      throw UserError(source + ": '" + printable(token) +
+                      "' is not an override of the form --section.key=value");
+    }
+    if (option.unregistered) throw UserError(unknown_key_message(source, option.string_key));
+    if (values.count(option.string_key) > 0) {
+      throw UserError(source + ": --" + option.string_key + " is given twice");
+    }
+    values[option.string_key] = option.value.empty() ? std::string() : option.value.front();
+  }
+  return values;
+}
+
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+
+}  // namespace
+
+const std::string& ResolvedDeck::value(const std::string& name) const {
+  for (const auto& [key, text] : entries_) {
+    if (key == name) return text;
+  }
+  throw std::out_of_range("no deck key '" + name + "'");
+}
+
+void ResolvedDeck::set(const std::string& name, const std::string& value) {
+  const KeySpec* spec = find_key_spec(name);
+  if (spec == nullptr) throw std::out_of_range("no deck key '" + name + "'");
+  const std::string canonical = canonical_value(*spec, value);
+  for (auto& [key, text] : entries_) {
+    if (key == name) text = canonical;
+  }
+}
+
+std::string ResolvedDeck::to_ini() const {
+  std::string ini =
+      "# Resolved Trident deck: feed it back with `trident train config.ini` to reproduce "
+      "this run\n";
+  for (const SectionSpec& section : deck_sections()) {
+    ini += "\n# " + section.description + "\n[" + section.name + "]\n";
+    for (const auto& [name, text] : entries_) {
+      if (section_of(name) != section.name) continue;
+      const KeySpec* spec = find_key_spec(name);
+      ini += "# " + spec->description + "\n" + name.substr(section.name.size() + 1) + " = " +
+             text + "\n";
+    }
+  }
+  return ini;
+}
+
+ResolvedDeck parse_deck(const std::string& deck_text, const std::string& deck_name,
+                        const std::vector<std::string>& overrides) {
+  const po::options_description options = schema_options();
+  const KeyValues from_deck = read_ini(deck_text, deck_name, options);
+  const KeyValues from_command_line = read_overrides(overrides, options);
+
+  ResolvedDeck deck;
+  for (const KeySpec& spec : deck_schema()) {
+    std::string text = spec.default_text;
+    if (const auto given = from_deck.find(spec.name); given != from_deck.end()) {
+      text = given->second;
+    }
+    if (const auto given = from_command_line.find(spec.name); given != from_command_line.end()) {
+      text = given->second;
+    }
+    deck.entries_.emplace_back(spec.name, canonical_value(spec, text));
+  }
+  return deck;
+}
+
+std::string read_deck_file(const std::string& path) {
+  const auto cannot_read = [&path](int error_number) {
+    return UserError("deck '" + printable(path) + "': cannot read (" +
+                     std::generic_category().message(error_number) + ")");
+  };
+  errno = 0;
+  const std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw cannot_read(errno);
+  std::string text;
+  char buffer[4096];
+  size_t count = 0;
+  while ((count = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) {
+    text.append(buffer, count);
+  }
+  if (std::ferror(file.get())) throw cannot_read(errno);
+  return text;
+}
+
+}  // namespace trident::io

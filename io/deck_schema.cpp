@@ -1,0 +1,232 @@
+// The schema table of the input deck, and lookups in it (nearest key for misspellings).
+#include "io/deck_schema.h"
+
+#include <algorithm>  // std::min
+#include <cstddef>    // size_t
+#include <utility>    // std::move
+
+namespace trident::io {
+namespace {
+
+using Bound = std::optional<double>;
+constexpr Bound kNone = std::nullopt;
+
+KeySpec int_key(std::string name, std::string default_text, Bound min, Bound max,
+                std::string description) {
+  KeySpec spec;
+  spec.name = std::move(name);
+  spec.type = ValueType::kInt;
+  spec.default_text = std::move(default_text);
+  spec.min = min;
+  spec.max = max;
+  spec.description = std::move(description);
+  return spec;
+}
+
+// A float key; `min_exclusive` / `max_exclusive` make an open end of the interval.
+KeySpec float_key(std::string name, std::string default_text, Bound min, bool min_exclusive,
+                  Bound max, bool max_exclusive, std::string description) {
+  KeySpec spec = int_key(std::move(name), std::move(default_text), min, max,
+                         std::move(description));
+  spec.type = ValueType::kFloat;
+  spec.min_exclusive = min_exclusive;
+  spec.max_exclusive = max_exclusive;
+  return spec;
+}
+
+KeySpec string_key(std::string name, std::string default_text, std::string description) {
+  KeySpec spec;
+  spec.name = std::move(name);
+  spec.type = ValueType::kString;
+  spec.default_text = std::move(default_text);
+  spec.description = std::move(description);
+  return spec;
+}
+
+KeySpec choice_key(std::string name, std::string default_text,
+                   std::vector<std::string> choices, std::string description) {
+  KeySpec spec = string_key(std::move(name), std::move(default_text), std::move(description));
+  spec.type = ValueType::kChoice;
+  spec.choices = std::move(choices);
+  return spec;
+}
+
+std::vector<KeySpec> make_schema() {
+  return {
+      // [run]
+      string_key("run.dir", "run",
+                 "Output directory of the run: the resolved deck (config.ini) and "
+                 "metrics.jsonl are written here."),
+      int_key("run.seed", "1234", 0, kNone,
+              "Random seed for parameter initialisation and data order; same seed and deck "
+              "give the same run on any layout."),
+      choice_key("run.device", "cpu", {"cpu", "cuda", "auto"},
+                 "Where the kernels run: cpu, cuda (fails without a GPU), or auto (cuda when a "
+                 "GPU is visible, else cpu)."),
+      int_key("run.threads", "0", 0, kNone,
+              "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
+
+      // [model]
+      int_key("model.layers", "12", 1, 1024, "Number of transformer blocks."),
+      int_key("model.heads", "12", 1, 1024,
+              "Attention heads per block; must divide model.hidden."),
+      int_key("model.hidden", "768", 1, 65536, "Width of the residual stream (embedding size)."),
+      int_key("model.context", "1024", 1, 1048576,
+              "Largest sequence length the model supports (rows of the position embedding)."),
+      int_key("model.vocab", "50257", 2, 4194304,
+              "Real vocabulary size; must cover every token id in the data."),
+      int_key("model.vocab_multiple", "128", 1, 65536,
+              "The embedding table is padded to a multiple of this many rows for faster "
+              "kernels (padded logits are never predicted)."),
+
+      // [data]
+      string_key("data.path", "data/tokens.h5", "HDF5 token file to train and validate on."),
+      choice_key("data.generate", "none", {"none", "synthetic"},
+                 "What to do when data.path is missing: none (error) or synthetic (generate a "
+                 "synthetic Markov source there)."),
+      int_key("data.synthetic_vocab", "32", 2, 65536,
+              "Vocabulary size of a generated synthetic source."),
+      int_key("data.synthetic_order", "2", 1, 8,
+              "Markov order of a generated source: each token depends on this many previous "
+              "tokens."),
+      int_key("data.synthetic_branching", "4", 1, 64,
+              "Possible next tokens per context in a generated source (lower = more "
+              "learnable)."),
+      int_key("data.synthetic_tokens", "2000000", 1000, kNone,
+              "Number of tokens in a generated source."),
+      float_key("data.val_fraction", "0.05", 0, false, 0.5, false,
+                "Share of a generated file held out for validation."),
+
+      // [train]
+      int_key("train.steps", "100", 1, kNone, "Optimizer steps to run."),
+      int_key("train.global_batch", "8", 1, kNone,
+              "Sequences per optimizer step, over all data-parallel ranks; a multiple of "
+              "train.micro_batch."),
+      int_key("train.micro_batch", "8", 1, kNone,
+              "Sequences per forward/backward pass on one rank; gradients accumulate over "
+              "global_batch / (micro_batch * dp) passes."),
+      int_key("train.seq_len", "1024", 1, kNone,
+              "Tokens per training sequence; at most model.context."),
+      int_key("train.eval_every", "0", 0, kNone,
+              "Run validation every this many steps; 0 = only at the end."),
+      int_key("train.eval_batches", "4", 0, kNone,
+              "Global batches of validation data per evaluation; 0 = no validation."),
+
+      // [optim]
+      float_key("optim.lr", "6e-4", 0, true, 1, false,
+                "Peak learning rate of AdamW, reached at the end of the warm-up."),
+      float_key("optim.min_lr", "6e-5", 0, false, kNone, false,
+                "Learning rate at the end of the cosine decay (and after it); at most "
+                "optim.lr."),
+      int_key("optim.warmup_steps", "0", 0, kNone,
+              "Steps of linear warm-up from 0 to optim.lr."),
+      int_key("optim.decay_steps", "0", 0, kNone,
+              "Step at which the cosine decay reaches optim.min_lr; 0 = train.steps."),
+      float_key("optim.beta1", "0.9", 0, false, 1, true,
+                "AdamW decay rate of the first moment (gradient mean)."),
+      float_key("optim.beta2", "0.95", 0, false, 1, true,
+                "AdamW decay rate of the second moment (squared gradient mean)."),
+      float_key("optim.eps", "1e-8", 0, true, kNone, false,
+                "AdamW term added to the root of the second moment, avoiding division by "
+                "zero."),
+      float_key("optim.weight_decay", "0.1", 0, false, kNone, false,
+                "Decoupled weight decay; applied to matrices and embeddings, not to biases "
+                "and norms."),
+      float_key("optim.grad_clip", "1", 0, false, kNone, false,
+                "Clip the global gradient norm to this value; 0 = off."),
+
+      // [parallel]
+      int_key("parallel.dp", "0", 0, kNone,
+              "Data-parallel size; 0 = world size / (tp * pp). dp * tp * pp must equal the "
+              "number of ranks."),
+      int_key("parallel.tp", "1", 1, kNone,
+              "Tensor-parallel size: ranks sharing each layer's matrices."),
+      int_key("parallel.pp", "1", 1, kNone,
+              "Pipeline-parallel size: ranks holding consecutive groups of layers."),
+      float_key("parallel.bucket_mb", "25", 0, true, kNone, false,
+                "Size in MiB of the gradient buckets reduced across data-parallel ranks while "
+                "the backward pass goes on."),
+
+      // [log]
+      int_key("log.every", "10", 1, kNone, "Print a progress line every this many steps."),
+      float_key("log.peak_tflops", "0", 0, false, kNone, false,
+                "Peak TFLOP/s of one rank, the denominator of MFU; 0 = measure this "
+                "machine's sgemm rate at start-up."),
+  };
+}
+
+// Levenshtein distance, for suggesting the key a typo meant.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      const size_t substitution = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+      row[j] = std::min({above + 1, row[j - 1] + 1, substitution});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string key_of(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& deck_schema() {
+  static const std::vector<KeySpec> schema = make_schema();
+  return schema;
+}
+
+const std::vector<SectionSpec>& deck_sections() {
+  static const std::vector<SectionSpec> sections = {
+      {"run", "Where the run writes, its seed, and the hardware it uses."},
+      {"model", "Shape of the GPT-2 model."},
+      {"data", "The token file, and the synthetic source generated when it is missing."},
+      {"train", "Length of training, batch sizes and validation."},
+      {"optim", "AdamW with linear warm-up and cosine decay of the learning rate."},
+      {"parallel", "How the ranks are split into data-, tensor- and pipeline-parallel groups."},
+      {"log", "Progress lines and the model-FLOPs-utilisation (MFU) estimate."},
+  };
+  return sections;
+}
+
+const KeySpec* find_key_spec(const std::string& name) {
+  for (const KeySpec& spec : deck_schema()) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+std::string section_of(const std::string& name) {
+  const size_t dot = name.find('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+std::string nearest_key(const std::string& name) {
+  // The right key in the wrong section (or with no section), e.g. train.lr -> optim.lr.
+  const std::string key = key_of(name);
+  for (const KeySpec& spec : deck_schema()) {
+    if (key_of(spec.name) == key) return spec.name;
+  }
+  // Otherwise a typo: accept up to a quarter of the name's length in edits (at least 2).
+  const size_t allowed = std::max<size_t>(2, name.size() / 4);
+  std::string best;
+  size_t best_distance = allowed + 1;
+  for (const KeySpec& spec : deck_schema()) {
+    const size_t distance = edit_distance(name, spec.name);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = spec.name;
+    }
+  }
+  return best;
+}
+
+}  // namespace trident::io

@@ -1,0 +1,64 @@
+#include "io/metrics_log.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "io/user_error.h"
+
+namespace trident::io {
+
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+  file_ = std::fopen(path.c_str(), "w");
+  if (!file_) throw UserError("metrics file '" + path + "': cannot create (" + std::strerror(errno) + ")");
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsLog::write(const std::vector<std::pair<std::string, double>>& fields) {
+  std::string line = "{";
+  char number[64];
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    const double v = fields[i].second;
+    if (std::isfinite(v)) {
+      std::snprintf(number, sizeof number, "%.9g", v);
+    } else {
+      std::snprintf(number, sizeof number, "null");  // JSON has no NaN/Inf
+    }
+    line += (i ? ", \"" : "\"") + fields[i].first + "\": " + number;
+  }
+  line += "}\n";
+  if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0) {
+    throw UserError("metrics file '" + path_ + "': write failed (" + std::strerror(errno) + ")");
+  }
+}
+
+std::vector<std::vector<std::pair<std::string, double>>> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError("metrics file '" + path + "': cannot read");
+  std::vector<std::vector<std::pair<std::string, double>>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::pair<std::string, double>> row;
+    std::size_t pos = 0;
+    // Our own flat format only: "key": number | null, separated by commas.
+    while ((pos = line.find('"', pos)) != std::string::npos) {
+      const std::size_t end = line.find('"', pos + 1);
+      const std::string key = line.substr(pos + 1, end - pos - 1);
+      std::size_t value_start = line.find(':', end) + 1;
+      std::size_t value_end = line.find_first_of(",}", value_start);
+      std::string text = line.substr(value_start, value_end - value_start);
+      double value = text.find("null") != std::string::npos ? NAN : std::strtod(text.c_str(), nullptr);
+      row.emplace_back(key, value);
+      pos = value_end;
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace trident::io

@@ -1,0 +1,31 @@
+// MetricsLog: run.dir/metrics.jsonl, one JSON object per line (per step, per evaluation), so a
+// run can be plotted or compared with any tool. Written by one rank (rank 0).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trident::io {
+
+class MetricsLog {
+ public:
+  // Truncates PATH. Throws UserError naming the file when it cannot be created.
+  explicit MetricsLog(const std::string& path);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+  // Writes {"k1": v1, ...} with numbers at 9 significant digits (exact float round trip),
+  // and flushes so a crashed run keeps every line written.
+  void write(const std::vector<std::pair<std::string, double>>& fields);
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
+};
+
+// Reads back the lines of a metrics file: each line as (key, value) pairs. For tests and tools.
+std::vector<std::vector<std::pair<std::string, double>>> read_metrics(const std::string& path);
+
+}  // namespace trident::io

@@ -1,0 +1,227 @@
+// `trident prepare synthetic|text`: option parsing (Boost.Program_options), argument checks
+// that name the option, then the writers of synthetic_source.h and token_dataset.h.
+#include "io/prepare_command.h"
+
+#include <boost/program_options.hpp>  // options_description, command_line_parser, variables_map
+
+#include <algorithm>
+#include <cmath>  // std::isnan
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "io/byte_tokenizer.h"    // encode_documents, kByteVocabSize, kByteEotId
+#include "io/synthetic_source.h"  // SyntheticSource, make_synthetic_file, train_split_tokens
+#include "io/token_dataset.h"     // write_token_file, read_token_file_info
+#include "io/user_error.h"        // UserError
+
+namespace trident::io {
+namespace {
+
+namespace po = boost::program_options;
+
+constexpr const char* kUsage =
+    "usage: trident prepare synthetic --output FILE [options]\n"
+    "       trident prepare text --output FILE [--val-fraction F] INPUT...\n"
+    "\n"
+    "Writes a Trident token file (HDF5; see docs/data-format.md).\n"
+    "  synthetic  tokens from a seeded sparse Markov source whose entropy rate (the loss\n"
+    "             floor of a perfect model) is known exactly\n"
+    "  text       byte-level tokens (vocabulary 257, end-of-text 256) of the INPUT files,\n"
+    "             one document per file\n"
+    "Run `trident prepare synthetic --help` or `trident prepare text --help` for options.\n";
+
+std::string format_double(double value, const char* format) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value);
+  return buffer;
+}
+
+// Parses `args` (after the source word) against `options`; Boost's errors become UserError.
+po::variables_map parse(const std::string& command, const std::vector<std::string>& args,
+                        const po::options_description& options,
+                        const po::positional_options_description& positional) {
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(),
+              values);
+  } catch (const po::error& e) {
+    throw UserError(command + ": " + e.what() + " (see " + command + " --help)");
+  }
+  return values;
+}
+
+// Runs the deferred checks (required options) after --help has had its chance.
+void notify(const std::string& command, po::variables_map& values) {
+  try {
+    po::notify(values);
+  } catch (const po::error& e) {
+    throw UserError(command + ": " + e.what() + " (see " + command + " --help)");
+  }
+}
+
+void check_val_fraction(const std::string& command, double val_fraction) {
+  if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
+    throw UserError(command + ": --val-fraction " + format_double(val_fraction, "%g") +
+                    " must be strictly between 0 and 1");
+  }
+}
+
+void print_summary(const std::string& path, std::ostream& out) {
+  const TokenFileInfo info = read_token_file_info(path);
+  out << "wrote " << path << "\n"
+      << "  tokens:      " << info.total_tokens << " (uint" << info.token_bits << ")\n"
+      << "  documents:   " << info.num_docs << "\n"
+      << "  split:       " << info.train_tokens << " training, "
+      << info.total_tokens - info.train_tokens << " validation\n"
+      << "  vocabulary:  " << info.vocab_size << " (end-of-text id " << info.eot_id
+      << ", tokenizer " << info.tokenizer << ")\n";
+  if (!std::isnan(info.entropy_rate_nats)) {
+    out << "  entropy rate (loss floor): " << format_double(info.entropy_rate_nats, "%.6f")
+        << " nats/token\n";
+  }
+}
+
+int prepare_synthetic(const std::vector<std::string>& args, std::ostream& out) {
+  const std::string command = "trident prepare synthetic";
+  std::string output;
+  int64_t vocab = 32;
+  int order = 2;
+  int branching = 4;
+  int64_t tokens = 2000000;
+  double val_fraction = 0.05;
+  int64_t seed = 1234;
+  po::options_description options(
+      "usage: trident prepare synthetic --output FILE [options]\n\n"
+      "Tokens of a sparse order-k Markov source: every context of k tokens has `branching`\n"
+      "successors with probabilities p_i = 2^-i / sum_j 2^-j, so the entropy rate is exactly\n"
+      "H(p). The file has vocabulary V+1 (end-of-text V, never used) and two documents,\n"
+      "the training and the validation split, generated as separate streams.\n\nOptions");
+  options.add_options()
+      ("help,h", "print this help")
+      ("output,o", po::value(&output)->required()->value_name("FILE"), "token file to write")
+      ("vocab", po::value(&vocab)->default_value(vocab)->value_name("V"),
+       "vocabulary of the source (tokens 0..V-1)")
+      ("order", po::value(&order)->default_value(order)->value_name("K"),
+       "tokens of context that fix the next-token distribution (0..64)")
+      ("branching", po::value(&branching)->default_value(branching)->value_name("B"),
+       "successors per context (1..min(V, 64))")
+      ("tokens", po::value(&tokens)->default_value(tokens)->value_name("N"),
+       "tokens in the file (training + validation, at least 2)")
+      ("val-fraction", po::value(&val_fraction)->default_value(val_fraction, "0.05")->value_name("F"),
+       "fraction of tokens held out for validation, in (0, 1)")
+      ("seed", po::value(&seed)->default_value(seed)->value_name("S"),
+       "seed of the source's structure and of its draws (>= 0)");
+  std::vector<std::string> stray;  // positional words: none are expected, so name the first
+  po::options_description accepted;
+  accepted.add(options).add_options()("stray", po::value(&stray));
+  po::positional_options_description positional;
+  positional.add("stray", -1);
+  po::variables_map values = parse(command, args, accepted, positional);
+  if (values.count("help") != 0) {
+    out << options << "\n";
+    return 0;
+  }
+  notify(command, values);
+  if (!stray.empty()) {
+    throw UserError(command + ": unexpected argument '" + stray.front() + "' (see " + command +
+                    " --help)");
+  }
+  if (vocab < 2 || vocab >= 4294967295LL) {
+    throw UserError(command + ": --vocab " + std::to_string(vocab) +
+                    " is out of range (2 to 4294967294)");
+  }
+  if (order < 0 || order > 64) {
+    throw UserError(command + ": --order " + std::to_string(order) +
+                    " is out of range (0 to 64)");
+  }
+  const int64_t max_branching = std::min<int64_t>(vocab, 64);
+  if (branching < 1 || branching > max_branching) {
+    throw UserError(command + ": --branching " + std::to_string(branching) +
+                    " is out of range (1 to min(--vocab, 64) = " +
+                    std::to_string(max_branching) + ")");
+  }
+  if (tokens < 2) {
+    throw UserError(command + ": --tokens " + std::to_string(tokens) + " must be at least 2");
+  }
+  check_val_fraction(command, val_fraction);
+  if (seed < 0) {
+    throw UserError(command + ": --seed " + std::to_string(seed) + " must not be negative");
+  }
+  make_synthetic_file(output, vocab, order, branching, tokens, val_fraction,
+                      static_cast<uint64_t>(seed));
+  print_summary(output, out);
+  return 0;
+}
+
+int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
+  const std::string command = "trident prepare text";
+  std::string output;
+  double val_fraction = 0.05;
+  std::vector<std::string> inputs;
+  po::options_description options(
+      "usage: trident prepare text --output FILE [--val-fraction F] INPUT...\n\n"
+      "Byte-level tokens of the INPUT files (token b is byte b, end-of-text is 256, vocabulary\n"
+      "257); each file is one document followed by end-of-text. The last tokens, a fraction\n"
+      "F of them, are the validation split.\n\nOptions");
+  options.add_options()
+      ("help,h", "print this help")
+      ("output,o", po::value(&output)->required()->value_name("FILE"), "token file to write")
+      ("val-fraction", po::value(&val_fraction)->default_value(val_fraction, "0.05")->value_name("F"),
+       "fraction of tokens held out for validation, in (0, 1)")
+      ("input", po::value(&inputs)->value_name("INPUT"), "text files, one document each");
+  po::positional_options_description positional;
+  positional.add("input", -1);
+  po::variables_map values = parse(command, args, options, positional);
+  if (values.count("help") != 0) {
+    out << options << "\n";
+    return 0;
+  }
+  notify(command, values);
+  check_val_fraction(command, val_fraction);
+  if (inputs.empty()) throw UserError(command + ": no INPUT files given");
+
+  const EncodedDocuments documents = encode_documents(inputs);
+  const auto n = static_cast<int64_t>(documents.tokens.size());
+  if (n < 2) {
+    throw UserError(command + ": the inputs hold " + std::to_string(n) +
+                    " token(s) with end-of-text; at least 2 are needed to split");
+  }
+  TokenFileContents contents;
+  contents.tokens = documents.tokens;
+  contents.doc_offsets = documents.doc_offsets;
+  contents.vocab_size = kByteVocabSize;
+  contents.eot_id = kByteEotId;
+  contents.tokenizer = kByteTokenizerName;
+  contents.description = "byte-level text of " + std::to_string(inputs.size()) +
+                         " file(s), one document each, end-of-text after each";
+  contents.train_tokens = train_split_tokens(n, val_fraction);
+  write_token_file(output, contents);
+  print_summary(output, out);
+  return 0;
+}
+
+}  // namespace
+
+int run_prepare(const std::vector<std::string>& args, std::ostream& out) {
+  if (args.empty()) {
+    throw UserError("trident prepare: missing source: synthetic or text (see trident prepare "
+                    "--help)");
+  }
+  const std::string& source = args.front();
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (source == "--help" || source == "-h" || source == "help") {
+    out << kUsage;
+    return 0;
+  }
+  if (source == "synthetic") return prepare_synthetic(rest, out);
+  if (source == "text") return prepare_text(rest, out);
+  throw UserError("trident prepare: unknown source '" + source +
+                  "' (expected synthetic or text; see trident prepare --help)");
+}
+
+int run_prepare(const std::vector<std::string>& args) { return run_prepare(args, std::cout); }
+
+}  // namespace trident::io

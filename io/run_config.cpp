@@ -1,0 +1,149 @@
+// Typed values of a resolved deck, and the checks between keys that need neither the world
+// size nor the dataset (those are made where the layout and the data are known).
+#include <charconv>  // std::from_chars
+#include <cstdint>   // int64_t, uint64_t
+#include <limits>    // std::numeric_limits
+#include <string>
+
+#include "io/deck.h"        // ResolvedDeck, to_run_config
+#include "io/user_error.h"  // UserError
+
+namespace trident::io {
+namespace {
+
+// Values of a ResolvedDeck are already checked and canonical, so these parses cannot fail
+// for keys of the right type; the range of `int` is the one thing left to check.
+int64_t int64_value(const ResolvedDeck& deck, const std::string& name) {
+  const std::string& text = deck.value(name);
+  int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+int int_value(const ResolvedDeck& deck, const std::string& name) {
+  const int64_t value = int64_value(deck, name);
+  if (value > std::numeric_limits<int>::max() || value < std::numeric_limits<int>::min()) {
+    throw UserError(name + " = " + deck.value(name) + " is out of range (must be <= " +
+                    std::to_string(std::numeric_limits<int>::max()) + ")");
+  }
+  return static_cast<int>(value);
+}
+
+double double_value(const ResolvedDeck& deck, const std::string& name) {
+  const std::string& text = deck.value(name);
+  double value = 0.0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+// "name = value", as messages quote a key.
+std::string quoted(const ResolvedDeck& deck, const std::string& name) {
+  return name + " = " + deck.value(name);
+}
+
+void check_heads_divide_hidden(const ResolvedDeck& deck, const ModelSection& model) {
+  if (model.hidden % model.heads == 0) return;
+  int fewer = model.heads;
+  while (model.hidden % fewer != 0) --fewer;  // stops at 1 at the latest
+  int more = model.heads;
+  while (more <= model.hidden && model.hidden % more != 0) ++more;
+  std::string options = "model.heads = " + std::to_string(fewer);
+  if (more <= model.hidden) options += " or " + std::to_string(more);
+  throw UserError(quoted(deck, "model.heads") + " does not divide " +
+                  quoted(deck, "model.hidden") + " (each head gets hidden / heads channels: " +
+                  "use " + options + ", or a model.hidden that is a multiple of " +
+                  std::to_string(model.heads) + ")");
+}
+
+void check_micro_batch_divides_global(const ResolvedDeck& deck, const TrainSection& train) {
+  if (train.global_batch % train.micro_batch == 0) return;
+  const int64_t lower = train.global_batch / train.micro_batch * train.micro_batch;
+  const int64_t upper = lower + train.micro_batch;
+  std::string options = "train.global_batch = ";
+  if (lower > 0) options += std::to_string(lower) + " or ";
+  options += std::to_string(upper);
+  throw UserError(quoted(deck, "train.global_batch") + " is not a multiple of " +
+                  quoted(deck, "train.micro_batch") + " (use " + options +
+                  ", or a train.micro_batch that divides " +
+                  std::to_string(train.global_batch) + ")");
+}
+
+void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
+  check_heads_divide_hidden(deck, config.model);
+  check_micro_batch_divides_global(deck, config.train);
+  if (config.train.seq_len > config.model.context) {
+    throw UserError(quoted(deck, "train.seq_len") + " is larger than " +
+                    quoted(deck, "model.context") + " (use train.seq_len <= " +
+                    deck.value("model.context") + ", or model.context = " +
+                    deck.value("train.seq_len") + ")");
+  }
+  if (config.optim.min_lr > config.optim.lr) {
+    throw UserError(quoted(deck, "optim.min_lr") + " is larger than " +
+                    quoted(deck, "optim.lr") +
+                    " (the learning rate decays from lr down to min_lr: use optim.min_lr <= " +
+                    deck.value("optim.lr") + ")");
+  }
+  if (config.optim.decay_steps > 0 && config.optim.warmup_steps > config.optim.decay_steps) {
+    throw UserError(quoted(deck, "optim.warmup_steps") + " is larger than " +
+                    quoted(deck, "optim.decay_steps") +
+                    " (the warm-up must end before the decay does: use optim.warmup_steps <= " +
+                    deck.value("optim.decay_steps") + ", optim.decay_steps >= " +
+                    deck.value("optim.warmup_steps") + ", or optim.decay_steps = 0)");
+  }
+}
+
+}  // namespace
+
+RunConfig to_run_config(const ResolvedDeck& deck) {
+  RunConfig config;
+
+  config.run.dir = deck.value("run.dir");
+  config.run.seed = static_cast<uint64_t>(int64_value(deck, "run.seed"));
+  config.run.device = deck.value("run.device");
+  config.run.threads = int_value(deck, "run.threads");
+
+  config.model.layers = int_value(deck, "model.layers");
+  config.model.heads = int_value(deck, "model.heads");
+  config.model.hidden = int_value(deck, "model.hidden");
+  config.model.context = int_value(deck, "model.context");
+  config.model.vocab = int_value(deck, "model.vocab");
+  config.model.vocab_multiple = int_value(deck, "model.vocab_multiple");
+
+  config.data.path = deck.value("data.path");
+  config.data.generate = deck.value("data.generate");
+  config.data.synthetic_vocab = int_value(deck, "data.synthetic_vocab");
+  config.data.synthetic_order = int_value(deck, "data.synthetic_order");
+  config.data.synthetic_branching = int_value(deck, "data.synthetic_branching");
+  config.data.synthetic_tokens = int64_value(deck, "data.synthetic_tokens");
+  config.data.val_fraction = double_value(deck, "data.val_fraction");
+
+  config.train.steps = int64_value(deck, "train.steps");
+  config.train.global_batch = int64_value(deck, "train.global_batch");
+  config.train.micro_batch = int64_value(deck, "train.micro_batch");
+  config.train.seq_len = int_value(deck, "train.seq_len");
+  config.train.eval_every = int64_value(deck, "train.eval_every");
+  config.train.eval_batches = int64_value(deck, "train.eval_batches");
+
+  config.optim.lr = double_value(deck, "optim.lr");
+  config.optim.min_lr = double_value(deck, "optim.min_lr");
+  config.optim.warmup_steps = int64_value(deck, "optim.warmup_steps");
+  config.optim.decay_steps = int64_value(deck, "optim.decay_steps");
+  config.optim.beta1 = double_value(deck, "optim.beta1");
+  config.optim.beta2 = double_value(deck, "optim.beta2");
+  config.optim.eps = double_value(deck, "optim.eps");
+  config.optim.weight_decay = double_value(deck, "optim.weight_decay");
+  config.optim.grad_clip = double_value(deck, "optim.grad_clip");
+
+  config.parallel.dp = int_value(deck, "parallel.dp");
+  config.parallel.tp = int_value(deck, "parallel.tp");
+  config.parallel.pp = int_value(deck, "parallel.pp");
+  config.parallel.bucket_mb = double_value(deck, "parallel.bucket_mb");
+
+  config.log.every = int64_value(deck, "log.every");
+  config.log.peak_tflops = double_value(deck, "log.peak_tflops");
+
+  check_cross_keys(deck, config);
+  return config;
+}
+
+}  // namespace trident::io

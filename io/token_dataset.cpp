@@ -1,0 +1,637 @@
+// Token files: the serial writer, the collective parallel-HDF5 reader with its validation, the
+// sample order and the batch loader (format: docs/data-format.md).
+//
+// Every HDF5 call's result is checked. A failure while opening or validating a file is the
+// user's to fix (wrong path, wrong file), so it becomes one UserError line naming the file;
+// HDF5's own error stack printing is switched off meanwhile so that line is all they see.
+#include "io/token_dataset.h"
+
+#include <hdf5.h>  // H5F*, H5D*, H5A*, H5S*, H5T*, H5P* (parallel build: H5Pset_fapl_mpio)
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>     // std::strerror
+#include <filesystem>  // create_directories, rename, remove
+#include <cmath>       // std::isnan
+#include <limits>
+#include <random>  // std::mt19937_64, std::seed_seq (both fully specified by the standard)
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "io/user_error.h"  // UserError
+
+namespace trident::io {
+namespace {
+
+constexpr const char* kFormatName = "trident-tokens";
+constexpr int64_t kFormatVersion = 1;
+constexpr hsize_t kChunkTokens = hsize_t{1} << 20;  // 1 Mi tokens: 2-4 MiB per chunk
+constexpr int64_t kMaxUint16Vocab = 65536;
+
+std::string file_label(const std::string& path) { return "dataset '" + path + "'"; }
+
+// Switches off HDF5's automatic error-stack printing for its lifetime, then restores it.
+class QuietHdf5Errors {
+ public:
+  QuietHdf5Errors() {
+    saved_ok_ = H5Eget_auto2(H5E_DEFAULT, &saved_func_, &saved_data_) >= 0;
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failure only means errors stay verbose
+  }
+  ~QuietHdf5Errors() {
+    if (saved_ok_) H5Eset_auto2(H5E_DEFAULT, saved_func_, saved_data_);
+  }
+  QuietHdf5Errors(const QuietHdf5Errors&) = delete;
+  QuietHdf5Errors& operator=(const QuietHdf5Errors&) = delete;
+
+ private:
+  H5E_auto2_t saved_func_ = nullptr;
+  void* saved_data_ = nullptr;
+  bool saved_ok_ = false;
+};
+
+// Owns one HDF5 identifier and closes it with the matching H5?close.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& other) noexcept : id_(other.id_), closer_(other.closer_) { other.id_ = -1; }
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      id_ = other.id_;
+      closer_ = other.closer_;
+      other.id_ = -1;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
+  void reset() {
+    if (id_ >= 0 && closer_ != nullptr) closer_(id_);  // close errors: nothing left to do
+    id_ = -1;
+  }
+
+ private:
+  hid_t id_ = -1;
+  Closer closer_ = nullptr;
+};
+
+// Checks an HDF5 identifier or status; on failure throws UserError naming the file and call.
+hid_t check_id(hid_t id, const char* call, const std::string& path) {
+  if (id < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
+  return id;
+}
+void check_status(herr_t status, const char* call, const std::string& path) {
+  if (status < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
+}
+
+Handle make_handle(hid_t id, Handle::Closer closer, const char* call, const std::string& path) {
+  return Handle(check_id(id, call, path), closer);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+void write_string_attribute(hid_t file, const char* name, const std::string& value,
+                            const std::string& path) {
+  // Fixed-length, null-terminated ASCII: h5dump and h5py both show it as a plain string.
+  Handle type = make_handle(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy", path);
+  check_status(H5Tset_size(type.get(), value.size() + 1), "H5Tset_size", path);
+  check_status(H5Tset_strpad(type.get(), H5T_STR_NULLTERM), "H5Tset_strpad", path);
+  Handle space = make_handle(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate", path);
+  Handle attribute = make_handle(
+      H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+      "H5Acreate2", path);
+  check_status(H5Awrite(attribute.get(), type.get(), value.c_str()), "H5Awrite", path);
+}
+
+void write_scalar_attribute(hid_t file, const char* name, hid_t file_type, hid_t memory_type,
+                            const void* value, const std::string& path) {
+  Handle space = make_handle(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate", path);
+  Handle attribute =
+      make_handle(H5Acreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                  H5Aclose, "H5Acreate2", path);
+  check_status(H5Awrite(attribute.get(), memory_type, value), "H5Awrite", path);
+}
+
+void write_int_attribute(hid_t file, const char* name, int64_t value, const std::string& path) {
+  write_scalar_attribute(file, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, path);
+}
+
+// A 1-D dataset of `count` elements; chunked (chunk_elements > 0) or contiguous.
+void write_vector(hid_t file, const char* name, hid_t file_type, hid_t memory_type,
+                  const void* data, hsize_t count, hsize_t chunk_elements,
+                  const std::string& path) {
+  Handle space = make_handle(H5Screate_simple(1, &count, nullptr), H5Sclose,
+                             "H5Screate_simple", path);
+  Handle create = make_handle(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "H5Pcreate", path);
+  if (chunk_elements > 0) {
+    check_status(H5Pset_chunk(create.get(), 1, &chunk_elements), "H5Pset_chunk", path);
+  }
+  Handle dataset = make_handle(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT,
+                                          create.get(), H5P_DEFAULT),
+                               H5Dclose, "H5Dcreate2", path);
+  check_status(H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+               "H5Dwrite", path);
+}
+
+void validate_contents(const TokenFileContents& contents, const std::string& path) {
+  const std::string where = file_label(path) + ": cannot write: ";
+  const auto n = static_cast<int64_t>(contents.tokens.size());
+  if (n == 0) throw UserError(where + "no tokens");
+  if (contents.vocab_size <= 0 ||
+      contents.vocab_size > int64_t{std::numeric_limits<uint32_t>::max()} + 1) {
+    throw UserError(where + "vocab_size " + std::to_string(contents.vocab_size) +
+                    " is out of range");
+  }
+  if (contents.eot_id < 0 || contents.eot_id >= contents.vocab_size) {
+    throw UserError(where + "eot_id " + std::to_string(contents.eot_id) +
+                    " is not below vocab_size " + std::to_string(contents.vocab_size));
+  }
+  if (contents.train_tokens <= 0 || contents.train_tokens > n) {
+    throw UserError(where + "train_tokens " + std::to_string(contents.train_tokens) +
+                    " is not in (0, " + std::to_string(n) + "]");
+  }
+  for (size_t i = 0; i < contents.tokens.size(); ++i) {
+    if (contents.tokens[i] >= contents.vocab_size) {
+      throw UserError(where + "token " + std::to_string(contents.tokens[i]) + " at position " +
+                      std::to_string(i) + " is not below vocab_size " +
+                      std::to_string(contents.vocab_size));
+    }
+  }
+  const std::vector<uint64_t>& offsets = contents.doc_offsets;
+  if (offsets.size() < 2 || offsets.front() != 0 || offsets.back() != contents.tokens.size() ||
+      !std::is_sorted(offsets.begin(), offsets.end())) {
+    throw UserError(where + "doc_offsets must rise from 0 to the token count " +
+                    std::to_string(n));
+  }
+}
+
+void write_file_contents(hid_t file, const TokenFileContents& contents, const std::string& path) {
+  const auto n = static_cast<hsize_t>(contents.tokens.size());
+  const hsize_t chunk = std::min(n, kChunkTokens);
+  if (contents.vocab_size <= kMaxUint16Vocab) {
+    const std::vector<uint16_t> narrow(contents.tokens.begin(), contents.tokens.end());
+    write_vector(file, "tokens", H5T_STD_U16LE, H5T_NATIVE_UINT16, narrow.data(), n, chunk, path);
+  } else {
+    write_vector(file, "tokens", H5T_STD_U32LE, H5T_NATIVE_UINT32, contents.tokens.data(), n,
+                 chunk, path);
+  }
+  write_vector(file, "doc_offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64,
+               contents.doc_offsets.data(), static_cast<hsize_t>(contents.doc_offsets.size()),
+               0, path);
+  write_string_attribute(file, "format", kFormatName, path);
+  write_int_attribute(file, "format_version", kFormatVersion, path);
+  write_int_attribute(file, "vocab_size", contents.vocab_size, path);
+  write_int_attribute(file, "eot_id", contents.eot_id, path);
+  write_string_attribute(file, "tokenizer", contents.tokenizer, path);
+  write_int_attribute(file, "train_tokens", contents.train_tokens, path);
+  write_string_attribute(file, "description", contents.description, path);
+  if (!std::isnan(contents.entropy_rate_nats)) {
+    write_scalar_attribute(file, "entropy_rate_nats", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                           &contents.entropy_rate_nats, path);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading and validating
+
+class FormatError : public UserError {
+ public:
+  FormatError(const std::string& path, const std::string& problem)
+      : UserError(file_label(path) + ": not a Trident token file (" + problem + ")") {}
+};
+
+// Checks that the file can be opened for reading and is HDF5; throws UserError otherwise.
+void check_openable(const std::string& path) {
+  std::FILE* stream = std::fopen(path.c_str(), "rb");
+  if (stream == nullptr) {
+    throw UserError(file_label(path) + ": cannot open (" + std::strerror(errno) + ")");
+  }
+  std::fclose(stream);
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw UserError(file_label(path) + ": cannot open (Is a directory)");
+  }
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 < 0) throw UserError(file_label(path) + ": cannot open (HDF5 cannot read it)");
+  if (is_hdf5 == 0) throw UserError(file_label(path) + ": not an HDF5 file");
+}
+
+Handle open_attribute(hid_t file, const char* name, const std::string& path) {
+  const htri_t exists = H5Aexists(file, name);
+  check_status(exists, "H5Aexists", path);
+  if (exists == 0) throw FormatError(path, std::string("missing attribute '") + name + "'");
+  return make_handle(H5Aopen(file, name, H5P_DEFAULT), H5Aclose, "H5Aopen", path);
+}
+
+bool has_attribute(hid_t file, const char* name, const std::string& path) {
+  const htri_t exists = H5Aexists(file, name);
+  check_status(exists, "H5Aexists", path);
+  return exists > 0;
+}
+
+// The attribute's type class, after checking it is a scalar (or one-element) attribute.
+H5T_class_t scalar_attribute_class(hid_t attribute, const char* name, const std::string& path) {
+  Handle space = make_handle(H5Aget_space(attribute), H5Sclose, "H5Aget_space", path);
+  const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  if (points < 0) check_status(-1, "H5Sget_simple_extent_npoints", path);
+  if (points != 1) throw FormatError(path, std::string("attribute '") + name + "' is not scalar");
+  Handle type = make_handle(H5Aget_type(attribute), H5Tclose, "H5Aget_type", path);
+  const H5T_class_t type_class = H5Tget_class(type.get());
+  if (type_class == H5T_NO_CLASS) check_status(-1, "H5Tget_class", path);
+  return type_class;
+}
+
+// Reads a string attribute stored as a fixed- or variable-length string (h5py writes the
+// latter).
+std::string read_string_attribute(hid_t file, const char* name, const std::string& path) {
+  Handle attribute = open_attribute(file, name, path);
+  if (scalar_attribute_class(attribute.get(), name, path) != H5T_STRING) {
+    throw FormatError(path, std::string("attribute '") + name + "' is not a string");
+  }
+  Handle type = make_handle(H5Aget_type(attribute.get()), H5Tclose, "H5Aget_type", path);
+  const htri_t variable = H5Tis_variable_str(type.get());
+  check_status(variable, "H5Tis_variable_str", path);
+  if (variable > 0) {
+    Handle memory_type = make_handle(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy", path);
+    check_status(H5Tset_size(memory_type.get(), H5T_VARIABLE), "H5Tset_size", path);
+    char* text = nullptr;
+    check_status(H5Aread(attribute.get(), memory_type.get(), &text), "H5Aread", path);
+    std::string value = text == nullptr ? std::string() : std::string(text);
+    H5free_memory(text);
+    return value;
+  }
+  const size_t size = H5Tget_size(type.get());
+  if (size == 0) check_status(-1, "H5Tget_size", path);
+  Handle memory_type = make_handle(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy", path);
+  check_status(H5Tset_size(memory_type.get(), size + 1), "H5Tset_size", path);
+  check_status(H5Tset_strpad(memory_type.get(), H5T_STR_NULLTERM), "H5Tset_strpad", path);
+  std::vector<char> buffer(size + 1, '\0');
+  check_status(H5Aread(attribute.get(), memory_type.get(), buffer.data()), "H5Aread", path);
+  return std::string(buffer.data());
+}
+
+int64_t read_int_attribute(hid_t file, const char* name, const std::string& path) {
+  Handle attribute = open_attribute(file, name, path);
+  if (scalar_attribute_class(attribute.get(), name, path) != H5T_INTEGER) {
+    throw FormatError(path, std::string("attribute '") + name + "' is not an integer");
+  }
+  int64_t value = 0;
+  check_status(H5Aread(attribute.get(), H5T_NATIVE_INT64, &value), "H5Aread", path);
+  return value;
+}
+
+double read_double_attribute(hid_t file, const char* name, const std::string& path) {
+  Handle attribute = open_attribute(file, name, path);
+  const H5T_class_t type_class = scalar_attribute_class(attribute.get(), name, path);
+  if (type_class != H5T_FLOAT && type_class != H5T_INTEGER) {
+    throw FormatError(path, std::string("attribute '") + name + "' is not a number");
+  }
+  double value = 0.0;
+  check_status(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value), "H5Aread", path);
+  return value;
+}
+
+// Opens a 1-D unsigned-integer dataset; returns it with its length and element size.
+Handle open_vector(hid_t file, const char* name, hsize_t& length, size_t& element_size,
+                   const std::string& path) {
+  const htri_t exists = H5Lexists(file, name, H5P_DEFAULT);
+  check_status(exists, "H5Lexists", path);
+  if (exists == 0) throw FormatError(path, std::string("missing dataset '/") + name + "'");
+  Handle dataset = make_handle(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, "H5Dopen2", path);
+  Handle space = make_handle(H5Dget_space(dataset.get()), H5Sclose, "H5Dget_space", path);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  check_status(rank, "H5Sget_simple_extent_ndims", path);
+  if (rank != 1) throw FormatError(path, std::string("dataset '/") + name + "' is not 1-D");
+  check_status(H5Sget_simple_extent_dims(space.get(), &length, nullptr),
+               "H5Sget_simple_extent_dims", path);
+  Handle type = make_handle(H5Dget_type(dataset.get()), H5Tclose, "H5Dget_type", path);
+  element_size = H5Tget_size(type.get());
+  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_sign(type.get()) != H5T_SGN_NONE) {
+    throw FormatError(path, std::string("dataset '/") + name + "' is not of an unsigned type");
+  }
+  return dataset;
+}
+
+// Reads and validates everything but the tokens themselves; returns /tokens still open.
+Handle read_info(hid_t file, const std::string& path, TokenFileInfo& info) {
+  info = TokenFileInfo{};
+  info.path = path;
+  const std::string format = read_string_attribute(file, "format", path);
+  if (format != kFormatName) {
+    throw FormatError(path, "attribute 'format' is '" + format + "', expected '" +
+                                kFormatName + "'");
+  }
+  const int64_t version = read_int_attribute(file, "format_version", path);
+  if (version != kFormatVersion) {
+    throw UserError(file_label(path) + ": unsupported format_version " +
+                    std::to_string(version) + " (this Trident reads version " +
+                    std::to_string(kFormatVersion) + ")");
+  }
+  info.vocab_size = read_int_attribute(file, "vocab_size", path);
+  info.eot_id = read_int_attribute(file, "eot_id", path);
+  info.tokenizer = read_string_attribute(file, "tokenizer", path);
+  info.train_tokens = read_int_attribute(file, "train_tokens", path);
+  if (has_attribute(file, "description", path)) {
+    info.description = read_string_attribute(file, "description", path);
+  }
+  if (has_attribute(file, "entropy_rate_nats", path)) {
+    info.entropy_rate_nats = read_double_attribute(file, "entropy_rate_nats", path);
+  }
+  const std::string bad = file_label(path) + ": inconsistent token file: ";
+  if (info.vocab_size <= 0 || info.vocab_size > int64_t{std::numeric_limits<uint32_t>::max()} + 1) {
+    throw UserError(bad + "vocab_size " + std::to_string(info.vocab_size) + " is out of range");
+  }
+  if (info.eot_id < 0 || info.eot_id >= info.vocab_size) {
+    throw UserError(bad + "eot_id " + std::to_string(info.eot_id) + " is not below vocab_size " +
+                    std::to_string(info.vocab_size));
+  }
+
+  hsize_t total = 0;
+  size_t token_bytes = 0;
+  Handle tokens = open_vector(file, "tokens", total, token_bytes, path);
+  if (token_bytes != 2 && token_bytes != 4) {
+    throw FormatError(path, "dataset '/tokens' is neither uint16 nor uint32");
+  }
+  info.token_bits = static_cast<int>(token_bytes * 8);
+  info.total_tokens = static_cast<int64_t>(total);
+  if (token_bytes == 2 && info.vocab_size > kMaxUint16Vocab) {
+    throw UserError(bad + "tokens are uint16 but vocab_size is " +
+                    std::to_string(info.vocab_size));
+  }
+  if (info.train_tokens <= 0 || info.train_tokens > info.total_tokens) {
+    throw UserError(bad + "train_tokens " + std::to_string(info.train_tokens) +
+                    " is not in (0, " + std::to_string(info.total_tokens) + "]");
+  }
+
+  hsize_t offset_count = 0;
+  size_t offset_bytes = 0;
+  Handle offsets_dataset = open_vector(file, "doc_offsets", offset_count, offset_bytes, path);
+  if (offset_count < 2) throw UserError(bad + "doc_offsets has fewer than 2 entries");
+  std::vector<uint64_t> offsets(offset_count);
+  check_status(H5Dread(offsets_dataset.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                       offsets.data()),
+               "H5Dread", path);
+  if (offsets.front() != 0 || offsets.back() != total ||
+      !std::is_sorted(offsets.begin(), offsets.end())) {
+    throw UserError(bad + "doc_offsets do not rise from 0 to the token count " +
+                    std::to_string(total));
+  }
+  info.num_docs = static_cast<int64_t>(offset_count) - 1;
+  return tokens;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+void write_token_file(const std::string& path, const TokenFileContents& contents) {
+  validate_contents(contents, path);
+  const std::filesystem::path target(path);
+  std::error_code error;
+  if (target.has_parent_path()) {
+    std::filesystem::create_directories(target.parent_path(), error);
+    if (error) {
+      throw UserError(file_label(path) + ": cannot create directory '" +
+                      target.parent_path().string() + "' (" + error.message() + ")");
+    }
+  }
+  const std::string temporary = path + ".tmp";
+  {
+    const QuietHdf5Errors quiet;
+    try {
+      const hid_t file_id = H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+      if (file_id < 0) {
+        throw UserError(file_label(path) + ": cannot create '" + temporary + "'");
+      }
+      Handle file(file_id, H5Fclose);
+      write_file_contents(file.get(), contents, path);
+      check_status(H5Fclose(file.release()), "H5Fclose", path);
+    } catch (...) {
+      std::filesystem::remove(temporary, error);
+      throw;
+    }
+  }
+  std::filesystem::rename(temporary, target, error);
+  if (error) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw UserError(file_label(path) + ": cannot rename '" + temporary + "' to it (" +
+                    error.message() + ")");
+  }
+}
+
+TokenFileInfo read_token_file_info(const std::string& path) {
+  const QuietHdf5Errors quiet;
+  check_openable(path);
+  Handle file = make_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+                            "H5Fopen", path);
+  TokenFileInfo info;
+  read_info(file.get(), path, info);
+  return info;
+}
+
+TokenDataset::TokenDataset(const std::string& path, MPI_Comm comm) {
+  const QuietHdf5Errors quiet;
+  // Every rank checks, then all agree, so no rank enters the collective H5Fopen alone.
+  std::string local_error;
+  try {
+    check_openable(path);
+  } catch (const UserError& e) {
+    local_error = e.what();
+  }
+  const auto agree = [&](const std::string& stage_error) {
+    int failed = stage_error.empty() ? 0 : 1;
+    int any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm);
+    if (any_failed == 0) return;
+    throw UserError(failed ? stage_error
+                           : file_label(path) + ": cannot open on another rank of the job");
+  };
+  agree(local_error);
+
+  Handle access = make_handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate", path);
+  check_status(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", path);
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
+  if (file.get() < 0) local_error = file_label(path) + ": cannot open (HDF5 cannot read it)";
+  agree(local_error);
+  Handle tokens;
+  try {
+    tokens = read_info(file.get(), path, info_);
+  } catch (const UserError& e) {
+    local_error = e.what();
+  }
+  agree(local_error);  // on failure, the handles close on every rank as the exception unwinds
+  tokens_ = tokens.release();
+  file_ = file.release();
+}
+
+TokenDataset::~TokenDataset() {
+  if (tokens_ >= 0) H5Dclose(tokens_);
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+int64_t TokenDataset::num_samples(Split split, int seq_len) const {
+  if (seq_len <= 0) throw std::invalid_argument("num_samples: seq_len must be positive");
+  const int64_t tokens = split == Split::kTrain ? info_.train_tokens
+                                                : info_.total_tokens - info_.train_tokens;
+  return tokens < 1 ? 0 : (tokens - 1) / seq_len;
+}
+
+void TokenDataset::read_sample(Split split, int64_t index, int seq_len, int32_t* out) const {
+  const int64_t count = num_samples(split, seq_len);
+  if (index < 0 || index >= count) {
+    throw std::out_of_range("read_sample: sample " + std::to_string(index) + " of a split of " +
+                            std::to_string(count) + " samples");
+  }
+  const int64_t split_start = split == Split::kTrain ? 0 : info_.train_tokens;
+  const auto start = static_cast<hsize_t>(split_start + index * seq_len);
+  const auto length = static_cast<hsize_t>(seq_len) + 1;
+  const std::string& path = info_.path;
+
+  Handle file_space = make_handle(H5Dget_space(static_cast<hid_t>(tokens_)), H5Sclose,
+                                  "H5Dget_space", path);
+  check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &length,
+                                   nullptr),
+               "H5Sselect_hyperslab", path);
+  Handle memory_space = make_handle(H5Screate_simple(1, &length, nullptr), H5Sclose,
+                                    "H5Screate_simple", path);
+  Handle transfer = make_handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose, "H5Pcreate", path);
+  check_status(H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_INDEPENDENT), "H5Pset_dxpl_mpio",
+               path);
+  check_status(H5Dread(static_cast<hid_t>(tokens_), H5T_NATIVE_INT32, memory_space.get(),
+                       file_space.get(), transfer.get(), out),
+               "H5Dread", path);
+  for (hsize_t i = 0; i < length; ++i) {
+    if (out[i] < 0 || out[i] >= info_.vocab_size) {
+      throw UserError(file_label(path) + ": token at position " + std::to_string(start + i) +
+                      " is not below vocab_size " + std::to_string(info_.vocab_size));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+SampleOrder::SampleOrder(int64_t num_samples, uint64_t seed)
+    : num_samples_(num_samples), seed_(seed) {
+  if (num_samples <= 0) throw std::invalid_argument("SampleOrder: no samples to order");
+}
+
+std::vector<int64_t> SampleOrder::permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  const auto epoch_bits = static_cast<uint64_t>(epoch);
+  std::seed_seq seeds{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                      static_cast<uint32_t>(epoch_bits), static_cast<uint32_t>(epoch_bits >> 32)};
+  std::mt19937_64 rng(seeds);
+  // Fisher-Yates, back to front; j uniform in [0, i] by rejection (no modulo bias).
+  for (size_t i = order.size(); i > 1; --i) {
+    const uint64_t bound = i;  // choose among positions 0..i-1
+    const uint64_t limit = std::numeric_limits<uint64_t>::max() -
+                           std::numeric_limits<uint64_t>::max() % bound;
+    uint64_t draw = rng();
+    while (draw >= limit) draw = rng();
+    std::swap(order[i - 1], order[draw % bound]);
+  }
+  return order;
+}
+
+int64_t SampleOrder::sample_at(int64_t position) {
+  if (position < 0) throw std::out_of_range("SampleOrder: negative stream position");
+  const int64_t epoch = position / num_samples_;
+  if (epoch != cached_epoch_) {
+    cached_ = permutation(num_samples_, seed_, epoch);
+    cached_epoch_ = epoch;
+  }
+  return cached_[static_cast<size_t>(position % num_samples_)];
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+BatchGeometry checked_geometry(const BatchGeometry& geometry) {
+  if (geometry.seq_len <= 0 || geometry.micro_batch <= 0 || geometry.dp_size <= 0 ||
+      geometry.dp_rank < 0 || geometry.dp_rank >= geometry.dp_size ||
+      geometry.global_batch <= 0 ||
+      geometry.global_batch % (geometry.micro_batch * geometry.dp_size) != 0) {
+    throw std::invalid_argument(
+        "BatchLoader: global_batch must be a positive multiple of micro_batch * dp_size, and "
+        "0 <= dp_rank < dp_size, seq_len > 0");
+  }
+  return geometry;
+}
+
+int64_t checked_train_samples(const TokenDataset& dataset, int seq_len) {
+  const int64_t count = dataset.num_samples(Split::kTrain, seq_len);
+  if (count <= 0) {
+    throw UserError(file_label(dataset.info().path) + ": the training split of " +
+                    std::to_string(dataset.info().train_tokens) +
+                    " tokens holds no sample of seq_len + 1 = " + std::to_string(seq_len + 1) +
+                    " tokens");
+  }
+  return count;
+}
+
+}  // namespace
+
+BatchLoader::BatchLoader(const TokenDataset& dataset, BatchGeometry geometry, uint64_t seed)
+    : dataset_(dataset),
+      geometry_(checked_geometry(geometry)),
+      order_(checked_train_samples(dataset, geometry.seq_len), seed),
+      row_(static_cast<size_t>(geometry.seq_len) + 1) {}
+
+void BatchLoader::load_train(int64_t step, int64_t micro, int32_t* tokens, int32_t* targets) {
+  if (step < 0 || micro < 0 || micro >= geometry_.micro_batches_per_step()) {
+    throw std::out_of_range("BatchLoader::load_train: step or micro-batch out of range");
+  }
+  const int64_t slice = geometry_.global_batch / geometry_.dp_size;
+  const int64_t first = step * geometry_.global_batch + geometry_.dp_rank * slice +
+                        micro * geometry_.micro_batch;
+  for (int64_t row = 0; row < geometry_.micro_batch; ++row) {
+    load(Split::kTrain, order_.sample_at(first + row), row, tokens, targets);
+  }
+}
+
+void BatchLoader::load_validation(int64_t eval_batch, int64_t micro, int32_t* tokens,
+                                  int32_t* targets) {
+  if (eval_batch < 0 || micro < 0 || micro >= geometry_.micro_batches_per_step()) {
+    throw std::out_of_range("BatchLoader::load_validation: batch or micro-batch out of range");
+  }
+  const int64_t count = dataset_.num_samples(Split::kValidation, geometry_.seq_len);
+  if (count <= 0) {
+    const TokenFileInfo& info = dataset_.info();
+    throw UserError(file_label(info.path) + ": the validation split of " +
+                    std::to_string(info.total_tokens - info.train_tokens) +
+                    " tokens holds no sample of seq_len + 1 = " +
+                    std::to_string(geometry_.seq_len + 1) + " tokens");
+  }
+  const int64_t slice = geometry_.global_batch / geometry_.dp_size;
+  const int64_t first = eval_batch * geometry_.global_batch + geometry_.dp_rank * slice +
+                        micro * geometry_.micro_batch;
+  for (int64_t row = 0; row < geometry_.micro_batch; ++row) {
+    load(Split::kValidation, (first + row) % count, row, tokens, targets);
+  }
+}
+
+void BatchLoader::load(Split split, int64_t sample, int64_t row, int32_t* tokens,
+                       int32_t* targets) {
+  const int seq_len = geometry_.seq_len;
+  dataset_.read_sample(split, sample, seq_len, row_.data());
+  std::copy(row_.begin(), row_.end() - 1, tokens + row * seq_len);
+  std::copy(row_.begin() + 1, row_.end(), targets + row * seq_len);
+}
+
+}  // namespace trident::io
