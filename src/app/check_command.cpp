@@ -1,0 +1,68 @@
+// trident check DECK [--ranks N] [--section.key=value ...]: validate a deck and a layout, print
+// the resolved configuration, the layout table and the memory per rank, without training.
+#include <cstdio>
+#include <filesystem>
+
+#include "io/token_dataset.h"
+#include "io/user_error.h"
+#include "kernels/backend.h"
+#include "parallel/mpi_comm.h"
+#include "src/app/command_args.h"
+#include "src/app/commands.h"
+#include "src/app/run_setup.h"
+#include "src/app/startup_report.h"
+
+namespace trident::app {
+
+int check_command(const std::vector<std::string>& raw_args) {
+  std::vector<std::string> args = raw_args;
+  int world_size = 1;
+  TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  MPI_Comm world_dup;
+  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
+  parallel::MpiComm world(world_dup, "world");
+
+  int ranks = world_size;
+  if (auto value = take_flag(args, "ranks")) {
+    try {
+      std::size_t used = 0;
+      ranks = std::stoi(*value, &used);
+      if (used != value->size() || ranks < 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw io::UserError("--ranks = '" + *value + "' is not a positive integer");
+    }
+  }
+  const CommandArgs command = split_command_args("check", args);
+  const std::string text = read_deck_collectively(world, command.deck_path);
+  const RunSetup setup = make_run_setup(text, command.deck_path, command.overrides, ranks);
+  if (world.rank() != 0) return 0;  // the rest is reporting: one rank is enough
+
+  const auto& c = setup.config;
+  std::string data_note;
+  if (std::filesystem::exists(c.data.path)) {
+    const io::TokenFileInfo info = io::read_token_file_info(c.data.path);
+    const int64_t seq = c.train.seq_len;
+    const int64_t train_samples = info.train_tokens > 1 ? (info.train_tokens - 1) / seq : 0;
+    const int64_t val_tokens = info.total_tokens - info.train_tokens;
+    const int64_t val_samples = val_tokens > 1 ? (val_tokens - 1) / seq : 0;
+    check_dataset_fits(setup, info.vocab_size, train_samples, val_samples, c.data.path);
+    data_note = "data: " + c.data.path + ": vocab " + std::to_string(info.vocab_size) + ", " +
+                std::to_string(train_samples) + " training samples of " + std::to_string(seq) + " tokens\n";
+  } else if (c.data.generate == "synthetic") {
+    data_note = "data: " + c.data.path + " is missing and will be generated (data.generate = synthetic)\n";
+  } else {
+    throw io::UserError("data.path '" + c.data.path + "': no such file (make one with `trident prepare`, or set "
+                        "data.generate = synthetic)");
+  }
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  const parallel::RankGrid grid(c.parallel.tp, c.parallel.dp, c.parallel.pp);
+  std::printf("%s", startup_report(setup, grid,
+                                   backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
+                                                                   c.train.seq_len, c.model.heads))
+                        .c_str());
+  std::printf("%s", data_note.c_str());
+  std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);
+  return 0;
+}
+
+}  // namespace trident::app

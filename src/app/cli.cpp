@@ -1,0 +1,81 @@
+#include "src/app/cli.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "io/user_error.h"
+#include "src/app/commands.h"
+#include "src/app/version_text.h"
+
+namespace trident::app {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: trident COMMAND [ARGS]\n"
+    "\n"
+    "Trains GPT-2 family language models with data parallelism over MPI ranks.\n"
+    "Launch with mpirun/srun: every rank runs the same command.\n"
+    "\n"
+    "commands:\n"
+    "  train DECK [--section.key=value ...]   train as the input deck says (keys may be overridden)\n"
+    "  check DECK [--ranks N] [--section.key=value ...]\n"
+    "                                         validate a deck for N ranks (default: this job's), print\n"
+    "                                         the resolved deck, the rank layout and memory per rank\n"
+    "  prepare synthetic|text --output FILE ...  make an HDF5 token dataset (prepare --help)\n"
+    "  --help                                 this text\n"
+    "  --version                              version, commit, MPI, HDF5, BLAS, CUDA\n"
+    "\n"
+    "examples:\n"
+    "  mpirun -np 2 trident train inputs/quickstart.ini\n"
+    "  trident check inputs/gpt2-124m.ini --ranks 8\n"
+    "  trident prepare text --output data/book.h5 book.txt\n"
+    "\n"
+    "Deck keys: docs/input-deck.md. Exit status: 0 success, 2 user error (deck, files, layout).\n";
+
+int dispatch(int rank, const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    if (rank == 0) std::printf("%s", kUsage);
+    return 0;
+  }
+  if (args[0] == "--version") {
+    if (rank == 0) std::printf("%s", version_text().c_str());
+    return 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "train") return train_command(rest);
+  if (args[0] == "check") return check_command(rest);
+  if (args[0] == "prepare") return prepare_command(rest);
+  throw io::UserError("unknown command '" + args[0] + "' (commands: train, check, prepare; see trident --help)");
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  int status = 0;
+  try {
+    status = dispatch(rank, args);
+  } catch (const io::UserError& e) {
+    // User errors are raised identically on every rank (decks are parsed everywhere, file
+    // checks are agreed), so every rank gets here and no rank waits for another.
+    if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
+    status = 2;
+  } catch (const std::exception& e) {
+    // Anything else is a fault of one rank that the others cannot know about: end the job.
+    std::fprintf(stderr, "trident: internal error on rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::fflush(stdout);
+  MPI_Finalize();
+  return status;
+}
+
+}  // namespace trident::app

@@ -1,0 +1,47 @@
+#include "src/app/command_args.h"
+
+#include "io/user_error.h"
+
+namespace trident::app {
+
+std::optional<std::string> take_flag(std::vector<std::string>& args, const std::string& name) {
+  const std::string flag = "--" + name;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag) {
+      if (i + 1 >= args.size()) throw io::UserError("option " + flag + " needs a value");
+      std::string value = args[i + 1];
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i + 2));
+      return value;
+    }
+    if (args[i].rfind(flag + "=", 0) == 0) {
+      std::string value = args[i].substr(flag.size() + 1);
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+CommandArgs split_command_args(const std::string& command, const std::vector<std::string>& args) {
+  CommandArgs result;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (result.deck_path.empty() && a.rfind("--", 0) != 0) {
+      // A value following "--key" (space-separated override) is not the deck.
+      const bool follows_bare_key = i > 0 && args[i - 1].rfind("--", 0) == 0 &&
+                                    args[i - 1].find('=') == std::string::npos;
+      if (!follows_bare_key) {
+        result.deck_path = a;
+        continue;
+      }
+    }
+    result.overrides.push_back(a);
+  }
+  if (result.deck_path.empty()) {
+    throw io::UserError("trident " + command + ": no input deck given (usage: trident " + command +
+                        " DECK [--section.key=value ...])");
+  }
+  return result;
+}
+
+}  // namespace trident::app

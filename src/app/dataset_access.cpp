@@ -1,0 +1,39 @@
+#include "src/app/dataset_access.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "io/synthetic_source.h"
+#include "io/user_error.h"
+
+namespace trident::app {
+
+std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parallel::Comm& world, MPI_Comm mpi_world) {
+  const auto& d = setup.config.data;
+  std::string error;
+  if (world.rank() == 0 && d.generate == "synthetic" && !std::filesystem::exists(d.path)) {
+    try {
+      std::printf("data: %s is missing; generating the synthetic source (data.generate = synthetic)\n",
+                  d.path.c_str());
+      std::fflush(stdout);
+      io::make_synthetic_file(d.path, d.synthetic_vocab, d.synthetic_order, d.synthetic_branching,
+                              d.synthetic_tokens, d.val_fraction, setup.config.run.seed);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  error = parallel::agree_on_error(world, error);
+  if (!error.empty()) throw io::UserError(error);
+
+  std::unique_ptr<io::TokenDataset> dataset;
+  try {
+    dataset = std::make_unique<io::TokenDataset>(d.path, mpi_world);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  error = parallel::agree_on_error(world, error);
+  if (!error.empty()) throw io::UserError(error);
+  return dataset;
+}
+
+}  // namespace trident::app

@@ -1,0 +1,104 @@
+#include "src/app/run_setup.h"
+
+#include <string>
+
+#include "io/user_error.h"
+#include "parallel/comm.h"
+
+namespace trident::app {
+
+using io::UserError;
+
+std::string read_deck_collectively(parallel::Comm& comm, const std::string& path) {
+  std::string text, error;
+  if (comm.rank() == 0) {
+    try {
+      text = io::read_deck_file(path);
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  error = parallel::broadcast_string(comm, error, 0);
+  if (!error.empty()) throw UserError(error);
+  return parallel::broadcast_string(comm, text, 0);
+}
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+void check_layout(io::RunConfig& c, int world_size) {
+  auto& p = c.parallel;
+  // What the model can take comes first: it does not depend on how the job was launched.
+  if (c.model.heads % p.tp != 0) {
+    throw UserError("model.heads = " + str(c.model.heads) + " is not divisible by parallel.tp = " + str(p.tp) +
+                    "; each tensor rank needs whole heads");
+  }
+  if (p.tp > 1) {
+    throw UserError("parallel.tp = " + str(p.tp) +
+                    ": tensor parallelism is not available in this version yet; use parallel.tp = 1");
+  }
+  if (p.pp > 1) {
+    throw UserError("parallel.pp = " + str(p.pp) +
+                    ": pipeline parallelism is not available in this version yet; use parallel.pp = 1");
+  }
+  const int model_ranks = p.tp * p.pp;
+  if (p.dp == 0) {
+    if (world_size % model_ranks != 0) {
+      throw UserError("parallel.tp * parallel.pp = " + str(model_ranks) + " does not divide the " +
+                      str(world_size) + " ranks of this job; launch a multiple of " + str(model_ranks) + " ranks");
+    }
+    p.dp = world_size / model_ranks;
+  } else if (p.dp * model_ranks != world_size) {
+    throw UserError("parallel.dp * parallel.tp * parallel.pp = " + str(p.dp) + " * " + str(p.tp) + " * " +
+                    str(p.pp) + " = " + str(p.dp * model_ranks) + " but the job has " + str(world_size) +
+                    " rank(s); launch " + str(p.dp * model_ranks) + " ranks or set parallel.dp = 0 (automatic)");
+  }
+  const int64_t per_step = c.train.micro_batch * p.dp;
+  if (c.train.global_batch % per_step != 0) {
+    throw UserError("train.global_batch = " + str(c.train.global_batch) +
+                    " is not divisible by train.micro_batch * parallel.dp = " + str(c.train.micro_batch) + " * " +
+                    str(p.dp) + " = " + str(per_step));
+  }
+}
+
+}  // namespace
+
+RunSetup make_run_setup(const std::string& deck_text, const std::string& deck_name,
+                        const std::vector<std::string>& overrides, int world_size) {
+  RunSetup setup{io::parse_deck(deck_text, deck_name, overrides), {}, {}};
+  setup.config = io::to_run_config(setup.deck);
+  check_layout(setup.config, world_size);
+  setup.deck.set("parallel.dp", std::to_string(setup.config.parallel.dp));
+  if (setup.config.run.device == "cuda") {
+    throw UserError("run.device = cuda: the CUDA backend is not available in this version yet; use run.device = cpu");
+  }
+  const auto& m = setup.config.model;
+  setup.model.layers = m.layers;
+  setup.model.heads = m.heads;
+  setup.model.hidden = m.hidden;
+  setup.model.context = m.context;
+  setup.model.vocab = m.vocab;
+  setup.model.padded_vocab = model::pad_vocab(m.vocab, m.vocab_multiple);
+  return setup;
+}
+
+void check_dataset_fits(const RunSetup& setup, int64_t dataset_vocab, int64_t train_samples,
+                        int64_t validation_samples, const std::string& path) {
+  const auto& c = setup.config;
+  if (dataset_vocab > c.model.vocab) {
+    throw UserError("dataset '" + path + "': its vocabulary of " + str(dataset_vocab) +
+                    " tokens is larger than model.vocab = " + str(c.model.vocab) + "; set model.vocab >= " +
+                    str(dataset_vocab));
+  }
+  if (train_samples < 1) {
+    throw UserError("dataset '" + path + "': the training split holds no sample of train.seq_len = " +
+                    str(c.train.seq_len) + " tokens");
+  }
+  if (c.train.eval_batches > 0 && validation_samples < 1) {
+    throw UserError("dataset '" + path + "': the validation split holds no sample of train.seq_len = " +
+                    str(c.train.seq_len) + " tokens; set train.eval_batches = 0 or use a larger split");
+  }
+}
+
+}  // namespace trident::app

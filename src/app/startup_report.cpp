@@ -1,0 +1,32 @@
+#include "src/app/startup_report.h"
+
+#include <cstdio>
+
+#include "src/app/memory_estimate.h"
+
+namespace trident::app {
+
+std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch) {
+  std::string out = "---- resolved deck ----\n" + setup.deck.to_ini() + "-----------------------\n";
+  out += grid.layout_table();
+  const auto& m = setup.model;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "model: GPT, %d layers, %d heads, hidden %d, context %d, vocab %d (padded to %d): "
+                "%.2fM parameters, %.3g GFLOP per token at seq_len %d\n",
+                m.layers, m.heads, m.hidden, m.context, m.vocab, m.padded_vocab,
+                static_cast<double>(m.parameter_count()) / 1e6, m.flops_per_token(setup.config.train.seq_len) / 1e9,
+                setup.config.train.seq_len);
+  out += line;
+  const auto& t = setup.config.train;
+  const int64_t micro_per_step = t.global_batch / (t.micro_batch * grid.dp());
+  std::snprintf(line, sizeof line,
+                "batch: %lld sequences x %d tokens per step = %lld tokens; %lld micro-batch(es) of %lld per data rank\n",
+                static_cast<long long>(t.global_batch), t.seq_len, static_cast<long long>(t.global_batch * t.seq_len),
+                static_cast<long long>(micro_per_step), static_cast<long long>(t.micro_batch));
+  out += line;
+  out += estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch).table();
+  return out;
+}
+
+}  // namespace trident::app

@@ -1,0 +1,108 @@
+// trident train DECK [--section.key=value ...]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "io/user_error.h"
+#include "kernels/backend.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/parallel_context.h"
+#include "src/app/command_args.h"
+#include "src/app/commands.h"
+#include "src/app/dataset_access.h"
+#include "src/app/run_setup.h"
+#include "src/app/startup_report.h"
+#include "src/app/threads.h"
+#include "src/app/version_text.h"
+#include "src/train/peak_flops.h"
+#include "src/train/trainer.h"
+
+namespace trident::app {
+
+namespace {
+
+// Rank 0 creates run.dir and writes config.ini; failures are agreed by every rank.
+void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
+  std::string error;
+  if (world.rank() == 0) {
+    const std::string& dir = setup.config.run.dir;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::string config_path = dir + "/config.ini";
+    std::ofstream out(config_path);
+    if (ec || !out) {
+      error = "run.dir '" + dir + "': cannot create the run directory or " + config_path +
+              (ec ? " (" + ec.message() + ")" : "");
+    } else {
+      out << setup.deck.to_ini();
+      if (!out.flush()) error = "run.dir '" + dir + "': cannot write " + config_path;
+    }
+  }
+  error = parallel::agree_on_error(world, error);
+  if (!error.empty()) throw io::UserError(error);
+}
+
+}  // namespace
+
+int train_command(const std::vector<std::string>& args) {
+  int world_size = 1;
+  TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  MPI_Comm world_dup;
+  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
+  parallel::MpiComm world(world_dup, "world");
+  const bool leader = world.rank() == 0;
+
+  const CommandArgs command = split_command_args("train", args);
+  const std::string text = read_deck_collectively(world, command.deck_path);
+  const RunSetup setup = make_run_setup(text, command.deck_path, command.overrides, world_size);
+  const auto& c = setup.config;
+
+  auto dataset = open_run_dataset(setup, world, MPI_COMM_WORLD);
+  const auto& info = dataset->info();
+  check_dataset_fits(setup, info.vocab_size, dataset->num_samples(io::Split::kTrain, c.train.seq_len),
+                     dataset->num_samples(io::Split::kValidation, c.train.seq_len), c.data.path);
+  prepare_run_dir(setup, world);
+
+  parallel::ParallelContext ctx(MPI_COMM_WORLD, c.parallel.tp, c.parallel.dp, c.parallel.pp);
+  const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
+  auto backend = kernels::make_backend(kernels::Device::kCpu, threads);
+
+  if (leader) {
+    std::printf("%s", version_text().c_str());
+    std::printf("%s", startup_report(setup, ctx.grid(),
+                                     backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
+                                                                     c.train.seq_len, c.model.heads))
+                          .c_str());
+    std::printf("backend: %s per rank\n", backend->name().c_str());
+    std::printf("data: %s: %lld tokens (%lld train), vocab %lld, tokenizer %s\n", c.data.path.c_str(),
+                static_cast<long long>(info.total_tokens), static_cast<long long>(info.train_tokens),
+                static_cast<long long>(info.vocab_size), info.tokenizer.c_str());
+    if (!std::isnan(info.entropy_rate_nats)) {
+      std::printf("data: synthetic source, entropy rate (loss floor) %.4f nats/token\n", info.entropy_rate_nats);
+    }
+    std::fflush(stdout);
+  }
+
+  double peak = c.log.peak_tflops * 1e12;
+  if (peak <= 0.0) {
+    peak = train::measure_matmul_flops(*backend);
+    // Ranks of a node share its cores: take the mean so MFU is against the job as a whole.
+    world.all_reduce_sum(&peak, 1);
+    peak /= world_size;
+    if (leader) std::printf("peak: %.1f GFLOP/s per rank (measured sgemm; set log.peak_tflops to override)\n", peak / 1e9);
+  }
+
+  train::Trainer trainer(c, setup.model, ctx, *backend, *dataset);
+  const auto start = std::chrono::steady_clock::now();
+  trainer.run(c.run.dir + "/metrics.jsonl", peak);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (leader) {
+    std::printf("done: %lld steps in %.1f s; metrics in %s/metrics.jsonl\n", static_cast<long long>(c.train.steps),
+                seconds, c.run.dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace trident::app

@@ -1,0 +1,91 @@
+// Gpt: a GPT-2 family decoder on one rank, forward and hand-written backward in fp32.
+//
+//   x = wte[tokens] + wpe[positions]
+//   per block:  x = x + proj(attention(ln1(x)));   x = x + down(gelu(up(ln2(x))))
+//   logits = ln_f(x) @ wte^T   (LM head tied to the token embedding, padded vocabulary)
+//   loss = cross-entropy over the real vocabulary
+//
+// All math goes through kernels::Backend, so the same code runs on every device. Activations
+// for one micro-batch of [B, T] live in one arena sized at construction: nothing is allocated
+// in the step loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "src/model/gpt_config.h"
+#include "src/model/param_table.h"
+
+namespace trident::model {
+
+// Floats of the activation arena for a micro-batch [B, T] (forward state kept for backward,
+// plus the backward scratch). Used for allocation and for the memory estimate alike.
+std::size_t activation_floats(const GptConfig& config, int B, int T, std::size_t attention_scratch);
+
+// The parameter table of a whole (unsplit) GPT in forward order: wte, wpe, blocks, ln_f.
+ParamTable build_gpt_param_table(const GptConfig& config);
+
+class Gpt {
+ public:
+  // B = micro-batch sequences, T = sequence length (<= context).
+  Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T);
+  ~Gpt();
+  Gpt(const Gpt&) = delete;
+  Gpt& operator=(const Gpt&) = delete;
+
+  const GptConfig& config() const { return config_; }
+  const ParamTable& params() const { return table_; }
+  float* parameters() { return params_; }
+  float* gradients() { return grads_; }
+  std::size_t activation_bytes() const { return activation_count_ * sizeof(float); }
+
+  void zero_gradients();
+  // tokens and targets: host int32 [B*T]; copied to the device.
+  // Returns the sum of the B*T token losses (the caller divides by the global token count).
+  double forward(const int32_t* tokens, const int32_t* targets);
+  // Backward of the last forward. dloss: derivative of the step's loss with respect to each
+  // token's loss (1 / global tokens per step). Gradients accumulate into gradients().
+  // grads_final(offset) is called whenever every gradient at arena offset >= offset has
+  // received its last contribution of this backward (for overlapping the data-parallel
+  // reduction); it may be empty.
+  void backward(float dloss, const std::function<void(std::size_t)>& grads_final);
+
+ private:
+  struct LayerPointers {
+    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    float *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
+  };
+  struct LayerActivations {
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *residual2;
+    float *ln2, *ln2_mean, *ln2_rstd, *up, *up_gelu, *out;
+  };
+  LayerPointers layer_pointers(float* arena, int layer) const;
+  void carve_activations();
+
+  GptConfig config_;
+  kernels::Backend& backend_;
+  int B_, T_;
+  ParamTable table_;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+  std::size_t wte_offset_ = 0, wpe_offset_ = 0, lnf_w_offset_ = 0, lnf_b_offset_ = 0;
+  std::vector<std::size_t> layer_first_offset_;  // arena offset of each block's first tensor
+
+  // activation arena and its views
+  float* activations_ = nullptr;
+  std::size_t activation_count_ = 0;
+  float* encoded_ = nullptr;
+  std::vector<LayerActivations> layers_;
+  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr,
+        *losses_ = nullptr;
+  // backward scratch, shared by all blocks
+  float *dresidual_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr,
+        *dup_gelu_ = nullptr, *dup_ = nullptr, *attention_scratch_ = nullptr;
+  int32_t* tokens_ = nullptr;
+  int32_t* targets_ = nullptr;
+  std::vector<float> host_losses_;
+};
+
+}  // namespace trident::model

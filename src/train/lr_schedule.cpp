@@ -1,0 +1,18 @@
+#include "src/train/lr_schedule.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace trident::train {
+
+double LrSchedule::at(int64_t step) const {
+  if (step < warmup_steps) {
+    return peak * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  }
+  if (step >= decay_steps || decay_steps <= warmup_steps) return decay_steps <= warmup_steps ? peak : floor;
+  const double progress =
+      static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps - warmup_steps);
+  return floor + (peak - floor) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+}
+
+}  // namespace trident::train

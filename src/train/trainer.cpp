@@ -1,0 +1,148 @@
+#include "src/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "src/train/progress_line.h"
+
+namespace trident::train {
+
+namespace {
+
+io::BatchGeometry geometry_of(const io::RunConfig& c, const parallel::ParallelContext& ctx) {
+  io::BatchGeometry g;
+  g.global_batch = c.train.global_batch;
+  g.micro_batch = c.train.micro_batch;
+  g.dp_size = ctx.grid().dp();
+  g.dp_rank = ctx.coord().dp_rank;
+  g.seq_len = c.train.seq_len;
+  return g;
+}
+
+AdamWSettings adamw_settings(const io::OptimSection& o) {
+  return {o.beta1, o.beta2, o.eps, o.weight_decay};
+}
+
+LrSchedule schedule_of(const io::RunConfig& c) {
+  LrSchedule s;
+  s.peak = c.optim.lr;
+  s.floor = c.optim.min_lr;
+  s.warmup_steps = c.optim.warmup_steps;
+  s.decay_steps = c.optim.decay_steps > 0 ? c.optim.decay_steps : c.train.steps;
+  return s;
+}
+
+std::size_t bucket_elems(double bucket_mb) {
+  return static_cast<std::size_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+}
+
+}  // namespace
+
+Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_config,
+                 parallel::ParallelContext& ctx, kernels::Backend& backend, const io::TokenDataset& dataset)
+    : config_(config),
+      ctx_(ctx),
+      backend_(backend),
+      model_(model_config, backend, static_cast<int>(config.train.micro_batch), config.train.seq_len),
+      optimizer_(model_.params(), backend, adamw_settings(config.optim)),
+      schedule_(schedule_of(config)),
+      loader_(dataset, geometry_of(config, ctx), config.run.seed),
+      buckets_(ctx.data(), model_.gradients(),
+               parallel::plan_buckets(model_.params().tensor_ends(), bucket_elems(config.parallel.bucket_mb))) {
+  micro_batches_ = geometry_of(config, ctx).micro_batches_per_step();
+  tokens_per_step_ = static_cast<double>(config.train.global_batch) * config.train.seq_len;
+  const std::size_t n = static_cast<std::size_t>(config.train.micro_batch * config.train.seq_len);
+  tokens_.resize(n);
+  targets_.resize(n);
+
+  // Every rank generates the same initial model from the counter RNG: no broadcast needed.
+  std::vector<float> host(model_.params().total_count());
+  model::initialize_parameters(model_.params(), config.run.seed, host.data());
+  backend_.copy_to_device(model_.parameters(), host.data(), host.size());
+}
+
+StepResult Trainer::step(int64_t step_index) {
+  const auto start = std::chrono::steady_clock::now();
+  StepResult result;
+  result.lr = schedule_.at(step_index);
+  model_.zero_gradients();
+  buckets_.begin();
+  const float dloss = static_cast<float>(1.0 / tokens_per_step_);
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < micro_batches_; ++micro) {
+    loader_.load_train(step_index, micro, tokens_.data(), targets_.data());
+    loss_sum += model_.forward(tokens_.data(), targets_.data());
+    const bool last = micro + 1 == micro_batches_;
+    if (last) {
+      model_.backward(dloss, [this](std::size_t offset) { buckets_.mark_final_from(offset); });
+    } else {
+      model_.backward(dloss, {});
+    }
+  }
+  buckets_.finish();
+
+  // Loss: every data rank holds the sum of its own tokens' losses.
+  ctx_.data().all_reduce_sum(&loss_sum, 1);
+  result.loss = loss_sum / tokens_per_step_;
+
+  // Gradient norm: after the reduction every rank of a data group holds the same gradients;
+  // each element is counted once within one model replica (tp x pp group).
+  const std::size_t count = model_.params().total_count();
+  double squares = backend_.sum_squares(model_.gradients(), count);
+  ctx_.model().all_reduce_sum(&squares, 1);
+  result.grad_norm = std::sqrt(squares);
+  const double clip = config_.optim.grad_clip;
+  if (clip > 0.0 && result.grad_norm > clip) {
+    backend_.scale(model_.gradients(), static_cast<float>(clip / result.grad_norm), count);
+  }
+  optimizer_.update(model_.parameters(), model_.gradients(), result.lr, step_index + 1);
+  backend_.synchronize();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+double Trainer::evaluate() {
+  double loss_sum = 0.0;
+  for (int64_t batch = 0; batch < config_.train.eval_batches; ++batch) {
+    for (int64_t micro = 0; micro < micro_batches_; ++micro) {
+      loader_.load_validation(batch, micro, tokens_.data(), targets_.data());
+      loss_sum += model_.forward(tokens_.data(), targets_.data());
+    }
+  }
+  ctx_.data().all_reduce_sum(&loss_sum, 1);
+  return loss_sum / (tokens_per_step_ * static_cast<double>(config_.train.eval_batches));
+}
+
+void Trainer::run(const std::string& metrics_path, double peak_flops_per_rank) {
+  const bool leader = ctx_.world_rank() == 0;
+  std::unique_ptr<io::MetricsLog> metrics;
+  if (leader && !metrics_path.empty()) metrics = std::make_unique<io::MetricsLog>(metrics_path);
+  ProgressLine progress(config_.train.steps, tokens_per_step_,
+                        model_.config().flops_per_token(config_.train.seq_len),
+                        peak_flops_per_rank * ctx_.grid().world_size());
+  const int64_t steps = config_.train.steps;
+  for (int64_t s = 0; s < steps; ++s) {
+    const StepResult r = step(s);
+    progress.record(r.seconds);
+    const bool last = s + 1 == steps;
+    const bool eval_now = config_.train.eval_batches > 0 &&
+                          (last || (config_.train.eval_every > 0 && (s + 1) % config_.train.eval_every == 0));
+    const double val_loss = eval_now ? evaluate() : NAN;
+    if (!leader) continue;
+    std::vector<std::pair<std::string, double>> fields = {
+        {"step", static_cast<double>(s + 1)}, {"loss", r.loss},
+        {"lr", r.lr},                         {"grad_norm", r.grad_norm},
+        {"tokens_per_s", tokens_per_step_ / r.seconds}, {"ms_per_step", r.seconds * 1e3},
+        {"mfu", progress.mfu(r.seconds)}};
+    if (eval_now) fields.emplace_back("val_loss", val_loss);
+    if (metrics) metrics->write(fields);
+    if ((s + 1) % config_.log.every == 0 || last || s == 0 || eval_now) {
+      std::printf("%s\n", progress.line(s + 1, r.loss, r.lr, r.grad_norm, r.seconds, val_loss).c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace trident::train

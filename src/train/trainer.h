@@ -1,0 +1,59 @@
+// Trainer: the step loop of one rank. Owns the model, optimiser, data loader and metrics, and
+// uses the parallel context it is given for every collective.
+//
+// A step: zero gradients; for each micro-batch, forward and backward (the last micro-batch's
+// backward starts the data-parallel bucket reductions as its gradients become final); wait for
+// the reductions; global gradient norm over the model-parallel group; clip; AdamW; log.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "io/metrics_log.h"
+#include "io/run_config.h"
+#include "io/token_dataset.h"
+#include "kernels/backend.h"
+#include "parallel/grad_buckets.h"
+#include "parallel/parallel_context.h"
+#include "src/model/gpt.h"
+#include "src/train/adamw.h"
+#include "src/train/lr_schedule.h"
+
+namespace trident::train {
+
+struct StepResult {
+  double loss = 0.0;       // global mean token loss of the step
+  double grad_norm = 0.0;  // global norm before clipping
+  double lr = 0.0;
+  double seconds = 0.0;
+};
+
+class Trainer {
+ public:
+  // Collective over ctx.world(). The dataset must already be open.
+  Trainer(const io::RunConfig& config, const model::GptConfig& model_config,
+          parallel::ParallelContext& ctx, kernels::Backend& backend, const io::TokenDataset& dataset);
+
+  // Runs train.steps steps with logging (rank 0 prints and writes metrics_path when given).
+  void run(const std::string& metrics_path, double peak_flops_per_rank);
+  StepResult step(int64_t step_index);
+  // Mean validation loss over train.eval_batches global batches (every rank gets it).
+  double evaluate();
+  model::Gpt& model() { return model_; }
+
+ private:
+  const io::RunConfig& config_;
+  parallel::ParallelContext& ctx_;
+  kernels::Backend& backend_;
+  model::Gpt model_;
+  AdamW optimizer_;
+  LrSchedule schedule_;
+  io::BatchLoader loader_;
+  parallel::GradientBuckets buckets_;
+  int64_t micro_batches_ = 0;
+  double tokens_per_step_ = 0.0;
+  std::vector<int32_t> tokens_, targets_;
+};
+
+}  // namespace trident::train
