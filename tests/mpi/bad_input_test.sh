@@ -1,0 +1,52 @@
+# Every class of bad input: one line on rank 0 naming the key or file, exit status 2 on every
+# rank, no MPI abort, within seconds.
+source "$(dirname "$0")/lib.sh"
+tiny_deck good.ini
+
+# expect_user_error NAME NP "TEXT" ARGS...: every rank must exit 2, rank 0's stderr must be one
+# "trident: error:" line containing TEXT, and nothing may mention an abort.
+expect_user_error() {
+  local name=$1 np=$2 text=$3; shift 3
+  # Each rank reports its own exit status, so "exit 2 on every rank" is checked, not assumed.
+  timeout 60 "$MPIEXEC" --oversubscribe -np "$np" bash -c \
+    '"$0" "$@" 2>err.$OMPI_COMM_WORLD_RANK >/dev/null; echo "rank $OMPI_COMM_WORLD_RANK exit $?" >>status.txt' \
+    "$TRIDENT" "$@" >mpirun.out 2>&1
+  local rc=$?
+  if [ $rc -eq 124 ]; then fail "$name: hung (timeout)"; rm -f status.txt err.*; return; fi
+  local twos; twos=$(grep -c "exit 2$" status.txt 2>/dev/null || echo 0)
+  [ "$twos" -eq "$np" ] || fail "$name: expected exit 2 on $np ranks, got: $(tr '\n' ' ' < status.txt)"
+  local lines; lines=$(wc -l < err.0)
+  [ "$lines" -eq 1 ] || fail "$name: expected 1 line on rank 0's stderr, got $lines: $(cat err.0)"
+  grep -q "^trident: error: .*$text" err.0 || fail "$name: message lacks '$text': $(cat err.0)"
+  for f in err.*; do [ "$f" = err.0 ] || [ ! -s "$f" ] || fail "$name: rank ${f#err.} printed: $(cat "$f")"; done
+  if grep -qiE "abort|backtrace|signal" err.* mpirun.out; then fail "$name: abort or stack trace printed"; fi
+  [ "$failures" -eq 0 ] && pass "$name: $(cat err.0)"
+  rm -f status.txt err.* mpirun.out
+}
+
+expect_user_error missing_deck 2 "nosuch.ini" train nosuch.ini
+expect_user_error unreadable_deck 2 "cannot read" train "$WORK_DIR"   # a directory is not a deck
+expect_user_error unknown_key 2 "train.stepz.*train.steps" train good.ini --train.stepz=5
+printf '[train]\nsteps = 5\nbogus_key = 1\n' > unknown.ini
+expect_user_error unknown_key_in_deck 2 "train.bogus_key" train unknown.ini
+expect_user_error malformed_value 2 "optim.lr" train good.ini --optim.lr=fast
+expect_user_error out_of_range 2 "train.micro_batch" train good.ini --train.micro_batch=0
+expect_user_error bad_choice 2 "run.device" train good.ini --run.device=tpu
+expect_user_error world_size 3 "parallel.dp" train good.ini --parallel.dp=2
+expect_user_error batch_divisibility 2 "train.global_batch" train good.ini --train.global_batch=6 --train.micro_batch=2
+expect_user_error heads_tp 2 "model.heads" train good.ini --parallel.tp=3 --parallel.dp=1 --model.heads=2 --model.hidden=32
+expect_user_error tp_not_yet 2 "parallel.tp" train good.ini --parallel.tp=2 --parallel.dp=1
+expect_user_error seq_longer_than_context 2 "train.seq_len" train good.ini --train.seq_len=64
+expect_user_error missing_dataset 2 "absent.h5" train good.ini --data.path=absent.h5 --data.generate=none
+echo "not hdf5" > text.h5
+expect_user_error not_a_dataset 2 "text.h5" train good.ini --data.path=text.h5
+expect_user_error vocab_too_large 2 "model.vocab" train good.ini --model.vocab=20
+expect_user_error unknown_command 1 "frobnicate" frobnicate
+expect_user_error check_bad_ranks 1 "ranks" check good.ini --ranks=zero
+
+# Without the per-rank wrapper: mpirun itself returns 2, and with -q (which silences mpirun's own
+# "a process exited non-zero" notice) the whole output is the one line.
+out=$(timeout 60 "$MPIEXEC" -q --oversubscribe -np 2 "$TRIDENT" train good.ini --train.stepz=1 2>&1); rc=$?
+[ $rc -eq 2 ] || fail "mpirun -q: exit status $rc, expected 2"
+[ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && pass "mpirun -q: one line: $out" || fail "mpirun -q printed: $out"
+finish

@@ -1,0 +1,129 @@
+// MpiComm, ParallelContext and GradientBuckets under mpirun (2 and 4 ranks): every collective
+// against the value computed by hand, group membership against the rank-grid table.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <numeric>
+
+#include "parallel/grad_buckets.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/parallel_context.h"
+
+using namespace trident::parallel;
+
+namespace {
+int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+MpiComm make_world() {
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  return MpiComm(dup, "world");
+}
+}  // namespace
+
+TEST(MpiComm, AllReduceSumsEveryRank) {
+  auto comm = make_world();
+  const int n = comm.size();
+  std::vector<float> data = {static_cast<float>(comm.rank()), 1.0f, 2.5f};
+  comm.all_reduce_sum(data.data(), data.size());
+  EXPECT_FLOAT_EQ(data[0], static_cast<float>(n * (n - 1) / 2));
+  EXPECT_FLOAT_EQ(data[1], static_cast<float>(n));
+  EXPECT_FLOAT_EQ(data[2], 2.5f * static_cast<float>(n));
+  double d = comm.rank() + 0.5;
+  comm.all_reduce_sum(&d, 1);
+  EXPECT_DOUBLE_EQ(d, n * (n - 1) / 2.0 + 0.5 * n);
+  EXPECT_EQ(comm.all_reduce_max(comm.rank() * 3), 3 * (n - 1));
+}
+
+TEST(MpiComm, NonBlockingAllReduceCompletesOnWait) {
+  auto comm = make_world();
+  std::vector<float> data(1000, static_cast<float>(comm.rank() + 1));
+  auto request = comm.iall_reduce_sum(data.data(), data.size());
+  request->wait();
+  const float expected = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+  for (float v : data) ASSERT_FLOAT_EQ(v, expected);
+  EXPECT_TRUE(request->test());
+}
+
+TEST(MpiComm, ReduceScatterAndAllGatherAreDuals) {
+  auto comm = make_world();
+  const int n = comm.size();
+  const size_t block = 3;
+  std::vector<float> send(block * n);
+  for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(i + 100 * comm.rank());
+  std::vector<float> mine(block);
+  comm.reduce_scatter_sum(send.data(), mine.data(), block);
+  for (size_t j = 0; j < block; ++j) {
+    const size_t i = comm.rank() * block + j;
+    EXPECT_FLOAT_EQ(mine[j], static_cast<float>(n * i + 100 * n * (n - 1) / 2));
+  }
+  std::vector<float> gathered(block * n);
+  comm.all_gather(mine.data(), gathered.data(), block);
+  for (int r = 0; r < n; ++r)
+    for (size_t j = 0; j < block; ++j)
+      EXPECT_FLOAT_EQ(gathered[r * block + j], static_cast<float>(n * (r * block + j) + 100 * n * (n - 1) / 2));
+}
+
+TEST(MpiComm, BroadcastSendRecvAndErrorAgreement) {
+  auto comm = make_world();
+  EXPECT_EQ(broadcast_string(comm, comm.rank() == 0 ? "deck text" : "", 0), "deck text");
+  // Ring: send my rank to the next, receive from the previous (even ranks send first).
+  const int n = comm.size();
+  float out = static_cast<float>(comm.rank()), in = -1;
+  const int next = (comm.rank() + 1) % n, prev = (comm.rank() + n - 1) % n;
+  if (comm.rank() % 2 == 0) {
+    comm.send(&out, 1, next);
+    comm.recv(&in, 1, prev);
+  } else {
+    comm.recv(&in, 1, prev);
+    comm.send(&out, 1, next);
+  }
+  EXPECT_FLOAT_EQ(in, static_cast<float>(prev));
+  EXPECT_EQ(agree_on_error(comm, ""), "");
+  // Ranks 1 and up fail with their own text: everyone gets rank 1's.
+  const std::string mine = comm.rank() >= 1 ? "bad file on rank " + std::to_string(comm.rank()) : "";
+  EXPECT_EQ(agree_on_error(comm, mine), "bad file on rank 1");
+}
+
+TEST(ParallelContext, GroupsMatchTheRankGrid) {
+  const int n = world_size();
+  // Pure data parallelism over the world and, with 4 ranks, every split that fits.
+  std::vector<std::array<int, 3>> layouts = {{1, n, 1}};
+  if (n == 4) layouts.push_back({2, 2, 1}), layouts.push_back({2, 1, 2}), layouts.push_back({1, 2, 2});
+  for (const auto& [tp, dp, pp] : layouts) {
+    ParallelContext ctx(MPI_COMM_WORLD, tp, dp, pp);
+    const int rank = world_rank();
+    for (auto [kind, comm] : {std::pair{GroupKind::kTensor, &ctx.tensor()}, {GroupKind::kData, &ctx.data()},
+                              {GroupKind::kPipeline, &ctx.pipeline()}, {GroupKind::kModel, &ctx.model()}}) {
+      const auto members = ctx.grid().group_members(kind, rank);
+      ASSERT_EQ(comm->size(), static_cast<int>(members.size()));
+      // Gather the world ranks of the group through the group's own communicator.
+      std::vector<float> got(members.size());
+      const float me = static_cast<float>(rank);
+      comm->all_gather(&me, got.data(), 1);
+      for (size_t i = 0; i < members.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(members[i]));
+    }
+  }
+}
+
+TEST(GradientBuckets, OverlappedBucketsSumEveryElement) {
+  auto comm = make_world();
+  const std::vector<size_t> ends = {5, 12, 30, 31, 50};
+  std::vector<float> grads(50);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(i) * static_cast<float>(comm.rank() + 1);
+  GradientBuckets buckets(comm, grads.data(), plan_buckets(ends, 8));
+  buckets.begin();
+  buckets.mark_final_from(30);  // as backward would: the last tensors first
+  buckets.mark_final_from(12);
+  buckets.finish();
+  const int n = comm.size();
+  for (size_t i = 0; i < grads.size(); ++i) EXPECT_FLOAT_EQ(grads[i], static_cast<float>(i) * static_cast<float>(n * (n + 1) / 2)) << i;
+}

@@ -1,0 +1,51 @@
+# Helpers for the script tests. Environment (set by CTest): TRIDENT, MPIEXEC, WORK_DIR,
+# TRIDENT_SOURCE_DIR, CHECK_METRICS.
+set -u
+rm -rf "$WORK_DIR" && mkdir -p "$WORK_DIR" && cd "$WORK_DIR" || exit 1
+failures=0
+
+# mpi NP ARGS...: trident under mpirun with NP ranks.
+mpi() { local np=$1; shift; "$MPIEXEC" --oversubscribe -np "$np" "$TRIDENT" "$@"; }
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+# A tiny deck every test can start from (fast on 2 cores): the synthetic source, generated
+# on first use.
+tiny_deck() {
+  cat > "$1" <<DECK
+[run]
+dir = run
+seed = 7
+[model]
+layers = 2
+heads = 2
+hidden = 32
+context = 32
+vocab = 33
+vocab_multiple = 8
+[data]
+path = $WORK_DIR/tiny.h5
+generate = synthetic
+synthetic_vocab = 32
+synthetic_tokens = 20000
+[train]
+steps = 10
+global_batch = 8
+micro_batch = 2
+seq_len = 16
+eval_batches = 1
+[optim]
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 2
+[log]
+every = 5
+peak_tflops = 0.05
+DECK
+}
+
+finish() {
+  if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
+  echo "all checks passed"
+}

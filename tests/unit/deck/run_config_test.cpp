@@ -1,0 +1,122 @@
+// to_run_config: typed values, and one test per check between keys (each names both keys,
+// their values and a value that would work).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "io/deck.h"  // parse_deck, to_run_config
+#include "tests/unit/deck/deck_test_support.h"  // user_error_of
+
+namespace trident::io {
+namespace {
+
+using testing_support::user_error_of;
+
+RunConfig config_of(const std::vector<std::string>& overrides) {
+  return to_run_config(parse_deck("", "d.ini", overrides));
+}
+
+std::string config_error(const std::vector<std::string>& overrides) {
+  return user_error_of([&] { config_of(overrides); });
+}
+
+TEST(RunConfig, DefaultsBecomeTypedValues) {
+  const RunConfig config = config_of({});
+  EXPECT_EQ(config.run.dir, "run");
+  EXPECT_EQ(config.run.seed, 1234u);
+  EXPECT_EQ(config.run.device, "cpu");
+  EXPECT_EQ(config.run.threads, 0);
+  EXPECT_EQ(config.model.layers, 12);
+  EXPECT_EQ(config.model.heads, 12);
+  EXPECT_EQ(config.model.hidden, 768);
+  EXPECT_EQ(config.model.context, 1024);
+  EXPECT_EQ(config.model.vocab, 50257);
+  EXPECT_EQ(config.model.vocab_multiple, 128);
+  EXPECT_EQ(config.data.path, "data/tokens.h5");
+  EXPECT_EQ(config.data.generate, "none");
+  EXPECT_EQ(config.data.synthetic_vocab, 32);
+  EXPECT_EQ(config.data.synthetic_order, 2);
+  EXPECT_EQ(config.data.synthetic_branching, 4);
+  EXPECT_EQ(config.data.synthetic_tokens, 2000000);
+  EXPECT_DOUBLE_EQ(config.data.val_fraction, 0.05);
+  EXPECT_EQ(config.train.steps, 100);
+  EXPECT_EQ(config.train.global_batch, 8);
+  EXPECT_EQ(config.train.micro_batch, 8);
+  EXPECT_EQ(config.train.seq_len, 1024);
+  EXPECT_EQ(config.train.eval_every, 0);
+  EXPECT_EQ(config.train.eval_batches, 4);
+  EXPECT_DOUBLE_EQ(config.optim.lr, 6e-4);
+  EXPECT_DOUBLE_EQ(config.optim.min_lr, 6e-5);
+  EXPECT_EQ(config.optim.warmup_steps, 0);
+  EXPECT_EQ(config.optim.decay_steps, 0);
+  EXPECT_DOUBLE_EQ(config.optim.beta1, 0.9);
+  EXPECT_DOUBLE_EQ(config.optim.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(config.optim.eps, 1e-8);
+  EXPECT_DOUBLE_EQ(config.optim.weight_decay, 0.1);
+  EXPECT_DOUBLE_EQ(config.optim.grad_clip, 1.0);
+  EXPECT_EQ(config.parallel.dp, 0);
+  EXPECT_EQ(config.parallel.tp, 1);
+  EXPECT_EQ(config.parallel.pp, 1);
+  EXPECT_DOUBLE_EQ(config.parallel.bucket_mb, 25.0);
+  EXPECT_EQ(config.log.every, 10);
+  EXPECT_DOUBLE_EQ(config.log.peak_tflops, 0.0);
+}
+
+TEST(RunConfig, GivenValuesReachTheirFields) {
+  const RunConfig config = config_of({"--run.seed=9223372036854775807", "--run.device=cuda",
+                                      "--optim.lr=3e-4", "--data.generate=synthetic"});
+  EXPECT_EQ(config.run.seed, 9223372036854775807u);
+  EXPECT_EQ(config.run.device, "cuda");
+  EXPECT_DOUBLE_EQ(config.optim.lr, 3e-4);
+  EXPECT_EQ(config.data.generate, "synthetic");
+}
+
+TEST(RunConfig, IntegerBeyondIntIsOutOfRange) {
+  const std::string message = config_error({"--run.threads=3000000000"});
+  EXPECT_EQ(message.rfind("run.threads = 3000000000 is out of range", 0), 0u) << message;
+}
+
+TEST(RunConfig, HeadsMustDivideHidden) {
+  EXPECT_EQ(config_error({"--model.heads=10"}),
+            "model.heads = 10 does not divide model.hidden = 768 (each head gets hidden / "
+            "heads channels: use model.heads = 8 or 12, or a model.hidden that is a multiple "
+            "of 10)");
+}
+
+TEST(RunConfig, MicroBatchMustDivideGlobalBatch) {
+  EXPECT_EQ(config_error({"--train.global_batch=10", "--train.micro_batch=4"}),
+            "train.global_batch = 10 is not a multiple of train.micro_batch = 4 (use "
+            "train.global_batch = 8 or 12, or a train.micro_batch that divides 10)");
+  const std::string smaller = config_error({"--train.global_batch=2", "--train.micro_batch=4"});
+  EXPECT_NE(smaller.find("use train.global_batch = 4,"), std::string::npos) << smaller;
+}
+
+TEST(RunConfig, SequenceMustFitTheContext) {
+  EXPECT_EQ(config_error({"--train.seq_len=2048"}),
+            "train.seq_len = 2048 is larger than model.context = 1024 (use train.seq_len <= "
+            "1024, or model.context = 2048)");
+  EXPECT_EQ(config_of({"--train.seq_len=1024"}).train.seq_len, 1024);
+}
+
+TEST(RunConfig, MinimumLearningRateMustNotExceedPeak) {
+  const std::string message = config_error({"--optim.min_lr=1e-3"});
+  EXPECT_EQ(message.rfind("optim.min_lr = 0.001 is larger than optim.lr = 6e-4", 0), 0u)
+      << message;
+  EXPECT_NE(message.find("use optim.min_lr <= 6e-4"), std::string::npos) << message;
+  EXPECT_DOUBLE_EQ(config_of({"--optim.min_lr=6e-4"}).optim.min_lr, 6e-4);
+}
+
+TEST(RunConfig, WarmupMustEndBeforeTheDecay) {
+  const std::string message =
+      config_error({"--optim.warmup_steps=200", "--optim.decay_steps=100"});
+  EXPECT_EQ(message.rfind("optim.warmup_steps = 200 is larger than optim.decay_steps = 100", 0),
+            0u)
+      << message;
+  EXPECT_NE(message.find("optim.decay_steps = 0"), std::string::npos) << message;
+  // decay_steps = 0 means "decay over train.steps": no relation to check here.
+  EXPECT_EQ(config_of({"--optim.warmup_steps=200"}).optim.warmup_steps, 200);
+}
+
+}  // namespace
+}  // namespace trident::io

@@ -1,0 +1,58 @@
+// CpuBackend itself: banner, aligned allocation, memory helpers.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"              // CpuBackend
+#include "tests/unit/kernels/kernel_test_util.h"  // kTestThreads
+
+namespace trident::kernels::test {
+namespace {
+
+TEST(CpuBackend, NameAndDeviceDescribeTheBackend) {
+  cpu::CpuBackend backend(kTestThreads);
+  EXPECT_EQ(backend.name(), "cpu (OpenBLAS, 2 threads)");
+  EXPECT_EQ(backend.device(), Device::kCpu);
+  EXPECT_EQ(backend.threads(), 2);
+  EXPECT_EQ(make_backend(Device::kCpu, kTestThreads)->name(), "cpu (OpenBLAS, 2 threads)");
+}
+
+TEST(CpuBackend, RejectsNonPositiveThreadCount) {
+  EXPECT_THROW(cpu::CpuBackend backend(0), std::invalid_argument);
+}
+
+TEST(CpuBackend, AllocationsAre64ByteAlignedForAnySize) {
+  cpu::CpuBackend backend(kTestThreads);
+  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{1000}}) {
+    float* p = backend.allocate(count);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u) << count << " floats";
+    backend.release(p);
+    int32_t* t = backend.allocate_tokens(count);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t) % 64, 0u) << count << " tokens";
+    backend.release_tokens(t);
+  }
+}
+
+TEST(CpuBackend, CopiesAndZeroFillRoundTrip) {
+  cpu::CpuBackend backend(kTestThreads);
+  const std::vector<float> host{1.0f, -2.0f, 3.5f};
+  float* dev = backend.allocate(host.size());
+  backend.copy_to_device(dev, host.data(), host.size());
+  std::vector<float> back(host.size());
+  backend.copy_to_host(back.data(), dev, host.size());
+  EXPECT_EQ(back, host);
+  backend.fill_zero(dev, host.size());
+  backend.copy_to_host(back.data(), dev, host.size());
+  EXPECT_EQ(back, std::vector<float>(host.size(), 0.0f));
+  backend.release(dev);
+
+  const std::vector<int32_t> tokens{5, 0, 50256};
+  int32_t* dev_tokens = backend.allocate_tokens(tokens.size());
+  backend.copy_tokens_to_device(dev_tokens, tokens.data(), tokens.size());
+  EXPECT_EQ(std::vector<int32_t>(dev_tokens, dev_tokens + tokens.size()), tokens);
+  backend.release_tokens(dev_tokens);
+}
+
+}  // namespace
+}  // namespace trident::kernels::test

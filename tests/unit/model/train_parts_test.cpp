@@ -1,0 +1,56 @@
+// Learning-rate schedule, progress line, FLOP count and memory estimate.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "src/app/memory_estimate.h"
+#include "src/model/gpt.h"
+#include "src/train/lr_schedule.h"
+#include "src/train/progress_line.h"
+
+using namespace trident;
+
+TEST(LrSchedule, WarmupThenCosineToFloor) {
+  train::LrSchedule s{1.0, 0.1, 10, 110};
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);
+  EXPECT_NEAR(s.at(60), 0.55, 1e-12);  // half-way: floor + (peak - floor) / 2
+  EXPECT_DOUBLE_EQ(s.at(110), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(500), 0.1);
+  for (int64_t i = 11; i < 110; ++i) EXPECT_LT(s.at(i), s.at(i - 1));
+}
+
+TEST(LrSchedule, NoWarmupStartsAtPeak) {
+  train::LrSchedule s{3e-4, 3e-5, 0, 100};
+  EXPECT_DOUBLE_EQ(s.at(0), 3e-4);
+}
+
+TEST(FlopCount, Gpt2SmallMatchesSixNPlusAttention) {
+  model::GptConfig c{12, 12, 768, 1024, 50257, 50304};
+  const double n = 12.0 * 12 * 768 * 768 + 50257.0 * 768;
+  EXPECT_DOUBLE_EQ(c.flops_per_token(1024), 6 * n + 6.0 * 12 * 1024 * 768);
+}
+
+TEST(ProgressLine, ReportsMfuAndEta) {
+  // 1000 tokens per step at 1e6 FLOP per token against a 1e10 FLOP/s peak: a 0.2 s step is 50%.
+  train::ProgressLine p(10, 1000, 1e6, 1e10);
+  p.record(1.0);  // first step excluded from the ETA
+  p.record(0.2);
+  EXPECT_NEAR(p.mfu(0.2), 0.5, 1e-12);
+  const std::string line = p.line(2, 3.5, 1e-3, 0.7, 0.2, NAN);
+  EXPECT_NE(line.find("MFU 50.0%"), std::string::npos) << line;
+  EXPECT_NE(line.find("ETA 2s"), std::string::npos) << line;  // 8 steps x 0.2 s
+  EXPECT_EQ(line.find("val loss"), std::string::npos);
+  EXPECT_EQ(train::format_duration(3725), "1h02m");
+}
+
+TEST(MemoryEstimate, ActivationsMatchTheModelsArena) {
+  model::GptConfig c{2, 2, 8, 8, 11, 16};
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  model::Gpt gpt(c, *backend, 3, 7);
+  const auto m = app::estimate_memory(c, 3, 7, backend->attention_scratch_size(3, 7, 2));
+  EXPECT_EQ(m.activations, gpt.activation_bytes());
+  EXPECT_EQ(m.parameters, gpt.params().total_count() * sizeof(float));
+  EXPECT_EQ(m.total(), 4 * m.parameters + m.activations);
+}
