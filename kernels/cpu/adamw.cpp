@@ -2,13 +2,17 @@
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m / (1-b1^t);  vhat = v / (1-b2^t)
 //   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
 // The bias corrections are computed once per call in double (b2^t for t ~ 1e5 underflows
-// gracefully to 0 there), then the per-element update is float, parallel and vectorised.
+// gracefully to 0 there), then the per-element update is float, parallel and vectorised
+// (compiled per ISA, simd_dispatch.h: the sqrt and divide are the costly part at SSE2 width).
 #include "kernels/cpu/adamw.h"
 
 #include <cmath>
 
+#include "kernels/cpu/simd_dispatch.h"  // TRIDENT_SIMD_CLONES
+
 namespace trident::kernels::cpu {
 
+TRIDENT_SIMD_CLONES
 void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                   const AdamWArgs& args) {
   const float beta1 = args.beta1;

@@ -13,7 +13,7 @@
 #include "kernels/cpu/adamw.h"          // adamw_update
 #include "kernels/cpu/attention.h"      // attention_forward, attention_backward
 #include "kernels/cpu/cross_entropy.h"  // cross_entropy_forward, cross_entropy_backward
-#include "kernels/cpu/elementwise.h"    // add, accumulate, scale, sum_squares
+#include "kernels/cpu/elementwise.h"    // fill_zero, add, accumulate, scale, sum_squares
 #include "kernels/cpu/embedding.h"      // embedding_forward, embedding_backward
 #include "kernels/cpu/gelu.h"           // gelu_forward, gelu_backward
 #include "kernels/cpu/layernorm.h"      // layernorm_forward, layernorm_backward
@@ -61,9 +61,7 @@ void CpuBackend::copy_tokens_to_device(int32_t* dst, const int32_t* host_src, st
   if (count > 0) std::memcpy(dst, host_src, count * sizeof(int32_t));
 }
 
-void CpuBackend::fill_zero(float* ptr, std::size_t count) {
-  if (count > 0) std::memset(ptr, 0, count * sizeof(float));
-}
+void CpuBackend::fill_zero(float* ptr, std::size_t count) { cpu::fill_zero(ptr, count); }
 
 void CpuBackend::copy_to_device(float* dst, const float* host_src, std::size_t count) {
   if (count > 0) std::memcpy(dst, host_src, count * sizeof(float));

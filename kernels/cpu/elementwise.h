@@ -1,10 +1,12 @@
-// Elementwise helpers on the CPU: residual add, gradient accumulation, scaling, squared norm.
+// Elementwise helpers on the CPU: zeroing, residual add, gradient accumulation, scaling,
+// squared norm.
 #pragma once
 
 #include <cstddef>
 
 namespace trident::kernels::cpu {
 
+void fill_zero(float* x, std::size_t n);                               // x = 0
 void add(float* out, const float* a, const float* b, std::size_t n);  // out = a + b
 void accumulate(float* dst, const float* src, std::size_t n);         // dst += src
 void scale(float* x, float factor, std::size_t n);                    // x *= factor

@@ -5,12 +5,13 @@
 //   dy/dx = s + 2 x s (1 - s) k (1 + 3 a x^2)        (0.5 x (1 - tanh^2 u) = 2 x s (1 - s))
 // The exponential is exp_approx so that the loop vectorises (glibc tanhf is a scalar call of
 // ~30 ns, which made GELU as slow as the MLP matmul). Elementwise and memory-bound otherwise:
-// one static parallel loop, contiguous chunks per thread.
+// one static parallel loop, contiguous chunks per thread, compiled per ISA (simd_dispatch.h).
 #include "kernels/cpu/gelu.h"
 
 #include <cstddef>
 
-#include "kernels/cpu/vector_math.h"  // exp_approx
+#include "kernels/cpu/simd_dispatch.h"  // TRIDENT_SIMD_CLONES
+#include "kernels/cpu/vector_math.h"    // exp_approx
 
 namespace trident::kernels::cpu {
 
@@ -19,6 +20,7 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
 }  // namespace
 
+TRIDENT_SIMD_CLONES
 void gelu_forward(float* out, const float* inp, std::size_t n) {
   const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)
@@ -29,6 +31,7 @@ void gelu_forward(float* out, const float* inp, std::size_t n) {
   }
 }
 
+TRIDENT_SIMD_CLONES
 void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
   const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)

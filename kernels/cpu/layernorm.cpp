@@ -7,11 +7,14 @@
 // dx is row-local, so it runs parallel over rows. dw/db sum over rows, so they run in a second
 // loop parallel over channel blocks: every thread owns its outputs (no races, no atomics, and
 // a deterministic summation order), and the inner loop over a contiguous block vectorises.
+// Both are compiled per ISA (simd_dispatch.h).
 #include "kernels/cpu/layernorm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+
+#include "kernels/cpu/simd_dispatch.h"  // TRIDENT_SIMD_CLONES
 
 namespace trident::kernels::cpu {
 
@@ -19,6 +22,7 @@ namespace {
 constexpr int kChannelBlock = 64;  // 4 cache lines per task: no false sharing on dw/db
 }  // namespace
 
+TRIDENT_SIMD_CLONES
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
 #pragma omp parallel for schedule(static)
@@ -43,6 +47,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   }
 }
 
+TRIDENT_SIMD_CLONES
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean,
                         const float* rstd, int N, int C) {

@@ -51,15 +51,18 @@ inline float exp_approx(float x) {
   return p * scale;
 }
 
-// max_of: max of x[0..n), n >= 1. Eight independent running maxima: a single one is a serial
-// chain of compare-selects (4 cycles each), and GCC does not vectorise a float max under its
-// default -ftrapping-math. NaNs are not propagated reliably (callers pass finite values).
+// max_of: max of x[0..n), n >= 1. Sixteen independent running maxima: a single one is a serial
+// chain of compare-selects (4 cycles each), and GCC does not vectorise a plain float max
+// reduction under its default -ftrapping-math. The `simd` lane loop becomes packed maxps: one
+// AVX-512 register, two AVX2 or four SSE2 ones, whichever the caller is compiled for
+// (TRIDENT_SIMD_CLONES). NaNs are not propagated reliably (callers pass finite values).
 inline float max_of(const float* x, int n) {
-  constexpr int kLanes = 8;
+  constexpr int kLanes = 16;
   float lanes[kLanes];
   for (int j = 0; j < kLanes; j++) lanes[j] = x[0];
   int i = 0;
   for (; i + kLanes <= n; i += kLanes)
+#pragma omp simd
     for (int j = 0; j < kLanes; j++) lanes[j] = lanes[j] < x[i + j] ? x[i + j] : lanes[j];
   float m = x[0];
   for (int j = 0; j < kLanes; j++) m = m < lanes[j] ? lanes[j] : m;

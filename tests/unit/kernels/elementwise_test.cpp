@@ -1,4 +1,4 @@
-// add, accumulate, scale, sum_squares against double references.
+// fill_zero, add, accumulate, scale, sum_squares against double references.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -64,6 +64,23 @@ TEST(CpuElementwise, SumSquaresIsAccumulatedInDouble) {
   for (const float v : y) want_y += double(v) * double(v);
   EXPECT_NEAR(backend.sum_squares(y.data(), kN), want_y, 1e-12 * want_y);
   EXPECT_EQ(backend.sum_squares(y.data(), 0), 0.0);
+}
+
+TEST(CpuElementwise, FillZeroClearsExactlyTheRangeOnEveryThreadSplit) {
+  cpu::CpuBackend backend(kTestThreads);
+  // Sizes around the parallel threshold (2^18 floats) and odd ones, so that the per-thread
+  // chunks do not divide evenly; one guard value either side must survive.
+  for (const std::size_t n : {std::size_t{1}, std::size_t{1001}, (std::size_t{1} << 18) - 1,
+                              std::size_t{1} << 18, (std::size_t{1} << 18) + 17,
+                              std::size_t{1'000'003}}) {
+    std::vector<float> x(n + 2, 7.0f);
+    backend.fill_zero(x.data() + 1, n);
+    EXPECT_EQ(x.front(), 7.0f) << n;
+    EXPECT_EQ(x.back(), 7.0f) << n;
+    std::size_t nonzero = 0;
+    for (std::size_t i = 1; i <= n; i++) nonzero += x[i] != 0.0f;
+    EXPECT_EQ(nonzero, 0u) << n;
+  }
 }
 
 }  // namespace

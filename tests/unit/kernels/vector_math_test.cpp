@@ -51,7 +51,7 @@ namespace trident::kernels::test {
 namespace {
 
 TEST(CpuVectorMath, MaxOfFindsTheMaximumAtAnyPositionAndLength) {
-  // Every length 1..40 (below, at and past the 8 lanes) and every position of the maximum.
+  // Every length 1..40 (below, at and past the 16 lanes) and every position of the maximum.
   for (int n = 1; n <= 40; n++)
     for (int at = 0; at < n; at++) {
       std::vector<float> x(n);
