@@ -96,11 +96,17 @@ int train_command(const std::vector<std::string>& args) {
 
   train::Trainer trainer(c, setup.model, ctx, *backend, *dataset);
   const auto start = std::chrono::steady_clock::now();
-  trainer.run(c.run.dir + "/metrics.jsonl", peak);
+  const train::RunSummary summary = trainer.run(c.run.dir + "/metrics.jsonl", peak);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (leader) {
-    std::printf("done: %lld steps in %.1f s; metrics in %s/metrics.jsonl\n", static_cast<long long>(c.train.steps),
-                seconds, c.run.dir.c_str());
+    std::printf("done: %lld steps in %.1f s; final loss %.4f", static_cast<long long>(c.train.steps), seconds,
+                summary.last_loss);
+    if (!std::isnan(summary.last_val_loss)) std::printf(", validation loss %.4f", summary.last_val_loss);
+    if (!std::isnan(info.entropy_rate_nats) && !std::isnan(summary.last_val_loss)) {
+      std::printf(" (%.1f%% above the loss floor %.4f)",
+                  100.0 * (summary.last_val_loss / info.entropy_rate_nats - 1.0), info.entropy_rate_nats);
+    }
+    std::printf("; metrics in %s/metrics.jsonl\n", c.run.dir.c_str());
   }
   return 0;
 }

@@ -92,7 +92,10 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T)
   lnf_w_offset_ = table_.find("ln_f.weight").offset;
   lnf_b_offset_ = table_.find("ln_f.bias").offset;
   for (int l = 0; l < config_.layers; ++l) {
-    layer_first_offset_.push_back(table_.find(block_name(l, "ln1.weight")).offset);
+    auto at = [&](const char* part) { return table_.find(block_name(l, part)).offset; };
+    layer_offsets_.push_back({at("ln1.weight"), at("ln1.bias"), at("attn.qkv.weight"), at("attn.qkv.bias"),
+                              at("attn.proj.weight"), at("attn.proj.bias"), at("ln2.weight"), at("ln2.bias"),
+                              at("mlp.up.weight"), at("mlp.up.bias"), at("mlp.down.weight"), at("mlp.down.bias")});
   }
   const std::size_t scratch = backend_.attention_scratch_size(B_, T_, config_.heads);
   activation_count_ = activation_floats(config_, B_, T_, scratch);
@@ -153,13 +156,9 @@ void Gpt::carve_activations() {
 }
 
 Gpt::LayerPointers Gpt::layer_pointers(float* arena, int layer) const {
-  auto at = [&](const char* part) { return arena + table_.find(block_name(layer, part)).offset; };
-  // Tensors of a block are consecutive in the table: resolve by name once per call. The
-  // lookup is linear in the table but happens O(layers) times per micro-batch, negligible
-  // beside the matmuls.
-  return {at("ln1.weight"), at("ln1.bias"), at("attn.qkv.weight"), at("attn.qkv.bias"),
-          at("attn.proj.weight"), at("attn.proj.bias"), at("ln2.weight"), at("ln2.bias"),
-          at("mlp.up.weight"), at("mlp.up.bias"), at("mlp.down.weight"), at("mlp.down.bias")};
+  const LayerOffsets& o = layer_offsets_[static_cast<std::size_t>(layer)];
+  return {arena + o.ln1_w, arena + o.ln1_b,  arena + o.qkv_w, arena + o.qkv_b, arena + o.proj_w, arena + o.proj_b,
+          arena + o.ln2_w, arena + o.ln2_b, arena + o.up_w,  arena + o.up_b,  arena + o.down_w, arena + o.down_b};
 }
 
 void Gpt::zero_gradients() { backend_.fill_zero(grads_, table_.total_count()); }
@@ -241,7 +240,7 @@ void Gpt::backward(float dloss, const std::function<void(std::size_t)>& grads_fi
     backend_.fill_zero(dln_, btc);
     backend_.matmul_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, p.qkv_w, N, C, 3 * C);
     backend_.layernorm_backward(dresidual_, g.ln1_w, g.ln1_b, dln_, x_in, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
-    final_from(layer_first_offset_[static_cast<std::size_t>(l)]);
+    final_from(layer_offsets_[static_cast<std::size_t>(l)].ln1_w);  // the block's first tensor
   }
   backend_.embedding_backward(grads_ + wte_offset_, grads_ + wpe_offset_, dresidual_, tokens_, B, T, C);
   final_from(0);

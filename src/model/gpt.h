@@ -61,6 +61,11 @@ class Gpt {
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *residual2;
     float *ln2, *ln2_mean, *ln2_rstd, *up, *up_gelu, *out;
   };
+  // Arena offsets of one block's tensors, resolved once at construction (no lookups or
+  // allocations in the step loop).
+  struct LayerOffsets {
+    std::size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, up_w, up_b, down_w, down_b;
+  };
   LayerPointers layer_pointers(float* arena, int layer) const;
   void carve_activations();
 
@@ -71,7 +76,7 @@ class Gpt {
   float* params_ = nullptr;
   float* grads_ = nullptr;
   std::size_t wte_offset_ = 0, wpe_offset_ = 0, lnf_w_offset_ = 0, lnf_b_offset_ = 0;
-  std::vector<std::size_t> layer_first_offset_;  // arena offset of each block's first tensor
+  std::vector<LayerOffsets> layer_offsets_;
 
   // activation arena and its views
   float* activations_ = nullptr;

@@ -115,7 +115,8 @@ double Trainer::evaluate() {
   return loss_sum / (tokens_per_step_ * static_cast<double>(config_.train.eval_batches));
 }
 
-void Trainer::run(const std::string& metrics_path, double peak_flops_per_rank) {
+RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_rank) {
+  RunSummary summary;
   const bool leader = ctx_.world_rank() == 0;
   std::unique_ptr<io::MetricsLog> metrics;
   if (leader && !metrics_path.empty()) metrics = std::make_unique<io::MetricsLog>(metrics_path);
@@ -130,6 +131,8 @@ void Trainer::run(const std::string& metrics_path, double peak_flops_per_rank) {
     const bool eval_now = config_.train.eval_batches > 0 &&
                           (last || (config_.train.eval_every > 0 && (s + 1) % config_.train.eval_every == 0));
     const double val_loss = eval_now ? evaluate() : NAN;
+    summary.last_loss = r.loss;
+    if (eval_now) summary.last_val_loss = val_loss;
     if (!leader) continue;
     std::vector<std::pair<std::string, double>> fields = {
         {"step", static_cast<double>(s + 1)}, {"loss", r.loss},
@@ -143,6 +146,7 @@ void Trainer::run(const std::string& metrics_path, double peak_flops_per_rank) {
       std::fflush(stdout);
     }
   }
+  return summary;
 }
 
 }  // namespace trident::train

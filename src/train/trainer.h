@@ -6,6 +6,7 @@
 // the reductions; global gradient norm over the model-parallel group; clip; AdamW; log.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,12 @@
 
 namespace trident::train {
 
+// What a finished run reports.
+struct RunSummary {
+  double last_loss = NAN;      // training loss of the last step
+  double last_val_loss = NAN;  // the last validation loss (NaN without validation)
+};
+
 struct StepResult {
   double loss = 0.0;       // global mean token loss of the step
   double grad_norm = 0.0;  // global norm before clipping
@@ -36,7 +43,7 @@ class Trainer {
           parallel::ParallelContext& ctx, kernels::Backend& backend, const io::TokenDataset& dataset);
 
   // Runs train.steps steps with logging (rank 0 prints and writes metrics_path when given).
-  void run(const std::string& metrics_path, double peak_flops_per_rank);
+  RunSummary run(const std::string& metrics_path, double peak_flops_per_rank);
   StepResult step(int64_t step_index);
   // Mean validation loss over train.eval_batches global batches (every rank gets it).
   double evaluate();

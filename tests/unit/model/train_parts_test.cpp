@@ -1,9 +1,11 @@
-// Learning-rate schedule, progress line, FLOP count and memory estimate.
+// Learning-rate schedule, progress line, FLOP count, memory estimate and thread default.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "src/app/memory_estimate.h"
+#include "src/app/threads.h"
 #include "src/model/gpt.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/progress_line.h"
@@ -53,4 +55,14 @@ TEST(MemoryEstimate, ActivationsMatchTheModelsArena) {
   EXPECT_EQ(m.activations, gpt.activation_bytes());
   EXPECT_EQ(m.parameters, gpt.params().total_count() * sizeof(float));
   EXPECT_EQ(m.total(), 4 * m.parameters + m.activations);
+}
+
+TEST(Threads, DefaultSharesTheNodeAndNeverDropsBelowOne) {
+  const int alone = app::default_threads(1);
+  EXPECT_GE(alone, 1);
+  EXPECT_LE(alone, static_cast<int>(std::thread::hardware_concurrency()));
+  // More ranks than CPUs on the node: one thread each, never zero.
+  EXPECT_EQ(app::default_threads(100000), 1);
+  // Two ranks never get more than half the node each.
+  EXPECT_LE(app::default_threads(2), std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2));
 }

@@ -1,0 +1,106 @@
+// TimingBackend: wraps any kernels::Backend and adds up the wall time of each operation, so a
+// training step can be broken down by kernel (perf/bench_step --breakdown). Synchronises after
+// every call, so on an asynchronous device it measures each kernel alone.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace trident::perf {
+
+class TimingBackend final : public kernels::Backend {
+ public:
+  explicit TimingBackend(kernels::Backend& inner) : inner_(inner) {}
+  const std::map<std::string, double>& seconds() const { return seconds_; }
+  void reset() { seconds_.clear(); }
+
+  kernels::Device device() const override { return inner_.device(); }
+  std::string name() const override { return "timed " + inner_.name(); }
+  float* allocate(std::size_t n) override { return inner_.allocate(n); }
+  void release(float* p) override { inner_.release(p); }
+  void fill_zero(float* p, std::size_t n) override { timed("fill_zero", [&] { inner_.fill_zero(p, n); }); }
+  void copy_to_device(float* d, const float* s, std::size_t n) override { inner_.copy_to_device(d, s, n); }
+  void copy_to_host(float* d, const float* s, std::size_t n) override { inner_.copy_to_host(d, s, n); }
+  int32_t* allocate_tokens(std::size_t n) override { return inner_.allocate_tokens(n); }
+  void release_tokens(int32_t* p) override { inner_.release_tokens(p); }
+  void copy_tokens_to_device(int32_t* d, const int32_t* s, std::size_t n) override {
+    inner_.copy_tokens_to_device(d, s, n);
+  }
+  void synchronize() override { inner_.synchronize(); }
+  void embedding_forward(float* o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C) override {
+    timed("embedding_forward", [&] { inner_.embedding_forward(o, t, wte, wpe, B, T, C); });
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* d, const int32_t* t, int B, int T, int C) override {
+    timed("embedding_backward", [&] { inner_.embedding_backward(dwte, dwpe, d, t, B, T, C); });
+  }
+  void matmul_forward(float* o, const float* i, const float* w, const float* b, int N, int C, int OC) override {
+    timed("matmul_forward " + shape(C, OC), [&] { inner_.matmul_forward(o, i, w, b, N, C, OC); });
+  }
+  void matmul_backward(float* di, float* dw, float* db, const float* d, const float* i, const float* w, int N, int C,
+                       int OC) override {
+    timed("matmul_backward " + shape(C, OC), [&] { inner_.matmul_backward(di, dw, db, d, i, w, N, C, OC); });
+  }
+  void layernorm_forward(float* o, float* m, float* r, const float* i, const float* w, const float* b, int N,
+                         int C) override {
+    timed("layernorm_forward", [&] { inner_.layernorm_forward(o, m, r, i, w, b, N, C); });
+  }
+  void layernorm_backward(float* di, float* dw, float* db, const float* d, const float* i, const float* w,
+                          const float* m, const float* r, int N, int C) override {
+    timed("layernorm_backward", [&] { inner_.layernorm_backward(di, dw, db, d, i, w, m, r, N, C); });
+  }
+  void gelu_forward(float* o, const float* i, std::size_t n) override {
+    timed("gelu_forward", [&] { inner_.gelu_forward(o, i, n); });
+  }
+  void gelu_backward(float* di, const float* i, const float* d, std::size_t n) override {
+    timed("gelu_backward", [&] { inner_.gelu_backward(di, i, d, n); });
+  }
+  void attention_forward(float* o, float* a, const float* qkv, int B, int T, int C, int NH) override {
+    timed("attention_forward", [&] { inner_.attention_forward(o, a, qkv, B, T, C, NH); });
+  }
+  void attention_backward(float* dqkv, float* s, const float* d, const float* qkv, const float* a, int B, int T,
+                          int C, int NH) override {
+    timed("attention_backward", [&] { inner_.attention_backward(dqkv, s, d, qkv, a, B, T, C, NH); });
+  }
+  std::size_t attention_scratch_size(int B, int T, int NH) const override {
+    return inner_.attention_scratch_size(B, T, NH);
+  }
+  void cross_entropy_forward(float* l, const float* lg, const int32_t* t, int N, int V, int Vp) override {
+    timed("cross_entropy_forward", [&] { inner_.cross_entropy_forward(l, lg, t, N, V, Vp); });
+  }
+  void cross_entropy_backward(float* d, const float* lg, const int32_t* t, float s, int N, int V, int Vp) override {
+    timed("cross_entropy_backward", [&] { inner_.cross_entropy_backward(d, lg, t, s, N, V, Vp); });
+  }
+  void add(float* o, const float* a, const float* b, std::size_t n) override {
+    timed("add", [&] { inner_.add(o, a, b, n); });
+  }
+  void accumulate(float* d, const float* s, std::size_t n) override {
+    timed("accumulate", [&] { inner_.accumulate(d, s, n); });
+  }
+  void scale(float* x, float f, std::size_t n) override { timed("scale", [&] { inner_.scale(x, f, n); }); }
+  double sum_squares(const float* x, std::size_t n) override {
+    double r = 0;
+    timed("sum_squares", [&] { r = inner_.sum_squares(x, n); });
+    return r;
+  }
+  void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n,
+                    const kernels::AdamWArgs& a) override {
+    timed("adamw_update", [&] { inner_.adamw_update(p, g, m, v, n, a); });
+  }
+
+ private:
+  static std::string shape(int C, int OC) { return std::to_string(C) + "->" + std::to_string(OC); }
+  template <typename F>
+  void timed(const std::string& op, F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    inner_.synchronize();
+    seconds_[op] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  kernels::Backend& inner_;
+  std::map<std::string, double> seconds_;
+};
+
+}  // namespace trident::perf
