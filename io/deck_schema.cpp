@@ -111,6 +111,9 @@ std::vector<KeySpec> make_schema() {
               "Run validation every this many steps; 0 = only at the end."),
       int_key("train.eval_batches", "4", 0, kNone,
               "Global batches of validation data per evaluation; 0 = no validation."),
+      choice_key("train.recompute", "none", {"none", "full"},
+                 "Activation recomputation: none keeps every block's activations for backward; "
+                 "full keeps only each block's input and recomputes the block in backward."),
 
       // [optim]
       float_key("optim.lr", "6e-4", 0, true, 1, false,
@@ -146,6 +149,10 @@ std::vector<KeySpec> make_schema() {
       float_key("parallel.bucket_mb", "25", 0, true, kNone, false,
                 "Size in MiB of the gradient buckets reduced across data-parallel ranks while "
                 "the backward pass goes on."),
+      int_key("parallel.zero", "0", 0, 1,
+              "ZeRO stage: 0 = every data rank holds the whole optimizer state; 1 = the AdamW "
+              "state is sharded over the data-parallel group (reduce-scatter gradients, update "
+              "the own shard, all-gather parameters)."),
 
       // [log]
       int_key("log.every", "10", 1, kNone, "Print a progress line every this many steps."),

@@ -123,6 +123,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.train.seq_len = int_value(deck, "train.seq_len");
   config.train.eval_every = int64_value(deck, "train.eval_every");
   config.train.eval_batches = int64_value(deck, "train.eval_batches");
+  config.train.recompute = deck.value("train.recompute");
 
   config.optim.lr = double_value(deck, "optim.lr");
   config.optim.min_lr = double_value(deck, "optim.min_lr");
@@ -138,6 +139,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.parallel.tp = int_value(deck, "parallel.tp");
   config.parallel.pp = int_value(deck, "parallel.pp");
   config.parallel.bucket_mb = double_value(deck, "parallel.bucket_mb");
+  config.parallel.zero = int_value(deck, "parallel.zero");
 
   config.log.every = int64_value(deck, "log.every");
   config.log.peak_tflops = double_value(deck, "log.peak_tflops");

@@ -42,6 +42,7 @@ struct TrainSection {
   int seq_len = 0;           // train.seq_len
   int64_t eval_every = 0;    // train.eval_every: validation every N steps (0 = only at the end)
   int64_t eval_batches = 0;  // train.eval_batches: global batches per validation
+  std::string recompute;     // train.recompute: none | full
 };
 
 struct OptimSection {
@@ -61,6 +62,7 @@ struct ParallelSection {
   int tp = 0;           // parallel.tp
   int pp = 0;           // parallel.pp
   double bucket_mb = 0; // parallel.bucket_mb: data-parallel gradient bucket size in MiB
+  int zero = 0;         // parallel.zero: 0 or 1 (optimizer state sharded over the data group)
 };
 
 struct LogSection {

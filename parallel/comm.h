@@ -38,6 +38,12 @@ class Comm {
   virtual void reduce_scatter_sum(const float* send, float* recv, std::size_t count) = 0;
   // recv[count * size] = every rank's send[count], in rank order.
   virtual void all_gather(const float* send, float* recv, std::size_t count) = 0;
+  // In place over data[count * size] (as NCCL's in-place forms): afterwards the rank's own
+  // block data[rank*count, (rank+1)*count) holds the sum of that block over the group; the
+  // other blocks are unspecified.
+  virtual void reduce_scatter_sum_in_place(float* data, std::size_t count) = 0;
+  // In place over data[count * size]: every rank's own block is copied to all ranks.
+  virtual void all_gather_in_place(float* data, std::size_t count) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void send(const float* data, std::size_t count, int peer) = 0;
   virtual void recv(float* data, std::size_t count, int peer) = 0;

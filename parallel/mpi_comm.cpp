@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -100,6 +101,20 @@ void MpiComm::reduce_scatter_sum(const float* send, float* recv, std::size_t cou
 void MpiComm::all_gather(const float* send, float* recv, std::size_t count) {
   if (count > kMaxCount) throw std::length_error("all_gather: block too large for MPI");
   TRIDENT_MPI_CHECK(MPI_Allgather(send, as_count(count), MPI_FLOAT, recv, as_count(count), MPI_FLOAT, comm_));
+}
+
+void MpiComm::reduce_scatter_sum_in_place(float* data, std::size_t count) {
+  if (size_ == 1) return;
+  if (count > kMaxCount) throw std::length_error("reduce_scatter_sum_in_place: block too large for MPI");
+  // MPI's in-place form leaves the result at the start of the buffer: move it to our block.
+  TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, as_count(count), MPI_FLOAT, MPI_SUM, comm_));
+  if (rank_ != 0) std::memmove(data + static_cast<std::size_t>(rank_) * count, data, count * sizeof(float));
+}
+
+void MpiComm::all_gather_in_place(float* data, std::size_t count) {
+  if (size_ == 1) return;
+  if (count > kMaxCount) throw std::length_error("all_gather_in_place: block too large for MPI");
+  TRIDENT_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, as_count(count), MPI_FLOAT, comm_));
 }
 
 void MpiComm::broadcast(void* data, std::size_t bytes, int root) {

@@ -26,6 +26,8 @@ class MpiComm final : public Comm {
   int all_reduce_max(int value) override;
   void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
   void all_gather(const float* send, float* recv, std::size_t count) override;
+  void reduce_scatter_sum_in_place(float* data, std::size_t count) override;
+  void all_gather_in_place(float* data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void send(const float* data, std::size_t count, int peer) override;
   void recv(float* data, std::size_t count, int peer) override;

@@ -1,7 +1,9 @@
 #include "src/app/memory_estimate.h"
 
+#include <algorithm>
 #include <cstdio>
 
+#include "parallel/zero_shard.h"
 #include "src/model/gpt.h"
 
 namespace trident::app {
@@ -19,13 +21,19 @@ std::string format_bytes(double bytes) {
 }
 
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
-                               std::size_t attention_scratch) {
+                               std::size_t attention_scratch, model::Recompute recompute, int zero_shards) {
   MemoryEstimate m;
   const std::size_t params = model::build_gpt_param_table(config).total_count();
-  m.parameters = params * sizeof(float);
-  m.gradients = params * sizeof(float);
-  m.optimizer = 2 * params * sizeof(float);
-  m.activations = model::activation_floats(config, micro_batch, seq_len, attention_scratch) * sizeof(float);
+  // The same shard arithmetic the trainer allocates with: padded arenas, and AdamW state for
+  // rank 0's block (the largest; a last block may be partly padding, which has no state).
+  const parallel::ArenaShard shard = parallel::shard_arena(params, zero_shards, 0);
+  m.parameters = shard.padded_size * sizeof(float);
+  m.gradients = shard.padded_size * sizeof(float);
+  m.optimizer = 2 * std::min(shard.block, params) * sizeof(float);
+  m.zero_shards = zero_shards;
+  m.recompute = recompute;
+  m.activations =
+      model::activation_floats(config, micro_batch, seq_len, attention_scratch, recompute) * sizeof(float);
   return m;
 }
 
@@ -33,13 +41,14 @@ std::string MemoryEstimate::table() const {
   std::string out = "memory per rank (estimate):\n";
   auto row = [&out](const char* what, std::size_t bytes) {
     char line[96];
-    std::snprintf(line, sizeof line, "  %-12s %12s\n", what, format_bytes(static_cast<double>(bytes)).c_str());
+    std::snprintf(line, sizeof line, "  %-28s %12s\n", what, format_bytes(static_cast<double>(bytes)).c_str());
     out += line;
   };
   row("parameters", parameters);
   row("gradients", gradients);
-  row("optimizer", optimizer);
-  row("activations", activations);
+  row(zero_shards > 1 ? "optimizer (ZeRO-1 shard)" : "optimizer", optimizer);
+  row(recompute == model::Recompute::kFull ? "activations (recompute full)" : "activations (recompute none)",
+      activations);
   row("total", total());
   return out;
 }

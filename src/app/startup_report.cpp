@@ -25,7 +25,10 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
                 static_cast<long long>(t.global_batch), t.seq_len, static_cast<long long>(t.global_batch * t.seq_len),
                 static_cast<long long>(micro_per_step), static_cast<long long>(t.micro_batch));
   out += line;
-  out += estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch).table();
+  const auto recompute = t.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone;
+  const int zero_shards = setup.config.parallel.zero == 1 ? grid.dp() : 1;
+  out += estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch, recompute, zero_shards)
+             .table();
   return out;
 }
 

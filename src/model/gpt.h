@@ -7,7 +7,9 @@
 //
 // All math goes through kernels::Backend, so the same code runs on every device. Activations
 // for one micro-batch of [B, T] live in one arena sized at construction: nothing is allocated
-// in the step loop.
+// in the step loop. With Recompute::kFull the arena keeps only the residual stream between
+// blocks and one shared block workspace; backward re-runs each block's forward before its
+// backward (docs/model.md, "Activation recomputation").
 #pragma once
 
 #include <cstdint>
@@ -20,17 +22,28 @@
 
 namespace trident::model {
 
+// What forward keeps for backward.
+//   kNone: every block's intermediates, one set per block.
+//   kFull: only each block's input (the residual stream) and the head's state; the block
+//          intermediates share one workspace and are recomputed in backward, bit-identically.
+enum class Recompute { kNone, kFull };
+
 // Floats of the activation arena for a micro-batch [B, T] (forward state kept for backward,
 // plus the backward scratch). Used for allocation and for the memory estimate alike.
-std::size_t activation_floats(const GptConfig& config, int B, int T, std::size_t attention_scratch);
+std::size_t activation_floats(const GptConfig& config, int B, int T, std::size_t attention_scratch,
+                              Recompute recompute = Recompute::kNone);
 
 // The parameter table of a whole (unsplit) GPT in forward order: wte, wpe, blocks, ln_f.
 ParamTable build_gpt_param_table(const GptConfig& config);
 
 class Gpt {
  public:
-  // B = micro-batch sequences, T = sequence length (<= context).
-  Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T);
+  // B = micro-batch sequences, T = sequence length (<= context). recompute trades one extra
+  // forward of the blocks for activation memory; results are identical either way.
+  // arena_size: elements of the parameter and gradient arenas, at least the table's count
+  // (ZeRO-1 pads them to a multiple of the data-parallel size; the padding stays zero).
+  Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T,
+      Recompute recompute = Recompute::kNone, std::size_t arena_size = 0);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -39,6 +52,7 @@ class Gpt {
   const ParamTable& params() const { return table_; }
   float* parameters() { return params_; }
   float* gradients() { return grads_; }
+  std::size_t arena_size() const { return arena_size_; }
   std::size_t activation_bytes() const { return activation_count_ * sizeof(float); }
 
   void zero_gradients();
@@ -68,10 +82,20 @@ class Gpt {
   };
   LayerPointers layer_pointers(float* arena, int layer) const;
   void carve_activations();
+  // The residual stream entering block `layer`: encoded_ for block 0, else the previous out.
+  const float* block_input(int layer) const;
+  // One block's forward from x_in, writing every tensor of a (a.out last). The only forward
+  // code of a block: forward() and the recomputation in backward() both run it.
+  void block_forward(int layer, const float* x_in, const LayerActivations& a);
+  // One block's backward: dresidual_ holds d(loss)/d(a.out) on entry and d(loss)/d(x_in) on
+  // return; gradients accumulate into the block's tensors. a must hold this block's forward.
+  void block_backward(int layer, const float* x_in, const LayerActivations& a);
 
   GptConfig config_;
   kernels::Backend& backend_;
   int B_, T_;
+  Recompute recompute_;
+  std::size_t arena_size_ = 0;
   ParamTable table_;
   float* params_ = nullptr;
   float* grads_ = nullptr;
@@ -82,6 +106,8 @@ class Gpt {
   float* activations_ = nullptr;
   std::size_t activation_count_ = 0;
   float* encoded_ = nullptr;
+  // Per block views. kNone: each block owns all its tensors. kFull: every view points into one
+  // shared workspace except `out`, which is the block's own slot of the kept residual stream.
   std::vector<LayerActivations> layers_;
   float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr,
         *losses_ = nullptr;

@@ -34,6 +34,13 @@ LrSchedule schedule_of(const io::RunConfig& c) {
   return s;
 }
 
+parallel::ArenaShard shard_of(const io::RunConfig& c, const model::GptConfig& model_config,
+                             const parallel::ParallelContext& ctx) {
+  const std::size_t n = model::build_gpt_param_table(model_config).total_count();
+  if (c.parallel.zero == 0) return parallel::shard_arena(n, 1, 0);
+  return parallel::shard_arena(n, ctx.grid().dp(), ctx.coord().dp_rank);
+}
+
 std::size_t bucket_elems(double bucket_mb) {
   return static_cast<std::size_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
 }
@@ -45,8 +52,12 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
     : config_(config),
       ctx_(ctx),
       backend_(backend),
-      model_(model_config, backend, static_cast<int>(config.train.micro_batch), config.train.seq_len),
-      optimizer_(model_.params(), backend, adamw_settings(config.optim)),
+      zero_(config.parallel.zero == 1),
+      shard_(shard_of(config, model_config, ctx)),
+      model_(model_config, backend, static_cast<int>(config.train.micro_batch), config.train.seq_len,
+             config.train.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone,
+             shard_.padded_size),
+      optimizer_(model_.params(), backend, adamw_settings(config.optim), shard_.begin, shard_.end),
       schedule_(schedule_of(config)),
       loader_(dataset, geometry_of(config, ctx), config.run.seed),
       buckets_(ctx.data(), model_.gradients(),
@@ -75,29 +86,38 @@ StepResult Trainer::step(int64_t step_index) {
     loader_.load_train(step_index, micro, tokens_.data(), targets_.data());
     loss_sum += model_.forward(tokens_.data(), targets_.data());
     const bool last = micro + 1 == micro_batches_;
-    if (last) {
+    if (last && !zero_) {
       model_.backward(dloss, [this](std::size_t offset) { buckets_.mark_final_from(offset); });
     } else {
       model_.backward(dloss, {});
     }
   }
-  buckets_.finish();
+  if (zero_) {
+    // This rank's block of the summed gradients lands in place at shard_.begin.
+    ctx_.data().reduce_scatter_sum_in_place(model_.gradients(), shard_.block);
+  } else {
+    buckets_.finish();
+  }
 
   // Loss: every data rank holds the sum of its own tokens' losses.
   ctx_.data().all_reduce_sum(&loss_sum, 1);
   result.loss = loss_sum / tokens_per_step_;
 
-  // Gradient norm: after the reduction every rank of a data group holds the same gradients;
-  // each element is counted once within one model replica (tp x pp group).
-  const std::size_t count = model_.params().total_count();
-  double squares = backend_.sum_squares(model_.gradients(), count);
+  // Gradient norm, each element counted once: without ZeRO every rank of a data group holds
+  // the same (whole) gradients, so only the model-parallel group (tp x pp) is summed; with
+  // ZeRO each data rank holds one block, so the data group is summed too.
+  float* shard_grads = model_.gradients() + shard_.begin;
+  const std::size_t count = zero_ ? shard_.size() : model_.params().total_count();
+  double squares = backend_.sum_squares(shard_grads, count);
+  if (zero_) ctx_.data().all_reduce_sum(&squares, 1);
   ctx_.model().all_reduce_sum(&squares, 1);
   result.grad_norm = std::sqrt(squares);
   const double clip = config_.optim.grad_clip;
   if (clip > 0.0 && result.grad_norm > clip) {
-    backend_.scale(model_.gradients(), static_cast<float>(clip / result.grad_norm), count);
+    backend_.scale(shard_grads, static_cast<float>(clip / result.grad_norm), count);
   }
-  optimizer_.update(model_.parameters(), model_.gradients(), result.lr, step_index + 1);
+  optimizer_.update(model_.parameters(), shard_grads, result.lr, step_index + 1);
+  if (zero_) ctx_.data().all_gather_in_place(model_.parameters(), shard_.block);
   backend_.synchronize();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -3,7 +3,9 @@
 //
 // A step: zero gradients; for each micro-batch, forward and backward (the last micro-batch's
 // backward starts the data-parallel bucket reductions as its gradients become final); wait for
-// the reductions; global gradient norm over the model-parallel group; clip; AdamW; log.
+// the reductions; global gradient norm; clip; AdamW; log. With ZeRO-1 the reduction is one
+// reduce-scatter after backward, AdamW updates this rank's block, and an all-gather shares the
+// updated parameters.
 #pragma once
 
 #include <cmath>
@@ -17,6 +19,7 @@
 #include "kernels/backend.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/parallel_context.h"
+#include "parallel/zero_shard.h"
 #include "src/model/gpt.h"
 #include "src/train/adamw.h"
 #include "src/train/lr_schedule.h"
@@ -53,6 +56,8 @@ class Trainer {
   const io::RunConfig& config_;
   parallel::ParallelContext& ctx_;
   kernels::Backend& backend_;
+  bool zero_ = false;          // parallel.zero = 1: optimizer state sharded over the data group
+  parallel::ArenaShard shard_;  // this rank's block of the arenas (the whole arena without ZeRO)
   model::Gpt model_;
   AdamW optimizer_;
   LrSchedule schedule_;

@@ -72,6 +72,25 @@ TEST(MpiComm, ReduceScatterAndAllGatherAreDuals) {
       EXPECT_FLOAT_EQ(gathered[r * block + j], static_cast<float>(n * (r * block + j) + 100 * n * (n - 1) / 2));
 }
 
+TEST(MpiComm, InPlaceReduceScatterAndAllGatherUseTheOwnBlock) {
+  auto comm = make_world();
+  const int n = comm.size();
+  const size_t block = 5;
+  std::vector<float> data(block * n);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) + 0.5f * static_cast<float>(comm.rank());
+  comm.reduce_scatter_sum_in_place(data.data(), block);
+  const float rank_sum = 0.5f * static_cast<float>(n * (n - 1) / 2);
+  for (size_t j = 0; j < block; ++j) {
+    const size_t i = comm.rank() * block + j;
+    EXPECT_FLOAT_EQ(data[i], static_cast<float>(n) * static_cast<float>(i) + rank_sum) << i;
+  }
+  // Each rank writes a recognisable block, then gathers everyone's.
+  for (size_t j = 0; j < block; ++j) data[comm.rank() * block + j] = static_cast<float>(1000 * comm.rank() + j);
+  comm.all_gather_in_place(data.data(), block);
+  for (int r = 0; r < n; ++r)
+    for (size_t j = 0; j < block; ++j) EXPECT_EQ(data[r * block + j], static_cast<float>(1000 * r + j));
+}
+
 TEST(MpiComm, BroadcastSendRecvAndErrorAgreement) {
   auto comm = make_world();
   EXPECT_EQ(broadcast_string(comm, comm.rank() == 0 ? "deck text" : "", 0), "deck text");

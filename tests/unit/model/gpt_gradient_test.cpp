@@ -7,39 +7,20 @@
 
 #include "kernels/backend.h"
 #include "src/model/gpt.h"
+#include "tests/unit/model/tiny_gpt.h"
 
 using namespace trident;
 
-namespace {
-
-model::GptConfig tiny_config() { return {2, 2, 8, 8, 11, 16}; }
-
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> pick(0, vocab - 1);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = pick(rng);
-  return t;
-}
-
-void init(model::Gpt& gpt, kernels::Backend& backend, uint64_t seed) {
-  std::vector<float> host(gpt.params().total_count());
-  model::initialize_parameters(gpt.params(), seed, host.data());
-  // Non-trivial norms and biases so their gradients are exercised too.
-  std::mt19937 rng(5);
-  std::normal_distribution<float> noise(0.0f, 0.1f);
-  for (auto& v : host) v += noise(rng);
-  backend.copy_to_device(gpt.parameters(), host.data(), host.size());
-}
-
-}  // namespace
+using test_support::init_with_noise;
+using test_support::random_tokens;
+using test_support::tiny_config;
 
 TEST(GptGradient, EveryTensorMatchesCentralFiniteDifferences) {
   auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
   const auto config = tiny_config();
   const int B = 2, T = 5;
   model::Gpt gpt(config, *backend, B, T);
-  init(gpt, *backend, 3);
+  init_with_noise(gpt, *backend, 3);
   const auto tokens = random_tokens(B * T, config.vocab, 1);
   const auto targets = random_tokens(B * T, config.vocab, 2);
   const double n_tokens = B * T;
@@ -83,7 +64,7 @@ TEST(GptGradient, PaddedVocabularyRowsGetNoGradient) {
   auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
   const auto config = tiny_config();
   model::Gpt gpt(config, *backend, 2, 5);
-  init(gpt, *backend, 3);
+  init_with_noise(gpt, *backend, 3);
   const auto tokens = random_tokens(10, config.vocab, 1);
   gpt.zero_gradients();
   gpt.forward(tokens.data(), tokens.data());
@@ -102,13 +83,13 @@ TEST(GptGradient, TwoMicroBatchesAccumulateToTheGradientOfOneBatch) {
   const auto targets = random_tokens(4 * T, config.vocab, 8);
 
   model::Gpt whole(config, *backend, 4, T);
-  init(whole, *backend, 9);
+  init_with_noise(whole, *backend, 9);
   whole.zero_gradients();
   const double loss_whole = whole.forward(tokens.data(), targets.data());
   whole.backward(1.0f / (4 * T), {});
 
   model::Gpt half(config, *backend, 2, T);
-  init(half, *backend, 9);
+  init_with_noise(half, *backend, 9);
   half.zero_gradients();
   double loss_halves = 0;
   std::vector<size_t> final_offsets;

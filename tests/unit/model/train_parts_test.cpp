@@ -6,6 +6,8 @@
 
 #include "src/app/memory_estimate.h"
 #include "src/app/threads.h"
+#include "parallel/zero_shard.h"
+#include "src/train/adamw.h"
 #include "src/model/gpt.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/progress_line.h"
@@ -47,14 +49,27 @@ TEST(ProgressLine, ReportsMfuAndEta) {
   EXPECT_EQ(train::format_duration(3725), "1h02m");
 }
 
-TEST(MemoryEstimate, ActivationsMatchTheModelsArena) {
+TEST(MemoryEstimate, MatchesWhatTheTrainerAllocates) {
   model::GptConfig c{2, 2, 8, 8, 11, 16};
   auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
-  model::Gpt gpt(c, *backend, 3, 7);
-  const auto m = app::estimate_memory(c, 3, 7, backend->attention_scratch_size(3, 7, 2));
-  EXPECT_EQ(m.activations, gpt.activation_bytes());
-  EXPECT_EQ(m.parameters, gpt.params().total_count() * sizeof(float));
-  EXPECT_EQ(m.total(), 4 * m.parameters + m.activations);
+  const std::size_t count = model::build_gpt_param_table(c).total_count();
+  for (int dp : {1, 3}) {
+    // The trainer pads the arenas to its shard arithmetic (parallel/zero_shard.h).
+    const auto shard = parallel::shard_arena(count, dp, 0);
+    model::Gpt gpt(c, *backend, 3, 7, model::Recompute::kNone, shard.padded_size);
+    const auto m = app::estimate_memory(c, 3, 7, backend->attention_scratch_size(3, 7, 2), model::Recompute::kNone, dp);
+    EXPECT_EQ(m.activations, gpt.activation_bytes());
+    EXPECT_EQ(m.parameters, gpt.arena_size() * sizeof(float));
+    EXPECT_EQ(m.gradients, m.parameters);
+    // AdamW's state: two moments of this rank's block (the whole table without ZeRO).
+    train::AdamW adamw(gpt.params(), *backend, {}, shard.begin, shard.end);
+    EXPECT_EQ(m.optimizer, adamw.state_bytes()) << "dp " << dp;
+  }
+  // ZeRO-1 over 4 ranks keeps about a quarter of the optimizer state.
+  model::GptConfig big{12, 12, 768, 1024, 50257, 50304};
+  const auto whole = app::estimate_memory(big, 1, 64, 0, model::Recompute::kNone, 1);
+  const auto sharded = app::estimate_memory(big, 1, 64, 0, model::Recompute::kNone, 4);
+  EXPECT_NEAR(static_cast<double>(sharded.optimizer), static_cast<double>(whole.optimizer) / 4.0, 64.0 * 4);
 }
 
 TEST(Threads, DefaultSharesTheNodeAndNeverDropsBelowOne) {

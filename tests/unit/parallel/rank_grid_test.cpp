@@ -72,3 +72,24 @@ TEST(GradientBuckets, HugeBucketSizeGivesOneBucket) {
   EXPECT_EQ(buckets[0].begin, 0u);
   EXPECT_EQ(buckets[0].end, 12u);
 }
+
+#include "parallel/zero_shard.h"
+
+TEST(ZeroShard, BlocksAreEqualAlignedAndCoverTheArena) {
+  for (std::size_t n : {1u, 15u, 16u, 17u, 1000u, 124475904u}) {
+    for (int dp : {1, 2, 3, 4, 8}) {
+      std::size_t covered = 0;
+      for (int r = 0; r < dp; ++r) {
+        const auto s = trident::parallel::shard_arena(n, dp, r);
+        EXPECT_EQ(s.begin, covered) << n << " " << dp << " " << r;
+        EXPECT_EQ(s.size(), s.block);
+        EXPECT_EQ(s.begin % 16, 0u);
+        covered = s.end;
+      }
+      const auto s = trident::parallel::shard_arena(n, dp, 0);
+      EXPECT_EQ(covered, s.padded_size);
+      EXPECT_GE(s.padded_size, n);
+      EXPECT_LT(s.padded_size - n, static_cast<std::size_t>(16 * dp));  // padding stays small
+    }
+  }
+}

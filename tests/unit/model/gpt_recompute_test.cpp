@@ -1,0 +1,127 @@
+// Full activation recomputation (train.recompute = full) is a memory trade, not a numerical
+// change: the same kernels run on the same inputs in the same order, so the loss and every
+// gradient element must be bit-identical to keeping all activations, and the arena must shrink
+// by exactly the per-block intermediates of all but one block.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "src/model/gpt.h"
+#include "tests/unit/model/tiny_gpt.h"
+
+using namespace trident;
+
+using test_support::init_with_noise;
+using test_support::random_tokens;
+using test_support::tiny_config;
+
+namespace {
+
+// Two micro-batches of [B, T] accumulated into one gradient, as the trainer does.
+struct AccumulatedStep {
+  std::vector<double> losses;         // per micro-batch
+  std::vector<float> gradients;       // the whole gradient arena
+  std::vector<size_t> final_offsets;  // every grads_final call, in order
+};
+
+AccumulatedStep accumulate_two_micro_batches(const model::GptConfig& config, model::Recompute recompute) {
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  const int B = 2, T = 5;
+  model::Gpt gpt(config, *backend, B, T, recompute);
+  init_with_noise(gpt, *backend, 3);
+  const auto tokens = random_tokens(2 * B * T, config.vocab, 1);
+  const auto targets = random_tokens(2 * B * T, config.vocab, 2);
+  AccumulatedStep step;
+  gpt.zero_gradients();
+  for (int m = 0; m < 2; ++m) {
+    step.losses.push_back(gpt.forward(tokens.data() + m * B * T, targets.data() + m * B * T));
+    gpt.backward(1.0f / (2 * B * T), [&](size_t offset) { step.final_offsets.push_back(offset); });
+  }
+  step.gradients.resize(gpt.params().total_count());
+  backend->copy_to_host(step.gradients.data(), gpt.gradients(), step.gradients.size());
+  return step;
+}
+
+}  // namespace
+
+TEST(GptRecompute, LossAndEveryGradientElementAreBitIdenticalToKeepingActivations) {
+  for (int layers : {2, 3}) {
+    const auto config = tiny_config(layers);
+    const auto kept = accumulate_two_micro_batches(config, model::Recompute::kNone);
+    const auto recomputed = accumulate_two_micro_batches(config, model::Recompute::kFull);
+    ASSERT_EQ(kept.losses.size(), recomputed.losses.size());
+    for (size_t m = 0; m < kept.losses.size(); ++m) EXPECT_EQ(kept.losses[m], recomputed.losses[m]) << layers;
+    ASSERT_EQ(kept.gradients.size(), recomputed.gradients.size());
+    size_t nonzero = 0;
+    for (size_t i = 0; i < kept.gradients.size(); ++i) {
+      EXPECT_EQ(kept.gradients[i], recomputed.gradients[i]) << "layers " << layers << ", element " << i;
+      nonzero += kept.gradients[i] != 0.0f;
+    }
+    // The comparison means something only if the gradient does (padded wte rows stay zero).
+    EXPECT_GT(nonzero, kept.gradients.size() / 2);
+  }
+}
+
+TEST(GptRecompute, GradsFinalOffsetsAreTheSameSequence) {
+  const auto config = tiny_config(3);
+  const auto kept = accumulate_two_micro_batches(config, model::Recompute::kNone);
+  const auto recomputed = accumulate_two_micro_batches(config, model::Recompute::kFull);
+  EXPECT_EQ(kept.final_offsets, recomputed.final_offsets);
+  // ln_f, three blocks, the embeddings: per micro-batch, monotone decreasing, 0 last.
+  ASSERT_EQ(recomputed.final_offsets.size(), 2u * 5u);
+  for (size_t i = 0; i < recomputed.final_offsets.size(); ++i) {
+    if (i % 5 == 4) {
+      EXPECT_EQ(recomputed.final_offsets[i], 0u);
+    } else {
+      EXPECT_GT(recomputed.final_offsets[i], recomputed.final_offsets[i + 1]);
+    }
+  }
+}
+
+TEST(GptRecompute, EstimateShrinksAndMatchesTheAllocatedArena) {
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  const int B = 2, T = 5;
+  for (int layers : {1, 2, 3}) {
+    const auto config = tiny_config(layers);
+    const std::size_t scratch = backend->attention_scratch_size(B, T, config.heads);
+    const std::size_t none = model::activation_floats(config, B, T, scratch, model::Recompute::kNone);
+    const std::size_t full = model::activation_floats(config, B, T, scratch, model::Recompute::kFull);
+    if (layers >= 2) {
+      EXPECT_LT(full, none) << layers;
+    } else {
+      EXPECT_EQ(full, none);  // one block: its workspace is its own activations
+    }
+    // The constructor checks that carving the arena used exactly the estimated floats.
+    model::Gpt kept(config, *backend, B, T, model::Recompute::kNone);
+    model::Gpt recomputed(config, *backend, B, T, model::Recompute::kFull);
+    EXPECT_EQ(kept.activation_bytes(), none * sizeof(float));
+    EXPECT_EQ(recomputed.activation_bytes(), full * sizeof(float));
+  }
+}
+
+TEST(GptRecompute, Gpt2SmallEstimateShrinksByElevenBlocksOfIntermediates) {
+  // GPT-2 124M: L = 12, NH = 12, C = 768, Vp = 50304; micro-batch B = 4, T = 1024.
+  //   BTC = 4 * 1024 * 768 = 3,145,728    BT = 4,096    att = B NH T^2 = 50,331,648
+  //   one block's intermediates (everything but its output):
+  //     15 BTC + 4 BT + att = 47,185,920 + 16,384 + 50,331,648 = 97,533,952 floats
+  //   kNone keeps L of them, kFull one: saving (L - 1) * 97,533,952 = 1,072,873,472 floats
+  //     = 4,291,493,888 bytes (4.00 GiB).
+  //   kNone total = BTC (encoded) + L (16 BTC + 4 BT + att) + BTC (ln_f) + 2 BT + BT Vp
+  //                 + BT (losses) + 14 BTC + scratch
+  //     = 3,145,728 + 1,208,156,160 + 3,145,728 + 8,192 + 206,045,184 + 4,096 + 44,040,192
+  //       + 50,331,648 = 1,514,876,928 floats (6,059,507,712 bytes, 5.64 GiB)
+  //   kFull total = 1,514,876,928 - 1,072,873,472 = 442,003,456 floats (1,768,013,824 bytes,
+  //     1.65 GiB)
+  // The attention scratch is the CPU backend's (B NH T^2); the saving does not depend on it.
+  const model::GptConfig gpt2_small{12, 12, 768, 1024, 50257, 50304};
+  const std::size_t scratch = std::size_t{4} * 12 * 1024 * 1024;
+  const std::size_t none = model::activation_floats(gpt2_small, 4, 1024, scratch, model::Recompute::kNone);
+  const std::size_t full = model::activation_floats(gpt2_small, 4, 1024, scratch, model::Recompute::kFull);
+  EXPECT_EQ(none - full, 1'072'873'472u);
+  EXPECT_EQ(none, 1'514'876'928u);
+  EXPECT_EQ(full, 442'003'456u);
+  // The default is kNone, what every caller had before recomputation existed.
+  EXPECT_EQ(model::activation_floats(gpt2_small, 4, 1024, scratch), none);
+}
