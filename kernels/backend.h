@@ -52,12 +52,21 @@ class Backend {
   virtual void synchronize() = 0;
 
   // --- embeddings ------------------------------------------------------------------------------
-  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].  tokens in [0, Vp).
+  // Vocabulary-parallel: this rank owns the token rows [vocab_begin, vocab_end) of the table, and
+  // wte / dwte point at the first OWNED row (row tok - vocab_begin holds token tok). Tokens in
+  // [0, Vp); tokens outside the range contribute nothing here (another rank owns them), so the
+  // sum over ranks of the forwards is the full embedding. Unsharded: 0, Vp.
+  // out[b,t,:] = (vocab_begin <= tok < vocab_end ? wte[tok - vocab_begin,:] : 0)
+  //            + (wpe ? wpe[t,:] : 0),                                     tok = tokens[b,t].
+  // wpe may be null (the position term is added on one rank only).
   virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
-                                 const float* wpe, int B, int T, int C) = 0;
-  // dwte[tokens[b,t],:] += dout[b,t,:];  dwpe[t,:] += sum_b dout[b,t,:].
+                                 const float* wpe, int B, int T, int C, int vocab_begin,
+                                 int vocab_end) = 0;
+  // dwte[tok - vocab_begin,:] += dout[b,t,:] for owned tokens only (other rows untouched);
+  // dwpe[t,:] += sum_b dout[b,t,:] when dwpe is not null.
   virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
-                                  const int32_t* tokens, int B, int T, int C) = 0;
+                                  const int32_t* tokens, int B, int T, int C, int vocab_begin,
+                                  int vocab_end) = 0;
 
   // --- matmul ----------------------------------------------------------------------------------
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null).
@@ -106,6 +115,32 @@ class Backend {
   virtual void cross_entropy_backward(float* dlogits, const float* logits,
                                       const int32_t* targets, float dloss, int N, int V,
                                       int Vp) = 0;
+
+  // --- vocabulary-parallel cross-entropy (tensor parallelism) -----------------------------------
+  // This rank holds logits[N, Vp_local] for the vocabulary ids [vocab_begin, vocab_begin +
+  // Vp_local); of those, the first V_local columns are real tokens and the rest padding (never
+  // read; V_local may be 0: an all-padding shard). Targets are global ids in [0, V). The caller
+  // reduces across ranks between the pieces:
+  //   1. cross_entropy_row_max            -> all-reduce MAX  of row_max
+  //   2. cross_entropy_row_sums           -> all-reduce SUM  of row_sumexp and target_logit
+  //   3. loss_n = log(sumexp_n) + max_n - target_logit_n      (by the caller)
+  //      cross_entropy_backward_sharded   (no reduction needed)
+  // row_max[n] = max over the real local columns; -infinity when V_local == 0.
+  virtual void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+                                     int Vp_local) = 0;
+  // With the GLOBAL row max: row_sumexp[n] = sum over the real local columns of
+  // exp(logits[n,v] - row_max[n]); target_logit[n] = logits[n, targets[n] - vocab_begin] when
+  // the target is a real local column, else 0 (so the sum over ranks is the target's logit).
+  virtual void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
+                                      const int32_t* targets, const float* row_max, int N,
+                                      int V_local, int Vp_local, int vocab_begin) = 0;
+  // With the GLOBAL row max and sum: dlogits[n,v] = (exp(l - max_n) / sum_n - [v is the
+  // target]) * dloss on the real local columns, 0 on the padding. Overwrites; dlogits may alias
+  // logits.
+  virtual void cross_entropy_backward_sharded(float* dlogits, const float* logits,
+                                              const int32_t* targets, const float* row_max,
+                                              const float* row_sumexp, float dloss, int N,
+                                              int V_local, int Vp_local, int vocab_begin) = 0;
 
   // --- elementwise -----------------------------------------------------------------------------
   virtual void add(float* out, const float* a, const float* b, std::size_t n) = 0;   // out = a+b

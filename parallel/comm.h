@@ -34,6 +34,7 @@ class Comm {
   virtual void all_reduce_sum(double* data, std::size_t count) = 0;
   virtual std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) = 0;
   virtual int all_reduce_max(int value) = 0;
+  virtual void all_reduce_max(float* data, std::size_t count) = 0;
   // recv[count] = the sum over ranks of the rank-th block of send[count * size].
   virtual void reduce_scatter_sum(const float* send, float* recv, std::size_t count) = 0;
   // recv[count * size] = every rank's send[count], in rank order.

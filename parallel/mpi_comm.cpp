@@ -93,6 +93,13 @@ int MpiComm::all_reduce_max(int value) {
   return result;
 }
 
+void MpiComm::all_reduce_max(float* data, std::size_t count) {
+  for (std::size_t done = 0; done < count; done += kMaxCount) {
+    const std::size_t n = std::min(kMaxCount, count - done);
+    TRIDENT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, as_count(n), MPI_FLOAT, MPI_MAX, comm_));
+  }
+}
+
 void MpiComm::reduce_scatter_sum(const float* send, float* recv, std::size_t count) {
   if (count > kMaxCount) throw std::length_error("reduce_scatter_sum: block too large for MPI");
   TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, comm_));

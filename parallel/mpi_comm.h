@@ -24,6 +24,7 @@ class MpiComm final : public Comm {
   void all_reduce_sum(double* data, std::size_t count) override;
   std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) override;
   int all_reduce_max(int value) override;
+  void all_reduce_max(float* data, std::size_t count) override;
   void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
   void all_gather(const float* send, float* recv, std::size_t count) override;
   void reduce_scatter_sum_in_place(float* data, std::size_t count) override;

@@ -238,13 +238,54 @@ void BM_CrossEntropyBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_CrossEntropyBackward)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// Vocabulary-parallel pieces on the last of Arg(0) = tp shards (Vp / tp columns, the padding
+// included), without the reductions between them: row max + sums (the forward), then the
+// backward. At tp = 1 they compare with the fused kernels above.
+void BM_CrossEntropyShardedForward(benchmark::State& state) {
+  const int tp = static_cast<int>(state.range(0));
+  const int vp_local = kVp / tp, vocab_begin = (tp - 1) * vp_local, v_local = kV - vocab_begin;
+  Buffer logits(static_cast<std::size_t>(kN) * vp_local, -5.0f, 5.0f), row_max(kN),
+      row_sumexp(kN), target_logit(kN);
+  const auto targets = random_tokens(kN, kV);
+  for (auto _ : state) {
+    backend().cross_entropy_row_max(row_max.get(), logits.get(), kN, v_local, vp_local);
+    backend().cross_entropy_row_sums(row_sumexp.get(), target_logit.get(), logits.get(),
+                                     targets.data(), row_max.get(), kN, v_local, vp_local,
+                                     vocab_begin);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, sizeof(float) * static_cast<double>(logits.size()));
+}
+BENCHMARK(BM_CrossEntropyShardedForward)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_CrossEntropyShardedBackward(benchmark::State& state) {
+  const int tp = static_cast<int>(state.range(0));
+  const int vp_local = kVp / tp, vocab_begin = (tp - 1) * vp_local, v_local = kV - vocab_begin;
+  Buffer logits(static_cast<std::size_t>(kN) * vp_local, -5.0f, 5.0f), dlogits(logits.size()),
+      row_max(kN), row_sumexp(kN), target_logit(kN);
+  const auto targets = random_tokens(kN, kV);
+  backend().cross_entropy_row_max(row_max.get(), logits.get(), kN, v_local, vp_local);
+  backend().cross_entropy_row_sums(row_sumexp.get(), target_logit.get(), logits.get(),
+                                   targets.data(), row_max.get(), kN, v_local, vp_local,
+                                   vocab_begin);
+  for (auto _ : state) {
+    backend().cross_entropy_backward_sharded(dlogits.get(), logits.get(), targets.data(),
+                                             row_max.get(), row_sumexp.get(), 1.0f / kN, kN,
+                                             v_local, vp_local, vocab_begin);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, 2.0 * sizeof(float) * static_cast<double>(logits.size()));
+}
+BENCHMARK(BM_CrossEntropyShardedBackward)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // --- embedding (B=4, T=64, C=768, Vp=50304) ----------------------------------------------------
 void BM_EmbeddingBackward(benchmark::State& state) {
   Buffer dwte(static_cast<std::size_t>(kVp) * kC, 0.0f, 0.0f), dwpe(static_cast<std::size_t>(kT) * kC),
       dout(static_cast<std::size_t>(kN) * kC);
   const auto tokens = random_tokens(kN, kV);
   for (auto _ : state) {
-    backend().embedding_backward(dwte.get(), dwpe.get(), dout.get(), tokens.data(), kB, kT, kC);
+    backend().embedding_backward(dwte.get(), dwpe.get(), dout.get(), tokens.data(), kB, kT, kC, 0,
+                                 kVp);
     benchmark::ClobberMemory();
   }
 }

@@ -30,11 +30,13 @@ class TimingBackend final : public kernels::Backend {
     inner_.copy_tokens_to_device(d, s, n);
   }
   void synchronize() override { inner_.synchronize(); }
-  void embedding_forward(float* o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C) override {
-    timed("embedding_forward", [&] { inner_.embedding_forward(o, t, wte, wpe, B, T, C); });
+  void embedding_forward(float* o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C,
+                         int vb, int ve) override {
+    timed("embedding_forward", [&] { inner_.embedding_forward(o, t, wte, wpe, B, T, C, vb, ve); });
   }
-  void embedding_backward(float* dwte, float* dwpe, const float* d, const int32_t* t, int B, int T, int C) override {
-    timed("embedding_backward", [&] { inner_.embedding_backward(dwte, dwpe, d, t, B, T, C); });
+  void embedding_backward(float* dwte, float* dwpe, const float* d, const int32_t* t, int B, int T, int C, int vb,
+                          int ve) override {
+    timed("embedding_backward", [&] { inner_.embedding_backward(dwte, dwpe, d, t, B, T, C, vb, ve); });
   }
   void matmul_forward(float* o, const float* i, const float* w, const float* b, int N, int C, int OC) override {
     timed("matmul_forward " + shape(C, OC), [&] { inner_.matmul_forward(o, i, w, b, N, C, OC); });
@@ -72,6 +74,18 @@ class TimingBackend final : public kernels::Backend {
   }
   void cross_entropy_backward(float* d, const float* lg, const int32_t* t, float s, int N, int V, int Vp) override {
     timed("cross_entropy_backward", [&] { inner_.cross_entropy_backward(d, lg, t, s, N, V, Vp); });
+  }
+  void cross_entropy_row_max(float* m, const float* lg, int N, int V, int Vp) override {
+    timed("cross_entropy_row_max", [&] { inner_.cross_entropy_row_max(m, lg, N, V, Vp); });
+  }
+  void cross_entropy_row_sums(float* s, float* tl, const float* lg, const int32_t* t, const float* m, int N, int V,
+                              int Vp, int vb) override {
+    timed("cross_entropy_row_sums", [&] { inner_.cross_entropy_row_sums(s, tl, lg, t, m, N, V, Vp, vb); });
+  }
+  void cross_entropy_backward_sharded(float* d, const float* lg, const int32_t* t, const float* m, const float* s,
+                                      float dl, int N, int V, int Vp, int vb) override {
+    timed("cross_entropy_backward_sharded",
+          [&] { inner_.cross_entropy_backward_sharded(d, lg, t, m, s, dl, N, V, Vp, vb); });
   }
   void add(float* o, const float* a, const float* b, std::size_t n) override {
     timed("add", [&] { inner_.add(o, a, b, n); });

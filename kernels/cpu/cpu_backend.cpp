@@ -12,7 +12,7 @@
 
 #include "kernels/cpu/adamw.h"          // adamw_update
 #include "kernels/cpu/attention.h"      // attention_forward, attention_backward
-#include "kernels/cpu/cross_entropy.h"  // cross_entropy_forward, cross_entropy_backward
+#include "kernels/cpu/cross_entropy.h"  // cross_entropy_forward/backward, sharded pieces
 #include "kernels/cpu/elementwise.h"    // fill_zero, add, accumulate, scale, sum_squares
 #include "kernels/cpu/embedding.h"      // embedding_forward, embedding_backward
 #include "kernels/cpu/gelu.h"           // gelu_forward, gelu_backward
@@ -72,13 +72,15 @@ void CpuBackend::copy_to_host(float* host_dst, const float* src, std::size_t cou
 }
 
 void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte,
-                                   const float* wpe, int B, int T, int C) {
-  cpu::embedding_forward(out, tokens, wte, wpe, B, T, C);
+                                   const float* wpe, int B, int T, int C, int vocab_begin,
+                                   int vocab_end) {
+  cpu::embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
 }
 
 void CpuBackend::embedding_backward(float* dwte, float* dwpe, const float* dout,
-                                    const int32_t* tokens, int B, int T, int C) {
-  cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
+                                    const int32_t* tokens, int B, int T, int C, int vocab_begin,
+                                    int vocab_end) {
+  cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end);
 }
 
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight,
@@ -134,6 +136,27 @@ void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits,
                                         const int32_t* targets, float dloss, int N, int V,
                                         int Vp) {
   cpu::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
+}
+
+void CpuBackend::cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+                                       int Vp_local) {
+  cpu::cross_entropy_row_max(row_max, logits, N, V_local, Vp_local);
+}
+
+void CpuBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit,
+                                        const float* logits, const int32_t* targets,
+                                        const float* row_max, int N, int V_local, int Vp_local,
+                                        int vocab_begin) {
+  cpu::cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local,
+                              Vp_local, vocab_begin);
+}
+
+void CpuBackend::cross_entropy_backward_sharded(float* dlogits, const float* logits,
+                                                const int32_t* targets, const float* row_max,
+                                                const float* row_sumexp, float dloss, int N,
+                                                int V_local, int Vp_local, int vocab_begin) {
+  cpu::cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N,
+                                      V_local, Vp_local, vocab_begin);
 }
 
 void CpuBackend::add(float* out, const float* a, const float* b, std::size_t n) {

@@ -27,9 +27,9 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                         int B, int T, int C) override;
+                         int B, int T, int C, int vocab_begin, int vocab_end) override;
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                          int B, int T, int C) override;
+                          int B, int T, int C, int vocab_begin, int vocab_end) override;
 
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int C, int OC) override;
@@ -55,6 +55,14 @@ class CpuBackend final : public Backend {
                              int V, int Vp) override;
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
                               float dloss, int N, int V, int Vp) override;
+  void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+                             int Vp_local) override;
+  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
+                              const int32_t* targets, const float* row_max, int N, int V_local,
+                              int Vp_local, int vocab_begin) override;
+  void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,
+                                      const float* row_max, const float* row_sumexp, float dloss,
+                                      int N, int V_local, int Vp_local, int vocab_begin) override;
 
   void add(float* out, const float* a, const float* b, std::size_t n) override;
   void accumulate(float* dst, const float* src, std::size_t n) override;

@@ -13,11 +13,19 @@
 // last pass scales it by dloss / sum. dlogits may alias logits: every pass reads and writes
 // the same index, and the logit is read before it is overwritten. The row functions are
 // compiled per ISA (simd_dispatch.h); at AVX-512 width the exponentials cost ~4x less.
+//
+// Sharded (vocabulary-parallel) pieces: the same row functions over a rank's V_local real
+// columns, with the max and the sum reduced across ranks by the caller in between. The local
+// sum is still accumulated in double and handed over as a float (relative error 6e-8, well
+// below the loss's own float rounding). The exponents are <= 0 as in the fused kernel, because
+// the max the caller passes is the global one. The backward knows the global sum up front, so
+// it writes each gradient in one pass: exp(l - max) * (dloss / sum), then the target's -dloss.
 #include "kernels/cpu/cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #include "kernels/cpu/simd_dispatch.h"  // TRIDENT_SIMD_CLONES
 #include "kernels/cpu/vector_math.h"    // exp_approx, max_of
@@ -58,6 +66,19 @@ void scale_row(float* row, float factor, int V) {
   for (int v = 0; v < V; v++) row[v] *= factor;
 }
 
+// out[v] = exp(row[v] - row_max) * factor for v < V (out may alias row).
+TRIDENT_SIMD_CLONES
+void exp_scale_row(float* out, const float* row, float row_max, float factor, int V) {
+#pragma omp simd
+  for (int v = 0; v < V; v++) out[v] = exp_approx(row[v] - row_max) * factor;
+}
+
+// The local column of a global target id, or -1 when it is not a real column of this shard.
+int local_target(int32_t target, int vocab_begin, int V_local) {
+  const int local = target - vocab_begin;
+  return local >= 0 && local < V_local ? local : -1;
+}
+
 }  // namespace
 
 void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
@@ -84,6 +105,48 @@ void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* 
     scale_row(drow, static_cast<float>(static_cast<double>(dloss) / sum), V);
     drow[targets[n]] -= dloss;
     std::fill(drow + V, drow + Vp, 0.0f);
+  }
+}
+
+void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+                           int Vp_local) {
+  if (V_local <= 0) {
+    std::fill(row_max, row_max + N, -std::numeric_limits<float>::infinity());
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++)
+    row_max[n] = row_max_of(logits + static_cast<std::size_t>(n) * Vp_local, V_local);
+}
+
+void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
+                            const int32_t* targets, const float* row_max, int N, int V_local,
+                            int Vp_local, int vocab_begin) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float* row = logits + static_cast<std::size_t>(n) * Vp_local;
+    row_sumexp[n] = V_local > 0 ? static_cast<float>(exp_sum(row, row_max[n], V_local)) : 0.0f;
+    const int t = local_target(targets[n], vocab_begin, V_local);
+    target_logit[n] = t >= 0 ? row[t] : 0.0f;
+  }
+}
+
+void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,
+                                    const float* row_max, const float* row_sumexp, float dloss,
+                                    int N, int V_local, int Vp_local, int vocab_begin) {
+  const int real = std::max(V_local, 0);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float* row = logits + static_cast<std::size_t>(n) * Vp_local;
+    float* drow = dlogits + static_cast<std::size_t>(n) * Vp_local;
+    if (real > 0) {
+      const float factor =
+          static_cast<float>(static_cast<double>(dloss) / static_cast<double>(row_sumexp[n]));
+      exp_scale_row(drow, row, row_max[n], factor, real);
+      const int t = local_target(targets[n], vocab_begin, real);
+      if (t >= 0) drow[t] -= dloss;
+    }
+    std::fill(drow + real, drow + Vp_local, 0.0f);
   }
 }
 

@@ -1,4 +1,6 @@
-// Fused softmax + cross-entropy over a padded vocabulary, on the CPU.
+// Softmax + cross-entropy over a padded vocabulary, on the CPU: fused (whole vocabulary on one
+// rank) and in three pieces over a vocabulary shard (tensor parallelism; the caller reduces the
+// row maxima and sums across ranks between them).
 #pragma once
 
 #include <cstdint>
@@ -13,5 +15,23 @@ void cross_entropy_forward(float* losses, const float* logits, const int32_t* ta
 // V <= v < Vp. Overwrites; dlogits may alias logits.
 void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
                             float dloss, int N, int V, int Vp);
+
+// Sharded: each rank holds logits[N, Vp_local] for the ids [vocab_begin, vocab_begin +
+// Vp_local), the first V_local columns real (V_local may be 0), the rest padding (never read).
+// row_max[n] = max of the real local columns (-infinity when V_local == 0).
+void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+                           int Vp_local);
+
+// With the global row_max: row_sumexp[n] = sum_{v < V_local} exp(logits[n,v] - row_max[n]);
+// target_logit[n] = logits[n, targets[n] - vocab_begin] if that is a real local column, else 0.
+void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
+                            const int32_t* targets, const float* row_max, int N, int V_local,
+                            int Vp_local, int vocab_begin);
+
+// With the global row_max and row_sumexp: dlogits[n,v] = (exp(l - max)/sum - [target]) * dloss
+// for v < V_local, 0 for V_local <= v < Vp_local. Overwrites; dlogits may alias logits.
+void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,
+                                    const float* row_max, const float* row_sumexp, float dloss,
+                                    int N, int V_local, int Vp_local, int vocab_begin);
 
 }  // namespace trident::kernels::cpu

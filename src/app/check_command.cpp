@@ -58,7 +58,7 @@ int check_command(const std::vector<std::string>& raw_args) {
   const parallel::RankGrid grid(c.parallel.tp, c.parallel.dp, c.parallel.pp);
   std::printf("%s", startup_report(setup, grid,
                                    backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
-                                                                   c.train.seq_len, c.model.heads))
+                                                                   c.train.seq_len, c.model.heads / c.parallel.tp))
                         .c_str());
   std::printf("%s", data_note.c_str());
   std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);

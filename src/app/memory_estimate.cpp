@@ -21,9 +21,10 @@ std::string format_bytes(double bytes) {
 }
 
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
-                               std::size_t attention_scratch, model::Recompute recompute, int zero_shards) {
+                               std::size_t attention_scratch, model::Recompute recompute, int zero_shards,
+                               int tp) {
   MemoryEstimate m;
-  const std::size_t params = model::build_gpt_param_table(config).total_count();
+  const std::size_t params = model::build_gpt_param_table(config, tp, 0).total_count();
   // The same shard arithmetic the trainer allocates with: padded arenas, and AdamW state for
   // rank 0's block (the largest; a last block may be partly padding, which has no state).
   const parallel::ArenaShard shard = parallel::shard_arena(params, zero_shards, 0);
@@ -33,7 +34,7 @@ MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, 
   m.zero_shards = zero_shards;
   m.recompute = recompute;
   m.activations =
-      model::activation_floats(config, micro_batch, seq_len, attention_scratch, recompute) * sizeof(float);
+      model::activation_floats(config, micro_batch, seq_len, attention_scratch, recompute, tp) * sizeof(float);
   return m;
 }
 

@@ -25,9 +25,11 @@ struct MemoryEstimate {
 // recompute: train.recompute, which sets how much forward state the activations keep.
 // zero_shards: dp with parallel.zero = 1 (the AdamW state is one block of the arena padded to a
 // multiple of dp, parallel/zero_shard.h), 1 otherwise.
+// tp: tensor-parallel size (the rank's share of the sharded tensors and activations).
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
                                std::size_t attention_scratch,
-                               model::Recompute recompute = model::Recompute::kNone, int zero_shards = 1);
+                               model::Recompute recompute = model::Recompute::kNone, int zero_shards = 1,
+                               int tp = 1);
 
 std::string format_bytes(double bytes);
 

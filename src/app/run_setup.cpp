@@ -34,10 +34,6 @@ void check_layout(io::RunConfig& c, int world_size) {
     throw UserError("model.heads = " + str(c.model.heads) + " is not divisible by parallel.tp = " + str(p.tp) +
                     "; each tensor rank needs whole heads");
   }
-  if (p.tp > 1) {
-    throw UserError("parallel.tp = " + str(p.tp) +
-                    ": tensor parallelism is not available in this version yet; use parallel.tp = 1");
-  }
   if (p.pp > 1) {
     throw UserError("parallel.pp = " + str(p.pp) +
                     ": pipeline parallelism is not available in this version yet; use parallel.pp = 1");
@@ -79,7 +75,8 @@ RunSetup make_run_setup(const std::string& deck_text, const std::string& deck_na
   setup.model.hidden = m.hidden;
   setup.model.context = m.context;
   setup.model.vocab = m.vocab;
-  setup.model.padded_vocab = model::pad_vocab(m.vocab, m.vocab_multiple);
+  // Every tensor rank holds an equal share of the rows, whatever the vocabulary size.
+  setup.model.padded_vocab = model::pad_vocab(m.vocab, m.vocab_multiple * setup.config.parallel.tp);
   return setup;
 }
 

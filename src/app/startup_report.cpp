@@ -27,7 +27,8 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
   out += line;
   const auto recompute = t.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone;
   const int zero_shards = setup.config.parallel.zero == 1 ? grid.dp() : 1;
-  out += estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch, recompute, zero_shards)
+  out += estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch, recompute, zero_shards,
+                         grid.tp())
              .table();
   return out;
 }

@@ -73,7 +73,7 @@ int train_command(const std::vector<std::string>& args) {
     std::printf("%s", version_text().c_str());
     std::printf("%s", startup_report(setup, ctx.grid(),
                                      backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
-                                                                     c.train.seq_len, c.model.heads))
+                                                                     c.train.seq_len, c.model.heads / c.parallel.tp))
                           .c_str());
     std::printf("backend: %s per rank\n", backend->name().c_str());
     std::printf("data: %s: %lld tokens (%lld train), vocab %lld, tokenizer %s\n", c.data.path.c_str(),

@@ -10,6 +10,14 @@
 // in the step loop. With Recompute::kFull the arena keeps only the residual stream between
 // blocks and one shared block workspace; backward re-runs each block's forward before its
 // backward (docs/model.md, "Activation recomputation").
+//
+// Tensor parallelism (Megatron-LM): with tp ranks each rank holds heads/tp attention heads and
+// 4C/tp MLP channels. QKV and MLP-up are column-parallel (output channels split), attention-proj
+// and MLP-down row-parallel (input channels split, partial outputs all-reduced); the token
+// embedding and LM head are vocabulary-parallel (rows split), with a cross-entropy that combines
+// per-row max and sums over the tensor group and never gathers the logits. LayerNorms, the
+// row-parallel biases and the position table are replicated: every tensor rank computes them
+// identically.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +25,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "parallel/tensor_parallel.h"
 #include "src/model/gpt_config.h"
 #include "src/model/param_table.h"
 
@@ -28,22 +37,30 @@ namespace trident::model {
 //          intermediates share one workspace and are recomputed in backward, bit-identically.
 enum class Recompute { kNone, kFull };
 
+struct GptOptions {
+  Recompute recompute = Recompute::kNone;
+  // Elements of the parameter and gradient arenas, at least the table's count (ZeRO-1 pads
+  // them to a multiple of the data-parallel size; the padding stays zero). 0 = the table's.
+  std::size_t arena_size = 0;
+  // The tensor group's operators; default: one tensor rank.
+  parallel::TensorParallel tensor_parallel{nullptr};
+};
+
 // Floats of the activation arena for a micro-batch [B, T] (forward state kept for backward,
 // plus the backward scratch). Used for allocation and for the memory estimate alike.
+// tp: tensor-parallel size (local sizes are the rank's share).
 std::size_t activation_floats(const GptConfig& config, int B, int T, std::size_t attention_scratch,
-                              Recompute recompute = Recompute::kNone);
+                              Recompute recompute = Recompute::kNone, int tp = 1);
 
-// The parameter table of a whole (unsplit) GPT in forward order: wte, wpe, blocks, ln_f.
-ParamTable build_gpt_param_table(const GptConfig& config);
+// The parameter table of tensor rank tp_rank of tp in forward order: wte, wpe, blocks, ln_f.
+// Requires heads and padded_vocab divisible by tp.
+ParamTable build_gpt_param_table(const GptConfig& config, int tp = 1, int tp_rank = 0);
 
 class Gpt {
  public:
-  // B = micro-batch sequences, T = sequence length (<= context). recompute trades one extra
-  // forward of the blocks for activation memory; results are identical either way.
-  // arena_size: elements of the parameter and gradient arenas, at least the table's count
-  // (ZeRO-1 pads them to a multiple of the data-parallel size; the padding stays zero).
-  Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T,
-      Recompute recompute = Recompute::kNone, std::size_t arena_size = 0);
+  // B = micro-batch sequences, T = sequence length (<= context). options.recompute trades one
+  // extra forward of the blocks for activation memory; results are identical either way.
+  Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOptions options = {});
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -91,10 +108,17 @@ class Gpt {
   // return; gradients accumulate into the block's tensors. a must hold this block's forward.
   void block_backward(int layer, const float* x_in, const LayerActivations& a);
 
+  // The loss of each row from the statistics the tensor group combined (vocabulary-parallel).
+  double sharded_loss_sum();
+
   GptConfig config_;
   kernels::Backend& backend_;
   int B_, T_;
   Recompute recompute_;
+  parallel::TensorParallel tp_;
+  parallel::VocabShard vocab_;  // this rank's rows of the (padded) vocabulary
+  int local_hidden_ = 0;        // C / tp: attention channels of this rank's heads
+  int local_heads_ = 0;         // heads / tp
   std::size_t arena_size_ = 0;
   ParamTable table_;
   float* params_ = nullptr;
@@ -111,12 +135,16 @@ class Gpt {
   std::vector<LayerActivations> layers_;
   float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr,
         *losses_ = nullptr;
+  // vocabulary-parallel cross-entropy (tp > 1): row max, then row sum of exp and the target's
+  // logit side by side so that one all-reduce combines both
+  float *row_max_ = nullptr, *row_sums_ = nullptr;
   // backward scratch, shared by all blocks
   float *dresidual_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr,
         *dup_gelu_ = nullptr, *dup_ = nullptr, *attention_scratch_ = nullptr;
   int32_t* tokens_ = nullptr;
   int32_t* targets_ = nullptr;
   std::vector<float> host_losses_;
+  std::vector<float> host_row_max_, host_row_sums_;
 };
 
 }  // namespace trident::model

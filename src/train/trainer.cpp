@@ -1,5 +1,6 @@
 #include "src/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -36,9 +37,30 @@ LrSchedule schedule_of(const io::RunConfig& c) {
 
 parallel::ArenaShard shard_of(const io::RunConfig& c, const model::GptConfig& model_config,
                              const parallel::ParallelContext& ctx) {
-  const std::size_t n = model::build_gpt_param_table(model_config).total_count();
+  const std::size_t n =
+      model::build_gpt_param_table(model_config, ctx.grid().tp(), ctx.coord().tp_rank).total_count();
   if (c.parallel.zero == 0) return parallel::shard_arena(n, 1, 0);
   return parallel::shard_arena(n, ctx.grid().dp(), ctx.coord().dp_rank);
+}
+
+// The parts of this rank's gradient block that count towards the global norm, so that every
+// element of the model is counted once: tensor-parallel slices on every tensor rank, replicated
+// tensors (norms, row-parallel biases, positions) on tensor rank 0 only.
+std::vector<NormSegment> norm_segments_of(const model::ParamTable& table, const parallel::ArenaShard& shard,
+                                          int tp_rank) {
+  std::vector<NormSegment> segments;
+  for (const auto& t : table.tensors()) {
+    if (t.spec.split_axis < 0 && tp_rank != 0) continue;
+    const std::size_t begin = std::max(t.offset, shard.begin);
+    const std::size_t end = std::min(t.offset + t.count, shard.end);
+    if (begin >= end) continue;
+    if (!segments.empty() && segments.back().offset + segments.back().count == begin) {
+      segments.back().count += end - begin;  // adjacent: one longer pass
+    } else {
+      segments.push_back({begin, end - begin});
+    }
+  }
+  return segments;
 }
 
 std::size_t bucket_elems(double bucket_mb) {
@@ -55,9 +77,11 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
       zero_(config.parallel.zero == 1),
       shard_(shard_of(config, model_config, ctx)),
       model_(model_config, backend, static_cast<int>(config.train.micro_batch), config.train.seq_len,
-             config.train.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone,
-             shard_.padded_size),
+             {.recompute = config.train.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone,
+              .arena_size = shard_.padded_size,
+              .tensor_parallel = parallel::TensorParallel(&ctx.tensor())}),
       optimizer_(model_.params(), backend, adamw_settings(config.optim), shard_.begin, shard_.end),
+      norm_segments_(norm_segments_of(model_.params(), shard_, ctx.coord().tp_rank)),
       schedule_(schedule_of(config)),
       loader_(dataset, geometry_of(config, ctx), config.run.seed),
       buckets_(ctx.data(), model_.gradients(),
@@ -105,10 +129,12 @@ StepResult Trainer::step(int64_t step_index) {
 
   // Gradient norm, each element counted once: without ZeRO every rank of a data group holds
   // the same (whole) gradients, so only the model-parallel group (tp x pp) is summed; with
-  // ZeRO each data rank holds one block, so the data group is summed too.
+  // ZeRO each data rank holds one block, so the data group is summed too. Within the tensor
+  // group, replicated tensors count on tensor rank 0 only (norm_segments_).
   float* shard_grads = model_.gradients() + shard_.begin;
   const std::size_t count = zero_ ? shard_.size() : model_.params().total_count();
-  double squares = backend_.sum_squares(shard_grads, count);
+  double squares = 0.0;
+  for (const NormSegment& s : norm_segments_) squares += backend_.sum_squares(model_.gradients() + s.offset, s.count);
   if (zero_) ctx_.data().all_reduce_sum(&squares, 1);
   ctx_.model().all_reduce_sum(&squares, 1);
   result.grad_norm = std::sqrt(squares);

@@ -32,6 +32,12 @@ struct RunSummary {
   double last_val_loss = NAN;  // the last validation loss (NaN without validation)
 };
 
+// A contiguous range of the gradient arena that this rank counts in the global norm.
+struct NormSegment {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
 struct StepResult {
   double loss = 0.0;       // global mean token loss of the step
   double grad_norm = 0.0;  // global norm before clipping
@@ -60,6 +66,7 @@ class Trainer {
   parallel::ArenaShard shard_;  // this rank's block of the arenas (the whole arena without ZeRO)
   model::Gpt model_;
   AdamW optimizer_;
+  std::vector<NormSegment> norm_segments_;
   LrSchedule schedule_;
   io::BatchLoader loader_;
   parallel::GradientBuckets buckets_;

@@ -41,6 +41,10 @@ TEST(MpiComm, AllReduceSumsEveryRank) {
   comm.all_reduce_sum(&d, 1);
   EXPECT_DOUBLE_EQ(d, n * (n - 1) / 2.0 + 0.5 * n);
   EXPECT_EQ(comm.all_reduce_max(comm.rank() * 3), 3 * (n - 1));
+  std::vector<float> maxima = {static_cast<float>(comm.rank()), -static_cast<float>(comm.rank())};
+  comm.all_reduce_max(maxima.data(), maxima.size());
+  EXPECT_EQ(maxima[0], static_cast<float>(n - 1));
+  EXPECT_EQ(maxima[1], 0.0f);
 }
 
 TEST(MpiComm, NonBlockingAllReduceCompletesOnWait) {

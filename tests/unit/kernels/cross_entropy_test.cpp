@@ -1,10 +1,14 @@
-// cross_entropy_forward / cross_entropy_backward over a padded vocabulary (V=11, Vp=16).
+// cross_entropy_forward / cross_entropy_backward over a padded vocabulary (V=11, Vp=16), and the
+// vocabulary-parallel pieces (row max, row sums, sharded backward) with tp = 1..4 shards
+// simulated in-process, the cross-rank reductions done by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"              // CpuBackend
@@ -101,6 +105,218 @@ TEST(CpuCrossEntropy, BackwardInPlaceEqualsOutOfPlace) {
   // Bitwise: the same arithmetic, and every logit is read before its slot is overwritten.
   for (std::size_t i = 0; i < separate.size(); i++)
     ASSERT_EQ(in_place[i], separate[i]) << "element " << i << " differs when dlogits == logits";
+}
+
+// --- vocabulary-parallel (sharded) cross-entropy ------------------------------------------------
+
+// A [kN, Vp] problem, Vp = tp * Vp_local: logits in [-3,3], padded columns V..Vp NaN, row 2
+// shifted by +1000, targets covering the first and last real column and both sides of every
+// shard boundary.
+Problem make_sharded_problem(unsigned seed, int V, int Vp, int Vp_local) {
+  std::mt19937 rng(seed);
+  const std::size_t width = static_cast<std::size_t>(Vp);
+  Problem p{random_floats(kN * width, rng, -3.0f, 3.0f), std::vector<int32_t>(kN)};
+  for (std::size_t n = 0; n < kN; n++)
+    for (int v = V; v < Vp; v++) p.logits[n * width + static_cast<std::size_t>(v)] = kNaN;
+  for (int v = 0; v < V; v++) p.logits[2 * width + static_cast<std::size_t>(v)] += 1000.0f;
+  std::uniform_int_distribution<int32_t> target(0, V - 1);
+  for (auto& t : p.targets) t = target(rng);
+  p.targets[0] = 0;
+  p.targets[1] = V - 1;
+  if (Vp_local < V) {
+    p.targets[3] = Vp_local - 1;  // last column of shard 0
+    p.targets[4] = Vp_local;      // first column of shard 1
+  }
+  p.targets[2] = std::min(2 * Vp_local, V - 1);  // the +1000 row: a later shard where there is one
+  return p;
+}
+
+// Double-precision loss and gradient of dloss * sum_n loss_n over the real columns; the
+// gradient is 0 on the padding.
+struct Reference {
+  std::vector<double> losses, dlogits;
+};
+Reference sharded_reference(const Problem& p, int V, int Vp, float dloss) {
+  Reference ref{std::vector<double>(kN), std::vector<double>(p.logits.size(), 0.0)};
+  for (std::size_t n = 0; n < kN; n++) {
+    const float* row = &p.logits[n * static_cast<std::size_t>(Vp)];
+    double mx = row[0];
+    for (int v = 1; v < V; v++) mx = std::max(mx, static_cast<double>(row[v]));
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += std::exp(static_cast<double>(row[v]) - mx);
+    ref.losses[n] = std::log(sum) + mx - static_cast<double>(row[p.targets[n]]);
+    double* grad = &ref.dlogits[n * static_cast<std::size_t>(Vp)];
+    for (int v = 0; v < V; v++) {
+      const double prob = std::exp(static_cast<double>(row[v]) - mx) / sum;
+      grad[v] = (prob - (v == p.targets[n] ? 1.0 : 0.0)) * static_cast<double>(dloss);
+    }
+  }
+  return ref;
+}
+
+struct ShardedResult {
+  std::vector<float> losses;   // [kN]
+  std::vector<float> dlogits;  // [kN, tp * Vp_local], the shards' gradients side by side
+  std::vector<int> v_local;    // real columns per shard
+};
+
+// What tp ranks do: each holds columns [r*Vp_local, (r+1)*Vp_local) of the logits; row maxima
+// are reduced with max and the sums with a float sum (as an MPI all-reduce of float buffers),
+// the loss is formed by the caller, and the backward runs per shard (in place if asked). The
+// gradient outputs start as NaN, so a column that is not written shows.
+ShardedResult run_sharded(cpu::CpuBackend& backend, const Problem& p, int V, int tp, int Vp_local,
+                          float dloss, bool in_place) {
+  const int Vp = tp * Vp_local;
+  const std::size_t local_width = static_cast<std::size_t>(Vp_local);
+  std::vector<std::vector<float>> shards(static_cast<std::size_t>(tp));
+  ShardedResult result{std::vector<float>(kN), std::vector<float>(p.logits.size(), kNaN),
+                       std::vector<int>(static_cast<std::size_t>(tp))};
+  for (int r = 0; r < tp; r++) {
+    auto& shard = shards[static_cast<std::size_t>(r)];
+    shard.resize(kN * local_width);
+    for (std::size_t n = 0; n < kN; n++)
+      std::copy_n(&p.logits[n * static_cast<std::size_t>(Vp) + static_cast<std::size_t>(r) * local_width],
+                  local_width, &shard[n * local_width]);
+    result.v_local[static_cast<std::size_t>(r)] = std::clamp(V - r * Vp_local, 0, Vp_local);
+  }
+  std::vector<float> global_max(kN, -std::numeric_limits<float>::infinity());
+  for (int r = 0; r < tp; r++) {
+    std::vector<float> row_max(kN, kNaN);
+    backend.cross_entropy_row_max(row_max.data(), shards[static_cast<std::size_t>(r)].data(), kN,
+                                  result.v_local[static_cast<std::size_t>(r)], Vp_local);
+    for (std::size_t n = 0; n < kN; n++) global_max[n] = std::max(global_max[n], row_max[n]);
+  }
+  std::vector<float> global_sum(kN, 0.0f), global_target(kN, 0.0f);
+  for (int r = 0; r < tp; r++) {
+    std::vector<float> row_sumexp(kN, kNaN), target_logit(kN, kNaN);
+    backend.cross_entropy_row_sums(row_sumexp.data(), target_logit.data(),
+                                   shards[static_cast<std::size_t>(r)].data(), p.targets.data(),
+                                   global_max.data(), kN,
+                                   result.v_local[static_cast<std::size_t>(r)], Vp_local,
+                                   r * Vp_local);
+    for (std::size_t n = 0; n < kN; n++) {
+      global_sum[n] += row_sumexp[n];
+      global_target[n] += target_logit[n];
+    }
+  }
+  for (std::size_t n = 0; n < kN; n++)
+    result.losses[n] = static_cast<float>(std::log(static_cast<double>(global_sum[n])) +
+                                          static_cast<double>(global_max[n]) -
+                                          static_cast<double>(global_target[n]));
+  for (int r = 0; r < tp; r++) {
+    auto& shard = shards[static_cast<std::size_t>(r)];
+    std::vector<float> separate(shard.size(), kNaN);
+    float* dlogits = in_place ? shard.data() : separate.data();
+    backend.cross_entropy_backward_sharded(dlogits, shard.data(), p.targets.data(),
+                                           global_max.data(), global_sum.data(), dloss, kN,
+                                           result.v_local[static_cast<std::size_t>(r)], Vp_local,
+                                           r * Vp_local);
+    for (std::size_t n = 0; n < kN; n++)
+      std::copy_n(dlogits + n * local_width, local_width,
+                  &result.dlogits[n * static_cast<std::size_t>(Vp) +
+                                  static_cast<std::size_t>(r) * local_width]);
+  }
+  return result;
+}
+
+// tp shards of Vp_local columns over V = 11 real tokens: the padding is in the last shard only.
+struct Sharding {
+  int tp, Vp_local;
+};
+constexpr Sharding kShardings[] = {{1, 16}, {2, 8}, {3, 4}};
+
+TEST(CpuCrossEntropySharded, LossesMatchDoubleReference) {
+  cpu::CpuBackend backend(kTestThreads);
+  for (const Sharding& s : kShardings) {
+    const int Vp = s.tp * s.Vp_local;
+    const auto p = make_sharded_problem(61, kV, Vp, s.Vp_local);
+    const auto result = run_sharded(backend, p, kV, s.tp, s.Vp_local, 1.0f, false);
+    // As the fused kernel: O(1-10) losses to 1e-5 relative, the +1000 row to 1e-4 absolute.
+    // The float reduction of the sums adds < 3 ulp (2e-7 relative), i.e. 2e-7 in the loss.
+    expect_close(result.losses, sharded_reference(p, kV, Vp, 1.0f).losses, 1e-4, 1e-5,
+                 "losses, tp = " + std::to_string(s.tp));
+  }
+}
+
+TEST(CpuCrossEntropySharded, OneShardAgreesWithFusedKernels) {
+  // kVp = 16 columns, one shard: the fused kernels' problem, same exp_approx and max.
+  const auto p = make_problem(62);
+  const float dloss = 0.37f;
+  cpu::CpuBackend backend(kTestThreads);
+  std::vector<float> fused_losses(kN), fused_dlogits(p.logits.size());
+  backend.cross_entropy_forward(fused_losses.data(), p.logits.data(), p.targets.data(), kN, kV,
+                                kVp);
+  backend.cross_entropy_backward(fused_dlogits.data(), p.logits.data(), p.targets.data(), dloss,
+                                 kN, kV, kVp);
+  const auto result = run_sharded(backend, p, kV, 1, kVp, dloss, false);
+  // The only differences: the sum handed over as a float (6e-8 relative) and the loss formed
+  // in double from float pieces; and the gradient scaled in one pass rather than two.
+  expect_close(result.losses, to_double(fused_losses), 1e-6, 1e-6, "losses vs fused");
+  expect_close(result.dlogits, to_double(fused_dlogits), 1e-7, 1e-6, "dlogits vs fused");
+}
+
+TEST(CpuCrossEntropySharded, GradientsMatchReferenceAndZeroPadding) {
+  const float dloss = 0.37f;
+  cpu::CpuBackend backend(kTestThreads);
+  for (const Sharding& s : kShardings) {
+    const int Vp = s.tp * s.Vp_local;
+    const auto p = make_sharded_problem(63, kV, Vp, s.Vp_local);
+    const auto result = run_sharded(backend, p, kV, s.tp, s.Vp_local, dloss, false);
+    // Probabilities times 0.37 from float exp: ~1e-7 absolute (as the fused test).
+    expect_close(result.dlogits, sharded_reference(p, kV, Vp, dloss).dlogits, 1e-6, 1e-5,
+                 "dlogits, tp = " + std::to_string(s.tp));
+    for (std::size_t n = 0; n < kN; n++)
+      for (int v = kV; v < Vp; v++)
+        EXPECT_EQ(result.dlogits[n * static_cast<std::size_t>(Vp) + static_cast<std::size_t>(v)],
+                  0.0f)
+            << "padded column " << v << " of row " << n << ", tp = " << s.tp;
+  }
+}
+
+TEST(CpuCrossEntropySharded, BackwardInPlaceEqualsOutOfPlace) {
+  const float dloss = 1.0f / kN;
+  cpu::CpuBackend backend(kTestThreads);
+  for (const Sharding& s : kShardings) {
+    const auto p = make_sharded_problem(64, kV, s.tp * s.Vp_local, s.Vp_local);
+    const auto separate = run_sharded(backend, p, kV, s.tp, s.Vp_local, dloss, false);
+    const auto in_place = run_sharded(backend, p, kV, s.tp, s.Vp_local, dloss, true);
+    for (std::size_t i = 0; i < separate.dlogits.size(); i++)
+      ASSERT_EQ(in_place.dlogits[i], separate.dlogits[i])
+          << "element " << i << " differs when dlogits == logits, tp = " << s.tp;
+  }
+}
+
+TEST(CpuCrossEntropySharded, AllPaddingShard) {
+  // V = 12 over 4 shards of 4 columns: the last shard has V_local = 0.
+  constexpr int V = 12, tp = 4, Vp_local = 4, Vp = tp * Vp_local;
+  const float dloss = 0.37f;
+  cpu::CpuBackend backend(kTestThreads);
+  const auto p = make_sharded_problem(65, V, Vp, Vp_local);
+  for (const bool in_place : {false, true}) {
+    const auto result = run_sharded(backend, p, V, tp, Vp_local, dloss, in_place);
+    ASSERT_EQ(result.v_local.back(), 0);
+    const auto ref = sharded_reference(p, V, Vp, dloss);
+    expect_close(result.losses, ref.losses, 1e-4, 1e-5, "losses");
+    expect_close(result.dlogits, ref.dlogits, 1e-6, 1e-5, "dlogits");  // 0 on the last shard
+  }
+  // The empty shard alone: max -infinity (the identity of the max reduction), sums and target
+  // logits 0 (the identity of the sum), a zero gradient; its NaN logits are never read.
+  std::vector<float> logits(kN * Vp_local, kNaN), row_max(kN, 0.0f);
+  backend.cross_entropy_row_max(row_max.data(), logits.data(), kN, 0, Vp_local);
+  for (const float m : row_max) EXPECT_EQ(m, -std::numeric_limits<float>::infinity());
+  const std::vector<float> global_max(kN, 1.0f), global_sum(kN, 2.0f);
+  std::vector<float> row_sumexp(kN, kNaN), target_logit(kN, kNaN);
+  backend.cross_entropy_row_sums(row_sumexp.data(), target_logit.data(), logits.data(),
+                                 p.targets.data(), global_max.data(), kN, 0, Vp_local,
+                                 (tp - 1) * Vp_local);
+  for (std::size_t n = 0; n < kN; n++) {
+    EXPECT_EQ(row_sumexp[n], 0.0f) << "row " << n;
+    EXPECT_EQ(target_logit[n], 0.0f) << "row " << n;
+  }
+  backend.cross_entropy_backward_sharded(logits.data(), logits.data(), p.targets.data(),
+                                         global_max.data(), global_sum.data(), dloss, kN, 0,
+                                         Vp_local, (tp - 1) * Vp_local);
+  for (const float d : logits) EXPECT_EQ(d, 0.0f);
 }
 
 }  // namespace

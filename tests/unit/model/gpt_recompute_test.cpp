@@ -29,7 +29,7 @@ struct AccumulatedStep {
 AccumulatedStep accumulate_two_micro_batches(const model::GptConfig& config, model::Recompute recompute) {
   auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
   const int B = 2, T = 5;
-  model::Gpt gpt(config, *backend, B, T, recompute);
+  model::Gpt gpt(config, *backend, B, T, {.recompute = recompute});
   init_with_noise(gpt, *backend, 3);
   const auto tokens = random_tokens(2 * B * T, config.vocab, 1);
   const auto targets = random_tokens(2 * B * T, config.vocab, 2);
@@ -94,8 +94,8 @@ TEST(GptRecompute, EstimateShrinksAndMatchesTheAllocatedArena) {
       EXPECT_EQ(full, none);  // one block: its workspace is its own activations
     }
     // The constructor checks that carving the arena used exactly the estimated floats.
-    model::Gpt kept(config, *backend, B, T, model::Recompute::kNone);
-    model::Gpt recomputed(config, *backend, B, T, model::Recompute::kFull);
+    model::Gpt kept(config, *backend, B, T, {.recompute = model::Recompute::kNone});
+    model::Gpt recomputed(config, *backend, B, T, {.recompute = model::Recompute::kFull});
     EXPECT_EQ(kept.activation_bytes(), none * sizeof(float));
     EXPECT_EQ(recomputed.activation_bytes(), full * sizeof(float));
   }

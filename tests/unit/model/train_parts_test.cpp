@@ -56,7 +56,7 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerAllocates) {
   for (int dp : {1, 3}) {
     // The trainer pads the arenas to its shard arithmetic (parallel/zero_shard.h).
     const auto shard = parallel::shard_arena(count, dp, 0);
-    model::Gpt gpt(c, *backend, 3, 7, model::Recompute::kNone, shard.padded_size);
+    model::Gpt gpt(c, *backend, 3, 7, {.arena_size = shard.padded_size});
     const auto m = app::estimate_memory(c, 3, 7, backend->attention_scratch_size(3, 7, 2), model::Recompute::kNone, dp);
     EXPECT_EQ(m.activations, gpt.activation_bytes());
     EXPECT_EQ(m.parameters, gpt.arena_size() * sizeof(float));

@@ -93,3 +93,22 @@ TEST(ZeroShard, BlocksAreEqualAlignedAndCoverTheArena) {
     }
   }
 }
+
+#include "parallel/tensor_parallel.h"
+
+TEST(VocabShard, RanksOwnEqualRowRangesAndTheRealTokensAmongThem) {
+  // GPT-2 with tp = 2: 50257 real tokens padded to 50432, a multiple of vocab_multiple 128 x tp 2.
+  const auto a = trident::parallel::vocab_shard(50432, 50257, 2, 0);
+  const auto b = trident::parallel::vocab_shard(50432, 50257, 2, 1);
+  EXPECT_EQ(a.begin, 0);
+  EXPECT_EQ(a.end, 25216);
+  EXPECT_EQ(a.real, 25216);
+  EXPECT_EQ(b.begin, 25216);
+  EXPECT_EQ(b.real, 50257 - 25216);
+  // A rank may hold padding only.
+  const auto last = trident::parallel::vocab_shard(16, 9, 4, 3);
+  EXPECT_EQ(last.begin, 12);
+  EXPECT_EQ(last.real, 0);
+  const auto third = trident::parallel::vocab_shard(16, 9, 4, 2);
+  EXPECT_EQ(third.real, 1);
+}
