@@ -2,14 +2,33 @@
 //
 //   check_metrics compare A.jsonl B.jsonl KEY RTOL   every step's KEY within RTOL (relative)
 //   check_metrics floor RUN.jsonl DATASET.h5 WITHIN  last val_loss <= (1 + WITHIN) * entropy rate
+//   check_metrics compare-params A.h5 B.h5 RTOL       two parameter files (docs/param-file.md):
+//       the same dataset names and shapes, and relative differences in the 2-norm,
+//       rel(x, y) = ||x - y||_2 / max(||x||_2, ||y||_2):
+//         - all parameters as one vector:  rel <= RTOL
+//         - every tensor on its own:       rel <= 10 * RTOL
+//       The per-tensor limit is looser because one tensor can sit at ~1e-4 on every layout for
+//       a known reason: the attention key bias (row 1 of blockN.attn.qkv.bias) has a gradient
+//       that is zero in exact arithmetic (softmax ignores a shift common to all keys), so its
+//       values are rounding noise amplified by AdamW (~1e-6, against ~1e-2 for the query and
+//       value biases). A wrong slice or owner makes a tensor differ by O(1), far above either
+//       limit. Element-wise differences are printed but not checked: AdamW's first steps
+//       are ~lr * sign(gradient), so a gradient element that is ~0 can flip with rounding.
+//       The padded vocabulary may differ between layouts: `wte` (the tied token embedding,
+//       [padded vocab, C]) is compared on the rows both files have, and the extra rows of the
+//       longer one must be exactly zero.
 //
 // Prints what it compared; exits 1 on a failed assertion, 2 on bad input.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "io/metrics_log.h"
+#include "io/param_file.h"
 #include "io/token_dataset.h"
 
 using Rows = std::vector<std::vector<std::pair<std::string, double>>>;
@@ -57,6 +76,101 @@ int floor_check(const std::string& metrics, const std::string& dataset, double w
   return std::isfinite(val) && val <= (1.0 + within) * floor ? 0 : 1;
 }
 
+// How much looser one tensor may be than the whole model (see the header comment).
+constexpr double kTensorFactor = 10.0;
+
+// ||x - y||_2 / max(||x||_2, ||y||_2), 0 when both are zero.
+struct NormDiff {
+  double diff2 = 0.0, a2 = 0.0, b2 = 0.0;
+  double relative() const {
+    const double scale = std::sqrt(std::max(a2, b2));
+    return scale > 0.0 ? std::sqrt(diff2) / scale : (diff2 > 0.0 ? INFINITY : 0.0);
+  }
+};
+
+int compare_params(const std::string& a_path, const std::string& b_path, double rtol) {
+  const auto a = trident::io::read_param_file(a_path), b = trident::io::read_param_file(b_path);
+  int failures = 0;
+  for (const auto& [name, entry] : a) {
+    if (b.find(name) == b.end()) {
+      std::printf("FAIL: tensor %s is in %s but not in %s\n", name.c_str(), a_path.c_str(), b_path.c_str());
+      ++failures;
+    }
+  }
+  for (const auto& [name, entry] : b) {
+    if (a.find(name) == a.end()) {
+      std::printf("FAIL: tensor %s is in %s but not in %s\n", name.c_str(), b_path.c_str(), a_path.c_str());
+      ++failures;
+    }
+  }
+  NormDiff total;
+  double worst_tensor = 0.0, worst_element = 0.0;
+  std::string worst_tensor_name, worst_element_name;
+  std::size_t elements = 0;
+  for (const auto& [name, a_entry] : a) {
+    const auto found = b.find(name);
+    if (found == b.end()) continue;
+    const auto& [a_shape, a_values] = a_entry;
+    const auto& [b_shape, b_values] = found->second;
+    // The elements both files have: all of them, except for wte (padded vocabulary, row-major
+    // [Vp, C]) whose leading dimension may differ: its common leading rows.
+    std::size_t common = a_values.size();
+    if (a_shape != b_shape) {
+      const bool padded_rows = name == "wte" && a_shape.size() == 2 && b_shape.size() == 2 && a_shape[1] == b_shape[1];
+      if (!padded_rows) {
+        std::printf("FAIL: tensor %s has different shapes in the two files\n", name.c_str());
+        ++failures;
+        continue;
+      }
+      common = std::min(a_values.size(), b_values.size());
+      const auto& longer = a_values.size() > b_values.size() ? a_values : b_values;
+      std::size_t nonzero = 0;
+      for (std::size_t i = common; i < longer.size(); ++i) nonzero += longer[i] != 0.0f ? 1 : 0;
+      if (nonzero != 0) {
+        std::printf("FAIL: tensor %s: %zu non-zero elements in the padding rows of the longer vocabulary\n",
+                    name.c_str(), nonzero);
+        ++failures;
+      }
+    }
+    NormDiff tensor;
+    for (std::size_t i = 0; i < common; ++i) {
+      const double x = a_values[i], y = b_values[i];
+      tensor.diff2 += (x - y) * (x - y);
+      tensor.a2 += x * x;
+      tensor.b2 += y * y;
+      // Informational only: the largest element-wise |a-b| / max(|a|, |b|, 1e-3).
+      const double rel = std::fabs(x - y) / std::max({std::fabs(x), std::fabs(y), 1e-3});
+      if (!(rel <= worst_element)) {
+        worst_element = std::isnan(rel) ? INFINITY : rel;
+        worst_element_name = name + "[" + std::to_string(i) + "]";
+      }
+    }
+    total.diff2 += tensor.diff2;
+    total.a2 += tensor.a2;
+    total.b2 += tensor.b2;
+    elements += common;
+    const double rel = tensor.relative();
+    if (!(rel <= worst_tensor)) {
+      worst_tensor = std::isnan(rel) ? INFINITY : rel;
+      worst_tensor_name = name;
+    }
+    if (!(rel <= kTensorFactor * rtol)) {
+      std::printf("FAIL: tensor %s: relative difference %.3g > %.3g\n", name.c_str(), rel, kTensorFactor * rtol);
+      ++failures;
+    }
+  }
+  const double whole = total.relative();
+  if (!(whole <= rtol)) {
+    std::printf("FAIL: all parameters: relative difference %.3g > %.3g\n", whole, rtol);
+    ++failures;
+  }
+  std::printf("parameters: %zu tensors, %zu elements; relative 2-norm difference %.3g (limit %.3g), worst tensor "
+              "%.3g in %s (limit %.3g); largest element-wise |a-b|/max(|a|,|b|,1e-3) %.3g in %s (not checked)\n",
+              a.size(), elements, whole, rtol, worst_tensor, worst_tensor_name.empty() ? "-" : worst_tensor_name.c_str(), kTensorFactor * rtol,
+              worst_element, worst_element_name.empty() ? "-" : worst_element_name.c_str());
+  return failures || a.empty() ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,10 +178,15 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "compare" && argc == 6) return compare(argv[2], argv[3], argv[4], std::atof(argv[5]));
     if (mode == "floor" && argc == 5) return floor_check(argv[2], argv[3], std::atof(argv[4]));
+    if (mode == "compare-params" && argc == 5) return compare_params(argv[2], argv[3], std::atof(argv[4]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "check_metrics: %s\n", e.what());
     return 2;
   }
-  std::fprintf(stderr, "usage: check_metrics compare A B KEY RTOL | floor METRICS DATASET WITHIN\n");
+  std::fprintf(stderr,
+               "usage: check_metrics compare A B KEY RTOL | floor METRICS DATASET WITHIN |\n"
+               "       check_metrics compare-params A.h5 B.h5 RTOL   (||a-b||_2 / max(||a||_2, ||b||_2) <= RTOL over\n"
+               "       all parameters and <= 10 * RTOL per tensor; wte compared on the common rows, the extra\n"
+               "       padded rows must be zero)\n");
   return 2;
 }

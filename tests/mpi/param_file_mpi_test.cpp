@@ -1,0 +1,136 @@
+// io::write_param_file under mpirun (2 and 4 ranks): uneven tensor-parallel slices, replicated
+// tensors written once, tensors held by one "stage" only, a tensor held by several ranks
+// (lowest owner writes), and errors raised on every rank without a hang.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>  // getpid
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "io/param_file.h"
+#include "io/user_error.h"
+
+using trident::io::TensorSlice;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// A directory every rank agrees on (rank 0 names and creates it), removed at scope exit.
+class SharedScratch {
+ public:
+  SharedScratch() {
+    std::string name;
+    if (world_rank() == 0) {
+      name = (std::filesystem::temp_directory_path() / ("trident-param-mpi-" + std::to_string(::getpid()))).string();
+      std::filesystem::create_directories(name);
+    }
+    int length = static_cast<int>(name.size());
+    MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    name.resize(static_cast<size_t>(length));
+    MPI_Bcast(name.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+    dir_ = name;
+  }
+  ~SharedScratch() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+    }
+  }
+  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+
+ private:
+  std::string dir_;
+};
+
+float value(int rank, int64_t global_index) { return static_cast<float>(rank) * 1000.0f + static_cast<float>(global_index) * 0.5f; }
+
+TEST(ParamFileMpi, EveryRankWritesWhatItOwns) {
+  const int rank = world_rank(), size = world_size();
+  SharedScratch scratch;
+  const std::string path = scratch.file("params.h5");
+
+  // "split": [3, S] with S = 1 + 2 + ... + size, split along axis 1, rank r owns r + 1 columns.
+  const int64_t columns = static_cast<int64_t>(size) * (size + 1) / 2;
+  const int64_t begin = static_cast<int64_t>(rank) * (rank + 1) / 2, extent = rank + 1;
+  std::vector<float> split;
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = begin; j < begin + extent; ++j) split.push_back(value(0, i * columns + j));
+  // "replicated": every rank holds it and claims it; rank 0 (the lowest owner) writes.
+  std::vector<float> replicated;
+  for (int64_t i = 0; i < 6; ++i) replicated.push_back(value(rank, i));
+  // "replica": every rank holds it, only the last rank owns it (like data rank 0 of a group).
+  std::vector<float> replica;
+  for (int64_t i = 0; i < 5; ++i) replica.push_back(value(rank, i));
+  // "tied": held by the first and the last rank (the first and last pipeline stage), both owners.
+  std::vector<float> tied;
+  for (int64_t i = 0; i < 4; ++i) tied.push_back(value(rank, i));
+  // "stageR": held by rank R only.
+  std::vector<float> own;
+  for (int64_t i = 0; i < 2 + rank; ++i) own.push_back(value(rank, i));
+
+  std::vector<TensorSlice> tensors;
+  tensors.push_back({"split", {3, columns}, 1, begin, extent, split.data(), true});
+  tensors.push_back({"replicated", {2, 3}, -1, 0, 0, replicated.data(), true});
+  tensors.push_back({"replica", {5}, -1, 0, 0, replica.data(), rank == size - 1});
+  if (rank == 0 || rank == size - 1) tensors.push_back({"tied", {2, 2}, -1, 0, 0, tied.data(), true});
+  tensors.push_back({"stage" + std::to_string(rank), {2 + rank}, -1, 0, 0, own.data(), true});
+  trident::io::write_param_file(path, MPI_COMM_WORLD, tensors, {{"step", 3}, {"tp", size}});
+
+  const auto read = trident::io::read_param_file(path);
+  ASSERT_EQ(read.size(), static_cast<size_t>(4 + size));
+  EXPECT_EQ(read.at("split").first, (std::vector<int64_t>{3, columns}));
+  for (int64_t i = 0; i < 3 * columns; ++i) EXPECT_EQ(read.at("split").second[static_cast<size_t>(i)], value(0, i));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(read.at("replicated").second[static_cast<size_t>(i)], value(0, i));
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(read.at("replica").second[static_cast<size_t>(i)], value(size - 1, i));
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(read.at("tied").second[static_cast<size_t>(i)], value(0, i));
+  for (int r = 0; r < size; ++r) {
+    const auto& stage = read.at("stage" + std::to_string(r));
+    EXPECT_EQ(stage.first, (std::vector<int64_t>{2 + r}));
+    for (int64_t i = 0; i < 2 + r; ++i) EXPECT_EQ(stage.second[static_cast<size_t>(i)], value(r, i));
+  }
+  EXPECT_EQ(trident::io::read_param_file_int_attributes(path).at("step"), 3);
+}
+
+// One rank's bad slice, or a directory that does not exist: every rank throws the same
+// UserError naming the file (and none hangs).
+TEST(ParamFileMpi, ErrorsReachEveryRank) {
+  const int rank = world_rank(), size = world_size();
+  SharedScratch scratch;
+  const std::string path = scratch.file("params.h5");
+  std::vector<float> data(8, 1.0f);
+  const auto message_of = [&](const std::vector<TensorSlice>& tensors, const std::string& where) {
+    try {
+      trident::io::write_param_file(where, MPI_COMM_WORLD, tensors, {});
+    } catch (const trident::io::UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // The last rank's slice runs past the axis.
+  const int64_t begin = rank == size - 1 ? 7 : 0;
+  std::string error = message_of({{"w", {8}, 0, begin, 2, data.data(), rank == 0}}, path);
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_NE(error.find("outside"), std::string::npos) << error;
+  // Two ranks claim different, overlapping slices.
+  error = message_of({{"w", {8}, 0, rank == 0 ? 0 : 1, 4, data.data(), rank <= 1}}, path);
+  EXPECT_NE(error.find("overlapping"), std::string::npos) << error;
+  const std::string missing = scratch.file("no/such/dir/params.h5");
+  error = message_of({{"w", {8}, -1, 0, 0, data.data(), rank == 0}}, missing);
+  EXPECT_NE(error.find(missing), std::string::npos) << error;
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace

@@ -1,0 +1,135 @@
+// Parameter files in one process (MPI initialised as a singleton): write -> read round trips
+// of replicated and split (here: whole-slice) tensors, the ownership check, and errors that
+// name the file. Several ranks are covered by tests/mpi/*_equivalence_test.sh.
+#include "io/param_file.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/user_error.h"
+#include "tests/unit/data/data_test_support.h"
+
+namespace trident::io {
+namespace {
+
+using testing::ScratchDir;
+
+std::vector<float> ramp(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * (static_cast<float>(i) - 3.25f) + 1e-7f * static_cast<float>(i);
+  return v;
+}
+
+TensorSlice whole(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& data) {
+  TensorSlice t;
+  t.name = name;
+  t.global_shape = std::move(shape);
+  t.data = data.data();
+  t.write = true;
+  return t;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ParamFile, RoundTripsReplicatedAndSplitTensorsExactly) {
+  ScratchDir dir;
+  const std::string path = dir.file("params.h5");
+  const std::vector<float> wte = ramp(5 * 4, 0.5f), qkv = ramp(3 * 2 * 4, -0.25f), ln = ramp(4, 3.0f);
+  TensorSlice wte_slice = whole("wte", {5, 4}, wte);
+  wte_slice.split_axis = 0;  // vocabulary-parallel, one rank: the whole axis
+  wte_slice.slice_extent = 5;
+  TensorSlice qkv_slice = whole("block0.attn.qkv.weight", {3, 2, 4}, qkv);
+  qkv_slice.split_axis = 1;
+  qkv_slice.slice_extent = 2;
+  const TensorSlice ln_slice = whole("block0.ln1.weight", {4}, ln);  // replicated
+  write_param_file(path, MPI_COMM_WORLD, {wte_slice, qkv_slice, ln_slice}, {{"step", 7}, {"tp", 1}});
+
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  const auto read = read_param_file(path);
+  ASSERT_EQ(read.size(), 3u);
+  EXPECT_EQ(read.at("wte").first, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(read.at("wte").second, wte);
+  EXPECT_EQ(read.at("block0.attn.qkv.weight").first, (std::vector<int64_t>{3, 2, 4}));
+  EXPECT_EQ(read.at("block0.attn.qkv.weight").second, qkv);
+  EXPECT_EQ(read.at("block0.ln1.weight").first, (std::vector<int64_t>{4}));
+  EXPECT_EQ(read.at("block0.ln1.weight").second, ln);
+
+  const auto attributes = read_param_file_int_attributes(path);
+  EXPECT_EQ(attributes.at("format_version"), 1);
+  EXPECT_EQ(attributes.at("step"), 7);
+  EXPECT_EQ(attributes.at("tp"), 1);
+
+  // Writing again replaces the file.
+  const std::vector<float> other = ramp(4, -1.0f);
+  write_param_file(path, MPI_COMM_WORLD, {whole("block0.ln1.weight", {4}, other)}, {});
+  const auto again = read_param_file(path);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again.at("block0.ln1.weight").second, other);
+}
+
+TEST(ParamFile, MissingDirectoryIsAUserErrorNamingTheFile) {
+  ScratchDir dir;
+  const std::string path = dir.file("no/such/dir/params.h5");
+  const std::vector<float> ln = ramp(4, 1.0f);
+  const std::string error =
+      error_of([&] { write_param_file(path, MPI_COMM_WORLD, {whole("ln_f.weight", {4}, ln)}, {}); });
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_NE(error.find("cannot create"), std::string::npos) << error;
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(ParamFile, EveryElementNeedsExactlyOneOwner) {
+  ScratchDir dir;
+  const std::string path = dir.file("params.h5");
+  const std::vector<float> data = ramp(8, 1.0f);
+  TensorSlice unowned = whole("wpe", {2, 4}, data);
+  unowned.write = false;
+  std::string error = error_of([&] { write_param_file(path, MPI_COMM_WORLD, {unowned}, {}); });
+  EXPECT_NE(error.find("'wpe'"), std::string::npos) << error;
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+
+  TensorSlice half = whole("wte", {4, 4}, data);  // rows [0, 2) only: rows 2, 3 have no owner
+  half.split_axis = 0;
+  half.slice_extent = 2;
+  error = error_of([&] { write_param_file(path, MPI_COMM_WORLD, {half}, {}); });
+  EXPECT_NE(error.find("do not cover"), std::string::npos) << error;
+
+  TensorSlice outside = half;
+  outside.slice_begin = 3;
+  error = error_of([&] { write_param_file(path, MPI_COMM_WORLD, {outside}, {}); });
+  EXPECT_NE(error.find("outside"), std::string::npos) << error;
+
+  error = error_of([&] { write_param_file(path, MPI_COMM_WORLD, {whole("a/b", {8}, data)}, {}); });
+  EXPECT_NE(error.find("'a/b'"), std::string::npos) << error;
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(ParamFile, ReadingSomethingElseIsAUserErrorNamingTheFile) {
+  ScratchDir dir;
+  const std::string missing = dir.file("missing.h5");
+  std::string error = error_of([&] { read_param_file(missing); });
+  EXPECT_NE(error.find(missing), std::string::npos) << error;
+
+  const std::string tokens = dir.file("tokens.h5");
+  write_token_file(tokens, testing::counting_contents(100, 10, 90, 20));
+  error = error_of([&] { read_param_file(tokens); });
+  EXPECT_NE(error.find(tokens), std::string::npos) << error;
+  EXPECT_NE(error.find("not a Trident parameter file"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace trident::io
