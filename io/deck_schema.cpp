@@ -43,6 +43,12 @@ KeySpec string_key(std::string name, std::string default_text, std::string descr
   return spec;
 }
 
+KeySpec bool_key(std::string name, std::string default_text, std::string description) {
+  KeySpec spec = string_key(std::move(name), std::move(default_text), std::move(description));
+  spec.type = ValueType::kBool;
+  return spec;
+}
+
 KeySpec choice_key(std::string name, std::string default_text,
                    std::vector<std::string> choices, std::string description) {
   KeySpec spec = string_key(std::move(name), std::move(default_text), std::move(description));
@@ -65,6 +71,8 @@ std::vector<KeySpec> make_schema() {
                  "GPU is visible, else cpu)."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
+      bool_key("run.save_final", "true",
+               "Write the final parameters to run.dir/final-params.h5 (global shapes, any layout)."),
 
       // [model]
       int_key("model.layers", "12", 1, 1024, "Number of transformer blocks."),
@@ -149,6 +157,13 @@ std::vector<KeySpec> make_schema() {
       float_key("parallel.bucket_mb", "25", 0, true, kNone, false,
                 "Size in MiB of the gradient buckets reduced across data-parallel ranks while "
                 "the backward pass goes on."),
+      choice_key("parallel.schedule", "1f1b", {"gpipe", "1f1b", "interleaved"},
+                 "Pipeline schedule (pp > 1): gpipe runs all forwards then all backwards; 1f1b "
+                 "interleaves them after a warm-up and holds at most pp - stage micro-batches; "
+                 "interleaved (virtual stages) is not available yet."),
+      string_key("parallel.stage_layers", "even",
+                 "Layers per pipeline stage: even (the first layers % pp stages get one more), or "
+                 "a comma-separated count per stage summing to model.layers, e.g. 5,7."),
       int_key("parallel.zero", "0", 0, 1,
               "ZeRO stage: 0 = every data rank holds the whole optimizer state; 1 = the AdamW "
               "state is sharded over the data-parallel group (reduce-scatter gradients, update "

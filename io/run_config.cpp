@@ -101,6 +101,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.seed = static_cast<uint64_t>(int64_value(deck, "run.seed"));
   config.run.device = deck.value("run.device");
   config.run.threads = int_value(deck, "run.threads");
+  config.run.save_final = deck.value("run.save_final") == "true";
 
   config.model.layers = int_value(deck, "model.layers");
   config.model.heads = int_value(deck, "model.heads");
@@ -140,6 +141,8 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.parallel.pp = int_value(deck, "parallel.pp");
   config.parallel.bucket_mb = double_value(deck, "parallel.bucket_mb");
   config.parallel.zero = int_value(deck, "parallel.zero");
+  config.parallel.schedule = deck.value("parallel.schedule");
+  config.parallel.stage_layers = deck.value("parallel.stage_layers");
 
   config.log.every = int64_value(deck, "log.every");
   config.log.peak_tflops = double_value(deck, "log.peak_tflops");

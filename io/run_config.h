@@ -14,6 +14,7 @@ struct RunSection {
   uint64_t seed = 0;   // run.seed: initialisation and data order
   std::string device;  // run.device: cpu | cuda | auto
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
+  bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end
 };
 
 struct ModelSection {
@@ -63,6 +64,8 @@ struct ParallelSection {
   int pp = 0;           // parallel.pp
   double bucket_mb = 0; // parallel.bucket_mb: data-parallel gradient bucket size in MiB
   int zero = 0;         // parallel.zero: 0 or 1 (optimizer state sharded over the data group)
+  std::string schedule;      // parallel.schedule: gpipe | 1f1b | interleaved
+  std::string stage_layers;  // parallel.stage_layers: even | comma-separated counts
 };
 
 struct LogSection {

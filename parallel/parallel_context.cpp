@@ -1,5 +1,6 @@
 #include "parallel/parallel_context.h"
 
+#include "parallel/counting_comm.h"
 #include "parallel/mpi_comm.h"
 
 namespace trident::parallel {
@@ -10,7 +11,7 @@ std::unique_ptr<Comm> split(MPI_Comm world, const RankGrid& grid, GroupKind kind
   MPI_Comm comm;
   // key = world rank keeps group ranks in world order, as the layout table shows them.
   TRIDENT_MPI_CHECK(MPI_Comm_split(world, grid.group_color(kind, rank), rank, &comm));
-  return std::make_unique<MpiComm>(comm, group_name(kind));
+  return std::make_unique<CountingComm>(std::make_unique<MpiComm>(comm, group_name(kind)));
 }
 
 }  // namespace
@@ -25,11 +26,40 @@ ParallelContext::ParallelContext(MPI_Comm world, int tp, int dp, int pp) : grid_
   pipeline_ = split(world, grid_, GroupKind::kPipeline, world_rank_);
   model_ = split(world, grid_, GroupKind::kModel, world_rank_);
 
+  const GridCoord c = grid_.coord(world_rank_);
+  const bool holds_embedding = c.pp_rank == 0 || c.pp_rank == pp - 1;
+  MPI_Comm embedding;
+  TRIDENT_MPI_CHECK(MPI_Comm_split(world, holds_embedding ? grid_.group_color(GroupKind::kPipeline, world_rank_)
+                                                          : MPI_UNDEFINED,
+                                   world_rank_, &embedding));
+  if (holds_embedding) {
+    embedding_ = std::make_unique<CountingComm>(std::make_unique<MpiComm>(embedding, "embedding"));
+  }
+
   MPI_Comm node;
   TRIDENT_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
   TRIDENT_MPI_CHECK(MPI_Comm_rank(node, &node_local_rank_));
   TRIDENT_MPI_CHECK(MPI_Comm_size(node, &node_local_size_));
   TRIDENT_MPI_CHECK(MPI_Comm_free(&node));
+}
+
+std::vector<ParallelContext::GroupStats> ParallelContext::comm_stats() const {
+  std::vector<GroupStats> out;
+  auto add = [&out](const char* group, const Comm* comm) {
+    if (const auto* counting = dynamic_cast<const CountingComm*>(comm)) out.push_back({group, counting->stats()});
+  };
+  add("tensor", tensor_.get());
+  add("data", data_.get());
+  add("pipeline", pipeline_.get());
+  add("embedding", embedding_.get());
+  add("model", model_.get());
+  return out;
+}
+
+void ParallelContext::reset_comm_stats() {
+  for (Comm* comm : {tensor_.get(), data_.get(), pipeline_.get(), embedding_.get(), model_.get()}) {
+    if (auto* counting = dynamic_cast<CountingComm*>(comm)) counting->reset_stats();
+  }
 }
 
 }  // namespace trident::parallel

@@ -5,8 +5,10 @@
 #include <mpi.h>
 
 #include <memory>
+#include <vector>
 
 #include "parallel/comm.h"
+#include "parallel/counting_comm.h"
 #include "parallel/rank_grid.h"
 
 namespace trident::parallel {
@@ -29,13 +31,24 @@ class ParallelContext {
   Comm& data() { return *data_; }         // same stage, same tensor rank: gradient averaging
   Comm& pipeline() { return *pipeline_; } // same data and tensor rank: activations between stages
   Comm& model() { return *model_; }       // tp x pp: one model replica (gradient norm)
+  // The first and the last stage of this rank's pipeline (same data and tensor rank): they
+  // both hold the tied token embedding and sum its gradient. Null on the stages in between;
+  // a group of one when pp = 1.
+  Comm* embedding() { return embedding_.get(); }
+  // Payload bytes and seconds spent in each group's calls since the last reset (world excluded).
+  struct GroupStats {
+    const char* group;
+    CommStats stats;
+  };
+  std::vector<GroupStats> comm_stats() const;
+  void reset_comm_stats();
 
  private:
   RankGrid grid_;
   int world_rank_ = 0;
   int node_local_rank_ = 0;
   int node_local_size_ = 1;
-  std::unique_ptr<Comm> world_, tensor_, data_, pipeline_, model_;
+  std::unique_ptr<Comm> world_, tensor_, data_, pipeline_, model_, embedding_;
 };
 
 }  // namespace trident::parallel

@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "parallel/zero_shard.h"
-#include "src/model/gpt.h"
 
 namespace trident::app {
 
@@ -21,36 +20,40 @@ std::string format_bytes(double bytes) {
 }
 
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
-                               std::size_t attention_scratch, model::Recompute recompute, int zero_shards,
-                               int tp) {
+                               std::size_t attention_scratch, const model::GptLayout& layout, int zero_shards) {
   MemoryEstimate m;
-  const std::size_t params = model::build_gpt_param_table(config, tp, 0).total_count();
+  const std::size_t params = model::build_gpt_param_table(config, layout).total_count();
   // The same shard arithmetic the trainer allocates with: padded arenas, and AdamW state for
   // rank 0's block (the largest; a last block may be partly padding, which has no state).
   const parallel::ArenaShard shard = parallel::shard_arena(params, zero_shards, 0);
   m.parameters = shard.padded_size * sizeof(float);
   m.gradients = shard.padded_size * sizeof(float);
   m.optimizer = 2 * std::min(shard.block, params) * sizeof(float);
-  m.zero_shards = zero_shards;
-  m.recompute = recompute;
-  m.activations =
-      model::activation_floats(config, micro_batch, seq_len, attention_scratch, recompute, tp) * sizeof(float);
+  m.activations = model::activation_floats(config, micro_batch, seq_len, attention_scratch, layout) * sizeof(float);
+  m.stage = layout.pp_rank;
+  m.layers = layout.stage(config).layers();
+  m.slots = layout.slots;
   return m;
 }
 
-std::string MemoryEstimate::table() const {
-  std::string out = "memory per rank (estimate):\n";
-  auto row = [&out](const char* what, std::size_t bytes) {
-    char line[96];
-    std::snprintf(line, sizeof line, "  %-28s %12s\n", what, format_bytes(static_cast<double>(bytes)).c_str());
+std::string memory_table(const std::vector<MemoryEstimate>& stages, const char* recompute, int zero_shards) {
+  std::string out = "memory per rank (estimate; activations with recompute " + std::string(recompute) +
+                    (zero_shards > 1 ? ", optimizer state ZeRO-1 sharded over " + std::to_string(zero_shards) + " ranks"
+                                     : std::string()) +
+                    "):\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "  %5s %6s %9s %12s %12s %12s %12s %12s\n", "stage", "layers", "in flight",
+                "parameters", "gradients", "optimizer", "activations", "total");
+  out += line;
+  for (const MemoryEstimate& m : stages) {
+    std::snprintf(line, sizeof line, "  %5d %6d %9d %12s %12s %12s %12s %12s\n", m.stage, m.layers, m.slots,
+                  format_bytes(static_cast<double>(m.parameters)).c_str(),
+                  format_bytes(static_cast<double>(m.gradients)).c_str(),
+                  format_bytes(static_cast<double>(m.optimizer)).c_str(),
+                  format_bytes(static_cast<double>(m.activations)).c_str(),
+                  format_bytes(static_cast<double>(m.total())).c_str());
     out += line;
-  };
-  row("parameters", parameters);
-  row("gradients", gradients);
-  row(zero_shards > 1 ? "optimizer (ZeRO-1 shard)" : "optimizer", optimizer);
-  row(recompute == model::Recompute::kFull ? "activations (recompute full)" : "activations (recompute none)",
-      activations);
-  row("total", total());
+  }
   return out;
 }
 

@@ -4,8 +4,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
-#include "src/model/gpt.h"  // Recompute
+#include "src/model/gpt.h"
 #include "src/model/gpt_config.h"
 
 namespace trident::app {
@@ -14,22 +15,22 @@ struct MemoryEstimate {
   std::size_t parameters = 0;   // bytes, fp32
   std::size_t gradients = 0;
   std::size_t optimizer = 0;    // AdamW first and second moments
-  std::size_t activations = 0;  // one micro-batch's forward state plus backward scratch
-  model::Recompute recompute = model::Recompute::kNone;  // what the activations keep (train.recompute)
-  int zero_shards = 1;          // data ranks sharing the optimizer state (ZeRO-1), else 1
+  std::size_t activations = 0;  // forward state of the micro-batches in flight plus backward scratch
+  int stage = 0;
+  int layers = 0;               // blocks on the stage
+  int slots = 1;                // micro-batches in flight
   std::size_t total() const { return parameters + gradients + optimizer + activations; }
-  std::string table() const;
 };
 
-// attention_scratch: floats the backend asks for (Backend::attention_scratch_size).
-// recompute: train.recompute, which sets how much forward state the activations keep.
-// zero_shards: dp with parallel.zero = 1 (the AdamW state is one block of the arena padded to a
-// multiple of dp, parallel/zero_shard.h), 1 otherwise.
-// tp: tensor-parallel size (the rank's share of the sharded tensors and activations).
+// attention_scratch: floats the backend asks for (Backend::attention_scratch_size for the
+// rank's heads). zero_shards: dp with parallel.zero = 1 (the AdamW state is one block of the
+// arena padded to a multiple of dp, parallel/zero_shard.h), 1 otherwise.
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
-                               std::size_t attention_scratch,
-                               model::Recompute recompute = model::Recompute::kNone, int zero_shards = 1,
-                               int tp = 1);
+                               std::size_t attention_scratch, const model::GptLayout& layout = {},
+                               int zero_shards = 1);
+
+// One row per pipeline stage (every rank of a stage needs the same).
+std::string memory_table(const std::vector<MemoryEstimate>& stages, const char* recompute, int zero_shards);
 
 std::string format_bytes(double bytes);
 

@@ -1,9 +1,11 @@
 #include "src/app/run_setup.h"
 
+#include <algorithm>
 #include <string>
 
 #include "io/user_error.h"
 #include "parallel/comm.h"
+#include "src/model/stage_layout.h"
 
 namespace trident::app {
 
@@ -34,9 +36,14 @@ void check_layout(io::RunConfig& c, int world_size) {
     throw UserError("model.heads = " + str(c.model.heads) + " is not divisible by parallel.tp = " + str(p.tp) +
                     "; each tensor rank needs whole heads");
   }
-  if (p.pp > 1) {
-    throw UserError("parallel.pp = " + str(p.pp) +
-                    ": pipeline parallelism is not available in this version yet; use parallel.pp = 1");
+  if (c.model.layers < p.pp) {
+    throw UserError("model.layers = " + str(c.model.layers) + " is fewer than parallel.pp = " + str(p.pp) +
+                    " pipeline stages; every stage needs at least one layer: use parallel.pp <= " +
+                    str(c.model.layers));
+  }
+  if (p.pp > 1 && p.schedule == "interleaved") {
+    throw UserError("parallel.schedule = interleaved: the interleaved (virtual-stage) schedule is not available "
+                    "yet; use 1f1b or gpipe");
   }
   const int model_ranks = p.tp * p.pp;
   if (p.dp == 0) {
@@ -58,14 +65,48 @@ void check_layout(io::RunConfig& c, int world_size) {
   }
 }
 
+// parallel.stage_layers: "even", or one positive count per stage summing to model.layers.
+std::vector<int> parse_stage_layers(const io::RunConfig& c) {
+  const auto& p = c.parallel;
+  if (p.stage_layers == "even") return model::even_stage_split(c.model.layers, p.pp);
+  std::vector<int> counts;
+  std::size_t start = 0;
+  while (start <= p.stage_layers.size()) {
+    const std::size_t comma = std::min(p.stage_layers.find(',', start), p.stage_layers.size());
+    const std::string item = p.stage_layers.substr(start, comma - start);
+    std::size_t used = 0;
+    int count = 0;
+    try {
+      count = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || count < 1) {
+      throw UserError("parallel.stage_layers = '" + p.stage_layers + "': '" + item +
+                      "' is not a positive layer count (write even, or counts like 5,7)");
+    }
+    counts.push_back(count);
+    start = comma + 1;
+  }
+  int sum = 0;
+  for (int n : counts) sum += n;
+  if (static_cast<int>(counts.size()) != p.pp || sum != c.model.layers) {
+    throw UserError("parallel.stage_layers = '" + p.stage_layers + "' gives " + str(static_cast<int64_t>(counts.size())) +
+                    " stage(s) with " + str(sum) + " layers, but parallel.pp = " + str(p.pp) + " and model.layers = " +
+                    str(c.model.layers) + "; give one count per stage, summing to the layers");
+  }
+  return counts;
+}
+
 }  // namespace
 
 RunSetup make_run_setup(const std::string& deck_text, const std::string& deck_name,
                         const std::vector<std::string>& overrides, int world_size) {
-  RunSetup setup{io::parse_deck(deck_text, deck_name, overrides), {}, {}};
+  RunSetup setup{io::parse_deck(deck_text, deck_name, overrides), {}, {}, {}};
   setup.config = io::to_run_config(setup.deck);
   check_layout(setup.config, world_size);
   setup.deck.set("parallel.dp", std::to_string(setup.config.parallel.dp));
+  setup.stage_layers = parse_stage_layers(setup.config);
   if (setup.config.run.device == "cuda") {
     throw UserError("run.device = cuda: the CUDA backend is not available in this version yet; use run.device = cpu");
   }

@@ -18,6 +18,7 @@ struct RunSetup {
   io::ResolvedDeck deck;     // resolved (parallel.dp written out) and saved as config.ini
   io::RunConfig config;
   model::GptConfig model;
+  std::vector<int> stage_layers;  // layers per pipeline stage (parallel.stage_layers resolved)
 };
 
 // Reads the deck on comm's rank 0 and shares its text; UserError on every rank when unreadable.

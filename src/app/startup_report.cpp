@@ -2,7 +2,9 @@
 
 #include <cstdio>
 
+#include "parallel/pipeline_schedule.h"
 #include "src/app/memory_estimate.h"
+#include "src/train/run_layout.h"
 
 namespace trident::app {
 
@@ -25,11 +27,20 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
                 static_cast<long long>(t.global_batch), t.seq_len, static_cast<long long>(t.global_batch * t.seq_len),
                 static_cast<long long>(micro_per_step), static_cast<long long>(t.micro_batch));
   out += line;
-  const auto recompute = t.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone;
-  const int zero_shards = setup.config.parallel.zero == 1 ? grid.dp() : 1;
-  out += estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch, recompute, zero_shards,
-                         grid.tp())
-             .table();
+  if (grid.pp() > 1) {
+    const auto kind = parallel::parse_schedule_kind(setup.config.parallel.schedule);
+    std::snprintf(line, sizeof line, "pipeline: %d stages, schedule %s, ideal bubble (p-1)/(m+p-1) = %.1f%%\n",
+                  grid.pp(), setup.config.parallel.schedule.c_str(),
+                  100.0 * parallel::ideal_bubble_fraction(kind, grid.pp(), static_cast<int>(micro_per_step)));
+    out += line;
+  }
+  std::vector<MemoryEstimate> stages;
+  for (int s = 0; s < grid.pp(); ++s) {
+    stages.push_back(estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch,
+                                     train::run_layout(setup.config, setup.stage_layers, 0, s),
+                                     setup.config.parallel.zero == 1 ? grid.dp() : 1));
+  }
+  out += memory_table(stages, t.recompute.c_str(), setup.config.parallel.zero == 1 ? grid.dp() : 1);
   return out;
 }
 

@@ -16,7 +16,9 @@
 #include "src/app/startup_report.h"
 #include "src/app/threads.h"
 #include "src/app/version_text.h"
+#include "src/train/final_parameters.h"  // [final-params]
 #include "src/train/peak_flops.h"
+#include "src/train/run_layout.h"
 #include "src/train/trainer.h"
 
 namespace trident::app {
@@ -94,7 +96,9 @@ int train_command(const std::vector<std::string>& args) {
     if (leader) std::printf("peak: %.1f GFLOP/s per rank (measured sgemm; set log.peak_tflops to override)\n", peak / 1e9);
   }
 
-  train::Trainer trainer(c, setup.model, ctx, *backend, *dataset);
+  const model::GptLayout layout =
+      train::run_layout(c, setup.stage_layers, ctx.coord().tp_rank, ctx.coord().pp_rank);
+  train::Trainer trainer(c, setup.model, layout, ctx, *backend, *dataset);
   const auto start = std::chrono::steady_clock::now();
   const train::RunSummary summary = trainer.run(c.run.dir + "/metrics.jsonl", peak);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -108,6 +112,15 @@ int train_command(const std::vector<std::string>& args) {
     }
     std::printf("; metrics in %s/metrics.jsonl\n", c.run.dir.c_str());
   }
+  // [final-params] The final parameters, global shapes, one file for any layout
+  // (docs/param-file.md). Collective: every rank writes the slices it owns.
+  if (c.run.save_final) {
+    const std::string params_path = c.run.dir + "/final-params.h5";
+    train::write_final_parameters(params_path, trainer.model().params(), trainer.model().parameters(), *backend, ctx,
+                                  c.train.steps, setup.model, MPI_COMM_WORLD);
+    if (leader) std::printf("final parameters: %s\n", params_path.c_str());
+  }
+  // [/final-params]
   return 0;
 }
 

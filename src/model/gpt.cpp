@@ -27,39 +27,40 @@ std::string block_name(int layer, const char* part) {
 
 }  // namespace
 
+StageLayout GptLayout::stage(const GptConfig& config) const {
+  return stage_layout(layers_per_stage.empty() ? even_stage_split(config.layers, pp) : layers_per_stage, pp_rank);
+}
+
 std::size_t activation_floats(const GptConfig& c, int B, int T, std::size_t attention_scratch,
-                              Recompute recompute, int tp) {
+                              const GptLayout& layout) {
+  const int tp = layout.tp;
+  const StageLayout stage = layout.stage(c);
   const auto b = static_cast<std::size_t>(B), t = static_cast<std::size_t>(T);
   const std::size_t btc = b * t * static_cast<std::size_t>(c.hidden);
   const std::size_t btcl = btc / static_cast<std::size_t>(tp);
   const std::size_t bt = b * t;
-  const auto layers = static_cast<std::size_t>(c.layers);
-  // Every block's output is kept in both modes (it is the next block's input, or ln_f's).
-  // kNone keeps each block's intermediates; kFull one shared set.
-  const std::size_t block_state = layers * btc /*out*/ +
-                                  (recompute == Recompute::kNone ? layers : std::min<std::size_t>(layers, 1)) *
-                                      block_workspace_floats(c, b, t, tp);
+  const auto layers = static_cast<std::size_t>(stage.layers());
+  const auto slots = static_cast<std::size_t>(layout.slots);
+  const std::size_t workspace = block_workspace_floats(c, b, t, tp);
+  // Per slot: the stage input, every block's output (the next block's input, or ln_f's), and
+  // under kNone each block's intermediates; the last stage adds the head's state.
   const std::size_t vocab_stats = tp > 1 ? 3 * bt : 0;  // row max, row sum of exp, target logit
-  const std::size_t forward_state = btc /*encoded*/ + block_state + btc /*lnf*/ + 2 * bt +
-                                    bt * static_cast<std::size_t>(c.padded_vocab / tp) /*logits*/ +
-                                    bt /*losses*/ + vocab_stats;
+  const std::size_t head = stage.last ? btc /*lnf*/ + 2 * bt + bt * static_cast<std::size_t>(c.padded_vocab / tp) +
+                                            bt /*losses*/ + vocab_stats
+                                      : 0;
+  const std::size_t per_slot =
+      btc /*input*/ + layers * btc /*outs*/ + (layout.recompute == Recompute::kNone ? layers * workspace : 0) + head;
+  // kFull: one workspace shared by every block and slot.
+  const std::size_t shared_workspace = layout.recompute == Recompute::kFull && layers > 0 ? workspace : 0;
   // dresidual + dln = 2 BTC; dqkv(3) + datty + dup_gelu(4) + dup(4) = 12 BTCl
   const std::size_t backward_scratch = 2 * btc + 12 * btcl + attention_scratch;
-  return forward_state + backward_scratch;
+  return slots * per_slot + shared_workspace + backward_scratch;
 }
 
-ParamTable build_gpt_param_table(const GptConfig& c, int tp, int tp_rank) {
+ParamTable build_gpt_param_table(const GptConfig& c, const GptLayout& layout) {
   ParamTable table;
-  // Tensor-parallel slices: this rank's share of `axis` (whole tensors when tp = 1).
-  auto split = [tp, tp_rank](TensorSpec spec, int axis) {
-    if (tp > 1) {
-      const int64_t extent = spec.global_shape[static_cast<std::size_t>(axis)] / tp;
-      spec.split_axis = axis;
-      spec.slice_begin = extent * tp_rank;
-      spec.slice_extent = extent;
-    }
-    return spec;
-  };
+  const int tp = layout.tp, tp_rank = layout.tp_rank;
+  const StageLayout stage = layout.stage(c);
   const int64_t C = c.hidden;
   const float std_init = 0.02f;
   // GPT-2: the projections that write into the residual stream are scaled by 1/sqrt(2 L), so
@@ -81,11 +82,25 @@ ParamTable build_gpt_param_table(const GptConfig& c, int tp, int tp_rank) {
     s.init = kind;
     return s;
   };
-  TensorSpec wte = normal("wte", {c.padded_vocab, C}, std_init);
-  wte.init_rows = c.vocab;  // padded rows stay zero: they never see a token or a target
-  table.add(split(wte, 0));  // vocabulary-parallel
-  table.add(normal("wpe", {c.context, C}, std_init));
-  for (int l = 0; l < c.layers; ++l) {
+  // Tensor-parallel slices: this rank's share of `axis` (whole tensors when tp = 1).
+  auto split = [tp, tp_rank](TensorSpec spec, int axis) {
+    if (tp > 1) {
+      const int64_t extent = spec.global_shape[static_cast<std::size_t>(axis)] / tp;
+      spec.split_axis = axis;
+      spec.slice_begin = extent * tp_rank;
+      spec.slice_extent = extent;
+    }
+    return spec;
+  };
+  if (stage.first || stage.last) {
+    // The token embedding is also the LM head: the first and the last stage both hold it, and
+    // their gradients are summed over the embedding group.
+    TensorSpec wte = normal("wte", {c.padded_vocab, C}, std_init);
+    wte.init_rows = c.vocab;  // padded rows stay zero: they never see a token or a target
+    table.add(split(wte, 0));  // vocabulary-parallel
+  }
+  if (stage.first) table.add(normal("wpe", {c.context, C}, std_init));
+  for (int l = stage.first_layer; l < stage.end_layer; ++l) {
     table.add(constant(block_name(l, "ln1.weight"), {C}, InitKind::kOnes));
     table.add(constant(block_name(l, "ln1.bias"), {C}, InitKind::kZeros));
     // q, k, v stacked on a leading axis of 3, so that a head split is one hyperslab: [3, C/tp, C]
@@ -102,8 +117,10 @@ ParamTable build_gpt_param_table(const GptConfig& c, int tp, int tp_rank) {
     table.add(split(normal(block_name(l, "mlp.down.weight"), {C, 4 * C}, residual_std), 1));  // row-parallel
     table.add(constant(block_name(l, "mlp.down.bias"), {C}, InitKind::kZeros));
   }
-  table.add(constant("ln_f.weight", {C}, InitKind::kOnes));
-  table.add(constant("ln_f.bias", {C}, InitKind::kZeros));
+  if (stage.last) {
+    table.add(constant("ln_f.weight", {C}, InitKind::kOnes));
+    table.add(constant("ln_f.bias", {C}, InitKind::kZeros));
+  }
   return table;
 }
 
@@ -112,43 +129,54 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
       backend_(backend),
       B_(B),
       T_(T),
-      recompute_(options.recompute),
+      layout_(options.layout),
+      stage_(layout_.stage(config)),
       tp_(options.tensor_parallel),
-      vocab_(parallel::vocab_shard(config.padded_vocab, config.vocab, tp_.size(), tp_.rank())),
-      local_hidden_(config.hidden / tp_.size()),
-      local_heads_(config.heads / tp_.size()),
-      table_(build_gpt_param_table(config, tp_.size(), tp_.rank())) {
+      vocab_(parallel::vocab_shard(config.padded_vocab, config.vocab, layout_.tp, layout_.tp_rank)),
+      local_hidden_(config.hidden / layout_.tp),
+      local_heads_(config.heads / layout_.tp),
+      table_(build_gpt_param_table(config, layout_)) {
+  if (tp_.size() != layout_.tp || tp_.rank() != layout_.tp_rank) {
+    throw std::logic_error("Gpt: the tensor group does not match layout.tp / layout.tp_rank");
+  }
   arena_size_ = std::max(options.arena_size, table_.total_count());
   params_ = backend_.allocate(arena_size_);
   grads_ = backend_.allocate(arena_size_);
   backend_.fill_zero(params_, arena_size_);
   backend_.fill_zero(grads_, arena_size_);
-  wte_offset_ = table_.find("wte").offset;
-  wpe_offset_ = table_.find("wpe").offset;
-  lnf_w_offset_ = table_.find("ln_f.weight").offset;
-  lnf_b_offset_ = table_.find("ln_f.bias").offset;
-  for (int l = 0; l < config_.layers; ++l) {
+  if (stage_.first || stage_.last) wte_offset_ = table_.find("wte").offset;
+  if (stage_.first) wpe_offset_ = table_.find("wpe").offset;
+  if (stage_.last) {
+    lnf_w_offset_ = table_.find("ln_f.weight").offset;
+    lnf_b_offset_ = table_.find("ln_f.bias").offset;
+  }
+  for (int l = stage_.first_layer; l < stage_.end_layer; ++l) {
     auto at = [&](const char* part) { return table_.find(block_name(l, part)).offset; };
     layer_offsets_.push_back({at("ln1.weight"), at("ln1.bias"), at("attn.qkv.weight"), at("attn.qkv.bias"),
                               at("attn.proj.weight"), at("attn.proj.bias"), at("ln2.weight"), at("ln2.bias"),
                               at("mlp.up.weight"), at("mlp.up.bias"), at("mlp.down.weight"), at("mlp.down.bias")});
   }
   const std::size_t scratch = backend_.attention_scratch_size(B_, T_, local_heads_);
-  activation_count_ = activation_floats(config_, B_, T_, scratch, recompute_, tp_.size());
+  activation_count_ = activation_floats(config_, B_, T_, scratch, layout_);
   activations_ = backend_.allocate(activation_count_);
   carve_activations();
-  tokens_ = backend_.allocate_tokens(static_cast<std::size_t>(B_) * T_);
-  targets_ = backend_.allocate_tokens(static_cast<std::size_t>(B_) * T_);
-  host_losses_.resize(static_cast<std::size_t>(B_) * T_);
+  const auto n = static_cast<std::size_t>(B_) * T_;
+  for (Slot& s : slots_) {
+    s.tokens = backend_.allocate_tokens(n);
+    s.targets = backend_.allocate_tokens(n);
+  }
+  host_losses_.resize(n);
   if (tp_.active()) {
-    host_row_max_.resize(host_losses_.size());
-    host_row_sums_.resize(2 * host_losses_.size());
+    host_row_max_.resize(n);
+    host_row_sums_.resize(2 * n);
   }
 }
 
 Gpt::~Gpt() {
-  backend_.release_tokens(targets_);
-  backend_.release_tokens(tokens_);
+  for (Slot& s : slots_) {
+    backend_.release_tokens(s.targets);
+    backend_.release_tokens(s.tokens);
+  }
   backend_.release(activations_);
   backend_.release(grads_);
   backend_.release(params_);
@@ -179,29 +207,32 @@ void Gpt::carve_activations() {
     a.up = take(4 * btcl);
     a.up_gelu = take(4 * btcl);
   };
-  encoded_ = take(btc);
-  layers_.resize(static_cast<std::size_t>(config_.layers));
-  if (recompute_ == Recompute::kNone) {
-    for (auto& a : layers_) {
-      take_block(a);
+  const auto layers = static_cast<std::size_t>(stage_.layers());
+  LayerActivations workspace{};
+  if (layout_.recompute == Recompute::kFull && layers > 0) take_block(workspace);
+  slots_.resize(static_cast<std::size_t>(layout_.slots));
+  for (Slot& s : slots_) {
+    s.encoded = take(btc);
+    s.layers.resize(layers);
+    for (auto& a : s.layers) {
+      if (layout_.recompute == Recompute::kNone) {
+        take_block(a);
+      } else {
+        a = workspace;
+      }
       a.out = take(btc);
     }
-  } else if (!layers_.empty()) {
-    LayerActivations workspace{};
-    take_block(workspace);
-    for (auto& a : layers_) {
-      a = workspace;
-      a.out = take(btc);
+    if (stage_.last) {
+      s.lnf = take(btc);
+      s.lnf_mean = take(bt);
+      s.lnf_rstd = take(bt);
+      s.logits = take(bt * static_cast<std::size_t>(vocab_.size()));
+      s.losses = take(bt);
+      if (tp_.active()) {
+        s.row_max = take(bt);
+        s.row_sums = take(2 * bt);
+      }
     }
-  }
-  lnf_ = take(btc);
-  lnf_mean_ = take(bt);
-  lnf_rstd_ = take(bt);
-  logits_ = take(bt * static_cast<std::size_t>(vocab_.size()));
-  losses_ = take(bt);
-  if (tp_.active()) {
-    row_max_ = take(bt);
-    row_sums_ = take(2 * bt);
   }
   dresidual_ = take(btc);
   dln_ = take(btc);
@@ -215,21 +246,26 @@ void Gpt::carve_activations() {
                            " floats but activation_floats() sized " + std::to_string(activation_count_));
 }
 
-const float* Gpt::block_input(int layer) const {
-  return layer == 0 ? encoded_ : layers_[static_cast<std::size_t>(layer - 1)].out;
+const float* Gpt::block_input(const Slot& s, int l) const {
+  return l == 0 ? s.encoded : s.layers[static_cast<std::size_t>(l - 1)].out;
 }
 
-Gpt::LayerPointers Gpt::layer_pointers(float* arena, int layer) const {
-  const LayerOffsets& o = layer_offsets_[static_cast<std::size_t>(layer)];
+const float* Gpt::stage_output(int slot) const {
+  const Slot& s = slots_[static_cast<std::size_t>(slot)];
+  return s.layers.empty() ? s.encoded : s.layers.back().out;
+}
+
+Gpt::LayerPointers Gpt::layer_pointers(float* arena, int local_layer) const {
+  const LayerOffsets& o = layer_offsets_[static_cast<std::size_t>(local_layer)];
   return {arena + o.ln1_w, arena + o.ln1_b,  arena + o.qkv_w, arena + o.qkv_b, arena + o.proj_w, arena + o.proj_b,
           arena + o.ln2_w, arena + o.ln2_b, arena + o.up_w,  arena + o.up_b,  arena + o.down_w, arena + o.down_b};
 }
 
-void Gpt::block_forward(int layer, const float* x_in, const LayerActivations& a) {
+void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivations& a) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
   const int N = B * T;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
-  const LayerPointers p = layer_pointers(params_, layer);
+  const LayerPointers p = layer_pointers(params_, local_layer);
   // A replicated bias of a row-parallel matmul joins the partial sums on one tensor rank only.
   const bool adds_bias = tp_.rank() == 0;
   backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, p.ln1_w, p.ln1_b, N, C);
@@ -248,13 +284,13 @@ void Gpt::block_forward(int layer, const float* x_in, const LayerActivations& a)
   backend_.add(a.out, a.out, a.residual2, btc);
 }
 
-void Gpt::block_backward(int layer, const float* x_in, const LayerActivations& a) {
+void Gpt::block_backward(int local_layer, const float* x_in, const LayerActivations& a) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
   const int N = B * T;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
   const std::size_t btcl = static_cast<std::size_t>(N) * Cl;
-  const LayerPointers p = layer_pointers(params_, layer);
-  const LayerPointers g = layer_pointers(grads_, layer);
+  const LayerPointers p = layer_pointers(params_, local_layer);
+  const LayerPointers g = layer_pointers(grads_, local_layer);
   // out = residual2 + down(gelu(up(ln2(residual2)))). dresidual_ is the same on every tensor
   // rank, so the replicated down bias gets the same (whole) gradient everywhere.
   tp_.reduce_from_tp_backward(dresidual_, btc);
@@ -281,42 +317,48 @@ void Gpt::block_backward(int layer, const float* x_in, const LayerActivations& a
 
 void Gpt::zero_gradients() { backend_.fill_zero(grads_, arena_size_); }
 
-double Gpt::forward(const int32_t* tokens, const int32_t* targets) {
+double Gpt::forward(int slot, const int32_t* tokens, const int32_t* targets) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
   const int B = B_, T = T_, C = config_.hidden;
   const int N = B * T;
-  backend_.copy_tokens_to_device(tokens_, tokens, static_cast<std::size_t>(N));
-  backend_.copy_tokens_to_device(targets_, targets, static_cast<std::size_t>(N));
+  const std::size_t btc = static_cast<std::size_t>(N) * C;
+  if (stage_.first) {
+    backend_.copy_tokens_to_device(s.tokens, tokens, static_cast<std::size_t>(N));
+    // Vocabulary-parallel embedding: each rank looks up the tokens it owns (zero for the
+    // others), tensor rank 0 adds the positions, and the all-reduce assembles the sum.
+    backend_.embedding_forward(s.encoded, s.tokens, params_ + wte_offset_,
+                               tp_.rank() == 0 ? params_ + wpe_offset_ : nullptr, B, T, C, vocab_.begin, vocab_.end);
+    tp_.reduce_from_tp_forward(s.encoded, btc);
+  }
+  const int layers = stage_.layers();
+  for (int l = 0; l < layers; ++l) block_forward(l, block_input(s, l), s.layers[static_cast<std::size_t>(l)]);
+  workspace_slot_ = slot;
+  if (!stage_.last) return 0.0;
 
-  // Vocabulary-parallel embedding: each rank looks up the tokens it owns (zero for the others),
-  // tensor rank 0 adds the positions, and the all-reduce assembles the sum.
-  backend_.embedding_forward(encoded_, tokens_, params_ + wte_offset_,
-                             tp_.rank() == 0 ? params_ + wpe_offset_ : nullptr, B, T, C, vocab_.begin, vocab_.end);
-  tp_.reduce_from_tp_forward(encoded_, static_cast<std::size_t>(N) * C);
-  for (int l = 0; l < config_.layers; ++l) block_forward(l, block_input(l), layers_[static_cast<std::size_t>(l)]);
-  const float* x = config_.layers > 0 ? layers_.back().out : encoded_;
-  backend_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, params_ + lnf_w_offset_,
+  backend_.copy_tokens_to_device(s.targets, targets, static_cast<std::size_t>(N));
+  backend_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot), params_ + lnf_w_offset_,
                              params_ + lnf_b_offset_, N, C);
-  tp_.copy_to_tp_forward(lnf_, static_cast<std::size_t>(N) * C);
-  backend_.matmul_forward(logits_, lnf_, params_ + wte_offset_, nullptr, N, C, vocab_.size());
-  if (tp_.active()) return sharded_loss_sum();
-  backend_.cross_entropy_forward(losses_, logits_, targets_, N, config_.vocab, config_.padded_vocab);
-  backend_.copy_to_host(host_losses_.data(), losses_, host_losses_.size());
+  tp_.copy_to_tp_forward(s.lnf, btc);
+  backend_.matmul_forward(s.logits, s.lnf, params_ + wte_offset_, nullptr, N, C, vocab_.size());
+  if (tp_.active()) return sharded_loss_sum(s);
+  backend_.cross_entropy_forward(s.losses, s.logits, s.targets, N, config_.vocab, config_.padded_vocab);
+  backend_.copy_to_host(host_losses_.data(), s.losses, host_losses_.size());
   double sum = 0.0;
   for (float loss : host_losses_) sum += loss;
   return sum;
 }
 
-double Gpt::sharded_loss_sum() {
+double Gpt::sharded_loss_sum(Slot& s) {
   const int N = B_ * T_;
   const auto n = static_cast<std::size_t>(N);
   // loss = log(sum of exp(l - max)) + max - target logit, each term combined over the group.
-  backend_.cross_entropy_row_max(row_max_, logits_, N, vocab_.real, vocab_.size());
-  tp_.all_reduce_max(row_max_, n);
-  backend_.cross_entropy_row_sums(row_sums_, row_sums_ + n, logits_, targets_, row_max_, N, vocab_.real,
+  backend_.cross_entropy_row_max(s.row_max, s.logits, N, vocab_.real, vocab_.size());
+  tp_.all_reduce_max(s.row_max, n);
+  backend_.cross_entropy_row_sums(s.row_sums, s.row_sums + n, s.logits, s.targets, s.row_max, N, vocab_.real,
                                   vocab_.size(), vocab_.begin);
-  tp_.all_reduce_sum(row_sums_, 2 * n);
-  backend_.copy_to_host(host_row_max_.data(), row_max_, n);
-  backend_.copy_to_host(host_row_sums_.data(), row_sums_, 2 * n);
+  tp_.all_reduce_sum(s.row_sums, 2 * n);
+  backend_.copy_to_host(host_row_max_.data(), s.row_max, n);
+  backend_.copy_to_host(host_row_sums_.data(), s.row_sums, 2 * n);
   double sum = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
     sum += std::log(static_cast<double>(host_row_sums_[i])) + host_row_max_[i] - host_row_sums_[n + i];
@@ -324,47 +366,62 @@ double Gpt::sharded_loss_sum() {
   return sum;
 }
 
-void Gpt::backward(float dloss, const std::function<void(std::size_t)>& grads_final) {
-  const int B = B_, T = T_, C = config_.hidden;
-  const int N = B * T;
+void Gpt::head_backward(int slot, float dloss) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  const int N = B_ * T_, C = config_.hidden;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
+  // logits -> dlogits in place, then into ln_f and the tied embedding.
+  float* dlogits = s.logits;
+  if (tp_.active()) {
+    backend_.cross_entropy_backward_sharded(dlogits, s.logits, s.targets, s.row_max, s.row_sums, dloss, N,
+                                            vocab_.real, vocab_.size(), vocab_.begin);
+  } else {
+    backend_.cross_entropy_backward(dlogits, s.logits, s.targets, dloss, N, config_.vocab, config_.padded_vocab);
+  }
+  backend_.fill_zero(dln_, btc);
+  backend_.matmul_backward(dln_, grads_ + wte_offset_, nullptr, dlogits, s.lnf, params_ + wte_offset_, N, C,
+                           vocab_.size());
+  tp_.copy_to_tp_backward(dln_, btc);
+  backend_.fill_zero(dresidual_, btc);
+  backend_.layernorm_backward(dresidual_, grads_ + lnf_w_offset_, grads_ + lnf_b_offset_, dln_,
+                              stage_output(slot), params_ + lnf_w_offset_, s.lnf_mean,
+                              s.lnf_rstd, N, C);
+}
+
+void Gpt::backward(int slot, float dloss, const std::function<void(std::size_t)>& grads_final) {
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  const int B = B_, T = T_, C = config_.hidden;
+  const std::size_t btc = static_cast<std::size_t>(B) * T * C;
   auto final_from = [&](std::size_t offset) {
     if (grads_final) grads_final(offset);
   };
-
-  // Head: logits -> dlogits in place, then into ln_f and the tied embedding.
-  float* dlogits = logits_;
-  if (tp_.active()) {
-    backend_.cross_entropy_backward_sharded(dlogits, logits_, targets_, row_max_, row_sums_, dloss, N, vocab_.real,
-                                            vocab_.size(), vocab_.begin);
-  } else {
-    backend_.cross_entropy_backward(dlogits, logits_, targets_, dloss, N, config_.vocab, config_.padded_vocab);
+  if (stage_.last) {
+    head_backward(slot, dloss);
+    final_from(lnf_w_offset_);
   }
-  backend_.fill_zero(dln_, btc);
-  backend_.matmul_backward(dln_, grads_ + wte_offset_, nullptr, dlogits, lnf_, params_ + wte_offset_, N, C,
-                           vocab_.size());
-  tp_.copy_to_tp_backward(dln_, btc);
-  const float* x_last = config_.layers > 0 ? layers_.back().out : encoded_;
-  backend_.fill_zero(dresidual_, btc);
-  backend_.layernorm_backward(dresidual_, grads_ + lnf_w_offset_, grads_ + lnf_b_offset_, dln_, x_last,
-                              params_ + lnf_w_offset_, lnf_mean_, lnf_rstd_, N, C);
-  final_from(lnf_w_offset_);
+  // Otherwise dresidual_ holds d(loss)/d(stage output), received from the next stage.
 
   // Blocks in reverse; dresidual_ carries d(loss)/d(residual stream) downwards.
-  for (int l = config_.layers - 1; l >= 0; --l) {
-    const LayerActivations& a = layers_[static_cast<std::size_t>(l)];
-    const float* x_in = block_input(l);
-    // Under kFull the workspace still holds the last block's forward, so every other block is
-    // re-run from its kept input: same kernels, same inputs, hence the same bits as kNone. The
-    // re-run also rewrites a.out, the input of block l + 1, whose backward is already done,
-    // with the values it already holds.
-    if (recompute_ == Recompute::kFull && l + 1 < config_.layers) block_forward(l, x_in, a);
+  const int layers = stage_.layers();
+  for (int l = layers - 1; l >= 0; --l) {
+    const LayerActivations& a = s.layers[static_cast<std::size_t>(l)];
+    const float* x_in = block_input(s, l);
+    // Under kFull the shared workspace holds the last forward's last block; every other block
+    // (and that one too when another slot ran forward since) is re-run from its kept input:
+    // same kernels, same inputs, hence the same bits as kNone. The re-run also rewrites a.out,
+    // the input of block l + 1, whose backward is already done, with the values it holds.
+    if (layout_.recompute == Recompute::kFull && (l + 1 < layers || workspace_slot_ != slot)) {
+      block_forward(l, x_in, a);
+      workspace_slot_ = -1;
+    }
     block_backward(l, x_in, a);
     final_from(layer_offsets_[static_cast<std::size_t>(l)].ln1_w);  // the block's first tensor
   }
-  tp_.reduce_from_tp_backward(dresidual_, btc);
-  backend_.embedding_backward(grads_ + wte_offset_, grads_ + wpe_offset_, dresidual_, tokens_, B, T, C,
-                              vocab_.begin, vocab_.end);
+  if (stage_.first) {
+    tp_.reduce_from_tp_backward(dresidual_, btc);
+    backend_.embedding_backward(grads_ + wte_offset_, grads_ + wpe_offset_, dresidual_, s.tokens, B, T, C,
+                                vocab_.begin, vocab_.end);
+  }
   final_from(0);
 }
 

@@ -6,10 +6,10 @@
 //   loss = cross-entropy over the real vocabulary
 //
 // All math goes through kernels::Backend, so the same code runs on every device. Activations
-// for one micro-batch of [B, T] live in one arena sized at construction: nothing is allocated
-// in the step loop. With Recompute::kFull the arena keeps only the residual stream between
-// blocks and one shared block workspace; backward re-runs each block's forward before its
-// backward (docs/model.md, "Activation recomputation").
+// live in one arena sized at construction: nothing is allocated in the step loop. With
+// Recompute::kFull the arena keeps only the residual stream between blocks and one shared
+// block workspace; backward re-runs each block's forward before its backward (docs/model.md,
+// "Activation recomputation").
 //
 // Tensor parallelism (Megatron-LM): with tp ranks each rank holds heads/tp attention heads and
 // 4C/tp MLP channels. QKV and MLP-up are column-parallel (output channels split), attention-proj
@@ -18,6 +18,11 @@
 // per-row max and sums over the tensor group and never gathers the logits. LayerNorms, the
 // row-parallel biases and the position table are replicated: every tensor rank computes them
 // identically.
+//
+// Pipeline parallelism: a rank holds one stage, a run of consecutive layers (StageLayout); the
+// first stage embeds tokens, the others take their input activations from the previous stage
+// (stage_input), and the last stage computes the loss. Several micro-batches can be in flight
+// on a stage (1F1B, GPipe): each has a slot of its own forward state, selected by `slot`.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +33,7 @@
 #include "parallel/tensor_parallel.h"
 #include "src/model/gpt_config.h"
 #include "src/model/param_table.h"
+#include "src/model/stage_layout.h"
 
 namespace trident::model {
 
@@ -37,51 +43,78 @@ namespace trident::model {
 //          intermediates share one workspace and are recomputed in backward, bit-identically.
 enum class Recompute { kNone, kFull };
 
-struct GptOptions {
+// How this rank holds the model. The default is the whole model on one rank.
+struct GptLayout {
+  int tp = 1;          // tensor-parallel size
+  int tp_rank = 0;
+  int pp = 1;          // pipeline stages
+  int pp_rank = 0;
+  std::vector<int> layers_per_stage{};  // empty: even_stage_split(layers, pp)
+  int slots = 1;       // micro-batches in flight on this stage
   Recompute recompute = Recompute::kNone;
+  StageLayout stage(const GptConfig& config) const;
+};
+
+struct GptOptions {
+  GptLayout layout{};
   // Elements of the parameter and gradient arenas, at least the table's count (ZeRO-1 pads
   // them to a multiple of the data-parallel size; the padding stays zero). 0 = the table's.
   std::size_t arena_size = 0;
-  // The tensor group's operators; default: one tensor rank.
+  // The tensor group's operators (its size must be layout.tp); default: one tensor rank.
   parallel::TensorParallel tensor_parallel{nullptr};
 };
 
-// Floats of the activation arena for a micro-batch [B, T] (forward state kept for backward,
-// plus the backward scratch). Used for allocation and for the memory estimate alike.
-// tp: tensor-parallel size (local sizes are the rank's share).
+// Floats of the activation arena for micro-batches [B, T] on this layout (forward state kept
+// for backward in every slot, plus the shared backward scratch). Used for allocation and for
+// the memory estimate alike. attention_scratch: Backend::attention_scratch_size(B, T, heads/tp).
 std::size_t activation_floats(const GptConfig& config, int B, int T, std::size_t attention_scratch,
-                              Recompute recompute = Recompute::kNone, int tp = 1);
+                              const GptLayout& layout = {});
 
-// The parameter table of tensor rank tp_rank of tp in forward order: wte, wpe, blocks, ln_f.
-// Requires heads and padded_vocab divisible by tp.
-ParamTable build_gpt_param_table(const GptConfig& config, int tp = 1, int tp_rank = 0);
+// The parameter table of this layout's rank in forward order: wte (first and last stage), wpe
+// (first), the stage's blocks, ln_f (last). Requires heads and padded_vocab divisible by tp.
+ParamTable build_gpt_param_table(const GptConfig& config, const GptLayout& layout = {});
 
 class Gpt {
  public:
-  // B = micro-batch sequences, T = sequence length (<= context). options.recompute trades one
-  // extra forward of the blocks for activation memory; results are identical either way.
+  // B = micro-batch sequences, T = sequence length (<= context).
   Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOptions options = {});
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
   const GptConfig& config() const { return config_; }
+  const StageLayout& stage() const { return stage_; }
   const ParamTable& params() const { return table_; }
   float* parameters() { return params_; }
   float* gradients() { return grads_; }
   std::size_t arena_size() const { return arena_size_; }
   std::size_t activation_bytes() const { return activation_count_ * sizeof(float); }
+  // Floats of one stage boundary activation (and of its gradient): B * T * C.
+  std::size_t boundary_floats() const { return static_cast<std::size_t>(B_) * T_ * config_.hidden; }
 
   void zero_gradients();
-  // tokens and targets: host int32 [B*T]; copied to the device.
-  // Returns the sum of the B*T token losses (the caller divides by the global token count).
-  double forward(const int32_t* tokens, const int32_t* targets);
-  // Backward of the last forward. dloss: derivative of the step's loss with respect to each
-  // token's loss (1 / global tokens per step). Gradients accumulate into gradients().
-  // grads_final(offset) is called whenever every gradient at arena offset >= offset has
-  // received its last contribution of this backward (for overlapping the data-parallel
-  // reduction); it may be empty.
-  void backward(float dloss, const std::function<void(std::size_t)>& grads_final);
+  // Forward of one micro-batch in `slot`. tokens and targets: host int32 [B*T] (the first stage
+  // embeds the tokens, the last uses the targets). A stage other than the first reads its input
+  // from stage_input(slot), which the caller fills first. Returns the sum of the B*T token
+  // losses on the last stage (the caller divides by the global token count), 0 elsewhere.
+  double forward(int slot, const int32_t* tokens, const int32_t* targets);
+  double forward(const int32_t* tokens, const int32_t* targets) { return forward(0, tokens, targets); }
+  // Backward of the micro-batch in `slot`, whose forward ran last for that slot. dloss:
+  // derivative of the step's loss with respect to each token's loss (1 / global tokens per
+  // step). A stage other than the last takes d(loss)/d(its output) from output_grad(), which
+  // the caller fills first; a stage other than the first leaves d(loss)/d(its input) in
+  // input_grad(). Gradients accumulate into gradients(). grads_final(offset) is called whenever
+  // every gradient at arena offset >= offset has received its last contribution of this
+  // backward (for overlapping the data-parallel reduction); it may be empty.
+  void backward(int slot, float dloss, const std::function<void(std::size_t)>& grads_final);
+  void backward(float dloss, const std::function<void(std::size_t)>& grads_final) {
+    backward(0, dloss, grads_final);
+  }
+
+  float* stage_input(int slot) { return slots_[static_cast<std::size_t>(slot)].encoded; }
+  const float* stage_output(int slot) const;
+  float* output_grad() { return dresidual_; }
+  const float* input_grad() const { return dresidual_; }
 
  private:
   struct LayerPointers {
@@ -92,29 +125,46 @@ class Gpt {
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *residual2;
     float *ln2, *ln2_mean, *ln2_rstd, *up, *up_gelu, *out;
   };
+  // One micro-batch's forward state on this stage.
+  struct Slot {
+    float* encoded = nullptr;  // input of the stage's first block (embeddings, or received)
+    // Per local block. kNone: each block owns all its tensors. kFull: every view points into
+    // the shared workspace except `out`, the block's own slot of the kept residual stream.
+    std::vector<LayerActivations> layers;
+    // last stage only
+    float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr, *losses = nullptr;
+    // vocabulary-parallel cross-entropy (tp > 1): row max, then row sum of exp and the target's
+    // logit side by side so that one all-reduce combines both
+    float *row_max = nullptr, *row_sums = nullptr;
+    int32_t* tokens = nullptr;
+    int32_t* targets = nullptr;
+  };
   // Arena offsets of one block's tensors, resolved once at construction (no lookups or
   // allocations in the step loop).
   struct LayerOffsets {
     std::size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, up_w, up_b, down_w, down_b;
   };
-  LayerPointers layer_pointers(float* arena, int layer) const;
+  LayerPointers layer_pointers(float* arena, int local_layer) const;
   void carve_activations();
-  // The residual stream entering block `layer`: encoded_ for block 0, else the previous out.
-  const float* block_input(int layer) const;
+  // The residual stream entering local block `l` of a slot.
+  const float* block_input(const Slot& s, int l) const;
   // One block's forward from x_in, writing every tensor of a (a.out last). The only forward
   // code of a block: forward() and the recomputation in backward() both run it.
-  void block_forward(int layer, const float* x_in, const LayerActivations& a);
+  void block_forward(int local_layer, const float* x_in, const LayerActivations& a);
   // One block's backward: dresidual_ holds d(loss)/d(a.out) on entry and d(loss)/d(x_in) on
   // return; gradients accumulate into the block's tensors. a must hold this block's forward.
-  void block_backward(int layer, const float* x_in, const LayerActivations& a);
-
+  void block_backward(int local_layer, const float* x_in, const LayerActivations& a);
   // The loss of each row from the statistics the tensor group combined (vocabulary-parallel).
-  double sharded_loss_sum();
+  double sharded_loss_sum(Slot& s);
+  // Cross-entropy, LM head and ln_f backward of the last stage: leaves d(loss)/d(stage
+  // output) in dresidual_.
+  void head_backward(int slot, float dloss);
 
   GptConfig config_;
   kernels::Backend& backend_;
   int B_, T_;
-  Recompute recompute_;
+  GptLayout layout_;
+  StageLayout stage_;
   parallel::TensorParallel tp_;
   parallel::VocabShard vocab_;  // this rank's rows of the (padded) vocabulary
   int local_hidden_ = 0;        // C / tp: attention channels of this rank's heads
@@ -123,26 +173,19 @@ class Gpt {
   ParamTable table_;
   float* params_ = nullptr;
   float* grads_ = nullptr;
+  // Offsets of the stage's non-block tensors (absent ones unused).
   std::size_t wte_offset_ = 0, wpe_offset_ = 0, lnf_w_offset_ = 0, lnf_b_offset_ = 0;
-  std::vector<LayerOffsets> layer_offsets_;
+  std::vector<LayerOffsets> layer_offsets_;  // per local block
 
-  // activation arena and its views
   float* activations_ = nullptr;
   std::size_t activation_count_ = 0;
-  float* encoded_ = nullptr;
-  // Per block views. kNone: each block owns all its tensors. kFull: every view points into one
-  // shared workspace except `out`, which is the block's own slot of the kept residual stream.
-  std::vector<LayerActivations> layers_;
-  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr,
-        *losses_ = nullptr;
-  // vocabulary-parallel cross-entropy (tp > 1): row max, then row sum of exp and the target's
-  // logit side by side so that one all-reduce combines both
-  float *row_max_ = nullptr, *row_sums_ = nullptr;
-  // backward scratch, shared by all blocks
+  std::vector<Slot> slots_;
+  // kFull: the slot whose last block's forward the shared workspace still holds (-1: none), so
+  // that backward may skip re-running it.
+  int workspace_slot_ = -1;
+  // backward scratch, shared by all blocks and slots
   float *dresidual_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr,
         *dup_gelu_ = nullptr, *dup_ = nullptr, *attention_scratch_ = nullptr;
-  int32_t* tokens_ = nullptr;
-  int32_t* targets_ = nullptr;
   std::vector<float> host_losses_;
   std::vector<float> host_row_max_, host_row_sums_;
 };

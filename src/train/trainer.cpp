@@ -36,21 +36,22 @@ LrSchedule schedule_of(const io::RunConfig& c) {
 }
 
 parallel::ArenaShard shard_of(const io::RunConfig& c, const model::GptConfig& model_config,
-                             const parallel::ParallelContext& ctx) {
-  const std::size_t n =
-      model::build_gpt_param_table(model_config, ctx.grid().tp(), ctx.coord().tp_rank).total_count();
+                             const model::GptLayout& layout, const parallel::ParallelContext& ctx) {
+  const std::size_t n = model::build_gpt_param_table(model_config, layout).total_count();
   if (c.parallel.zero == 0) return parallel::shard_arena(n, 1, 0);
   return parallel::shard_arena(n, ctx.grid().dp(), ctx.coord().dp_rank);
 }
 
 // The parts of this rank's gradient block that count towards the global norm, so that every
 // element of the model is counted once: tensor-parallel slices on every tensor rank, replicated
-// tensors (norms, row-parallel biases, positions) on tensor rank 0 only.
+// tensors (norms, row-parallel biases, positions) on tensor rank 0 only, and the tied embedding
+// on the first stage only (the last stage holds a copy).
 std::vector<NormSegment> norm_segments_of(const model::ParamTable& table, const parallel::ArenaShard& shard,
-                                          int tp_rank) {
+                                          int tp_rank, const model::StageLayout& stage) {
   std::vector<NormSegment> segments;
   for (const auto& t : table.tensors()) {
     if (t.spec.split_axis < 0 && tp_rank != 0) continue;
+    if (t.spec.name == "wte" && !stage.first) continue;
     const std::size_t begin = std::max(t.offset, shard.begin);
     const std::size_t end = std::min(t.offset + t.count, shard.end);
     if (begin >= end) continue;
@@ -69,24 +70,24 @@ std::size_t bucket_elems(double bucket_mb) {
 
 }  // namespace
 
-Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_config,
+Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_config, const model::GptLayout& layout,
                  parallel::ParallelContext& ctx, kernels::Backend& backend, const io::TokenDataset& dataset)
     : config_(config),
       ctx_(ctx),
       backend_(backend),
       zero_(config.parallel.zero == 1),
-      shard_(shard_of(config, model_config, ctx)),
+      shard_(shard_of(config, model_config, layout, ctx)),
       model_(model_config, backend, static_cast<int>(config.train.micro_batch), config.train.seq_len,
-             {.recompute = config.train.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone,
-              .arena_size = shard_.padded_size,
+             {.layout = layout, .arena_size = shard_.padded_size,
               .tensor_parallel = parallel::TensorParallel(&ctx.tensor())}),
       optimizer_(model_.params(), backend, adamw_settings(config.optim), shard_.begin, shard_.end),
-      norm_segments_(norm_segments_of(model_.params(), shard_, ctx.coord().tp_rank)),
+      norm_segments_(norm_segments_of(model_.params(), shard_, ctx.coord().tp_rank, model_.stage())),
       schedule_(schedule_of(config)),
       loader_(dataset, geometry_of(config, ctx), config.run.seed),
       buckets_(ctx.data(), model_.gradients(),
                parallel::plan_buckets(model_.params().tensor_ends(), bucket_elems(config.parallel.bucket_mb))) {
   micro_batches_ = geometry_of(config, ctx).micro_batches_per_step();
+  plan_ = plan_pipeline(config.parallel.schedule, ctx.grid().pp(), ctx.coord().pp_rank, micro_batches_);
   tokens_per_step_ = static_cast<double>(config.train.global_batch) * config.train.seq_len;
   const std::size_t n = static_cast<std::size_t>(config.train.micro_batch * config.train.seq_len);
   tokens_.resize(n);
@@ -104,18 +105,8 @@ StepResult Trainer::step(int64_t step_index) {
   result.lr = schedule_.at(step_index);
   model_.zero_gradients();
   buckets_.begin();
-  const float dloss = static_cast<float>(1.0 / tokens_per_step_);
-  double loss_sum = 0.0;
-  for (int64_t micro = 0; micro < micro_batches_; ++micro) {
-    loader_.load_train(step_index, micro, tokens_.data(), targets_.data());
-    loss_sum += model_.forward(tokens_.data(), targets_.data());
-    const bool last = micro + 1 == micro_batches_;
-    if (last && !zero_) {
-      model_.backward(dloss, [this](std::size_t offset) { buckets_.mark_final_from(offset); });
-    } else {
-      model_.backward(dloss, {});
-    }
-  }
+  double loss_sum = run_schedule(step_index);
+  reduce_embedding_gradient();
   if (zero_) {
     // This rank's block of the summed gradients lands in place at shard_.begin.
     ctx_.data().reduce_scatter_sum_in_place(model_.gradients(), shard_.block);
@@ -123,7 +114,8 @@ StepResult Trainer::step(int64_t step_index) {
     buckets_.finish();
   }
 
-  // Loss: every data rank holds the sum of its own tokens' losses.
+  // Loss: the last stage of every data rank holds the sum of its own tokens' losses.
+  ctx_.pipeline().all_reduce_sum(&loss_sum, 1);
   ctx_.data().all_reduce_sum(&loss_sum, 1);
   result.loss = loss_sum / tokens_per_step_;
 
@@ -149,14 +141,77 @@ StepResult Trainer::step(int64_t step_index) {
   return result;
 }
 
+double Trainer::run_schedule(int64_t step_index) {
+  using parallel::ActionKind;
+  const model::StageLayout& stage = model_.stage();
+  parallel::Comm& pipe = ctx_.pipeline();
+  const int me = pipe.rank();
+  const std::size_t boundary = model_.boundary_floats();
+  const float dloss = static_cast<float>(1.0 / tokens_per_step_);
+  // The last backward of the step starts the data-parallel buckets (not with ZeRO-1, whose
+  // reduce-scatter waits for the whole gradient).
+  std::size_t last_backward = 0;
+  for (std::size_t i = 0; i < plan_.actions.size(); ++i) {
+    if (plan_.actions[i].kind == ActionKind::kBackward) last_backward = i;
+  }
+  double loss_sum = 0.0;
+  for (std::size_t i = 0; i < plan_.actions.size(); ++i) {
+    const parallel::PipelineAction& a = plan_.actions[i];
+    // In-flight micro-batches are consecutive, so micro_batch mod slots never collides.
+    const int slot = a.micro_batch % plan_.slots;
+    switch (a.kind) {
+      case ActionKind::kRecvForward:
+        pipe.recv(model_.stage_input(slot), boundary, me - 1);
+        break;
+      case ActionKind::kForward:
+        if (stage.first || stage.last) loader_.load_train(step_index, a.micro_batch, tokens_.data(), targets_.data());
+        loss_sum += model_.forward(slot, tokens_.data(), targets_.data());
+        break;
+      case ActionKind::kSendForward:
+        pipe.send(model_.stage_output(slot), boundary, me + 1);
+        break;
+      case ActionKind::kRecvBackward:
+        pipe.recv(model_.output_grad(), boundary, me + 1);
+        break;
+      case ActionKind::kBackward:
+        if (i == last_backward && !zero_) {
+          model_.backward(slot, dloss, [this](std::size_t offset) { buckets_.mark_final_from(offset); });
+        } else {
+          model_.backward(slot, dloss, {});
+        }
+        break;
+      case ActionKind::kSendBackward:
+        pipe.send(model_.input_grad(), boundary, me - 1);
+        break;
+    }
+  }
+  return loss_sum;
+}
+
+void Trainer::reduce_embedding_gradient() {
+  parallel::Comm* group = ctx_.embedding();
+  if (group == nullptr || group->size() == 1) return;
+  // Sums commute with the data-parallel reduction, so this may come before or after it.
+  if (!zero_) buckets_.finish();
+  const auto& wte = model_.params().find("wte");
+  group->all_reduce_sum(model_.gradients() + wte.offset, wte.count);
+}
+
 double Trainer::evaluate() {
+  const model::StageLayout& stage = model_.stage();
+  parallel::Comm& pipe = ctx_.pipeline();
+  const std::size_t boundary = model_.boundary_floats();
   double loss_sum = 0.0;
   for (int64_t batch = 0; batch < config_.train.eval_batches; ++batch) {
     for (int64_t micro = 0; micro < micro_batches_; ++micro) {
-      loader_.load_validation(batch, micro, tokens_.data(), targets_.data());
-      loss_sum += model_.forward(tokens_.data(), targets_.data());
+      // Forward only, one micro-batch at a time through the stages.
+      if (!stage.first) pipe.recv(model_.stage_input(0), boundary, pipe.rank() - 1);
+      if (stage.first || stage.last) loader_.load_validation(batch, micro, tokens_.data(), targets_.data());
+      loss_sum += model_.forward(0, tokens_.data(), targets_.data());
+      if (!stage.last) pipe.send(model_.stage_output(0), boundary, pipe.rank() + 1);
     }
   }
+  ctx_.pipeline().all_reduce_sum(&loss_sum, 1);
   ctx_.data().all_reduce_sum(&loss_sum, 1);
   return loss_sum / (tokens_per_step_ * static_cast<double>(config_.train.eval_batches));
 }
@@ -171,8 +226,22 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
                         peak_flops_per_rank * ctx_.grid().world_size());
   const int64_t steps = config_.train.steps;
   for (int64_t s = 0; s < steps; ++s) {
+    const auto comm_before = ctx_.comm_stats();
     const StepResult r = step(s);
     progress.record(r.seconds);
+    if (s > 0) {  // the first step pays for warm-up; validation is outside the window
+      const auto comm_after = ctx_.comm_stats();
+      if (comm_totals_.empty()) {
+        for (const auto& g : comm_after) comm_totals_.push_back({g.group, {}});
+      }
+      for (std::size_t g = 0; g < comm_after.size(); ++g) {
+        comm_totals_[g].stats.bytes += comm_after[g].stats.bytes - comm_before[g].stats.bytes;
+        comm_totals_[g].stats.seconds += comm_after[g].stats.seconds - comm_before[g].stats.seconds;
+        comm_totals_[g].stats.calls += comm_after[g].stats.calls - comm_before[g].stats.calls;
+      }
+      measured_seconds_ += r.seconds;
+      ++measured_steps_;
+    }
     const bool last = s + 1 == steps;
     const bool eval_now = config_.train.eval_batches > 0 &&
                           (last || (config_.train.eval_every > 0 && (s + 1) % config_.train.eval_every == 0));
@@ -192,7 +261,27 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
       std::fflush(stdout);
     }
   }
+  if (leader && measured_steps_ > 0) std::printf("%s", communication_report().c_str());
   return summary;
+}
+
+std::string Trainer::communication_report() const {
+  const double steps = static_cast<double>(measured_steps_);
+  std::string out = "communication per step on rank 0 (payload bytes and time inside the calls, mean of " +
+                    std::to_string(measured_steps_) + " steps after the first):\n";
+  double total_seconds = 0.0;
+  char line[160];
+  for (const auto& g : comm_totals_) {
+    if (g.stats.calls == 0) continue;
+    std::snprintf(line, sizeof line, "  %-9s %10.3f MB %9.2f ms %7.1f calls\n", g.group, g.stats.bytes / steps / 1e6,
+                  1e3 * g.stats.seconds / steps, static_cast<double>(g.stats.calls) / steps);
+    out += line;
+    total_seconds += g.stats.seconds;
+  }
+  std::snprintf(line, sizeof line, "  total %.2f ms of %.2f ms per step (%.1f%% in communication)\n",
+                1e3 * total_seconds / steps, 1e3 * measured_seconds_ / steps,
+                100.0 * total_seconds / std::max(measured_seconds_, 1e-12));
+  return out + line;
 }
 
 }  // namespace trident::train

@@ -1,11 +1,13 @@
 // Trainer: the step loop of one rank. Owns the model, optimiser, data loader and metrics, and
 // uses the parallel context it is given for every collective.
 //
-// A step: zero gradients; for each micro-batch, forward and backward (the last micro-batch's
-// backward starts the data-parallel bucket reductions as its gradients become final); wait for
-// the reductions; global gradient norm; clip; AdamW; log. With ZeRO-1 the reduction is one
-// reduce-scatter after backward, AdamW updates this rank's block, and an all-gather shares the
-// updated parameters.
+// A step runs the stage's pipeline schedule (src/train/pipeline_plan.h; with one stage simply
+// forward and backward of each micro-batch): receive, forward, send, receive the gradient,
+// backward, send it back. The last backward starts the data-parallel bucket reductions as its
+// gradients become final; then the tied embedding's gradient is summed between the first and
+// last stage; global gradient norm; clip; AdamW; log. With ZeRO-1 the data-parallel reduction
+// is one reduce-scatter after backward, AdamW updates this rank's block, and an all-gather
+// shares the updated parameters.
 #pragma once
 
 #include <cmath>
@@ -23,6 +25,7 @@
 #include "src/model/gpt.h"
 #include "src/train/adamw.h"
 #include "src/train/lr_schedule.h"
+#include "src/train/pipeline_plan.h"
 
 namespace trident::train {
 
@@ -47,8 +50,9 @@ struct StepResult {
 
 class Trainer {
  public:
-  // Collective over ctx.world(). The dataset must already be open.
-  Trainer(const io::RunConfig& config, const model::GptConfig& model_config,
+  // Collective over ctx.world(). The dataset must already be open. layout: this rank's
+  // (src/train/run_layout.h).
+  Trainer(const io::RunConfig& config, const model::GptConfig& model_config, const model::GptLayout& layout,
           parallel::ParallelContext& ctx, kernels::Backend& backend, const io::TokenDataset& dataset);
 
   // Runs train.steps steps with logging (rank 0 prints and writes metrics_path when given).
@@ -59,6 +63,13 @@ class Trainer {
   model::Gpt& model() { return model_; }
 
  private:
+  // Runs the forward-and-backward actions of one step; returns this rank's loss sum (non-zero
+  // on the last stage only).
+  double run_schedule(int64_t step_index);
+  // Sums the tied embedding's gradient between the first and the last stage (pp > 1).
+  void reduce_embedding_gradient();
+  // Bytes and time per group and step, printed at the end of run().
+  std::string communication_report() const;
   const io::RunConfig& config_;
   parallel::ParallelContext& ctx_;
   kernels::Backend& backend_;
@@ -70,9 +81,14 @@ class Trainer {
   LrSchedule schedule_;
   io::BatchLoader loader_;
   parallel::GradientBuckets buckets_;
+  PipelinePlan plan_;
   int64_t micro_batches_ = 0;
   double tokens_per_step_ = 0.0;
   std::vector<int32_t> tokens_, targets_;
+  // Communication measured over the training steps after the first (validation excluded).
+  std::vector<parallel::ParallelContext::GroupStats> comm_totals_;
+  double measured_seconds_ = 0.0;
+  int64_t measured_steps_ = 0;
 };
 
 }  // namespace trident::train

@@ -35,7 +35,10 @@ expect_user_error bad_choice 2 "run.device" train good.ini --run.device=tpu
 expect_user_error world_size 3 "parallel.dp" train good.ini --parallel.dp=2
 expect_user_error batch_divisibility 2 "train.global_batch" train good.ini --train.global_batch=6 --train.micro_batch=2
 expect_user_error heads_tp 2 "model.heads" train good.ini --parallel.tp=3 --parallel.dp=1 --model.heads=2 --model.hidden=32
-expect_user_error pp_not_yet 2 "parallel.pp" train good.ini --parallel.pp=2 --parallel.dp=1
+expect_user_error fewer_layers_than_stages 4 "model.layers" train good.ini --parallel.pp=4 --parallel.dp=1
+expect_user_error stage_list_sum 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,2
+expect_user_error stage_list_malformed 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,x
+expect_user_error interleaved_not_yet 2 "parallel.schedule" train good.ini --parallel.pp=2 --parallel.schedule=interleaved
 expect_user_error seq_longer_than_context 2 "train.seq_len" train good.ini --train.seq_len=64
 expect_user_error missing_dataset 2 "absent.h5" train good.ini --data.path=absent.h5 --data.generate=none
 echo "not hdf5" > text.h5

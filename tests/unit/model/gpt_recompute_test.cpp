@@ -29,7 +29,7 @@ struct AccumulatedStep {
 AccumulatedStep accumulate_two_micro_batches(const model::GptConfig& config, model::Recompute recompute) {
   auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
   const int B = 2, T = 5;
-  model::Gpt gpt(config, *backend, B, T, {.recompute = recompute});
+  model::Gpt gpt(config, *backend, B, T, {.layout = {.recompute = recompute}});
   init_with_noise(gpt, *backend, 3);
   const auto tokens = random_tokens(2 * B * T, config.vocab, 1);
   const auto targets = random_tokens(2 * B * T, config.vocab, 2);
@@ -86,16 +86,16 @@ TEST(GptRecompute, EstimateShrinksAndMatchesTheAllocatedArena) {
   for (int layers : {1, 2, 3}) {
     const auto config = tiny_config(layers);
     const std::size_t scratch = backend->attention_scratch_size(B, T, config.heads);
-    const std::size_t none = model::activation_floats(config, B, T, scratch, model::Recompute::kNone);
-    const std::size_t full = model::activation_floats(config, B, T, scratch, model::Recompute::kFull);
+    const std::size_t none = model::activation_floats(config, B, T, scratch, {.recompute = model::Recompute::kNone});
+    const std::size_t full = model::activation_floats(config, B, T, scratch, {.recompute = model::Recompute::kFull});
     if (layers >= 2) {
       EXPECT_LT(full, none) << layers;
     } else {
       EXPECT_EQ(full, none);  // one block: its workspace is its own activations
     }
     // The constructor checks that carving the arena used exactly the estimated floats.
-    model::Gpt kept(config, *backend, B, T, {.recompute = model::Recompute::kNone});
-    model::Gpt recomputed(config, *backend, B, T, {.recompute = model::Recompute::kFull});
+    model::Gpt kept(config, *backend, B, T, {.layout = {.recompute = model::Recompute::kNone}});
+    model::Gpt recomputed(config, *backend, B, T, {.layout = {.recompute = model::Recompute::kFull}});
     EXPECT_EQ(kept.activation_bytes(), none * sizeof(float));
     EXPECT_EQ(recomputed.activation_bytes(), full * sizeof(float));
   }
@@ -117,8 +117,8 @@ TEST(GptRecompute, Gpt2SmallEstimateShrinksByElevenBlocksOfIntermediates) {
   // The attention scratch is the CPU backend's (B NH T^2); the saving does not depend on it.
   const model::GptConfig gpt2_small{12, 12, 768, 1024, 50257, 50304};
   const std::size_t scratch = std::size_t{4} * 12 * 1024 * 1024;
-  const std::size_t none = model::activation_floats(gpt2_small, 4, 1024, scratch, model::Recompute::kNone);
-  const std::size_t full = model::activation_floats(gpt2_small, 4, 1024, scratch, model::Recompute::kFull);
+  const std::size_t none = model::activation_floats(gpt2_small, 4, 1024, scratch, {.recompute = model::Recompute::kNone});
+  const std::size_t full = model::activation_floats(gpt2_small, 4, 1024, scratch, {.recompute = model::Recompute::kFull});
   EXPECT_EQ(none - full, 1'072'873'472u);
   EXPECT_EQ(none, 1'514'876'928u);
   EXPECT_EQ(full, 442'003'456u);

@@ -57,7 +57,7 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerAllocates) {
     // The trainer pads the arenas to its shard arithmetic (parallel/zero_shard.h).
     const auto shard = parallel::shard_arena(count, dp, 0);
     model::Gpt gpt(c, *backend, 3, 7, {.arena_size = shard.padded_size});
-    const auto m = app::estimate_memory(c, 3, 7, backend->attention_scratch_size(3, 7, 2), model::Recompute::kNone, dp);
+    const auto m = app::estimate_memory(c, 3, 7, backend->attention_scratch_size(3, 7, 2), {}, dp);
     EXPECT_EQ(m.activations, gpt.activation_bytes());
     EXPECT_EQ(m.parameters, gpt.arena_size() * sizeof(float));
     EXPECT_EQ(m.gradients, m.parameters);
@@ -67,9 +67,32 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerAllocates) {
   }
   // ZeRO-1 over 4 ranks keeps about a quarter of the optimizer state.
   model::GptConfig big{12, 12, 768, 1024, 50257, 50304};
-  const auto whole = app::estimate_memory(big, 1, 64, 0, model::Recompute::kNone, 1);
-  const auto sharded = app::estimate_memory(big, 1, 64, 0, model::Recompute::kNone, 4);
+  const auto whole = app::estimate_memory(big, 1, 64, 0, {}, 1);
+  const auto sharded = app::estimate_memory(big, 1, 64, 0, {}, 4);
   EXPECT_NEAR(static_cast<double>(sharded.optimizer), static_cast<double>(whole.optimizer) / 4.0, 64.0 * 4);
+}
+
+TEST(MemoryEstimate, PipelineStagesHoldTheirLayersAndMicroBatchesInFlight) {
+  // 3 layers on 2 stages (2 + 1), two micro-batches in flight, with and without recomputation.
+  model::GptConfig c{3, 2, 8, 8, 11, 16};
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  const std::size_t scratch = backend->attention_scratch_size(3, 7, 2);
+  for (auto recompute : {model::Recompute::kNone, model::Recompute::kFull}) {
+    std::size_t params_over_stages = 0;
+    for (int stage = 0; stage < 2; ++stage) {
+      const model::GptLayout layout{.pp = 2, .pp_rank = stage, .slots = 2, .recompute = recompute};
+      model::Gpt gpt(c, *backend, 3, 7, {.layout = layout});
+      const auto m = app::estimate_memory(c, 3, 7, scratch, layout, 1);
+      EXPECT_EQ(m.activations, gpt.activation_bytes()) << "stage " << stage;
+      EXPECT_EQ(m.layers, stage == 0 ? 2 : 1);
+      EXPECT_EQ(gpt.stage().first, stage == 0);
+      EXPECT_EQ(gpt.stage().last, stage == 1);
+      params_over_stages += gpt.params().total_count();
+    }
+    // Every tensor on exactly one stage, except the tied embedding, held by the first and last.
+    const auto whole = model::build_gpt_param_table(c);
+    EXPECT_EQ(params_over_stages, whole.total_count() + whole.find("wte").count);
+  }
 }
 
 TEST(Threads, DefaultSharesTheNodeAndNeverDropsBelowOne) {

@@ -1,0 +1,23 @@
+#include "src/train/run_layout.h"
+
+#include "src/train/pipeline_plan.h"
+
+namespace trident::train {
+
+int64_t micro_batches_per_step(const io::RunConfig& c) {
+  return c.train.global_batch / (c.train.micro_batch * c.parallel.dp);
+}
+
+model::GptLayout run_layout(const io::RunConfig& c, const std::vector<int>& stage_layers, int tp_rank, int pp_rank) {
+  model::GptLayout layout;
+  layout.tp = c.parallel.tp;
+  layout.tp_rank = tp_rank;
+  layout.pp = c.parallel.pp;
+  layout.pp_rank = pp_rank;
+  layout.layers_per_stage = stage_layers;
+  layout.slots = plan_pipeline(c.parallel.schedule, c.parallel.pp, pp_rank, micro_batches_per_step(c)).slots;
+  layout.recompute = c.train.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone;
+  return layout;
+}
+
+}  // namespace trident::train

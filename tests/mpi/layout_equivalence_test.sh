@@ -1,0 +1,54 @@
+# Every dp x tp x pp layout trains the same model as one rank (issue 3's grid): 10 steps of a
+# 4-layer, 4-head model on each layout, with ZeRO-1 off and on and, for pp > 1, each schedule,
+# give every step's loss within 1e-5 relative and the gradient norm within 1e-4 relative of
+# the single-rank run. Differences are fp32 reassociation only (partial sums of row-parallel
+# matmuls, of the vocabulary-parallel loss and of the data-parallel reduction are added in
+# another order); measured differences are around 1e-8. The final parameters, gathered into
+# one file at global shapes by every layout, agree within 1e-4 relative (measured ~1e-6).
+source "$(dirname "$0")/lib.sh"
+tiny_deck deck.ini
+sed -i 's/^layers = 2$/layers = 4/; s/^heads = 2$/heads = 4/' deck.ini
+mpi 1 train deck.ini --run.dir=ref > ref.log 2>&1 || { cat ref.log; fail "single-rank run"; finish; }
+
+# run_layout NAME REFERENCE DP TP PP OVERRIDES...: train and compare with REFERENCE's metrics.
+run_layout() {
+  local name=$1 reference=$2 dp=$3 tp=$4 pp=$5; shift 5
+  mpi $((dp * tp * pp)) train deck.ini --run.dir="$name" --parallel.dp="$dp" --parallel.tp="$tp" \
+    --parallel.pp="$pp" "$@" > "$name.log" 2>&1 || { tail -5 "$name.log"; fail "$name run"; return; }
+  # Final parameters (each layout writes them at global shapes): 1e-4 relative in the 2-norm over
+  # the model (check_metrics compare-params states the rule and why it is not per element).
+  if "$CHECK_METRICS" compare "$reference"/metrics.jsonl "$name"/metrics.jsonl loss 1e-5 >/dev/null &&
+     "$CHECK_METRICS" compare "$reference"/metrics.jsonl "$name"/metrics.jsonl grad_norm 1e-4 >/dev/null &&
+     "$CHECK_METRICS" compare-params "$reference"/final-params.h5 "$name"/final-params.h5 1e-4 >/dev/null; then
+    pass "$name: $("$CHECK_METRICS" compare "$reference"/metrics.jsonl "$name"/metrics.jsonl loss 1e-5)"
+  else
+    "$CHECK_METRICS" compare "$reference"/metrics.jsonl "$name"/metrics.jsonl loss 1e-5
+    fail "$name differs from $reference"
+  fi
+}
+
+for layout in "2 1 1" "1 2 1" "1 1 2" "2 2 1" "2 1 2" "1 2 2" "2 2 2" "4 1 1" "1 4 1" "1 1 4"; do
+  read -r dp tp pp <<< "$layout"
+  for zero in 0 1; do
+    schedules="1f1b"
+    [ "$pp" -gt 1 ] && schedules="1f1b gpipe"
+    for schedule in $schedules; do
+      run_layout "d${dp}t${tp}p${pp}_z${zero}_${schedule}" ref "$dp" "$tp" "$pp" --parallel.zero="$zero" \
+        --parallel.schedule="$schedule"
+    done
+  done
+done
+
+# Recomputation on pipeline and tensor layouts.
+run_layout d1t2p2_recompute ref 1 2 2 --train.recompute=full
+run_layout d2t1p2_recompute_gpipe ref 2 1 2 --train.recompute=full --parallel.schedule=gpipe
+# Fewer micro-batches than stages (1f1b with m = 2 < pp = 4), against a reference of the same batch.
+mpi 1 train deck.ini --run.dir=ref_b4 --train.global_batch=4 > ref_b4.log 2>&1 || fail "reference, global batch 4"
+run_layout d1t1p4_m2 ref_b4 1 1 4 --train.global_batch=4
+# Uneven stages: 5 layers on 2 and 4 stages (even split 3+2, 2+1+1+1) and explicit lists.
+mpi 1 train deck.ini --run.dir=ref5 --model.layers=5 > ref5.log 2>&1 || fail "reference, 5 layers"
+run_layout d1t1p2_5layers ref5 1 1 2 --model.layers=5
+run_layout d1t1p2_5layers_1_4 ref5 1 1 2 --model.layers=5 --parallel.stage_layers=1,4
+run_layout d1t1p4_5layers ref5 1 1 4 --model.layers=5
+run_layout d1t2p2_5layers_4_1_zero ref5 1 2 2 --model.layers=5 --parallel.stage_layers=4,1 --parallel.zero=1
+finish
