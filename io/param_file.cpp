@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
 #include "io/user_error.h"  // UserError
 
 namespace trident::io {
@@ -23,60 +24,6 @@ constexpr const char* kFormatName = "trident-params";
 constexpr int64_t kFormatVersion = 1;
 
 std::string file_label(const std::string& path) { return "parameter file '" + path + "'"; }
-
-// Switches off HDF5's automatic error-stack printing for its lifetime, then restores it.
-class QuietHdf5Errors {
- public:
-  QuietHdf5Errors() {
-    saved_ok_ = H5Eget_auto2(H5E_DEFAULT, &saved_func_, &saved_data_) >= 0;
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5Errors() {
-    if (saved_ok_) H5Eset_auto2(H5E_DEFAULT, saved_func_, saved_data_);
-  }
-  QuietHdf5Errors(const QuietHdf5Errors&) = delete;
-  QuietHdf5Errors& operator=(const QuietHdf5Errors&) = delete;
-
- private:
-  H5E_auto2_t saved_func_ = nullptr;
-  void* saved_data_ = nullptr;
-  bool saved_ok_ = false;
-};
-
-// Owns one HDF5 identifier and closes it with the matching H5?close.
-class Handle {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Handle() = default;
-  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
-  ~Handle() { reset(); }
-  Handle(Handle&& other) noexcept : id_(other.id_), closer_(other.closer_) { other.id_ = -1; }
-  Handle& operator=(Handle&& other) noexcept {
-    if (this != &other) {
-      reset();
-      id_ = other.id_;
-      closer_ = other.closer_;
-      other.id_ = -1;
-    }
-    return *this;
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  hid_t get() const { return id_; }
-  hid_t release() {
-    const hid_t id = id_;
-    id_ = -1;
-    return id;
-  }
-  void reset() {
-    if (id_ >= 0 && closer_ != nullptr) closer_(id_);  // close errors: nothing left to do
-    id_ = -1;
-  }
-
- private:
-  hid_t id_ = -1;
-  Closer closer_ = nullptr;
-};
 
 void check_status(herr_t status, const char* call, const std::string& path) {
   if (status < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
