@@ -13,6 +13,8 @@
 #include "src/app/commands.h"
 #include "src/app/dataset_access.h"
 #include "src/app/run_setup.h"
+#include "src/app/memory_estimate.h"
+#include "src/app/resident_memory.h"
 #include "src/app/startup_report.h"
 #include "src/app/threads.h"
 #include "src/app/version_text.h"
@@ -98,9 +100,26 @@ int train_command(const std::vector<std::string>& args) {
 
   const model::GptLayout layout =
       train::run_layout(c, setup.stage_layers, ctx.coord().tp_rank, ctx.coord().pp_rank);
+  // Memory the trainer adds (parameters, gradients, optimizer state, activations), measured as
+  // the growth of the resident high-water mark, against the estimate printed at start-up.
+  const double resident_before = static_cast<double>(resident_bytes());
   train::Trainer trainer(c, setup.model, layout, ctx, *backend, *dataset);
   const auto start = std::chrono::steady_clock::now();
   const train::RunSummary summary = trainer.run(c.run.dir + "/metrics.jsonl", peak);
+  {
+    float grown_mib = static_cast<float>((static_cast<double>(peak_resident_bytes()) - resident_before) / 1048576.0);
+    world.all_reduce_max(&grown_mib, 1);
+    const auto estimate = estimate_memory(
+        setup.model, static_cast<int>(c.train.micro_batch), c.train.seq_len,
+        backend->attention_scratch_size(static_cast<int>(c.train.micro_batch), c.train.seq_len,
+                                        c.model.heads / c.parallel.tp),
+        layout, c.parallel.zero == 1 ? c.parallel.dp : 1);
+    if (leader) {
+      std::printf("memory: rank 0 estimate %s; measured growth of resident memory while training: %.1f MiB "
+                  "(largest over ranks)\n",
+                  format_bytes(static_cast<double>(estimate.total())).c_str(), static_cast<double>(grown_mib));
+    }
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (leader) {
     std::printf("done: %lld steps in %.1f s; final loss %.4f", static_cast<long long>(c.train.steps), seconds,
