@@ -1,5 +1,6 @@
 // trident check DECK [--ranks N] [--section.key=value ...]: validate a deck and a layout, print
 // the resolved configuration, the layout table and the memory per rank, without training.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -10,9 +11,41 @@
 #include "src/app/command_args.h"
 #include "src/app/commands.h"
 #include "src/app/run_setup.h"
+#include "src/app/memory_estimate.h"
 #include "src/app/startup_report.h"
+#include "src/train/run_layout.h"
 
 namespace trident::app {
+
+namespace {
+
+// The largest per-rank total over the stages for the four combinations of ZeRO-1 and
+// recomputation, so a user sees what each option would save before choosing.
+std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch) {
+  const auto& t = setup.config.train;
+  std::string out = "memory per rank with other options (largest stage):\n";
+  for (int zero = 0; zero <= 1; ++zero) {
+    for (const char* recompute : {"none", "full"}) {
+      io::RunConfig variant = setup.config;
+      variant.parallel.zero = zero;
+      variant.train.recompute = recompute;
+      std::size_t largest = 0;
+      for (int s = 0; s < grid.pp(); ++s) {
+        const auto m = estimate_memory(setup.model, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch,
+                                       train::run_layout(variant, setup.stage_layers, 0, s), zero == 1 ? grid.dp() : 1);
+        largest = std::max(largest, m.total());
+      }
+      char line[128];
+      std::snprintf(line, sizeof line, "  parallel.zero = %d, train.recompute = %-4s  %12s%s\n", zero, recompute,
+                    format_bytes(static_cast<double>(largest)).c_str(),
+                    zero == setup.config.parallel.zero && t.recompute == recompute ? "   (this deck)" : "");
+      out += line;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 int check_command(const std::vector<std::string>& raw_args) {
   std::vector<std::string> args = raw_args;
@@ -59,6 +92,10 @@ int check_command(const std::vector<std::string>& raw_args) {
   std::printf("%s", startup_report(setup, grid,
                                    backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
                                                                    c.train.seq_len, c.model.heads / c.parallel.tp))
+                        .c_str());
+  std::printf("%s", memory_alternatives(setup, grid,
+                                        backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
+                                                                        c.train.seq_len, c.model.heads / c.parallel.tp))
                         .c_str());
   std::printf("%s", data_note.c_str());
   std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);
