@@ -10,6 +10,7 @@ done
 out=$("$TRIDENT" check good.ini --ranks 4 2>&1) || fail "check: $out"
 echo "$out" | grep -q "data groups: \[0,1,2,3\]" || fail "check: no layout table: $out"
 echo "$out" | grep -q "memory per rank" || fail "check: no memory estimate: $out"
+echo "$out" | grep -q "parallel.zero = 1, train.recompute = full" || fail "check: no memory alternatives: $out"
 echo "$out" | grep -q "^dp = 4" || fail "check: dp not resolved: $out"
 [ "$failures" -eq 0 ] && pass "check --ranks 4"
 
