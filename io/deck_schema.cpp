@@ -168,6 +168,11 @@ std::vector<KeySpec> make_schema() {
               "ZeRO stage: 0 = every data rank holds the whole optimizer state; 1 = the AdamW "
               "state is sharded over the data-parallel group (reduce-scatter gradients, update "
               "the own shard, all-gather parameters)."),
+      bool_key("parallel.sequence_parallel", "false",
+               "Sequence parallelism (with parallel.tp > 1): outside the matmuls each tensor rank "
+               "keeps only its 1/tp of the micro-batch's token rows (LayerNorms, residual stream, "
+               "stage boundaries), with all-gather / reduce-scatter in place of the all-reduces "
+               "(same bytes). train.micro_batch * train.seq_len must be divisible by parallel.tp."),
 
       // [log]
       int_key("log.every", "10", 1, kNone, "Print a progress line every this many steps."),

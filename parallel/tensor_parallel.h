@@ -9,9 +9,24 @@
 // matmuls reads like the single-device model. With one tensor rank every operator is the
 // identity. Buffers are the backend's device memory; MpiComm works on host memory, which is
 // what the CPU backend has.
+//
+// Sequence parallelism (Megatron-LM's second pair) replaces them where the activations outside
+// the matmuls are split by rows: a full [N, C] buffer is tp consecutive blocks of `count` =
+// (N / tp) * C floats, and tensor rank r owns block r (rows [r N/tp, (r+1) N/tp)).
+//
+//   gather_from_sp  forward: all-gather (every rank's rows to every rank; replaces copy_to_tp)
+//                   backward: reduce-scatter (each rank's gradient of the full rows is partial;
+//                   it keeps the sum over the group of its own rows)
+//   scatter_to_sp   forward: reduce-scatter (each rank's output of the full rows is partial; it
+//                   keeps the sum of its own rows; replaces reduce_from_tp)
+//                   backward: all-gather
+//
+// A reduce-scatter and an all-gather move the same bytes as one all-reduce. The sequence-
+// parallel operators need a tensor group (a Comm, of any size).
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
 
 #include "parallel/comm.h"
 
@@ -34,6 +49,28 @@ class TensorParallel {
   }
   void reduce_from_tp_backward(float*, std::size_t) const {}
 
+  // This rank's block of a full buffer of tp blocks of `count` floats.
+  float* own_block(float* full, std::size_t count) const { return full + static_cast<std::size_t>(rank()) * count; }
+  const float* own_block(const float* full, std::size_t count) const {
+    return full + static_cast<std::size_t>(rank()) * count;
+  }
+
+  // In place over full[count * size]: the own block, filled by the caller, is copied to all.
+  void gather_from_sp_forward(float* full, std::size_t count) const { group().all_gather_in_place(full, count); }
+  // In place over full_grad[count * size]: afterwards the own block holds the group's sum of
+  // that block; the other blocks are unspecified.
+  void gather_from_sp_backward(float* full_grad, std::size_t count) const {
+    group().reduce_scatter_sum_in_place(full_grad, count);
+  }
+  // own[count] = the group's sum of the own block of partial_full[count * size].
+  void scatter_to_sp_forward(const float* partial_full, float* own, std::size_t count) const {
+    group().reduce_scatter_sum(partial_full, own, count);
+  }
+  // full_grad[count * size] = every rank's own_grad[count], in rank order.
+  void scatter_to_sp_backward(const float* own_grad, float* full_grad, std::size_t count) const {
+    group().all_gather(own_grad, full_grad, count);
+  }
+
   // For the vocabulary-parallel cross-entropy: per-row statistics combined over the group.
   void all_reduce_max(float* data, std::size_t count) const {
     if (active()) comm_->all_reduce_max(data, count);
@@ -43,6 +80,10 @@ class TensorParallel {
   }
 
  private:
+  Comm& group() const {
+    if (comm_ == nullptr) throw std::logic_error("TensorParallel: sequence parallelism needs a tensor group");
+    return *comm_;
+  }
   Comm* comm_;
 };
 

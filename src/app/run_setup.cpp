@@ -36,6 +36,13 @@ void check_layout(io::RunConfig& c, int world_size) {
     throw UserError("model.heads = " + str(c.model.heads) + " is not divisible by parallel.tp = " + str(p.tp) +
                     "; each tensor rank needs whole heads");
   }
+  if (p.sequence_parallel && p.tp > 1 && (c.train.micro_batch * c.train.seq_len) % p.tp != 0) {
+    throw UserError("parallel.sequence_parallel = true splits the train.micro_batch * train.seq_len = " +
+                    str(c.train.micro_batch) + " * " + str(c.train.seq_len) + " = " +
+                    str(c.train.micro_batch * c.train.seq_len) + " token rows of a micro-batch over parallel.tp = " +
+                    str(p.tp) + " tensor ranks, but they are not divisible by it; choose train.micro_batch or "
+                    "train.seq_len so that their product is a multiple of parallel.tp");
+  }
   if (c.model.layers < p.pp) {
     throw UserError("model.layers = " + str(c.model.layers) + " is fewer than parallel.pp = " + str(p.pp) +
                     " pipeline stages; every stage needs at least one layer: use parallel.pp <= " +

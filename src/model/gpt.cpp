@@ -9,16 +9,25 @@ namespace trident::model {
 
 namespace {
 
-// Floats of one block's forward state for [B, T] other than its output `out` (BTC): what the
-// shared workspace holds under Recompute::kFull. Cl = C / tp channels are this rank's.
-std::size_t block_workspace_floats(const GptConfig& c, std::size_t B, std::size_t T, int tp) {
+// Rows of the sequence-parallel regions (residual stream, LayerNorm inputs): all B*T rows, or
+// this rank's B*T / tp with sequence parallelism.
+std::size_t region_rows(std::size_t bt, const GptLayout& layout) {
+  return layout.sequence_parallel && layout.tp > 1 ? bt / static_cast<std::size_t>(layout.tp) : bt;
+}
+
+// Floats of one block's forward state for [B, T] other than its output `out`: what the shared
+// workspace holds under Recompute::kFull. Cl = C / tp channels are this rank's; R rows of the
+// sequence-parallel regions (B*T, or B*T / tp).
+std::size_t block_workspace_floats(const GptConfig& c, std::size_t B, std::size_t T, const GptLayout& layout) {
+  const int tp = layout.tp;
   const std::size_t btc = B * T * static_cast<std::size_t>(c.hidden);
   const std::size_t btcl = btc / static_cast<std::size_t>(tp);
-  const std::size_t bt = B * T;
+  const std::size_t rows = region_rows(B * T, layout);
   const std::size_t att = B * static_cast<std::size_t>(c.heads / tp) * T * T;
-  // ln1 + residual2 + ln2 (full width) = 3 BTC; qkv(3) + atty + up(4) + up_gelu(4) = 12 BTCl;
-  // 4 norm statistics per row. (tp = 1: 15 BTC.)
-  return 3 * btc + 12 * btcl + 4 * bt + att;
+  // ln1 + ln2 (full rows: the column-parallel matmuls' inputs) = 2 BTC; residual2 = R C;
+  // qkv(3) + atty + up(4) + up_gelu(4) = 12 BTCl; 4 norm statistics per region row.
+  // (tp = 1: 15 BTC.)
+  return 2 * btc + rows * static_cast<std::size_t>(c.hidden) + 12 * btcl + 4 * rows + att;
 }
 
 std::string block_name(int layer, const char* part) {
@@ -39,21 +48,25 @@ std::size_t activation_floats(const GptConfig& c, int B, int T, std::size_t atte
   const std::size_t btc = b * t * static_cast<std::size_t>(c.hidden);
   const std::size_t btcl = btc / static_cast<std::size_t>(tp);
   const std::size_t bt = b * t;
+  // Rows of the sequence-parallel regions and their floats (BTC without sequence parallelism).
+  const std::size_t rows = region_rows(bt, layout);
+  const std::size_t rc = rows * static_cast<std::size_t>(c.hidden);
   const auto layers = static_cast<std::size_t>(stage.layers());
   const auto slots = static_cast<std::size_t>(layout.slots);
-  const std::size_t workspace = block_workspace_floats(c, b, t, tp);
+  const std::size_t workspace = block_workspace_floats(c, b, t, layout);
   // Per slot: the stage input, every block's output (the next block's input, or ln_f's), and
   // under kNone each block's intermediates; the last stage adds the head's state.
   const std::size_t vocab_stats = tp > 1 ? 3 * bt : 0;  // row max, row sum of exp, target logit
-  const std::size_t head = stage.last ? btc /*lnf*/ + 2 * bt + bt * static_cast<std::size_t>(c.padded_vocab / tp) +
-                                            bt /*losses*/ + vocab_stats
+  const std::size_t head = stage.last ? btc /*lnf, full rows*/ + 2 * rows +
+                                            bt * static_cast<std::size_t>(c.padded_vocab / tp) + bt /*losses*/ +
+                                            vocab_stats
                                       : 0;
   const std::size_t per_slot =
-      btc /*input*/ + layers * btc /*outs*/ + (layout.recompute == Recompute::kNone ? layers * workspace : 0) + head;
+      rc /*input*/ + layers * rc /*outs*/ + (layout.recompute == Recompute::kNone ? layers * workspace : 0) + head;
   // kFull: one workspace shared by every block and slot.
   const std::size_t shared_workspace = layout.recompute == Recompute::kFull && layers > 0 ? workspace : 0;
-  // dresidual + dln = 2 BTC; dqkv(3) + datty + dup_gelu(4) + dup(4) = 12 BTCl
-  const std::size_t backward_scratch = 2 * btc + 12 * btcl + attention_scratch;
+  // dresidual (R C) + dln (BTC); dqkv(3) + datty + dup_gelu(4) + dup(4) = 12 BTCl
+  const std::size_t backward_scratch = rc + btc + 12 * btcl + attention_scratch;
   return slots * per_slot + shared_workspace + backward_scratch;
 }
 
@@ -135,9 +148,15 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
       vocab_(parallel::vocab_shard(config.padded_vocab, config.vocab, layout_.tp, layout_.tp_rank)),
       local_hidden_(config.hidden / layout_.tp),
       local_heads_(config.heads / layout_.tp),
+      sp_(layout_.sequence_parallel && layout_.tp > 1),
+      rows_(sp_ ? B * T / layout_.tp : B * T),
       table_(build_gpt_param_table(config, layout_)) {
   if (tp_.size() != layout_.tp || tp_.rank() != layout_.tp_rank) {
     throw std::logic_error("Gpt: the tensor group does not match layout.tp / layout.tp_rank");
+  }
+  if (sp_ && (B * T) % layout_.tp != 0) {
+    throw std::logic_error("Gpt: sequence parallelism needs B*T = " + std::to_string(B * T) +
+                           " divisible by tp = " + std::to_string(layout_.tp));
   }
   arena_size_ = std::max(options.arena_size, table_.total_count());
   params_ = backend_.allocate(arena_size_);
@@ -155,6 +174,19 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
     layer_offsets_.push_back({at("ln1.weight"), at("ln1.bias"), at("attn.qkv.weight"), at("attn.qkv.bias"),
                               at("attn.proj.weight"), at("attn.proj.bias"), at("ln2.weight"), at("ln2.bias"),
                               at("mlp.up.weight"), at("mlp.up.bias"), at("mlp.down.weight"), at("mlp.down.bias")});
+  }
+  if (sp_) {
+    for (const auto& t : table_.tensors()) {
+      const std::string& name = t.spec.name;
+      const bool layernorm = name.find(".ln1.") != std::string::npos || name.find(".ln2.") != std::string::npos ||
+                             name.rfind("ln_f.", 0) == 0;
+      if (!layernorm) continue;
+      if (!sp_partial_grads_.empty() && sp_partial_grads_.back().first + sp_partial_grads_.back().second == t.offset) {
+        sp_partial_grads_.back().second += t.count;  // weight and bias side by side: one call
+      } else {
+        sp_partial_grads_.emplace_back(t.offset, t.count);
+      }
+    }
   }
   const std::size_t scratch = backend_.attention_scratch_size(B_, T_, local_heads_);
   activation_count_ = activation_floats(config_, B_, T_, scratch, layout_);
@@ -187,6 +219,9 @@ void Gpt::carve_activations() {
   const std::size_t C = static_cast<std::size_t>(config_.hidden);
   const std::size_t btc = b * t * C, bt = b * t;
   const std::size_t btcl = btc / static_cast<std::size_t>(tp_.size());
+  // The sequence-parallel regions: this rank's rows (all of them without sequence parallelism).
+  const auto rows = static_cast<std::size_t>(rows_);
+  const std::size_t rc = rows * C;
   float* cursor = activations_;
   auto take = [&cursor](std::size_t n) {
     float* p = cursor;
@@ -194,16 +229,16 @@ void Gpt::carve_activations() {
     return p;
   };
   auto take_block = [&](LayerActivations& a) {
-    a.ln1 = take(btc);
-    a.ln1_mean = take(bt);
-    a.ln1_rstd = take(bt);
+    a.ln1 = take(btc);  // full rows (gathered with sequence parallelism): the QKV matmul's input
+    a.ln1_mean = take(rows);
+    a.ln1_rstd = take(rows);
     a.qkv = take(3 * btcl);
     a.att = take(b * static_cast<std::size_t>(local_heads_) * t * t);
     a.atty = take(btcl);
-    a.residual2 = take(btc);
+    a.residual2 = take(rc);
     a.ln2 = take(btc);
-    a.ln2_mean = take(bt);
-    a.ln2_rstd = take(bt);
+    a.ln2_mean = take(rows);
+    a.ln2_rstd = take(rows);
     a.up = take(4 * btcl);
     a.up_gelu = take(4 * btcl);
   };
@@ -212,7 +247,7 @@ void Gpt::carve_activations() {
   if (layout_.recompute == Recompute::kFull && layers > 0) take_block(workspace);
   slots_.resize(static_cast<std::size_t>(layout_.slots));
   for (Slot& s : slots_) {
-    s.encoded = take(btc);
+    s.encoded = take(rc);
     s.layers.resize(layers);
     for (auto& a : s.layers) {
       if (layout_.recompute == Recompute::kNone) {
@@ -220,12 +255,12 @@ void Gpt::carve_activations() {
       } else {
         a = workspace;
       }
-      a.out = take(btc);
+      a.out = take(rc);
     }
     if (stage_.last) {
-      s.lnf = take(btc);
-      s.lnf_mean = take(bt);
-      s.lnf_rstd = take(bt);
+      s.lnf = take(btc);  // full rows: the LM head's input
+      s.lnf_mean = take(rows);
+      s.lnf_rstd = take(rows);
       s.logits = take(bt * static_cast<std::size_t>(vocab_.size()));
       s.losses = take(bt);
       if (tp_.active()) {
@@ -234,7 +269,7 @@ void Gpt::carve_activations() {
       }
     }
   }
-  dresidual_ = take(btc);
+  dresidual_ = take(rc);
   dln_ = take(btc);
   dqkv_ = take(3 * btcl);
   datty_ = take(btcl);
@@ -263,56 +298,97 @@ Gpt::LayerPointers Gpt::layer_pointers(float* arena, int local_layer) const {
 
 void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivations& a) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
-  const int N = B * T;
+  const int N = B * T, R = rows_;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
+  const std::size_t rc = static_cast<std::size_t>(R) * C;  // this rank's rows (btc without sp_)
   const LayerPointers p = layer_pointers(params_, local_layer);
-  // A replicated bias of a row-parallel matmul joins the partial sums on one tensor rank only.
+  // A replicated bias of a row-parallel matmul joins the partial sums on one tensor rank only
+  // (with sequence parallelism too: before the reduce-scatter, so it is counted once).
   const bool adds_bias = tp_.rank() == 0;
-  backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, p.ln1_w, p.ln1_b, N, C);
-  tp_.copy_to_tp_forward(a.ln1, btc);
+  // LayerNorm of this rank's rows, then the full rows for a column-parallel matmul.
+  auto layernorm_to_full = [&](float* full, float* mean, float* rstd, const float* x, const float* w,
+                               const float* b) {
+    backend_.layernorm_forward(sp_ ? tp_.own_block(full, rc) : full, mean, rstd, x, w, b, R, C);
+    if (sp_) {
+      tp_.gather_from_sp_forward(full, rc);
+    } else {
+      tp_.copy_to_tp_forward(full, btc);
+    }
+  };
+  // A row-parallel matmul into this rank's rows of `dst`, its partial sums combined.
+  auto row_parallel = [&](float* dst, const float* inp, const float* w, const float* bias, int in_channels) {
+    float* partial = sp_ ? dln_ : dst;  // full rows; dln_ is free between backward's kernels
+    backend_.matmul_forward(partial, inp, w, adds_bias ? bias : nullptr, N, in_channels, C);
+    if (sp_) {
+      tp_.scatter_to_sp_forward(partial, dst, rc);
+    } else {
+      tp_.reduce_from_tp_forward(dst, btc);
+    }
+  };
+  layernorm_to_full(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, p.ln1_w, p.ln1_b);
   backend_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C, 3 * Cl);
   backend_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl);
-  backend_.matmul_forward(a.residual2, a.atty, p.proj_w, adds_bias ? p.proj_b : nullptr, N, Cl, C);
-  tp_.reduce_from_tp_forward(a.residual2, btc);
-  backend_.add(a.residual2, a.residual2, x_in, btc);
-  backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, p.ln2_w, p.ln2_b, N, C);
-  tp_.copy_to_tp_forward(a.ln2, btc);
+  row_parallel(a.residual2, a.atty, p.proj_w, p.proj_b, Cl);
+  backend_.add(a.residual2, a.residual2, x_in, rc);
+  layernorm_to_full(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, p.ln2_w, p.ln2_b);
   backend_.matmul_forward(a.up, a.ln2, p.up_w, p.up_b, N, C, 4 * Cl);
   backend_.gelu_forward(a.up_gelu, a.up, 4 * static_cast<std::size_t>(N) * Cl);
-  backend_.matmul_forward(a.out, a.up_gelu, p.down_w, adds_bias ? p.down_b : nullptr, N, 4 * Cl, C);
-  tp_.reduce_from_tp_forward(a.out, btc);
-  backend_.add(a.out, a.out, a.residual2, btc);
+  row_parallel(a.out, a.up_gelu, p.down_w, p.down_b, 4 * Cl);
+  backend_.add(a.out, a.out, a.residual2, rc);
+}
+
+float* Gpt::full_output_grad() {
+  const std::size_t btc = static_cast<std::size_t>(B_) * T_ * config_.hidden;
+  if (!sp_) {
+    tp_.reduce_from_tp_backward(dresidual_, btc);
+    return dresidual_;
+  }
+  tp_.scatter_to_sp_backward(dresidual_, dln_, static_cast<std::size_t>(rows_) * config_.hidden);
+  return dln_;
+}
+
+const float* Gpt::own_input_grad() {
+  const std::size_t btc = static_cast<std::size_t>(B_) * T_ * config_.hidden;
+  if (!sp_) {
+    tp_.copy_to_tp_backward(dln_, btc);  // each rank's dln_ covered its own channels only
+    return dln_;
+  }
+  const std::size_t rc = static_cast<std::size_t>(rows_) * config_.hidden;
+  tp_.gather_from_sp_backward(dln_, rc);
+  return tp_.own_block(dln_, rc);
 }
 
 void Gpt::block_backward(int local_layer, const float* x_in, const LayerActivations& a) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
-  const int N = B * T;
+  const int N = B * T, R = rows_;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
   const std::size_t btcl = static_cast<std::size_t>(N) * Cl;
   const LayerPointers p = layer_pointers(params_, local_layer);
   const LayerPointers g = layer_pointers(grads_, local_layer);
-  // out = residual2 + down(gelu(up(ln2(residual2)))). dresidual_ is the same on every tensor
-  // rank, so the replicated down bias gets the same (whole) gradient everywhere.
-  tp_.reduce_from_tp_backward(dresidual_, btc);
+  // out = residual2 + down(gelu(up(ln2(residual2)))). The output gradient of the full rows is
+  // the same on every tensor rank, so the replicated down bias gets the same (whole) gradient
+  // everywhere.
+  const float* dout = full_output_grad();
   backend_.fill_zero(dup_gelu_, 4 * btcl);
-  backend_.matmul_backward(dup_gelu_, g.down_w, g.down_b, dresidual_, a.up_gelu, p.down_w, N, 4 * Cl, C);
+  backend_.matmul_backward(dup_gelu_, g.down_w, g.down_b, dout, a.up_gelu, p.down_w, N, 4 * Cl, C);
   backend_.fill_zero(dup_, 4 * btcl);
   backend_.gelu_backward(dup_, a.up, dup_gelu_, 4 * btcl);
   backend_.fill_zero(dln_, btc);
   backend_.matmul_backward(dln_, g.up_w, g.up_b, dup_, a.ln2, p.up_w, N, C, 4 * Cl);
-  tp_.copy_to_tp_backward(dln_, btc);  // each rank's dln_ covered its own channels only
-  backend_.layernorm_backward(dresidual_, g.ln2_w, g.ln2_b, dln_, a.residual2, p.ln2_w, a.ln2_mean, a.ln2_rstd,
-                              N, C);
+  // With sequence parallelism the LayerNorm gradients below cover this rank's rows only: a
+  // partial sum (reduce_sequence_parallel_gradients).
+  backend_.layernorm_backward(dresidual_, g.ln2_w, g.ln2_b, own_input_grad(), a.residual2, p.ln2_w, a.ln2_mean,
+                              a.ln2_rstd, R, C);
   // residual2 = x_in + proj(attention(qkv(ln1(x_in))))
-  tp_.reduce_from_tp_backward(dresidual_, btc);
+  dout = full_output_grad();
   backend_.fill_zero(datty_, btcl);
-  backend_.matmul_backward(datty_, g.proj_w, g.proj_b, dresidual_, a.atty, p.proj_w, N, Cl, C);
+  backend_.matmul_backward(datty_, g.proj_w, g.proj_b, dout, a.atty, p.proj_w, N, Cl, C);
   backend_.fill_zero(dqkv_, 3 * btcl);
   backend_.attention_backward(dqkv_, attention_scratch_, datty_, a.qkv, a.att, B, T, Cl, NHl);
   backend_.fill_zero(dln_, btc);
   backend_.matmul_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, p.qkv_w, N, C, 3 * Cl);
-  tp_.copy_to_tp_backward(dln_, btc);
-  backend_.layernorm_backward(dresidual_, g.ln1_w, g.ln1_b, dln_, x_in, p.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+  backend_.layernorm_backward(dresidual_, g.ln1_w, g.ln1_b, own_input_grad(), x_in, p.ln1_w, a.ln1_mean,
+                              a.ln1_rstd, R, C);
 }
 
 void Gpt::zero_gradients() { backend_.fill_zero(grads_, arena_size_); }
@@ -322,13 +398,20 @@ double Gpt::forward(int slot, const int32_t* tokens, const int32_t* targets) {
   const int B = B_, T = T_, C = config_.hidden;
   const int N = B * T;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
+  const std::size_t rc = static_cast<std::size_t>(rows_) * C;
   if (stage_.first) {
     backend_.copy_tokens_to_device(s.tokens, tokens, static_cast<std::size_t>(N));
     // Vocabulary-parallel embedding: each rank looks up the tokens it owns (zero for the
-    // others), tensor rank 0 adds the positions, and the all-reduce assembles the sum.
-    backend_.embedding_forward(s.encoded, s.tokens, params_ + wte_offset_,
+    // others), tensor rank 0 adds the positions, and the all-reduce assembles the sum (with
+    // sequence parallelism: the reduce-scatter, each rank keeping its rows).
+    float* lookup = sp_ ? dln_ : s.encoded;  // full rows
+    backend_.embedding_forward(lookup, s.tokens, params_ + wte_offset_,
                                tp_.rank() == 0 ? params_ + wpe_offset_ : nullptr, B, T, C, vocab_.begin, vocab_.end);
-    tp_.reduce_from_tp_forward(s.encoded, btc);
+    if (sp_) {
+      tp_.scatter_to_sp_forward(lookup, s.encoded, rc);
+    } else {
+      tp_.reduce_from_tp_forward(s.encoded, btc);
+    }
   }
   const int layers = stage_.layers();
   for (int l = 0; l < layers; ++l) block_forward(l, block_input(s, l), s.layers[static_cast<std::size_t>(l)]);
@@ -336,9 +419,13 @@ double Gpt::forward(int slot, const int32_t* tokens, const int32_t* targets) {
   if (!stage_.last) return 0.0;
 
   backend_.copy_tokens_to_device(s.targets, targets, static_cast<std::size_t>(N));
-  backend_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot), params_ + lnf_w_offset_,
-                             params_ + lnf_b_offset_, N, C);
-  tp_.copy_to_tp_forward(s.lnf, btc);
+  backend_.layernorm_forward(sp_ ? tp_.own_block(s.lnf, rc) : s.lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot),
+                             params_ + lnf_w_offset_, params_ + lnf_b_offset_, rows_, C);
+  if (sp_) {
+    tp_.gather_from_sp_forward(s.lnf, rc);
+  } else {
+    tp_.copy_to_tp_forward(s.lnf, btc);
+  }
   backend_.matmul_forward(s.logits, s.lnf, params_ + wte_offset_, nullptr, N, C, vocab_.size());
   if (tp_.active()) return sharded_loss_sum(s);
   backend_.cross_entropy_forward(s.losses, s.logits, s.targets, N, config_.vocab, config_.padded_vocab);
@@ -381,17 +468,15 @@ void Gpt::head_backward(int slot, float dloss) {
   backend_.fill_zero(dln_, btc);
   backend_.matmul_backward(dln_, grads_ + wte_offset_, nullptr, dlogits, s.lnf, params_ + wte_offset_, N, C,
                            vocab_.size());
-  tp_.copy_to_tp_backward(dln_, btc);
-  backend_.fill_zero(dresidual_, btc);
-  backend_.layernorm_backward(dresidual_, grads_ + lnf_w_offset_, grads_ + lnf_b_offset_, dln_,
-                              stage_output(slot), params_ + lnf_w_offset_, s.lnf_mean,
-                              s.lnf_rstd, N, C);
+  const float* dlnf = own_input_grad();
+  backend_.fill_zero(dresidual_, static_cast<std::size_t>(rows_) * C);
+  backend_.layernorm_backward(dresidual_, grads_ + lnf_w_offset_, grads_ + lnf_b_offset_, dlnf, stage_output(slot),
+                              params_ + lnf_w_offset_, s.lnf_mean, s.lnf_rstd, rows_, C);
 }
 
 void Gpt::backward(int slot, float dloss, const std::function<void(std::size_t)>& grads_final) {
   Slot& s = slots_[static_cast<std::size_t>(slot)];
   const int B = B_, T = T_, C = config_.hidden;
-  const std::size_t btc = static_cast<std::size_t>(B) * T * C;
   auto final_from = [&](std::size_t offset) {
     if (grads_final) grads_final(offset);
   };
@@ -418,11 +503,17 @@ void Gpt::backward(int slot, float dloss, const std::function<void(std::size_t)>
     final_from(layer_offsets_[static_cast<std::size_t>(l)].ln1_w);  // the block's first tensor
   }
   if (stage_.first) {
-    tp_.reduce_from_tp_backward(dresidual_, btc);
-    backend_.embedding_backward(grads_ + wte_offset_, grads_ + wpe_offset_, dresidual_, s.tokens, B, T, C,
+    // Every rank gets the output gradient of all rows, so wpe's gradient (positions added by
+    // tensor rank 0 before the reduction) is whole on every rank, with or without sequence
+    // parallelism.
+    backend_.embedding_backward(grads_ + wte_offset_, grads_ + wpe_offset_, full_output_grad(), s.tokens, B, T, C,
                                 vocab_.begin, vocab_.end);
   }
   final_from(0);
+}
+
+void Gpt::reduce_sequence_parallel_gradients() {
+  for (const auto& [offset, count] : sp_partial_grads_) tp_.all_reduce_sum(grads_ + offset, count);
 }
 
 }  // namespace trident::model

@@ -19,6 +19,19 @@
 // row-parallel biases and the position table are replicated: every tensor rank computes them
 // identically.
 //
+// Sequence parallelism (layout.sequence_parallel, tp > 1; Megatron-LM's): outside the matmuls
+// each tensor rank keeps only its block of N / tp consecutive rows of the [N = B*T, C]
+// activations (rank r: rows [r N/tp, (r+1) N/tp)). LayerNorm and the residual adds are
+// per-row, so splitting the flattened batch-and-sequence rows is what Megatron's split along
+// the sequence amounts to here (attention, which mixes positions, runs on gathered rows). The residual stream, the LayerNorm
+// inputs and statistics, residual2, the block outputs, stage boundaries and dresidual are
+// [N/tp, C]. Before each column-parallel matmul (QKV, MLP-up, LM head) the LayerNorm output is
+// all-gathered into a full [N, C] buffer (gather_from_sp), which is kept for backward as the
+// matmul's input (Megatron re-gathers it in backward instead: less memory, more communication);
+// after each row-parallel matmul and the embedding the partial sums are reduce-scattered
+// (scatter_to_sp). The LayerNorm weight and bias gradients are then partial sums over each
+// rank's rows: reduce_sequence_parallel_gradients() sums them over the tensor group.
+//
 // Pipeline parallelism: a rank holds one stage, a run of consecutive layers (StageLayout); the
 // first stage embeds tokens, the others take their input activations from the previous stage
 // (stage_input), and the last stage computes the loss. Several micro-batches can be in flight
@@ -27,6 +40,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -52,6 +66,8 @@ struct GptLayout {
   std::vector<int> layers_per_stage{};  // empty: even_stage_split(layers, pp)
   int slots = 1;       // micro-batches in flight on this stage
   Recompute recompute = Recompute::kNone;
+  // Sequence parallelism (tp > 1 only; with tp = 1 it changes nothing). Requires B*T % tp == 0.
+  bool sequence_parallel = false;
   StageLayout stage(const GptConfig& config) const;
 };
 
@@ -89,8 +105,11 @@ class Gpt {
   float* gradients() { return grads_; }
   std::size_t arena_size() const { return arena_size_; }
   std::size_t activation_bytes() const { return activation_count_ * sizeof(float); }
-  // Floats of one stage boundary activation (and of its gradient): B * T * C.
-  std::size_t boundary_floats() const { return static_cast<std::size_t>(B_) * T_ * config_.hidden; }
+  // Floats of one stage boundary activation (and of its gradient): B * T * C, or this rank's
+  // rows of it, B * T / tp * C, with sequence parallelism.
+  std::size_t boundary_floats() const { return static_cast<std::size_t>(rows_) * config_.hidden; }
+  // Whether sequence parallelism is on (layout.sequence_parallel and tp > 1).
+  bool sequence_parallel() const { return sp_; }
 
   void zero_gradients();
   // Forward of one micro-batch in `slot`. tokens and targets: host int32 [B*T] (the first stage
@@ -110,6 +129,14 @@ class Gpt {
   void backward(float dloss, const std::function<void(std::size_t)>& grads_final) {
     backward(0, dloss, grads_final);
   }
+  // Sequence parallelism: sums the LayerNorm weight and bias gradients (ln1, ln2, ln_f), which
+  // each tensor rank computed from its own rows only, over the tensor group. Call once per
+  // step, after the last backward and before any other reduction touches them (an all-reduce
+  // of the accumulated gradients per micro-batch would count earlier micro-batches tp times).
+  // The row-parallel biases and wpe need no sum: their gradients come from the all-gathered
+  // full-row output gradient and are whole on every rank. Does nothing without sequence
+  // parallelism.
+  void reduce_sequence_parallel_gradients();
 
   float* stage_input(int slot) { return slots_[static_cast<std::size_t>(slot)].encoded; }
   const float* stage_output(int slot) const;
@@ -154,6 +181,14 @@ class Gpt {
   // One block's backward: dresidual_ holds d(loss)/d(a.out) on entry and d(loss)/d(x_in) on
   // return; gradients accumulate into the block's tensors. a must hold this block's forward.
   void block_backward(int local_layer, const float* x_in, const LayerActivations& a);
+  // Backward through scatter_to_sp / reduce_from_tp: d(loss)/d(the full rows of a row-parallel
+  // matmul's output) from dresidual_ (this rank's rows with sequence parallelism: all-gathered
+  // into dln_). The same on every tensor rank.
+  float* full_output_grad();
+  // Backward through gather_from_sp / copy_to_tp: dln_ holds this rank's partial d(loss)/d(the
+  // full rows of a column-parallel matmul's input); returns the summed gradient of the rows
+  // this rank's LayerNorm produced (all rows without sequence parallelism).
+  const float* own_input_grad();
   // The loss of each row from the statistics the tensor group combined (vocabulary-parallel).
   double sharded_loss_sum(Slot& s);
   // Cross-entropy, LM head and ln_f backward of the last stage: leaves d(loss)/d(stage
@@ -169,6 +204,11 @@ class Gpt {
   parallel::VocabShard vocab_;  // this rank's rows of the (padded) vocabulary
   int local_hidden_ = 0;        // C / tp: attention channels of this rank's heads
   int local_heads_ = 0;         // heads / tp
+  bool sp_ = false;             // sequence parallelism on (layout.sequence_parallel, tp > 1)
+  int rows_ = 0;                // rows of the sequence-parallel regions: B*T, or B*T / tp with sp_
+  // Arena ranges [offset, offset + count) of the gradients that sequence parallelism leaves
+  // partial (the LayerNorms), adjacent tensors merged.
+  std::vector<std::pair<std::size_t, std::size_t>> sp_partial_grads_;
   std::size_t arena_size_ = 0;
   ParamTable table_;
   float* params_ = nullptr;
@@ -183,7 +223,10 @@ class Gpt {
   // kFull: the slot whose last block's forward the shared workspace still holds (-1: none), so
   // that backward may skip re-running it.
   int workspace_slot_ = -1;
-  // backward scratch, shared by all blocks and slots
+  // backward scratch, shared by all blocks and slots. With sequence parallelism dln_ (full
+  // [N, C]) is also forward's scratch for the row-parallel partial sums before their
+  // reduce-scatter and backward's for the all-gathered output gradient: it holds nothing
+  // between two kernels' uses (dresidual_, which carries the gradient, is never touched).
   float *dresidual_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr,
         *dup_gelu_ = nullptr, *dup_ = nullptr, *attention_scratch_ = nullptr;
   std::vector<float> host_losses_;

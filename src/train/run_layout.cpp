@@ -17,6 +17,7 @@ model::GptLayout run_layout(const io::RunConfig& c, const std::vector<int>& stag
   layout.layers_per_stage = stage_layers;
   layout.slots = plan_pipeline(c.parallel.schedule, c.parallel.pp, pp_rank, micro_batches_per_step(c)).slots;
   layout.recompute = c.train.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone;
+  layout.sequence_parallel = c.parallel.sequence_parallel;
   return layout;
 }
 

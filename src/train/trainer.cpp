@@ -106,6 +106,13 @@ StepResult Trainer::step(int64_t step_index) {
   model_.zero_gradients();
   buckets_.begin();
   double loss_sum = run_schedule(step_index);
+  // Sequence parallelism leaves the LayerNorm gradients partial on each tensor rank: sum them
+  // over the tensor group before the data-parallel reduction (ZeRO's reduce-scatter) and the
+  // norm. Without ZeRO the last backward has already started data-parallel buckets that may
+  // hold them: finish those first (the sums commute), since an in-place all-reduce must not
+  // run on a buffer a pending bucket is reducing.
+  if (model_.sequence_parallel() && !zero_) buckets_.finish();
+  model_.reduce_sequence_parallel_gradients();
   reduce_embedding_gradient();
   if (zero_) {
     // This rank's block of the summed gradients lands in place at shard_.begin.

@@ -35,6 +35,8 @@ expect_user_error bad_choice 2 "run.device" train good.ini --run.device=tpu
 expect_user_error world_size 3 "parallel.dp" train good.ini --parallel.dp=2
 expect_user_error batch_divisibility 2 "train.global_batch" train good.ini --train.global_batch=6 --train.micro_batch=2
 expect_user_error heads_tp 2 "model.heads" train good.ini --parallel.tp=3 --parallel.dp=1 --model.heads=2 --model.hidden=32
+expect_user_error sequence_parallel_rows 2 "train.micro_batch.*train.seq_len.*parallel.tp" train good.ini \
+  --parallel.tp=2 --parallel.dp=1 --parallel.sequence_parallel=true --train.micro_batch=1 --train.seq_len=15
 expect_user_error fewer_layers_than_stages 4 "model.layers" train good.ini --parallel.pp=4 --parallel.dp=1
 expect_user_error stage_list_sum 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,2
 expect_user_error stage_list_malformed 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,x

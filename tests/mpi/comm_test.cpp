@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "parallel/grad_buckets.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/parallel_context.h"
+#include "parallel/tensor_parallel.h"
 
 using namespace trident::parallel;
 
@@ -93,6 +95,34 @@ TEST(MpiComm, InPlaceReduceScatterAndAllGatherUseTheOwnBlock) {
   comm.all_gather_in_place(data.data(), block);
   for (int r = 0; r < n; ++r)
     for (size_t j = 0; j < block; ++j) EXPECT_EQ(data[r * block + j], static_cast<float>(1000 * r + j));
+}
+
+// Sequence parallelism's operators against tensor parallelism's: scatter_to_sp then
+// gather_from_sp forward is reduce_from_tp's all-reduce, and gather_from_sp backward leaves in
+// the own rows what copy_to_tp's all-reduce leaves there.
+TEST(TensorParallel, SequenceParallelOperatorsSplitTheAllReduce) {
+  auto comm = make_world();
+  const TensorParallel tp(&comm);
+  const int n = comm.size();
+  const size_t rows = 2, C = 3, block = rows * C;
+  std::vector<float> partial(block * n), summed(block * n);
+  for (size_t i = 0; i < partial.size(); ++i) partial[i] = static_cast<float>(i % 7) + 0.25f * static_cast<float>(comm.rank());
+  summed = partial;
+  tp.reduce_from_tp_forward(summed.data(), summed.size());
+  std::vector<float> own(block), full(block * n, -1.0f);
+  tp.scatter_to_sp_forward(partial.data(), own.data(), block);
+  for (size_t j = 0; j < block; ++j) EXPECT_FLOAT_EQ(own[j], summed[comm.rank() * block + j]);
+  std::copy(own.begin(), own.end(), tp.own_block(full.data(), block));
+  tp.gather_from_sp_forward(full.data(), block);
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_FLOAT_EQ(full[i], summed[i]) << i;
+  // Backward: scatter_to_sp gathers the rows' gradients; gather_from_sp sums the own rows.
+  std::vector<float> grads(block * n);
+  tp.scatter_to_sp_backward(own.data(), grads.data(), block);
+  for (size_t i = 0; i < grads.size(); ++i) EXPECT_FLOAT_EQ(grads[i], summed[i]) << i;
+  grads = partial;
+  tp.gather_from_sp_backward(grads.data(), block);
+  const float* mine = tp.own_block(grads.data(), block);
+  for (size_t j = 0; j < block; ++j) EXPECT_FLOAT_EQ(mine[j], summed[comm.rank() * block + j]);
 }
 
 TEST(MpiComm, BroadcastSendRecvAndErrorAgreement) {

@@ -42,6 +42,11 @@ done
 # Recomputation on pipeline and tensor layouts.
 run_layout d1t2p2_recompute ref 1 2 2 --train.recompute=full
 run_layout d2t1p2_recompute_gpipe ref 2 1 2 --train.recompute=full --parallel.schedule=gpipe
+# Sequence parallelism with pipeline stages: the stage boundaries carry each tensor rank's rows
+# only; 1f1b keeps several micro-batches in flight on the first stage.
+run_layout d1t2p2_sp ref 1 2 2 --parallel.sequence_parallel=true
+run_layout d1t2p2_sp_recompute_gpipe ref 1 2 2 --parallel.sequence_parallel=true --train.recompute=full \
+  --parallel.schedule=gpipe
 # Fewer micro-batches than stages (1f1b with m = 2 < pp = 4), against a reference of the same batch.
 mpi 1 train deck.ini --run.dir=ref_b4 --train.global_batch=4 > ref_b4.log 2>&1 || fail "reference, global batch 4"
 run_layout d1t1p4_m2 ref_b4 1 1 4 --train.global_batch=4

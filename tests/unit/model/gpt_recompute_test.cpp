@@ -125,3 +125,26 @@ TEST(GptRecompute, Gpt2SmallEstimateShrinksByElevenBlocksOfIntermediates) {
   // The default is kNone, what every caller had before recomputation existed.
   EXPECT_EQ(model::activation_floats(gpt2_small, 4, 1024, scratch), none);
 }
+
+TEST(ActivationEstimate, SequenceParallelKeepsTheOwnRowsOutsideTheMatmuls) {
+  // GPT-2 124M, B = 4, T = 1024, one stage, tp = 2 (BTC = 3,145,728, BT = 4,096). Sequence
+  // parallelism splits, per block, residual2 and the output (BTC/2 each) and the 4 LayerNorm
+  // statistics (BT/2 each); per slot the stage input and ln_f's 2 statistics; the residual
+  // gradient. Saved under kNone:
+  //   L (BTC + 2 BT) + BTC/2 (input) + BT (ln_f statistics) + BTC/2 (dresidual)
+  //     = 12 * 3,153,920 + 1,572,864 + 4,096 + 1,572,864 = 40,996,864 floats
+  // and under kFull: the shared workspace's residual2 and statistics (BTC/2 + 2 BT), the kept
+  // block outputs (L BTC/2) and the same per-slot and scratch savings:
+  //     1,581,056 + 18,874,368 + 3,149,824 = 23,605,248 floats.
+  // With tp = 1 the flag changes nothing.
+  const model::GptConfig gpt2_small{12, 12, 768, 1024, 50257, 50304};
+  const std::size_t scratch = std::size_t{4} * 6 * 1024 * 1024;
+  auto floats = [&](int tp, bool sp, model::Recompute recompute) {
+    return model::activation_floats(gpt2_small, 4, 1024, scratch,
+                                    {.tp = tp, .recompute = recompute, .sequence_parallel = sp});
+  };
+  using model::Recompute;
+  EXPECT_EQ(floats(2, false, Recompute::kNone) - floats(2, true, Recompute::kNone), 40'996'864u);
+  EXPECT_EQ(floats(2, false, Recompute::kFull) - floats(2, true, Recompute::kFull), 23'605'248u);
+  EXPECT_EQ(floats(1, true, Recompute::kNone), floats(1, false, Recompute::kNone));
+}
