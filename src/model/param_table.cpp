@@ -52,25 +52,27 @@ int64_t ParamTable::global_index(const ParamTensor& t, std::size_t local_index) 
   return global;
 }
 
-void initialize_parameters(const ParamTable& table, uint64_t seed, float* host_arena) {
-  for (const auto& t : table.tensors()) {
-    float* out = host_arena + t.offset;
-    const TensorSpec& s = t.spec;
-    if (s.init != InitKind::kNormal) {
-      const float value = s.init == InitKind::kOnes ? 1.0f : 0.0f;
-      for (std::size_t i = 0; i < t.count; ++i) out[i] = value;
-      continue;
-    }
-    const uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ kernels::fnv1a64(s.name);
-    int64_t row_size = 1;
-    for (std::size_t d = 1; d < s.global_shape.size(); ++d) row_size *= s.global_shape[d];
-#pragma omp parallel for schedule(static)
-    for (std::size_t i = 0; i < t.count; ++i) {
-      const int64_t g = table.global_index(t, i);
-      const bool padded = s.init_rows >= 0 && g / row_size >= s.init_rows;
-      out[i] = padded ? 0.0f : s.init_std * kernels::counter_normal(key, static_cast<uint64_t>(g));
-    }
+void initialize_tensor_range(const ParamTable& table, const ParamTensor& t, uint64_t seed, std::size_t begin,
+                             std::size_t count, float* out) {
+  const TensorSpec& s = t.spec;
+  if (s.init != InitKind::kNormal) {
+    const float value = s.init == InitKind::kOnes ? 1.0f : 0.0f;
+    for (std::size_t i = 0; i < count; ++i) out[i] = value;
+    return;
   }
+  const uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ kernels::fnv1a64(s.name);
+  int64_t row_size = 1;
+  for (std::size_t d = 1; d < s.global_shape.size(); ++d) row_size *= s.global_shape[d];
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < count; ++i) {
+    const int64_t g = table.global_index(t, begin + i);
+    const bool padded = s.init_rows >= 0 && g / row_size >= s.init_rows;
+    out[i] = padded ? 0.0f : s.init_std * kernels::counter_normal(key, static_cast<uint64_t>(g));
+  }
+}
+
+void initialize_parameters(const ParamTable& table, uint64_t seed, float* host_arena) {
+  for (const auto& t : table.tensors()) initialize_tensor_range(table, t, seed, 0, t.count, host_arena + t.offset);
 }
 
 }  // namespace trident::model

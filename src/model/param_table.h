@@ -56,5 +56,9 @@ class ParamTable {
 // NAME gets N(0, std) from the counter RNG keyed by (seed, NAME) at e's GLOBAL index, so every
 // layout initialises the same model.
 void initialize_parameters(const ParamTable& table, uint64_t seed, float* host_arena);
+// The same values for local elements [begin, begin + count) of one tensor, into out[count]:
+// lets a caller initialise a large model through a small host buffer.
+void initialize_tensor_range(const ParamTable& table, const ParamTensor& t, uint64_t seed, std::size_t begin,
+                             std::size_t count, float* out);
 
 }  // namespace trident::model

@@ -94,9 +94,17 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
   targets_.resize(n);
 
   // Every rank generates the same initial model from the counter RNG: no broadcast needed.
-  std::vector<float> host(model_.params().total_count());
-  model::initialize_parameters(model_.params(), config.run.seed, host.data());
-  backend_.copy_to_device(model_.parameters(), host.data(), host.size());
+  // Chunks of at most 1M elements keep the host buffer small beside the model's arenas.
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  std::vector<float> host;
+  for (const auto& t : model_.params().tensors()) {
+    for (std::size_t begin = 0; begin < t.count; begin += kChunk) {
+      const std::size_t count = std::min(kChunk, t.count - begin);
+      host.resize(count);
+      model::initialize_tensor_range(model_.params(), t, config.run.seed, begin, count, host.data());
+      backend_.copy_to_device(model_.parameters() + t.offset + begin, host.data(), count);
+    }
+  }
 }
 
 StepResult Trainer::step(int64_t step_index) {
