@@ -160,10 +160,17 @@ std::vector<KeySpec> make_schema() {
       choice_key("parallel.schedule", "1f1b", {"gpipe", "1f1b", "interleaved"},
                  "Pipeline schedule (pp > 1): gpipe runs all forwards then all backwards; 1f1b "
                  "interleaves them after a warm-up and holds at most pp - stage micro-batches; "
-                 "interleaved (virtual stages) is not available yet."),
+                 "interleaved gives each rank parallel.virtual_stages model chunks (Megatron's "
+                 "virtual pipeline: bubble divided by their number; micro-batches per step must be "
+                 "a multiple of pp)."),
+      int_key("parallel.virtual_stages", "2", 1, kNone,
+              "Model chunks per pipeline rank for parallel.schedule = interleaved (the layers are "
+              "split over virtual_stages * pp virtual stages); ignored by the other schedules."),
       string_key("parallel.stage_layers", "even",
                  "Layers per pipeline stage: even (the first layers % pp stages get one more), or "
-                 "a comma-separated count per stage summing to model.layers, e.g. 5,7."),
+                 "a comma-separated count per stage summing to model.layers, e.g. 5,7. With "
+                 "parallel.schedule = interleaved: per virtual stage (virtual_stages * pp counts, "
+                 "virtual stage c * pp + s being chunk c of rank s)."),
       int_key("parallel.zero", "0", 0, 1,
               "ZeRO stage: 0 = every data rank holds the whole optimizer state; 1 = the AdamW "
               "state is sharded over the data-parallel group (reduce-scatter gradients, update "

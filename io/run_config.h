@@ -67,6 +67,7 @@ struct ParallelSection {
   bool sequence_parallel = false;  // parallel.sequence_parallel: split token rows over the tensor group
   std::string schedule;      // parallel.schedule: gpipe | 1f1b | interleaved
   std::string stage_layers;  // parallel.stage_layers: even | comma-separated counts
+  int virtual_stages = 1;    // parallel.virtual_stages: model chunks per rank (interleaved)
 };
 
 struct LogSection {

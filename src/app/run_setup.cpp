@@ -6,6 +6,7 @@
 #include "io/user_error.h"
 #include "parallel/comm.h"
 #include "src/model/stage_layout.h"
+#include "src/train/run_layout.h"
 
 namespace trident::app {
 
@@ -48,9 +49,14 @@ void check_layout(io::RunConfig& c, int world_size) {
                     " pipeline stages; every stage needs at least one layer: use parallel.pp <= " +
                     str(c.model.layers));
   }
-  if (p.pp > 1 && p.schedule == "interleaved") {
-    throw UserError("parallel.schedule = interleaved: the interleaved (virtual-stage) schedule is not available "
-                    "yet; use 1f1b or gpipe");
+  // The interleaved schedule splits the layers over virtual_stages * pp virtual stages
+  // (parallel.virtual_stages is ignored by the other schedules and with one stage).
+  const bool interleaved = p.pp > 1 && p.schedule == "interleaved";
+  if (interleaved && c.model.layers < p.virtual_stages * p.pp) {
+    throw UserError("model.layers = " + str(c.model.layers) + " is fewer than parallel.virtual_stages * parallel.pp = " +
+                    str(p.virtual_stages) + " * " + str(p.pp) + " = " + str(p.virtual_stages * p.pp) +
+                    " virtual stages of parallel.schedule = interleaved; every virtual stage needs at least one "
+                    "layer: lower parallel.virtual_stages");
   }
   const int model_ranks = p.tp * p.pp;
   if (p.dp == 0) {
@@ -70,12 +76,22 @@ void check_layout(io::RunConfig& c, int world_size) {
                     " is not divisible by train.micro_batch * parallel.dp = " + str(c.train.micro_batch) + " * " +
                     str(p.dp) + " = " + str(per_step));
   }
+  const int64_t micro_batches = c.train.global_batch / per_step;
+  if (interleaved && micro_batches % p.pp != 0) {
+    throw UserError("parallel.schedule = interleaved needs the micro-batches per step, train.global_batch / "
+                    "(train.micro_batch * parallel.dp) = " + str(c.train.global_batch) + " / (" +
+                    str(c.train.micro_batch) + " * " + str(p.dp) + ") = " + str(micro_batches) +
+                    ", to be a multiple of parallel.pp = " + str(p.pp) +
+                    "; change train.global_batch or use parallel.schedule = 1f1b");
+  }
 }
 
-// parallel.stage_layers: "even", or one positive count per stage summing to model.layers.
+// parallel.stage_layers: "even", or one positive count per stage (per virtual stage with the
+// interleaved schedule) summing to model.layers.
 std::vector<int> parse_stage_layers(const io::RunConfig& c) {
   const auto& p = c.parallel;
-  if (p.stage_layers == "even") return model::even_stage_split(c.model.layers, p.pp);
+  const int stages = p.pp * train::chunks_per_rank(c);
+  if (p.stage_layers == "even") return model::even_stage_split(c.model.layers, stages);
   std::vector<int> counts;
   std::size_t start = 0;
   while (start <= p.stage_layers.size()) {
@@ -97,10 +113,13 @@ std::vector<int> parse_stage_layers(const io::RunConfig& c) {
   }
   int sum = 0;
   for (int n : counts) sum += n;
-  if (static_cast<int>(counts.size()) != p.pp || sum != c.model.layers) {
+  if (static_cast<int>(counts.size()) != stages || sum != c.model.layers) {
+    const std::string want = stages == p.pp ? "parallel.pp = " + str(p.pp)
+                                            : "parallel.virtual_stages * parallel.pp = " + str(stages);
     throw UserError("parallel.stage_layers = '" + p.stage_layers + "' gives " + str(static_cast<int64_t>(counts.size())) +
-                    " stage(s) with " + str(sum) + " layers, but parallel.pp = " + str(p.pp) + " and model.layers = " +
-                    str(c.model.layers) + "; give one count per stage, summing to the layers");
+                    " stage(s) with " + str(sum) + " layers, but " + want + " and model.layers = " +
+                    str(c.model.layers) + "; give one count per " + (stages == p.pp ? "stage" : "virtual stage") +
+                    ", summing to the layers");
   }
   return counts;
 }

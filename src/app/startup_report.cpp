@@ -29,9 +29,18 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
   out += line;
   if (grid.pp() > 1) {
     const auto kind = parallel::parse_schedule_kind(setup.config.parallel.schedule);
-    std::snprintf(line, sizeof line, "pipeline: %d stages, schedule %s, ideal bubble (p-1)/(m+p-1) = %.1f%%\n",
-                  grid.pp(), setup.config.parallel.schedule.c_str(),
-                  100.0 * parallel::ideal_bubble_fraction(kind, grid.pp(), static_cast<int>(micro_per_step)));
+    const int chunks = train::chunks_per_rank(setup.config);
+    const double bubble =
+        100.0 * parallel::ideal_bubble_fraction(kind, grid.pp(), static_cast<int>(micro_per_step), chunks);
+    if (chunks > 1) {
+      std::snprintf(line, sizeof line,
+                    "pipeline: %d stages x %d virtual stages (chunks) each, schedule %s, ideal bubble "
+                    "(p-1)/(v*m+p-1) = %.1f%%\n",
+                    grid.pp(), chunks, setup.config.parallel.schedule.c_str(), bubble);
+    } else {
+      std::snprintf(line, sizeof line, "pipeline: %d stages, schedule %s, ideal bubble (p-1)/(m+p-1) = %.1f%%\n",
+                    grid.pp(), setup.config.parallel.schedule.c_str(), bubble);
+    }
     out += line;
   }
   std::vector<MemoryEstimate> stages;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>  // std::logic_error
 #include <string>
+#include <utility>  // std::swap
 
 namespace trident::model {
 
@@ -37,7 +38,8 @@ std::string block_name(int layer, const char* part) {
 }  // namespace
 
 StageLayout GptLayout::stage(const GptConfig& config) const {
-  return stage_layout(layers_per_stage.empty() ? even_stage_split(config.layers, pp) : layers_per_stage, pp_rank);
+  return stage_layout(layers_per_stage.empty() ? even_stage_split(config.layers, pp * chunks) : layers_per_stage,
+                      pp_rank, chunks);
 }
 
 std::size_t activation_floats(const GptConfig& c, int B, int T, std::size_t attention_scratch,
@@ -51,23 +53,29 @@ std::size_t activation_floats(const GptConfig& c, int B, int T, std::size_t atte
   // Rows of the sequence-parallel regions and their floats (BTC without sequence parallelism).
   const std::size_t rows = region_rows(bt, layout);
   const std::size_t rc = rows * static_cast<std::size_t>(c.hidden);
-  const auto layers = static_cast<std::size_t>(stage.layers());
   const auto slots = static_cast<std::size_t>(layout.slots);
   const std::size_t workspace = block_workspace_floats(c, b, t, layout);
-  // Per slot: the stage input, every block's output (the next block's input, or ln_f's), and
-  // under kNone each block's intermediates; the last stage adds the head's state.
   const std::size_t vocab_stats = tp > 1 ? 3 * bt : 0;  // row max, row sum of exp, target logit
-  const std::size_t head = stage.last ? btc /*lnf, full rows*/ + 2 * rows +
-                                            bt * static_cast<std::size_t>(c.padded_vocab / tp) + bt /*losses*/ +
-                                            vocab_stats
-                                      : 0;
-  const std::size_t per_slot =
-      rc /*input*/ + layers * rc /*outs*/ + (layout.recompute == Recompute::kNone ? layers * workspace : 0) + head;
-  // kFull: one workspace shared by every block and slot.
-  const std::size_t shared_workspace = layout.recompute == Recompute::kFull && layers > 0 ? workspace : 0;
+  const bool multi_chunk = stage.chunks.size() > 1;
+  std::size_t slot_floats = 0;
+  for (const ChunkLayout& chunk : stage.chunks) {
+    const auto layers = static_cast<std::size_t>(chunk.layers());
+    // Per slot: the chunk input, every block's output (the next block's input, or ln_f's),
+    // under kNone each block's intermediates, with chunks the input gradient kept for its
+    // send; the last chunk adds the head's state.
+    const std::size_t head = chunk.last ? btc /*lnf, full rows*/ + 2 * rows +
+                                              bt * static_cast<std::size_t>(c.padded_vocab / tp) + bt /*losses*/ +
+                                              vocab_stats
+                                        : 0;
+    slot_floats += rc /*input*/ + (multi_chunk ? rc : 0) /*input gradient*/ + layers * rc /*outs*/ +
+                   (layout.recompute == Recompute::kNone ? layers * workspace : 0) + head;
+  }
+  // kFull: one workspace shared by every block, chunk and slot.
+  const std::size_t shared_workspace =
+      layout.recompute == Recompute::kFull && stage.layers() > 0 ? workspace : 0;
   // dresidual (R C) + dln (BTC); dqkv(3) + datty + dup_gelu(4) + dup(4) = 12 BTCl
   const std::size_t backward_scratch = rc + btc + 12 * btcl + attention_scratch;
-  return slots * per_slot + shared_workspace + backward_scratch;
+  return slots * slot_floats + shared_workspace + backward_scratch;
 }
 
 ParamTable build_gpt_param_table(const GptConfig& c, const GptLayout& layout) {
@@ -113,22 +121,24 @@ ParamTable build_gpt_param_table(const GptConfig& c, const GptLayout& layout) {
     table.add(split(wte, 0));  // vocabulary-parallel
   }
   if (stage.first) table.add(normal("wpe", {c.context, C}, std_init));
-  for (int l = stage.first_layer; l < stage.end_layer; ++l) {
-    table.add(constant(block_name(l, "ln1.weight"), {C}, InitKind::kOnes));
-    table.add(constant(block_name(l, "ln1.bias"), {C}, InitKind::kZeros));
-    // q, k, v stacked on a leading axis of 3, so that a head split is one hyperslab: [3, C/tp, C]
-    // is this rank's q, k and v rows for its heads (column-parallel).
-    table.add(split(normal(block_name(l, "attn.qkv.weight"), {3, C, C}, std_init), 1));
-    table.add(split(constant(block_name(l, "attn.qkv.bias"), {3, C}, InitKind::kZeros), 1));
-    // Row-parallel: the input channels (axis 1 of [out, in]) are split; the bias is replicated.
-    table.add(split(normal(block_name(l, "attn.proj.weight"), {C, C}, residual_std), 1));
-    table.add(constant(block_name(l, "attn.proj.bias"), {C}, InitKind::kZeros));
-    table.add(constant(block_name(l, "ln2.weight"), {C}, InitKind::kOnes));
-    table.add(constant(block_name(l, "ln2.bias"), {C}, InitKind::kZeros));
-    table.add(split(normal(block_name(l, "mlp.up.weight"), {4 * C, C}, std_init), 0));  // column-parallel
-    table.add(split(constant(block_name(l, "mlp.up.bias"), {4 * C}, InitKind::kZeros), 0));
-    table.add(split(normal(block_name(l, "mlp.down.weight"), {C, 4 * C}, residual_std), 1));  // row-parallel
-    table.add(constant(block_name(l, "mlp.down.bias"), {C}, InitKind::kZeros));
+  for (const ChunkLayout& chunk : stage.chunks) {
+    for (int l = chunk.first_layer; l < chunk.end_layer; ++l) {
+      table.add(constant(block_name(l, "ln1.weight"), {C}, InitKind::kOnes));
+      table.add(constant(block_name(l, "ln1.bias"), {C}, InitKind::kZeros));
+      // q, k, v stacked on a leading axis of 3, so that a head split is one hyperslab: [3, C/tp, C]
+      // is this rank's q, k and v rows for its heads (column-parallel).
+      table.add(split(normal(block_name(l, "attn.qkv.weight"), {3, C, C}, std_init), 1));
+      table.add(split(constant(block_name(l, "attn.qkv.bias"), {3, C}, InitKind::kZeros), 1));
+      // Row-parallel: the input channels (axis 1 of [out, in]) are split; the bias is replicated.
+      table.add(split(normal(block_name(l, "attn.proj.weight"), {C, C}, residual_std), 1));
+      table.add(constant(block_name(l, "attn.proj.bias"), {C}, InitKind::kZeros));
+      table.add(constant(block_name(l, "ln2.weight"), {C}, InitKind::kOnes));
+      table.add(constant(block_name(l, "ln2.bias"), {C}, InitKind::kZeros));
+      table.add(split(normal(block_name(l, "mlp.up.weight"), {4 * C, C}, std_init), 0));  // column-parallel
+      table.add(split(constant(block_name(l, "mlp.up.bias"), {4 * C}, InitKind::kZeros), 0));
+      table.add(split(normal(block_name(l, "mlp.down.weight"), {C, 4 * C}, residual_std), 1));  // row-parallel
+      table.add(constant(block_name(l, "mlp.down.bias"), {C}, InitKind::kZeros));
+    }
   }
   if (stage.last) {
     table.add(constant("ln_f.weight", {C}, InitKind::kOnes));
@@ -169,11 +179,15 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
     lnf_w_offset_ = table_.find("ln_f.weight").offset;
     lnf_b_offset_ = table_.find("ln_f.bias").offset;
   }
-  for (int l = stage_.first_layer; l < stage_.end_layer; ++l) {
-    auto at = [&](const char* part) { return table_.find(block_name(l, part)).offset; };
-    layer_offsets_.push_back({at("ln1.weight"), at("ln1.bias"), at("attn.qkv.weight"), at("attn.qkv.bias"),
-                              at("attn.proj.weight"), at("attn.proj.bias"), at("ln2.weight"), at("ln2.bias"),
-                              at("mlp.up.weight"), at("mlp.up.bias"), at("mlp.down.weight"), at("mlp.down.bias")});
+  for (const ChunkLayout& chunk : stage_.chunks) {
+    chunk_first_block_.push_back(static_cast<int>(layer_offsets_.size()));
+    for (int l = chunk.first_layer; l < chunk.end_layer; ++l) {
+      auto at = [&](const char* part) { return table_.find(block_name(l, part)).offset; };
+      layer_offsets_.push_back({at("ln1.weight"), at("ln1.bias"), at("attn.qkv.weight"), at("attn.qkv.bias"),
+                                at("attn.proj.weight"), at("attn.proj.bias"), at("ln2.weight"), at("ln2.bias"),
+                                at("mlp.up.weight"), at("mlp.up.bias"), at("mlp.down.weight"),
+                                at("mlp.down.bias")});
+    }
   }
   if (sp_) {
     for (const auto& t : table_.tensors()) {
@@ -242,13 +256,16 @@ void Gpt::carve_activations() {
     a.up = take(4 * btcl);
     a.up_gelu = take(4 * btcl);
   };
-  const auto layers = static_cast<std::size_t>(stage_.layers());
   LayerActivations workspace{};
-  if (layout_.recompute == Recompute::kFull && layers > 0) take_block(workspace);
-  slots_.resize(static_cast<std::size_t>(layout_.slots));
-  for (Slot& s : slots_) {
+  if (layout_.recompute == Recompute::kFull && stage_.layers() > 0) take_block(workspace);
+  const bool multi_chunk = stage_.chunks.size() > 1;
+  slots_.resize(stage_.chunks.size() * static_cast<std::size_t>(layout_.slots));
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    const ChunkLayout& chunk = stage_.chunks[i / static_cast<std::size_t>(layout_.slots)];
     s.encoded = take(rc);
-    s.layers.resize(layers);
+    if (multi_chunk) s.input_grad = take(rc);
+    s.layers.resize(static_cast<std::size_t>(chunk.layers()));
     for (auto& a : s.layers) {
       if (layout_.recompute == Recompute::kNone) {
         take_block(a);
@@ -257,7 +274,7 @@ void Gpt::carve_activations() {
       }
       a.out = take(rc);
     }
-    if (stage_.last) {
+    if (chunk.last) {
       s.lnf = take(btc);  // full rows: the LM head's input
       s.lnf_mean = take(rows);
       s.lnf_rstd = take(rows);
@@ -285,9 +302,13 @@ const float* Gpt::block_input(const Slot& s, int l) const {
   return l == 0 ? s.encoded : s.layers[static_cast<std::size_t>(l - 1)].out;
 }
 
-const float* Gpt::stage_output(int slot) const {
-  const Slot& s = slots_[static_cast<std::size_t>(slot)];
+const float* Gpt::stage_output(int slot, int chunk) const {
+  const Slot& s = slot_of(slot, chunk);
   return s.layers.empty() ? s.encoded : s.layers.back().out;
+}
+
+const float* Gpt::input_grad(int slot, int chunk) const {
+  return stage_.chunks.size() > 1 ? slot_of(slot, chunk).input_grad : dresidual_;
 }
 
 Gpt::LayerPointers Gpt::layer_pointers(float* arena, int local_layer) const {
@@ -393,13 +414,15 @@ void Gpt::block_backward(int local_layer, const float* x_in, const LayerActivati
 
 void Gpt::zero_gradients() { backend_.fill_zero(grads_, arena_size_); }
 
-double Gpt::forward(int slot, const int32_t* tokens, const int32_t* targets) {
-  Slot& s = slots_[static_cast<std::size_t>(slot)];
+double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int32_t* targets) {
+  Slot& s = slot_of(slot, chunk_index);
+  const ChunkLayout& chunk = stage_.chunks[static_cast<std::size_t>(chunk_index)];
+  const int first_block = chunk_first_block_[static_cast<std::size_t>(chunk_index)];
   const int B = B_, T = T_, C = config_.hidden;
   const int N = B * T;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
   const std::size_t rc = static_cast<std::size_t>(rows_) * C;
-  if (stage_.first) {
+  if (chunk.first) {
     backend_.copy_tokens_to_device(s.tokens, tokens, static_cast<std::size_t>(N));
     // Vocabulary-parallel embedding: each rank looks up the tokens it owns (zero for the
     // others), tensor rank 0 adds the positions, and the all-reduce assembles the sum (with
@@ -413,13 +436,16 @@ double Gpt::forward(int slot, const int32_t* tokens, const int32_t* targets) {
       tp_.reduce_from_tp_forward(s.encoded, btc);
     }
   }
-  const int layers = stage_.layers();
-  for (int l = 0; l < layers; ++l) block_forward(l, block_input(s, l), s.layers[static_cast<std::size_t>(l)]);
+  const int layers = chunk.layers();
+  for (int l = 0; l < layers; ++l) {
+    block_forward(first_block + l, block_input(s, l), s.layers[static_cast<std::size_t>(l)]);
+  }
   workspace_slot_ = slot;
-  if (!stage_.last) return 0.0;
+  workspace_chunk_ = chunk_index;
+  if (!chunk.last) return 0.0;
 
   backend_.copy_tokens_to_device(s.targets, targets, static_cast<std::size_t>(N));
-  backend_.layernorm_forward(sp_ ? tp_.own_block(s.lnf, rc) : s.lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot),
+  backend_.layernorm_forward(sp_ ? tp_.own_block(s.lnf, rc) : s.lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot, chunk_index),
                              params_ + lnf_w_offset_, params_ + lnf_b_offset_, rows_, C);
   if (sp_) {
     tp_.gather_from_sp_forward(s.lnf, rc);
@@ -453,8 +479,7 @@ double Gpt::sharded_loss_sum(Slot& s) {
   return sum;
 }
 
-void Gpt::head_backward(int slot, float dloss) {
-  Slot& s = slots_[static_cast<std::size_t>(slot)];
+void Gpt::head_backward(Slot& s, float dloss) {
   const int N = B_ * T_, C = config_.hidden;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
   // logits -> dlogits in place, then into ln_f and the tied embedding.
@@ -470,24 +495,29 @@ void Gpt::head_backward(int slot, float dloss) {
                            vocab_.size());
   const float* dlnf = own_input_grad();
   backend_.fill_zero(dresidual_, static_cast<std::size_t>(rows_) * C);
-  backend_.layernorm_backward(dresidual_, grads_ + lnf_w_offset_, grads_ + lnf_b_offset_, dlnf, stage_output(slot),
-                              params_ + lnf_w_offset_, s.lnf_mean, s.lnf_rstd, rows_, C);
+  backend_.layernorm_backward(dresidual_, grads_ + lnf_w_offset_, grads_ + lnf_b_offset_, dlnf,
+                              s.layers.empty() ? s.encoded : s.layers.back().out, params_ + lnf_w_offset_, s.lnf_mean, s.lnf_rstd, rows_, C);
 }
 
-void Gpt::backward(int slot, float dloss, const std::function<void(std::size_t)>& grads_final) {
-  Slot& s = slots_[static_cast<std::size_t>(slot)];
+void Gpt::backward(int slot, int chunk_index, float dloss, const std::function<void(std::size_t)>& grads_final) {
+  Slot& s = slot_of(slot, chunk_index);
+  const ChunkLayout& chunk = stage_.chunks[static_cast<std::size_t>(chunk_index)];
+  const int first_block = chunk_first_block_[static_cast<std::size_t>(chunk_index)];
   const int B = B_, T = T_, C = config_.hidden;
+  if (grads_final && stage_.chunks.size() > 1) {
+    throw std::logic_error("Gpt::backward: grads_final is not supported with several chunks per rank");
+  }
   auto final_from = [&](std::size_t offset) {
     if (grads_final) grads_final(offset);
   };
-  if (stage_.last) {
-    head_backward(slot, dloss);
+  if (chunk.last) {
+    head_backward(s, dloss);
     final_from(lnf_w_offset_);
   }
-  // Otherwise dresidual_ holds d(loss)/d(stage output), received from the next stage.
+  // Otherwise dresidual_ holds d(loss)/d(chunk output), received from the next virtual stage.
 
   // Blocks in reverse; dresidual_ carries d(loss)/d(residual stream) downwards.
-  const int layers = stage_.layers();
+  const int layers = chunk.layers();
   for (int l = layers - 1; l >= 0; --l) {
     const LayerActivations& a = s.layers[static_cast<std::size_t>(l)];
     const float* x_in = block_input(s, l);
@@ -495,19 +525,25 @@ void Gpt::backward(int slot, float dloss, const std::function<void(std::size_t)>
     // (and that one too when another slot ran forward since) is re-run from its kept input:
     // same kernels, same inputs, hence the same bits as kNone. The re-run also rewrites a.out,
     // the input of block l + 1, whose backward is already done, with the values it holds.
-    if (layout_.recompute == Recompute::kFull && (l + 1 < layers || workspace_slot_ != slot)) {
-      block_forward(l, x_in, a);
+    if (layout_.recompute == Recompute::kFull &&
+        (l + 1 < layers || workspace_slot_ != slot || workspace_chunk_ != chunk_index)) {
+      block_forward(first_block + l, x_in, a);
       workspace_slot_ = -1;
+      workspace_chunk_ = -1;
     }
-    block_backward(l, x_in, a);
-    final_from(layer_offsets_[static_cast<std::size_t>(l)].ln1_w);  // the block's first tensor
+    block_backward(first_block + l, x_in, a);
+    final_from(layer_offsets_[static_cast<std::size_t>(first_block + l)].ln1_w);  // the block's first tensor
   }
-  if (stage_.first) {
+  if (chunk.first) {
     // Every rank gets the output gradient of all rows, so wpe's gradient (positions added by
     // tensor rank 0 before the reduction) is whole on every rank, with or without sequence
     // parallelism.
     backend_.embedding_backward(grads_ + wte_offset_, grads_ + wpe_offset_, full_output_grad(), s.tokens, B, T, C,
                                 vocab_.begin, vocab_.end);
+  } else if (stage_.chunks.size() > 1) {
+    // Kept by the slot: its send may be deferred past later backwards, which reuse dresidual_.
+    // The two buffers have the same size: trade them instead of copying.
+    std::swap(s.input_grad, dresidual_);
   }
   final_from(0);
 }

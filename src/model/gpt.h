@@ -35,7 +35,10 @@
 // Pipeline parallelism: a rank holds one stage, a run of consecutive layers (StageLayout); the
 // first stage embeds tokens, the others take their input activations from the previous stage
 // (stage_input), and the last stage computes the loss. Several micro-batches can be in flight
-// on a stage (1F1B, GPipe): each has a slot of its own forward state, selected by `slot`.
+// on a stage (1F1B, GPipe): each has a slot of its own forward state, selected by `slot`. With
+// the interleaved schedule a rank holds layout.chunks model chunks (virtual stages, see
+// stage_layout.h), each with its own slots: forward, backward and the boundary buffers take the
+// chunk as well (the overloads without one mean chunk 0).
 #pragma once
 
 #include <cstdint>
@@ -63,8 +66,10 @@ struct GptLayout {
   int tp_rank = 0;
   int pp = 1;          // pipeline stages
   int pp_rank = 0;
-  std::vector<int> layers_per_stage{};  // empty: even_stage_split(layers, pp)
-  int slots = 1;       // micro-batches in flight on this stage
+  // One count per virtual stage (pp * chunks); empty: even_stage_split(layers, pp * chunks).
+  std::vector<int> layers_per_stage{};
+  int chunks = 1;      // model chunks per rank (interleaved schedule), virtual stages pp * chunks
+  int slots = 1;       // micro-batches in flight on this stage, per chunk
   Recompute recompute = Recompute::kNone;
   // Sequence parallelism (tp > 1 only; with tp = 1 it changes nothing). Requires B*T % tp == 0.
   bool sequence_parallel = false;
@@ -87,7 +92,7 @@ std::size_t activation_floats(const GptConfig& config, int B, int T, std::size_t
                               const GptLayout& layout = {});
 
 // The parameter table of this layout's rank in forward order: wte (first and last stage), wpe
-// (first), the stage's blocks, ln_f (last). Requires heads and padded_vocab divisible by tp.
+// (first), the blocks of every chunk in order, ln_f (last). Requires heads and padded_vocab divisible by tp.
 ParamTable build_gpt_param_table(const GptConfig& config, const GptLayout& layout = {});
 
 class Gpt {
@@ -116,8 +121,11 @@ class Gpt {
   // embeds the tokens, the last uses the targets). A stage other than the first reads its input
   // from stage_input(slot), which the caller fills first. Returns the sum of the B*T token
   // losses on the last stage (the caller divides by the global token count), 0 elsewhere.
-  double forward(int slot, const int32_t* tokens, const int32_t* targets);
-  double forward(const int32_t* tokens, const int32_t* targets) { return forward(0, tokens, targets); }
+  // With chunks, `chunk` selects the model chunk (the first chunk of the model embeds, the last
+  // computes the loss; the others read stage_input(slot, chunk)).
+  double forward(int slot, int chunk, const int32_t* tokens, const int32_t* targets);
+  double forward(int slot, const int32_t* tokens, const int32_t* targets) { return forward(slot, 0, tokens, targets); }
+  double forward(const int32_t* tokens, const int32_t* targets) { return forward(0, 0, tokens, targets); }
   // Backward of the micro-batch in `slot`, whose forward ran last for that slot. dloss:
   // derivative of the step's loss with respect to each token's loss (1 / global tokens per
   // step). A stage other than the last takes d(loss)/d(its output) from output_grad(), which
@@ -125,9 +133,17 @@ class Gpt {
   // input_grad(). Gradients accumulate into gradients(). grads_final(offset) is called whenever
   // every gradient at arena offset >= offset has received its last contribution of this
   // backward (for overlapping the data-parallel reduction); it may be empty.
-  void backward(int slot, float dloss, const std::function<void(std::size_t)>& grads_final);
+  // With layout.chunks > 1 grads_final must be empty (a chunk's backward finishes only its own
+  // blocks, and the last backward of a step is not the one that completes the higher offsets):
+  // throws std::logic_error otherwise. The output gradient is then read from output_grad(slot,
+  // chunk) and the input gradient left in input_grad(slot, chunk), a buffer of the slot, so
+  // that a deferred send of it survives later backwards.
+  void backward(int slot, int chunk, float dloss, const std::function<void(std::size_t)>& grads_final);
+  void backward(int slot, float dloss, const std::function<void(std::size_t)>& grads_final) {
+    backward(slot, 0, dloss, grads_final);
+  }
   void backward(float dloss, const std::function<void(std::size_t)>& grads_final) {
-    backward(0, dloss, grads_final);
+    backward(0, 0, dloss, grads_final);
   }
   // Sequence parallelism: sums the LayerNorm weight and bias gradients (ln1, ln2, ln_f), which
   // each tensor rank computed from its own rows only, over the tensor group. Call once per
@@ -138,9 +154,15 @@ class Gpt {
   // parallelism.
   void reduce_sequence_parallel_gradients();
 
-  float* stage_input(int slot) { return slots_[static_cast<std::size_t>(slot)].encoded; }
-  const float* stage_output(int slot) const;
+  float* stage_input(int slot, int chunk) { return slot_of(slot, chunk).encoded; }
+  float* stage_input(int slot) { return stage_input(slot, 0); }
+  const float* stage_output(int slot, int chunk) const;
+  const float* stage_output(int slot) const { return stage_output(slot, 0); }
+  // Where the next backward reads d(loss)/d(chunk output) (fill right before it).
+  float* output_grad(int /*slot*/, int /*chunk*/) { return dresidual_; }
   float* output_grad() { return dresidual_; }
+  // d(loss)/d(chunk input) left by the backward of (slot, chunk).
+  const float* input_grad(int slot, int chunk) const;
   const float* input_grad() const { return dresidual_; }
 
  private:
@@ -152,13 +174,14 @@ class Gpt {
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *residual2;
     float *ln2, *ln2_mean, *ln2_rstd, *up, *up_gelu, *out;
   };
-  // One micro-batch's forward state on this stage.
+  // One micro-batch's forward state on this stage (one chunk of it).
   struct Slot {
-    float* encoded = nullptr;  // input of the stage's first block (embeddings, or received)
+    float* encoded = nullptr;  // input of the chunk's first block (embeddings, or received)
+    float* input_grad = nullptr;  // chunks > 1: d(loss)/d(encoded), kept for a deferred send
     // Per local block. kNone: each block owns all its tensors. kFull: every view points into
     // the shared workspace except `out`, the block's own slot of the kept residual stream.
     std::vector<LayerActivations> layers;
-    // last stage only
+    // last chunk only
     float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr, *losses = nullptr;
     // vocabulary-parallel cross-entropy (tp > 1): row max, then row sum of exp and the target's
     // logit side by side so that one all-reduce combines both
@@ -175,6 +198,14 @@ class Gpt {
   void carve_activations();
   // The residual stream entering local block `l` of a slot.
   const float* block_input(const Slot& s, int l) const;
+  Slot& slot_of(int slot, int chunk) {
+    return slots_[static_cast<std::size_t>(chunk) * static_cast<std::size_t>(layout_.slots) +
+                  static_cast<std::size_t>(slot)];
+  }
+  const Slot& slot_of(int slot, int chunk) const {
+    return slots_[static_cast<std::size_t>(chunk) * static_cast<std::size_t>(layout_.slots) +
+                  static_cast<std::size_t>(slot)];
+  }
   // One block's forward from x_in, writing every tensor of a (a.out last). The only forward
   // code of a block: forward() and the recomputation in backward() both run it.
   void block_forward(int local_layer, const float* x_in, const LayerActivations& a);
@@ -193,7 +224,7 @@ class Gpt {
   double sharded_loss_sum(Slot& s);
   // Cross-entropy, LM head and ln_f backward of the last stage: leaves d(loss)/d(stage
   // output) in dresidual_.
-  void head_backward(int slot, float dloss);
+  void head_backward(Slot& s, float dloss);
 
   GptConfig config_;
   kernels::Backend& backend_;
@@ -215,14 +246,16 @@ class Gpt {
   float* grads_ = nullptr;
   // Offsets of the stage's non-block tensors (absent ones unused).
   std::size_t wte_offset_ = 0, wpe_offset_ = 0, lnf_w_offset_ = 0, lnf_b_offset_ = 0;
-  std::vector<LayerOffsets> layer_offsets_;  // per local block
+  std::vector<LayerOffsets> layer_offsets_;  // per local block (every chunk's, in order)
+  std::vector<int> chunk_first_block_;       // per chunk: the local index of its first block
 
   float* activations_ = nullptr;
   std::size_t activation_count_ = 0;
-  std::vector<Slot> slots_;
-  // kFull: the slot whose last block's forward the shared workspace still holds (-1: none), so
-  // that backward may skip re-running it.
+  std::vector<Slot> slots_;  // chunk-major: slots_[chunk * layout_.slots + slot]
+  // kFull: the slot and chunk whose last block's forward the shared workspace still holds (-1:
+  // none), so that backward may skip re-running it.
   int workspace_slot_ = -1;
+  int workspace_chunk_ = -1;
   // backward scratch, shared by all blocks and slots. With sequence parallelism dln_ (full
   // [N, C]) is also forward's scratch for the row-parallel partial sums before their
   // reduce-scatter and backward's for the all-gathered output gradient: it holds nothing

@@ -11,11 +11,20 @@ namespace trident::train {
 
 struct PipelinePlan {
   std::vector<parallel::PipelineAction> actions;
-  int slots = 1;  // micro-batches whose activations the stage holds at once (the schedule's peak)
+  int chunks = 1;  // model chunks per rank (interleaved), 1 otherwise
+  // Micro-batches whose activations one chunk of the stage holds at once (the schedule's peak
+  // for the busiest chunk): the model's slots per chunk. In-flight micro-batches of a chunk are
+  // consecutive, so micro_batch % slots never collides.
+  int slots = 1;
 };
 
-// schedule: parallel.schedule ("gpipe" | "1f1b"). With one stage, 1f1b is forward then
-// backward of each micro-batch in turn (one slot), gpipe all forwards first (m slots).
-PipelinePlan plan_pipeline(const std::string& schedule, int pp, int stage, int64_t micro_batches);
+// schedule: parallel.schedule ("gpipe" | "1f1b" | "interleaved"). With one stage, 1f1b is
+// forward then backward of each micro-batch in turn (one slot), gpipe all forwards first (m
+// slots). chunks: model chunks per rank, only for interleaved (1 otherwise).
+PipelinePlan plan_pipeline(const std::string& schedule, int pp, int stage, int64_t micro_batches, int chunks = 1);
+
+// The most micro-batches any one chunk has in flight under `actions` (forwards done whose
+// backward is not yet done, counted per chunk).
+int peak_in_flight_per_chunk(const std::vector<parallel::PipelineAction>& actions, int chunks);
 
 }  // namespace trident::train

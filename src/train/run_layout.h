@@ -10,10 +10,15 @@
 
 namespace trident::train {
 
-// config.parallel.dp must be resolved; stage_layers: one count per stage.
+// config.parallel.dp must be resolved; stage_layers: one count per virtual stage (pp *
+// chunks_per_rank(config)).
 model::GptLayout run_layout(const io::RunConfig& config, const std::vector<int>& stage_layers, int tp_rank,
                             int pp_rank);
 
 int64_t micro_batches_per_step(const io::RunConfig& config);
+
+// Model chunks per pipeline rank: parallel.virtual_stages with the interleaved schedule and
+// pp > 1, else 1 (parallel.virtual_stages is ignored).
+int chunks_per_rank(const io::RunConfig& config);
 
 }  // namespace trident::train

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <vector>
 
 #include "src/train/progress_line.h"
@@ -87,7 +88,9 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
       buckets_(ctx.data(), model_.gradients(),
                parallel::plan_buckets(model_.params().tensor_ends(), bucket_elems(config.parallel.bucket_mb))) {
   micro_batches_ = geometry_of(config, ctx).micro_batches_per_step();
-  plan_ = plan_pipeline(config.parallel.schedule, ctx.grid().pp(), ctx.coord().pp_rank, micro_batches_);
+  plan_ = plan_pipeline(config.parallel.schedule, ctx.grid().pp(), ctx.coord().pp_rank, micro_batches_,
+                        layout.chunks);
+  if (plan_.slots > layout.slots) throw std::logic_error("Trainer: the layout holds fewer slots than the schedule needs");
   tokens_per_step_ = static_cast<double>(config.train.global_batch) * config.train.seq_len;
   const std::size_t n = static_cast<std::size_t>(config.train.micro_batch * config.train.seq_len);
   tokens_.resize(n);
@@ -160,43 +163,53 @@ double Trainer::run_schedule(int64_t step_index) {
   using parallel::ActionKind;
   const model::StageLayout& stage = model_.stage();
   parallel::Comm& pipe = ctx_.pipeline();
+  const int stages = pipe.size();
   const int me = pipe.rank();
   const std::size_t boundary = model_.boundary_floats();
   const float dloss = static_cast<float>(1.0 / tokens_per_step_);
   // The last backward of the step starts the data-parallel buckets (not with ZeRO-1, whose
-  // reduce-scatter waits for the whole gradient).
-  std::size_t last_backward = 0;
-  for (std::size_t i = 0; i < plan_.actions.size(); ++i) {
-    if (plan_.actions[i].kind == ActionKind::kBackward) last_backward = i;
+  // reduce-scatter waits for the whole gradient). Not with several chunks either: a chunk's
+  // backward makes only its own blocks final, so the arena offsets would not be monotone; the
+  // buckets then all start in buckets_.finish().
+  std::size_t last_backward = plan_.actions.size();
+  if (plan_.chunks == 1) {
+    for (std::size_t i = 0; i < plan_.actions.size(); ++i) {
+      if (plan_.actions[i].kind == ActionKind::kBackward) last_backward = i;
+    }
   }
+  // The pipeline communicator's ranks are the stage indices.
+  auto peer = [&](const parallel::PipelineAction& a) { return parallel::pipeline_peer(stages, me, a).stage; };
   double loss_sum = 0.0;
   for (std::size_t i = 0; i < plan_.actions.size(); ++i) {
     const parallel::PipelineAction& a = plan_.actions[i];
-    // In-flight micro-batches are consecutive, so micro_batch mod slots never collides.
+    // In-flight micro-batches of a chunk are consecutive, so micro_batch mod slots never collides.
     const int slot = a.micro_batch % plan_.slots;
+    const int chunk = a.chunk;
+    const model::ChunkLayout& part = stage.chunks[static_cast<std::size_t>(chunk)];
     switch (a.kind) {
       case ActionKind::kRecvForward:
-        pipe.recv(model_.stage_input(slot), boundary, me - 1);
+        pipe.recv(model_.stage_input(slot, chunk), boundary, peer(a));
         break;
       case ActionKind::kForward:
-        if (stage.first || stage.last) loader_.load_train(step_index, a.micro_batch, tokens_.data(), targets_.data());
-        loss_sum += model_.forward(slot, tokens_.data(), targets_.data());
+        if (part.first || part.last) loader_.load_train(step_index, a.micro_batch, tokens_.data(), targets_.data());
+        loss_sum += model_.forward(slot, chunk, tokens_.data(), targets_.data());
         break;
       case ActionKind::kSendForward:
-        pipe.send(model_.stage_output(slot), boundary, me + 1);
+        pipe.send(model_.stage_output(slot, chunk), boundary, peer(a));
         break;
       case ActionKind::kRecvBackward:
-        pipe.recv(model_.output_grad(), boundary, me + 1);
+        // Receives come right before their compute: this lands where that backward reads it.
+        pipe.recv(model_.output_grad(slot, chunk), boundary, peer(a));
         break;
       case ActionKind::kBackward:
         if (i == last_backward && !zero_) {
-          model_.backward(slot, dloss, [this](std::size_t offset) { buckets_.mark_final_from(offset); });
+          model_.backward(slot, chunk, dloss, [this](std::size_t offset) { buckets_.mark_final_from(offset); });
         } else {
-          model_.backward(slot, dloss, {});
+          model_.backward(slot, chunk, dloss, {});
         }
         break;
       case ActionKind::kSendBackward:
-        pipe.send(model_.input_grad(), boundary, me - 1);
+        pipe.send(model_.input_grad(slot, chunk), boundary, peer(a));
         break;
     }
   }
@@ -213,17 +226,26 @@ void Trainer::reduce_embedding_gradient() {
 }
 
 double Trainer::evaluate() {
+  using parallel::ActionKind;
   const model::StageLayout& stage = model_.stage();
   parallel::Comm& pipe = ctx_.pipeline();
+  const int stages = pipe.size();
+  const int me = pipe.rank();
   const std::size_t boundary = model_.boundary_floats();
   double loss_sum = 0.0;
   for (int64_t batch = 0; batch < config_.train.eval_batches; ++batch) {
     for (int64_t micro = 0; micro < micro_batches_; ++micro) {
-      // Forward only, one micro-batch at a time through the stages.
-      if (!stage.first) pipe.recv(model_.stage_input(0), boundary, pipe.rank() - 1);
-      if (stage.first || stage.last) loader_.load_validation(batch, micro, tokens_.data(), targets_.data());
-      loss_sum += model_.forward(0, tokens_.data(), targets_.data());
-      if (!stage.last) pipe.send(model_.stage_output(0), boundary, pipe.rank() + 1);
+      // Forward only, one micro-batch at a time through the virtual stages in order (every
+      // rank walks its chunks in the global order of the virtual stages: no deadlock).
+      for (int chunk = 0; chunk < static_cast<int>(stage.chunks.size()); ++chunk) {
+        const model::ChunkLayout& part = stage.chunks[static_cast<std::size_t>(chunk)];
+        const parallel::PipelineAction recv{ActionKind::kRecvForward, static_cast<int>(micro), chunk};
+        const parallel::PipelineAction send{ActionKind::kSendForward, static_cast<int>(micro), chunk};
+        if (!part.first) pipe.recv(model_.stage_input(0, chunk), boundary, parallel::pipeline_peer(stages, me, recv).stage);
+        if (part.first || part.last) loader_.load_validation(batch, micro, tokens_.data(), targets_.data());
+        loss_sum += model_.forward(0, chunk, tokens_.data(), targets_.data());
+        if (!part.last) pipe.send(model_.stage_output(0, chunk), boundary, parallel::pipeline_peer(stages, me, send).stage);
+      }
     }
   }
   ctx_.pipeline().all_reduce_sum(&loss_sum, 1);

@@ -3,8 +3,9 @@
 //
 // A step runs the stage's pipeline schedule (src/train/pipeline_plan.h; with one stage simply
 // forward and backward of each micro-batch): receive, forward, send, receive the gradient,
-// backward, send it back. The last backward starts the data-parallel bucket reductions as its
-// gradients become final; then the tied embedding's gradient is summed between the first and
+// backward, send it back (with the interleaved schedule for each of the rank's model chunks,
+// peers from pipeline_peer). The last backward starts the data-parallel bucket reductions as its
+// gradients become final (not with several chunks: they all start after the last backward); then the tied embedding's gradient is summed between the first and
 // last stage; global gradient norm; clip; AdamW; log. With ZeRO-1 the data-parallel reduction
 // is one reduce-scatter after backward, AdamW updates this rank's block, and an all-gather
 // shares the updated parameters.

@@ -40,7 +40,12 @@ expect_user_error sequence_parallel_rows 2 "train.micro_batch.*train.seq_len.*pa
 expect_user_error fewer_layers_than_stages 4 "model.layers" train good.ini --parallel.pp=4 --parallel.dp=1
 expect_user_error stage_list_sum 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,2
 expect_user_error stage_list_malformed 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,x
-expect_user_error interleaved_not_yet 2 "parallel.schedule" train good.ini --parallel.pp=2 --parallel.schedule=interleaved
+expect_user_error interleaved_layers 2 "parallel.virtual_stages" train good.ini --parallel.pp=2 \
+  --parallel.schedule=interleaved --parallel.virtual_stages=2
+expect_user_error interleaved_micro_batches 2 "multiple of parallel.pp" train good.ini --parallel.pp=2 \
+  --parallel.schedule=interleaved --parallel.virtual_stages=1 --train.global_batch=6
+expect_user_error interleaved_stage_list 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --model.layers=4 \
+  --parallel.schedule=interleaved --parallel.stage_layers=2,2
 expect_user_error seq_longer_than_context 2 "train.seq_len" train good.ini --train.seq_len=64
 expect_user_error missing_dataset 2 "absent.h5" train good.ini --data.path=absent.h5 --data.generate=none
 echo "not hdf5" > text.h5

@@ -95,6 +95,34 @@ TEST(MemoryEstimate, PipelineStagesHoldTheirLayersAndMicroBatchesInFlight) {
   }
 }
 
+TEST(MemoryEstimate, InterleavedStagesHoldEveryChunk) {
+  // 5 layers over 2 stages x 2 chunks = 4 virtual stages (2 + 1 + 1 + 1): stage 0 holds layers
+  // {0, 1} and {3}, stage 1 holds {2} and {4}; two micro-batches in flight per chunk.
+  model::GptConfig c{5, 2, 8, 8, 11, 16};
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  const std::size_t scratch = backend->attention_scratch_size(3, 7, 2);
+  for (auto recompute : {model::Recompute::kNone, model::Recompute::kFull}) {
+    std::size_t params_over_stages = 0;
+    for (int stage = 0; stage < 2; ++stage) {
+      const model::GptLayout layout{.pp = 2, .pp_rank = stage, .chunks = 2, .slots = 2, .recompute = recompute};
+      model::Gpt gpt(c, *backend, 3, 7, {.layout = layout});
+      const auto m = app::estimate_memory(c, 3, 7, scratch, layout, 1);
+      EXPECT_EQ(m.activations, gpt.activation_bytes()) << "stage " << stage;
+      EXPECT_EQ(m.layers, stage == 0 ? 3 : 2);
+      ASSERT_EQ(gpt.stage().chunks.size(), 2u);
+      EXPECT_EQ(gpt.stage().chunks[0].first_layer, stage == 0 ? 0 : 2);
+      EXPECT_EQ(gpt.stage().chunks[1].first_layer, stage == 0 ? 3 : 4);
+      EXPECT_EQ(gpt.stage().first, stage == 0);
+      EXPECT_EQ(gpt.stage().last, stage == 1);
+      EXPECT_TRUE(gpt.stage().chunks[0].first == (stage == 0));
+      EXPECT_TRUE(gpt.stage().chunks[1].last == (stage == 1));
+      params_over_stages += gpt.params().total_count();
+    }
+    const auto whole = model::build_gpt_param_table(c);
+    EXPECT_EQ(params_over_stages, whole.total_count() + whole.find("wte").count);
+  }
+}
+
 TEST(Threads, DefaultSharesTheNodeAndNeverDropsBelowOne) {
   const int alone = app::default_threads(1);
   EXPECT_GE(alone, 1);
