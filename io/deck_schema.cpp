@@ -73,6 +73,9 @@ std::vector<KeySpec> make_schema() {
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
       bool_key("run.save_final", "true",
                "Write the final parameters to run.dir/final-params.h5 (global shapes, any layout)."),
+      string_key("run.restart", "auto",
+                 "Where to resume from: auto (the checkpoint named by checkpoint.dir/latest, if any, "
+                 "else a fresh start), none (always a fresh start), or the path of a checkpoint file."),
 
       // [model]
       int_key("model.layers", "12", 1, 1024, "Number of transformer blocks."),
@@ -186,6 +189,15 @@ std::vector<KeySpec> make_schema() {
       float_key("log.peak_tflops", "0", 0, false, kNone, false,
                 "Peak TFLOP/s of one rank, the denominator of MFU; 0 = measure this "
                 "machine's sgemm rate at start-up."),
+
+      // [checkpoint]
+      int_key("checkpoint.every", "0", 0, kNone,
+              "Write a checkpoint every this many steps (and after the last step); 0 = never."),
+      string_key("checkpoint.dir", "checkpoints",
+                 "Directory of the checkpoints and of the `latest` pointer; relative to run.dir unless "
+                 "absolute."),
+      int_key("checkpoint.keep", "3", 1, kNone,
+              "Newest checkpoints kept; older ones are removed once a new one is complete."),
   };
 }
 
@@ -227,6 +239,7 @@ const std::vector<SectionSpec>& deck_sections() {
       {"optim", "AdamW with linear warm-up and cosine decay of the learning rate."},
       {"parallel", "How the ranks are split into data-, tensor- and pipeline-parallel groups."},
       {"log", "Progress lines and the model-FLOPs-utilisation (MFU) estimate."},
+      {"checkpoint", "HDF5 checkpoints: parameters and optimizer state at global shapes, any layout."},
   };
   return sections;
 }

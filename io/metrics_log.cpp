@@ -10,8 +10,20 @@
 
 namespace trident::io {
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+MetricsLog::MetricsLog(const std::string& path, int64_t resume_after) : path_(path) {
+  std::string kept;
+  if (resume_after > 0) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const std::size_t at = line.find("\"step\": ");
+      if (at != std::string::npos && std::strtoll(line.c_str() + at + 8, nullptr, 10) <= resume_after) {
+        kept += line + "\n";
+      }
+    }
+  }
   file_ = std::fopen(path.c_str(), "w");
+  if (file_ && !kept.empty()) std::fputs(kept.c_str(), file_);
   if (!file_) throw UserError("metrics file '" + path + "': cannot create (" + std::strerror(errno) + ")");
 }
 

@@ -2,6 +2,7 @@
 // run can be plotted or compared with any tool. Written by one rank (rank 0).
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -11,8 +12,10 @@ namespace trident::io {
 
 class MetricsLog {
  public:
-  // Truncates PATH. Throws UserError naming the file when it cannot be created.
-  explicit MetricsLog(const std::string& path);
+  // Starts PATH afresh, or, for a run resumed after `resume_after` steps, keeps its lines of
+  // steps up to resume_after (dropping any the interrupted run wrote after its checkpoint) and
+  // appends. Throws UserError naming the file when it cannot be written.
+  explicit MetricsLog(const std::string& path, int64_t resume_after = 0);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

@@ -54,6 +54,24 @@ void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<
 // is not a Trident parameter file.
 std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> read_param_file(const std::string& path);
 
+// One tensor slice to read into this rank's memory (the local shape, row-major).
+struct TensorSliceRead {
+  std::string name;
+  std::vector<int64_t> global_shape;
+  int split_axis = -1;
+  int64_t slice_begin = 0;
+  int64_t slice_extent = 0;
+  float* data = nullptr;
+};
+
+// Collective over `comm` (every rank calls it with its own list): opens the file through
+// parallel HDF5 and reads each rank's slices independently, so a file written by one layout is
+// read by any other. A tensor whose stored shape differs only along axis 0 (a vocabulary padded
+// for another tensor-parallel size) is read on the rows both have and zero-filled beyond;
+// a missing tensor or any other shape difference is a UserError naming the file and tensor,
+// raised on every rank.
+void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector<TensorSliceRead>& slices);
+
 // The root's integer attributes (format_version and the writer's int attributes), serially.
 std::map<std::string, int64_t> read_param_file_int_attributes(const std::string& path);
 

@@ -102,6 +102,10 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.device = deck.value("run.device");
   config.run.threads = int_value(deck, "run.threads");
   config.run.save_final = deck.value("run.save_final") == "true";
+  config.run.restart = deck.value("run.restart");
+  config.checkpoint.every = int64_value(deck, "checkpoint.every");
+  config.checkpoint.dir = deck.value("checkpoint.dir");
+  config.checkpoint.keep = int_value(deck, "checkpoint.keep");
 
   config.model.layers = int_value(deck, "model.layers");
   config.model.heads = int_value(deck, "model.heads");

@@ -15,6 +15,7 @@ struct RunSection {
   std::string device;  // run.device: cpu | cuda | auto
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
   bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end
+  std::string restart;     // run.restart: auto | none | PATH
 };
 
 struct ModelSection {
@@ -75,6 +76,12 @@ struct LogSection {
   double peak_tflops = 0.0;  // log.peak_tflops: per-rank peak for MFU (0 = measure sgemm)
 };
 
+struct CheckpointSection {
+  int64_t every = 0;  // checkpoint.every: steps between checkpoints (0 = never)
+  std::string dir;    // checkpoint.dir: relative to run.dir unless absolute
+  int keep = 0;       // checkpoint.keep: newest checkpoints kept
+};
+
 struct RunConfig {
   RunSection run;
   ModelSection model;
@@ -83,6 +90,7 @@ struct RunConfig {
   OptimSection optim;
   ParallelSection parallel;
   LogSection log;
+  CheckpointSection checkpoint;
 };
 
 }  // namespace trident::io

@@ -21,6 +21,7 @@ ParallelContext::ParallelContext(MPI_Comm world, int tp, int dp, int pp) : grid_
   MPI_Comm world_copy;
   TRIDENT_MPI_CHECK(MPI_Comm_dup(world, &world_copy));
   world_ = std::make_unique<MpiComm>(world_copy, "world");
+  world_handle_ = world_copy;
   tensor_ = split(world, grid_, GroupKind::kTensor, world_rank_);
   data_ = split(world, grid_, GroupKind::kData, world_rank_);
   pipeline_ = split(world, grid_, GroupKind::kPipeline, world_rank_);

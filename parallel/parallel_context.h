@@ -27,6 +27,8 @@ class ParallelContext {
   int node_local_size() const { return node_local_size_; }
 
   Comm& world() { return *world_; }
+  // The MPI handle of world(), for libraries that take one (parallel HDF5).
+  MPI_Comm world_handle() const { return world_handle_; }
   Comm& tensor() { return *tensor_; }     // same stage, same data rank
   Comm& data() { return *data_; }         // same stage, same tensor rank: gradient averaging
   Comm& pipeline() { return *pipeline_; } // same data and tensor rank: activations between stages
@@ -46,6 +48,7 @@ class ParallelContext {
  private:
   RankGrid grid_;
   int world_rank_ = 0;
+  MPI_Comm world_handle_ = MPI_COMM_NULL;
   int node_local_rank_ = 0;
   int node_local_size_ = 1;
   std::unique_ptr<Comm> world_, tensor_, data_, pipeline_, model_, embedding_;

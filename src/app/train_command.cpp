@@ -48,6 +48,29 @@ void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   if (!error.empty()) throw io::UserError(error);
 }
 
+// The checkpoint to resume from ("" = a fresh start), the same on every rank: run.restart = none,
+// auto (what checkpoint.dir/latest names, if it exists) or a path.
+std::string restart_path(const io::RunConfig& c, const std::string& checkpoint_dir, parallel::Comm& world) {
+  if (c.run.restart == "none") return "";
+  std::string path, error;
+  if (world.rank() == 0) {
+    if (c.run.restart == "auto") {
+      std::ifstream latest(checkpoint_dir + "/latest");
+      std::string name;
+      if (latest && std::getline(latest, name) && !name.empty()) {
+        path = checkpoint_dir + "/" + name;
+        if (!std::filesystem::exists(path)) error = "checkpoint '" + path + "' named by " + checkpoint_dir + "/latest is missing";
+      }
+    } else {
+      path = c.run.restart;
+      if (!std::filesystem::exists(path)) error = "run.restart = '" + path + "': no such checkpoint file";
+    }
+  }
+  error = parallel::agree_on_error(world, error);
+  if (!error.empty()) throw io::UserError(error);
+  return parallel::broadcast_string(world, path, 0);
+}
+
 }  // namespace
 
 int train_command(const std::vector<std::string>& args) {
@@ -105,7 +128,15 @@ int train_command(const std::vector<std::string>& args) {
   const double resident_before = static_cast<double>(resident_bytes());
   train::Trainer trainer(c, setup.model, layout, ctx, *backend, *dataset);
   const auto start = std::chrono::steady_clock::now();
-  const train::RunSummary summary = trainer.run(c.run.dir + "/metrics.jsonl", peak);
+  const std::string restart = restart_path(c, trainer.checkpoint_dir(), world);
+  int64_t start_step = 0;
+  if (!restart.empty()) {
+    start_step = trainer.load_checkpoint(restart);
+    if (leader) {
+      std::printf("restart: resuming from %s after step %lld\n", restart.c_str(), static_cast<long long>(start_step));
+    }
+  }
+  const train::RunSummary summary = trainer.run(c.run.dir + "/metrics.jsonl", peak, start_step);
   {
     float grown_mib = static_cast<float>((static_cast<double>(peak_resident_bytes()) - resident_before) / 1048576.0);
     world.all_reduce_max(&grown_mib, 1);

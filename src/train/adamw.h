@@ -32,6 +32,11 @@ class AdamW {
   // gradient of arena element shard_begin + i. step_number is 1-based (bias correction).
   void update(float* params, const float* shard_grads, double lr, int64_t step_number);
   std::size_t state_bytes() const { return 2 * state_count_ * sizeof(float); }
+  // The moments of arena elements [shard_begin(), shard_begin() + state_count()) (checkpoints).
+  std::size_t shard_begin() const { return shard_begin_; }
+  std::size_t state_count() const { return state_count_; }
+  float* first_moment() { return m_; }
+  float* second_moment() { return v_; }
 
  private:
   struct Segment {           // one tensor's overlap with the shard

@@ -6,6 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "io/param_file.h"
 
 #include "kernels/backend.h"
 #include "parallel/parallel_context.h"
@@ -25,6 +29,15 @@ namespace trident::train {
 //     among its owners (io::write_param_file's rule).
 // Root attributes: step, dp, tp, pp, vocab, padded_vocab. Throws io::UserError naming the file
 // on every rank when it cannot be written.
+// This rank's tensors of `table` as slices of `host` (a host copy of the arena), named
+// prefix + global name, with the ownership rule above.
+std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const float* host, const std::string& prefix,
+                                          const parallel::GridCoord& coord);
+
+// The root attributes every parameter and checkpoint file carries.
+std::vector<std::pair<std::string, int64_t>> layout_attributes(const parallel::RankGrid& grid, int64_t step,
+                                                               const model::GptConfig& model_config);
+
 void write_final_parameters(const std::string& path, const model::ParamTable& table, const float* params,
                             kernels::Backend& backend, const parallel::ParallelContext& ctx, int64_t step,
                             const model::GptConfig& model_config, MPI_Comm world);

@@ -253,20 +253,20 @@ double Trainer::evaluate() {
   return loss_sum / (tokens_per_step_ * static_cast<double>(config_.train.eval_batches));
 }
 
-RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_rank) {
+RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_rank, int64_t start_step) {
   RunSummary summary;
   const bool leader = ctx_.world_rank() == 0;
   std::unique_ptr<io::MetricsLog> metrics;
-  if (leader && !metrics_path.empty()) metrics = std::make_unique<io::MetricsLog>(metrics_path);
+  if (leader && !metrics_path.empty()) metrics = std::make_unique<io::MetricsLog>(metrics_path, start_step);
   ProgressLine progress(config_.train.steps, tokens_per_step_,
                         model_.config().flops_per_token(config_.train.seq_len),
                         peak_flops_per_rank * ctx_.grid().world_size());
   const int64_t steps = config_.train.steps;
-  for (int64_t s = 0; s < steps; ++s) {
+  for (int64_t s = start_step; s < steps; ++s) {
     const auto comm_before = ctx_.comm_stats();
     const StepResult r = step(s);
     progress.record(r.seconds);
-    if (s > 0) {  // the first step pays for warm-up; validation is outside the window
+    if (s > start_step) {  // the first step pays for warm-up; validation is outside the window
       const auto comm_after = ctx_.comm_stats();
       if (comm_totals_.empty()) {
         for (const auto& g : comm_after) comm_totals_.push_back({g.group, {}});
@@ -283,6 +283,7 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     const bool eval_now = config_.train.eval_batches > 0 &&
                           (last || (config_.train.eval_every > 0 && (s + 1) % config_.train.eval_every == 0));
     const double val_loss = eval_now ? evaluate() : NAN;
+    if (config_.checkpoint.every > 0 && ((s + 1) % config_.checkpoint.every == 0 || last)) save_checkpoint(s + 1);
     summary.last_loss = r.loss;
     if (eval_now) summary.last_val_loss = val_loss;
     if (!leader) continue;

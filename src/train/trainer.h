@@ -57,7 +57,16 @@ class Trainer {
           parallel::ParallelContext& ctx, kernels::Backend& backend, const io::TokenDataset& dataset);
 
   // Runs train.steps steps with logging (rank 0 prints and writes metrics_path when given).
-  RunSummary run(const std::string& metrics_path, double peak_flops_per_rank);
+  // start_step: steps already done (a restart from a checkpoint); the metrics file is then
+  // appended to.
+  RunSummary run(const std::string& metrics_path, double peak_flops_per_rank, int64_t start_step = 0);
+  // Collective: writes a checkpoint after `steps_done` steps into the checkpoint directory,
+  // then (rank 0) points `latest` at it and removes all but the newest checkpoint.keep.
+  void save_checkpoint(int64_t steps_done);
+  // Collective: loads parameters and optimizer state from a checkpoint written by any layout;
+  // returns the steps it had done.
+  int64_t load_checkpoint(const std::string& path);
+  std::string checkpoint_dir() const;
   StepResult step(int64_t step_index);
   // Mean validation loss over train.eval_batches global batches (every rank gets it).
   double evaluate();

@@ -1,0 +1,63 @@
+# Checkpoint and restart (HDF5, global shapes):
+# - same layout: 20 steps straight against 10 steps, a checkpoint, and a restarted run to 20:
+#   every loss and the final parameters bit-identical, for (1,1,1), (2,2,1) and (2,1,2) with
+#   ZeRO-1;
+# - other layout: a checkpoint at step 10 of (2,2,2) with ZeRO-1, resumed on (1,1,1), (4,1,1),
+#   (1,4,1) and (1,1,4): every later step within 1e-5 relative of the uninterrupted (2,2,2) run
+#   (only fp32 reassociation differs between layouts);
+# - checkpoint.keep, an explicit run.restart path, and a missing one.
+# optim.decay_steps is fixed: with 0 the cosine would end at train.steps, which differs
+# between the 10-step and the 20-step run.
+source "$(dirname "$0")/lib.sh"
+tiny_deck deck.ini
+sed -i 's/^layers = 2$/layers = 4/; s/^heads = 2$/heads = 4/' deck.ini
+common="--optim.decay_steps=20 --train.eval_batches=0"
+
+# layout NAME DP TP PP EXTRA: the flags of a layout
+for spec in "l111:1:1:1:" "l221:2:2:1:" "l212z:2:1:2:--parallel.zero=1"; do
+  IFS=: read -r name dp tp pp extra <<< "$spec"
+  ranks=$((dp * tp * pp))
+  flags="--parallel.dp=$dp --parallel.tp=$tp --parallel.pp=$pp $extra $common"
+  mpi $ranks train deck.ini --train.steps=20 --run.dir="$name.straight" $flags > "$name.straight.log" 2>&1 \
+    || { tail -5 "$name.straight.log"; fail "$name straight run"; continue; }
+  mpi $ranks train deck.ini --train.steps=10 --checkpoint.every=10 --run.dir="$name.split" $flags \
+    > "$name.first.log" 2>&1 || { tail -5 "$name.first.log"; fail "$name first half"; continue; }
+  mpi $ranks train deck.ini --train.steps=20 --run.dir="$name.split" $flags > "$name.second.log" 2>&1 \
+    || { tail -5 "$name.second.log"; fail "$name restarted half"; continue; }
+  grep -q "^restart: resuming from .*step-000000010.h5 after step 10" "$name.second.log" || fail "$name did not resume"
+  "$CHECK_METRICS" compare "$name.straight/metrics.jsonl" "$name.split/metrics.jsonl" loss 0 >/dev/null &&
+  "$CHECK_METRICS" compare-params "$name.straight/final-params.h5" "$name.split/final-params.h5" 0 >/dev/null &&
+    pass "$name: restart bit-identical (20 losses, final parameters)" || fail "$name: restart differs"
+done
+
+# Other layouts from a (2,2,2) ZeRO-1 checkpoint.
+big="--parallel.dp=2 --parallel.tp=2 --parallel.pp=2 --parallel.zero=1 $common"
+mpi 8 train deck.ini --train.steps=20 --run.dir=ref222 $big > ref222.log 2>&1 || { tail -5 ref222.log; fail "(2,2,2) run"; }
+mpi 8 train deck.ini --train.steps=10 --checkpoint.every=10 --run.dir=ck222 $big > ck222.log 2>&1 \
+  || { tail -5 ck222.log; fail "(2,2,2) checkpoint run"; }
+checkpoint="$PWD/ck222/checkpoints/step-000000010.h5"
+for spec in "r111:1:1:1" "r411:4:1:1" "r141:1:4:1" "r114:1:1:4"; do
+  IFS=: read -r name dp tp pp <<< "$spec"
+  mpi $((dp * tp * pp)) train deck.ini --train.steps=20 --run.dir="$name" --run.restart="$checkpoint" \
+    --parallel.dp="$dp" --parallel.tp="$tp" --parallel.pp="$pp" $common > "$name.log" 2>&1 \
+    || { tail -5 "$name.log"; fail "$name restart"; continue; }
+  # The resumed run's metrics hold steps 11-20: compare them with the same steps of (2,2,2).
+  tail -n 10 ref222/metrics.jsonl > "$name.ref.jsonl"
+  "$CHECK_METRICS" compare "$name.ref.jsonl" "$name/metrics.jsonl" loss 1e-5 >/dev/null &&
+    pass "$name: resumed (2,2,2) checkpoint, $("$CHECK_METRICS" compare "$name.ref.jsonl" "$name/metrics.jsonl" loss 1e-5)" \
+    || fail "$name: resharded restart differs"
+done
+
+# checkpoint.keep: checkpoints every 2 steps, keep 2 -> the newest two remain, latest names 10.
+mpi 1 train deck.ini --train.steps=10 --checkpoint.every=2 --checkpoint.keep=2 --run.dir=keep $common > keep.log 2>&1 \
+  || fail "keep run"
+[ "$(ls keep/checkpoints | grep -c '^step-')" -eq 2 ] && [ "$(cat keep/checkpoints/latest)" = "step-000000010.h5" ] \
+  && pass "checkpoint.keep = 2" || fail "checkpoint.keep: $(ls keep/checkpoints)"
+# A run that is already complete resumes at its end and trains nothing more.
+mpi 1 train deck.ini --train.steps=10 --run.dir=keep $common > again.log 2>&1 && \
+  grep -q "after step 10" again.log && pass "resume of a finished run" || fail "resume of a finished run"
+# A missing explicit checkpoint is a user error on every rank.
+mpi 2 train deck.ini --run.restart=nowhere.h5 $common > missing.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "run.restart = 'nowhere.h5'" missing.log && pass "missing checkpoint: exit 2" \
+  || fail "missing checkpoint: rc $rc: $(cat missing.log)"
+finish
