@@ -16,9 +16,10 @@
 #include "src/app/memory_estimate.h"
 #include "src/app/resident_memory.h"
 #include "src/app/startup_report.h"
+#include "src/app/stop_signal.h"
 #include "src/app/threads.h"
 #include "src/app/version_text.h"
-#include "src/train/final_parameters.h"  // [final-params]
+#include "src/train/final_parameters.h"
 #include "src/train/peak_flops.h"
 #include "src/train/run_layout.h"
 #include "src/train/trainer.h"
@@ -81,6 +82,7 @@ int train_command(const std::vector<std::string>& args) {
   parallel::MpiComm world(world_dup, "world");
   const bool leader = world.rank() == 0;
 
+  install_stop_handlers();  // first: a preemption warning during start-up is not lost
   const CommandArgs command = split_command_args("train", args);
   const std::string text = read_deck_collectively(world, command.deck_path);
   const RunSetup setup = make_run_setup(text, command.deck_path, command.overrides, world_size);
@@ -136,7 +138,15 @@ int train_command(const std::vector<std::string>& args) {
       std::printf("restart: resuming from %s after step %lld\n", restart.c_str(), static_cast<long long>(start_step));
     }
   }
-  const train::RunSummary summary = trainer.run(c.run.dir + "/metrics.jsonl", peak, start_step);
+  const train::RunSummary summary =
+      trainer.run(c.run.dir + "/metrics.jsonl", peak, start_step, [] { return stop_requested(); });
+  if (summary.stopped) {
+    if (leader) {
+      std::printf("stopped by a signal after step %lld: checkpoint written to %s; run the same command to resume\n",
+                  static_cast<long long>(summary.steps_done), trainer.checkpoint_dir().c_str());
+    }
+    return 0;
+  }
   {
     float grown_mib = static_cast<float>((static_cast<double>(peak_resident_bytes()) - resident_before) / 1048576.0);
     world.all_reduce_max(&grown_mib, 1);
@@ -162,15 +172,16 @@ int train_command(const std::vector<std::string>& args) {
     }
     std::printf("; metrics in %s/metrics.jsonl\n", c.run.dir.c_str());
   }
-  // [final-params] The final parameters, global shapes, one file for any layout
-  // (docs/param-file.md). Collective: every rank writes the slices it owns.
+  // The final parameters, global shapes, one file for any layout (docs/param-file.md).
+  // Collective: every rank writes the slices it owns.
   if (c.run.save_final) {
     const std::string params_path = c.run.dir + "/final-params.h5";
     train::write_final_parameters(params_path, trainer.model().params(), trainer.model().parameters(), *backend, ctx,
-                                  c.train.steps, setup.model, MPI_COMM_WORLD);
+                                  c.train.steps, setup.model, ctx.world_handle());
     if (leader) std::printf("final parameters: %s\n", params_path.c_str());
   }
-  // [/final-params]
+  // run.dir/complete tells job scripts that a rerun has nothing left to do.
+  if (leader) std::ofstream(c.run.dir + "/complete") << c.train.steps << "\n";
   return 0;
 }
 

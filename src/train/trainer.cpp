@@ -253,7 +253,8 @@ double Trainer::evaluate() {
   return loss_sum / (tokens_per_step_ * static_cast<double>(config_.train.eval_batches));
 }
 
-RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_rank, int64_t start_step) {
+RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_rank, int64_t start_step,
+                        const std::function<bool()>& stop_requested) {
   RunSummary summary;
   const bool leader = ctx_.world_rank() == 0;
   std::unique_ptr<io::MetricsLog> metrics;
@@ -283,20 +284,30 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     const bool eval_now = config_.train.eval_batches > 0 &&
                           (last || (config_.train.eval_every > 0 && (s + 1) % config_.train.eval_every == 0));
     const double val_loss = eval_now ? evaluate() : NAN;
-    if (config_.checkpoint.every > 0 && ((s + 1) % config_.checkpoint.every == 0 || last)) save_checkpoint(s + 1);
+    // A signal reaches the ranks at different moments: agree (max over the world) so that every
+    // rank stops after the same step, with a checkpoint of it.
+    const bool stop = stop_requested && !last && ctx_.world().all_reduce_max(stop_requested() ? 1 : 0) != 0;
+    const bool checkpointed = config_.checkpoint.every > 0 && ((s + 1) % config_.checkpoint.every == 0 || last);
+    if (checkpointed || stop) save_checkpoint(s + 1);
+    summary.steps_done = s + 1;
     summary.last_loss = r.loss;
     if (eval_now) summary.last_val_loss = val_loss;
-    if (!leader) continue;
-    std::vector<std::pair<std::string, double>> fields = {
-        {"step", static_cast<double>(s + 1)}, {"loss", r.loss},
-        {"lr", r.lr},                         {"grad_norm", r.grad_norm},
-        {"tokens_per_s", tokens_per_step_ / r.seconds}, {"ms_per_step", r.seconds * 1e3},
-        {"mfu", progress.mfu(r.seconds)}};
-    if (eval_now) fields.emplace_back("val_loss", val_loss);
-    if (metrics) metrics->write(fields);
-    if ((s + 1) % config_.log.every == 0 || last || s == 0 || eval_now) {
-      std::printf("%s\n", progress.line(s + 1, r.loss, r.lr, r.grad_norm, r.seconds, val_loss).c_str());
-      std::fflush(stdout);
+    if (leader) {
+      std::vector<std::pair<std::string, double>> fields = {
+          {"step", static_cast<double>(s + 1)}, {"loss", r.loss},
+          {"lr", r.lr},                         {"grad_norm", r.grad_norm},
+          {"tokens_per_s", tokens_per_step_ / r.seconds}, {"ms_per_step", r.seconds * 1e3},
+          {"mfu", progress.mfu(r.seconds)}};
+      if (eval_now) fields.emplace_back("val_loss", val_loss);
+      if (metrics) metrics->write(fields);
+      if ((s + 1) % config_.log.every == 0 || last || s == 0 || eval_now || stop) {
+        std::printf("%s\n", progress.line(s + 1, r.loss, r.lr, r.grad_norm, r.seconds, val_loss).c_str());
+        std::fflush(stdout);
+      }
+    }
+    if (stop) {
+      summary.stopped = true;
+      break;
     }
   }
   if (leader && measured_steps_ > 0) std::printf("%s", communication_report().c_str());

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,8 @@ namespace trident::train {
 struct RunSummary {
   double last_loss = NAN;      // training loss of the last step
   double last_val_loss = NAN;  // the last validation loss (NaN without validation)
+  int64_t steps_done = 0;      // steps done when run() returned
+  bool stopped = false;        // a stop request ended the run early (after a checkpoint)
 };
 
 // A contiguous range of the gradient arena that this rank counts in the global norm.
@@ -59,7 +62,10 @@ class Trainer {
   // Runs train.steps steps with logging (rank 0 prints and writes metrics_path when given).
   // start_step: steps already done (a restart from a checkpoint); the metrics file is then
   // appended to.
-  RunSummary run(const std::string& metrics_path, double peak_flops_per_rank, int64_t start_step = 0);
+  // stop_requested (may be empty): polled after every step; when it is true on any rank, every
+  // rank writes a checkpoint and returns early.
+  RunSummary run(const std::string& metrics_path, double peak_flops_per_rank, int64_t start_step = 0,
+                 const std::function<bool()>& stop_requested = {});
   // Collective: writes a checkpoint after `steps_done` steps into the checkpoint directory,
   // then (rank 0) points `latest` at it and removes all but the newest checkpoint.keep.
   void save_checkpoint(int64_t steps_done);
