@@ -347,7 +347,8 @@ void write_dataset(hid_t dataset, const Plan& plan, const std::vector<TensorSlic
 // Writes the whole file at `temporary` collectively; every failure is agreed by all ranks.
 void write_file(const std::string& temporary, const std::string& path, MPI_Comm comm, const std::vector<Plan>& plans,
                 const std::vector<TensorSlice>& tensors,
-                const std::vector<std::pair<std::string, int64_t>>& int_attributes) {
+                const std::vector<std::pair<std::string, int64_t>>& int_attributes,
+                const std::vector<std::pair<std::string, std::string>>& string_attributes) {
   Handle file, transfer, create;
   collective_stage(comm, path, [&] {
     Handle access = make_handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate", path);
@@ -367,6 +368,7 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
     write_string_attribute(file.get(), "format", kFormatName, path);
     write_int_attribute(file.get(), "format_version", kFormatVersion, path);
     for (const auto& [name, value] : int_attributes) write_int_attribute(file.get(), name, value, path);
+    for (const auto& [name, value] : string_attributes) write_string_attribute(file.get(), name.c_str(), value, path);
   });
   for (const Plan& plan : plans) {
     Handle dataset;
@@ -456,7 +458,8 @@ herr_t collect_attribute_name(hid_t, const char* name, const H5A_info_t*, void* 
 // ---------------------------------------------------------------------------------------------
 
 void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<TensorSlice>& tensors,
-                      const std::vector<std::pair<std::string, int64_t>>& int_attributes) {
+                      const std::vector<std::pair<std::string, int64_t>>& int_attributes,
+                      const std::vector<std::pair<std::string, std::string>>& string_attributes) {
   const QuietHdf5Errors quiet;
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
@@ -467,7 +470,7 @@ void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<
 
   const std::string temporary = path + ".tmp";
   try {
-    write_file(temporary, path, comm, plans, tensors, int_attributes);
+    write_file(temporary, path, comm, plans, tensors, int_attributes, string_attributes);
   } catch (const UserError&) {
     if (rank == 0) {
       std::error_code ignored;
@@ -537,6 +540,15 @@ std::map<std::string, int64_t> read_param_file_int_attributes(const std::string&
     result.emplace(name, value);
   }
   return result;
+}
+
+std::optional<std::string> read_param_file_string_attribute(const std::string& path, const std::string& name) {
+  const QuietHdf5Errors quiet;
+  Handle file = open_checked(path);
+  const htri_t exists = H5Aexists(file.get(), name.c_str());
+  check_status(exists, "H5Aexists", path);
+  if (exists == 0) return std::nullopt;
+  return read_string_attribute(file.get(), name.c_str(), path);
 }
 
 }  // namespace trident::io

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +48,8 @@ struct TensorSlice {
 // the file on EVERY rank: the ranks agree on failure after each collective stage, so none is
 // left waiting.
 void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<TensorSlice>& tensors,
-                      const std::vector<std::pair<std::string, int64_t>>& int_attributes);
+                      const std::vector<std::pair<std::string, int64_t>>& int_attributes,
+                      const std::vector<std::pair<std::string, std::string>>& string_attributes = {});
 
 // Serial reading for tools and tests (one process, no MPI needed): every dataset name ->
 // (global shape, values row-major). Throws UserError naming the file when it cannot be read or
@@ -71,6 +73,10 @@ struct TensorSliceRead {
 // a missing tensor or any other shape difference is a UserError naming the file and tensor,
 // raised on every rank.
 void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector<TensorSliceRead>& slices);
+
+// A string attribute of the root (e.g. a checkpoint's "deck"), serially; empty when absent.
+// Throws UserError naming the file when it cannot be read.
+std::optional<std::string> read_param_file_string_attribute(const std::string& path, const std::string& name);
 
 // The root's integer attributes (format_version and the writer's int attributes), serially.
 std::map<std::string, int64_t> read_param_file_int_attributes(const std::string& path);

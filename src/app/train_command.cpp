@@ -15,6 +15,8 @@
 #include "src/app/run_setup.h"
 #include "src/app/memory_estimate.h"
 #include "src/app/resident_memory.h"
+#include "io/param_file.h"
+#include "src/app/restart_compatibility.h"
 #include "src/app/startup_report.h"
 #include "src/app/stop_signal.h"
 #include "src/app/threads.h"
@@ -130,9 +132,21 @@ int train_command(const std::vector<std::string>& args) {
   const double resident_before = static_cast<double>(resident_bytes());
   train::Trainer trainer(c, setup.model, layout, ctx, *backend, *dataset);
   const auto start = std::chrono::steady_clock::now();
+  trainer.record_deck(setup.deck.to_ini());
   const std::string restart = restart_path(c, trainer.checkpoint_dir(), world);
   int64_t start_step = 0;
   if (!restart.empty()) {
+    // Every rank reads the same attribute and compares the same way: the same error everywhere.
+    if (const auto saved = io::read_param_file_string_attribute(restart, "deck")) {
+      const io::ResolvedDeck saved_deck = io::parse_deck(*saved, restart, {});
+      check_restart_compatible(saved_deck, setup.deck, restart);
+      const std::string& saved_steps = saved_deck.value("train.steps");
+      if (leader && c.optim.decay_steps == 0 && saved_steps != setup.deck.value("train.steps")) {
+        std::printf("restart: note: optim.decay_steps = 0 follows train.steps, which changed from %s to %lld: the "
+                    "learning-rate schedule differs from the checkpointed run's from here on\n",
+                    saved_steps.c_str(), static_cast<long long>(c.train.steps));
+      }
+    }
     start_step = trainer.load_checkpoint(restart);
     if (leader) {
       std::printf("restart: resuming from %s after step %lld\n", restart.c_str(), static_cast<long long>(start_step));

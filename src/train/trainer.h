@@ -73,6 +73,8 @@ class Trainer {
   // returns the steps it had done.
   int64_t load_checkpoint(const std::string& path);
   std::string checkpoint_dir() const;
+  // The resolved deck (INI text) saved in every checkpoint, for the restart compatibility check.
+  void record_deck(std::string ini) { deck_text_ = std::move(ini); }
   StepResult step(int64_t step_index);
   // Mean validation loss over train.eval_batches global batches (every rank gets it).
   double evaluate();
@@ -104,6 +106,7 @@ class Trainer {
   // Communication measured over the training steps after the first (validation excluded).
   std::vector<parallel::ParallelContext::GroupStats> comm_totals_;
   double measured_seconds_ = 0.0;
+  std::string deck_text_;
   int64_t measured_steps_ = 0;
 };
 

@@ -1,7 +1,7 @@
 // Trainer checkpoints: parameters and AdamW moments of every tensor at global shapes in one
 // parameter file (io/param_file.h), so a checkpoint restarts on any layout. Names: the
 // parameter's global name, "optimizer.m.NAME" and "optimizer.v.NAME"; attributes: the steps
-// done, the tokens consumed and the layout that wrote it. The data position and the learning
+// done, the tokens consumed, the layout that wrote it and the resolved deck ("deck"). The data position and the learning
 // rate follow from the step (both are pure functions of it), so nothing else is needed to
 // resume the same stream exactly.
 #include <algorithm>
@@ -86,7 +86,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   auto attributes = layout_attributes(ctx_.grid(), steps_done, model_.config());
   attributes.emplace_back("tokens", static_cast<int64_t>(tokens_per_step_) * steps_done);
   const std::string name = checkpoint_name(steps_done);
-  io::write_param_file(dir + "/" + name, ctx_.world_handle(), slices, attributes);
+  io::write_param_file(dir + "/" + name, ctx_.world_handle(), slices, attributes, {{"deck", deck_text_}});
   if (ctx_.world_rank() == 0) {
     try {
       publish(dir, name, config_.checkpoint.keep);

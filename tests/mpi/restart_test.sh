@@ -56,6 +56,11 @@ mpi 1 train deck.ini --train.steps=10 --checkpoint.every=2 --checkpoint.keep=2 -
 # A run that is already complete resumes at its end and trains nothing more.
 mpi 1 train deck.ini --train.steps=10 --run.dir=keep $common > again.log 2>&1 && \
   grep -q "after step 10" again.log && pass "resume of a finished run" || fail "resume of a finished run"
+# A deck that changes the model or the optimizer against the checkpoint is refused on every rank,
+# naming the key and both values.
+mpi 2 train deck.ini --train.steps=20 --run.dir=l111.split --optim.lr=0.002 $common > changed.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "run.restart: optim.lr = 0.002 differs from 0.003" changed.log && pass "changed optim.lr refused" \
+  || fail "changed optim.lr: rc $rc: $(tail -2 changed.log)"
 # A missing explicit checkpoint is a user error on every rank.
 mpi 2 train deck.ini --run.restart=nowhere.h5 $common > missing.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "run.restart = 'nowhere.h5'" missing.log && pass "missing checkpoint: exit 2" \

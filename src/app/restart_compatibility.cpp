@@ -1,0 +1,40 @@
+#include "src/app/restart_compatibility.h"
+
+#include <array>
+#include <string_view>
+
+#include "io/user_error.h"
+
+namespace trident::app {
+
+bool restart_may_change(const std::string& key) {
+  // Whole sections, then single keys.
+  constexpr std::array<std::string_view, 3> kSections = {"parallel.", "log.", "checkpoint."};
+  constexpr std::array<std::string_view, 10> kKeys = {
+      "run.dir",          "run.restart",      "run.threads",       "run.device",      "run.save_final",
+      "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path"};
+  for (std::string_view section : kSections) {
+    if (key.rfind(section, 0) == 0) return true;
+  }
+  for (std::string_view name : kKeys) {
+    if (key == name) return true;
+  }
+  // data.generate only says what to do when the file is missing.
+  return key == "data.generate";
+}
+
+void check_restart_compatible(const io::ResolvedDeck& checkpoint_deck, const io::ResolvedDeck& run_deck,
+                              const std::string& checkpoint_path) {
+  for (const auto& [key, value] : run_deck.entries()) {
+    if (restart_may_change(key)) continue;
+    const std::string& saved = checkpoint_deck.value(key);
+    if (saved != value) {
+      throw io::UserError("run.restart: " + key + " = " + value + " differs from " + saved + " in checkpoint '" +
+                          checkpoint_path + "'; a restart may change only the steps, layout, logging, checkpoint "
+                          "cadence, threads and paths (set " + key + " = " + saved + " to resume, or " +
+                          "run.restart = none to start afresh)");
+    }
+  }
+}
+
+}  // namespace trident::app

@@ -1,0 +1,36 @@
+// Which deck changes a restart accepts (src/app/restart_compatibility.h).
+#include <gtest/gtest.h>
+
+#include "io/deck.h"
+#include "io/user_error.h"
+#include "src/app/restart_compatibility.h"
+
+using namespace trident;
+
+namespace {
+io::ResolvedDeck deck(const std::vector<std::string>& overrides) { return io::parse_deck("", "test", overrides); }
+}  // namespace
+
+TEST(RestartCompatibility, StepsLayoutAndLoggingMayChange) {
+  const auto saved = deck({"--train.steps=10"});
+  EXPECT_NO_THROW(app::check_restart_compatible(
+      saved, deck({"--train.steps=20", "--parallel.tp=2", "--parallel.zero=1", "--log.every=1", "--checkpoint.every=5",
+                   "--run.dir=elsewhere", "--train.micro_batch=4", "--data.path=moved.h5"}),
+      "ck.h5"));
+}
+
+TEST(RestartCompatibility, AModelOrOptimizerChangeNamesTheKeyAndBothValues) {
+  const auto saved = deck({});
+  try {
+    app::check_restart_compatible(saved, deck({"--optim.lr=0.001"}), "ck.h5");
+    FAIL() << "a changed learning rate was accepted";
+  } catch (const io::UserError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("optim.lr = 0.001"), std::string::npos) << message;
+    EXPECT_NE(message.find("differs from 6e-4"), std::string::npos) << message;
+    EXPECT_NE(message.find("ck.h5"), std::string::npos) << message;
+  }
+  EXPECT_THROW(app::check_restart_compatible(saved, deck({"--model.layers=6"}), "ck.h5"), io::UserError);
+  EXPECT_THROW(app::check_restart_compatible(saved, deck({"--run.seed=1"}), "ck.h5"), io::UserError);
+  EXPECT_THROW(app::check_restart_compatible(saved, deck({"--train.global_batch=16"}), "ck.h5"), io::UserError);
+}
