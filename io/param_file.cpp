@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "io/collective_error.h"  // agree_or_throw
 #include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
 #include "io/user_error.h"  // UserError
 
@@ -37,22 +38,6 @@ Handle make_handle(hid_t id, Handle::Closer closer, const char* call, const std:
 // ---------------------------------------------------------------------------------------------
 // Agreement between ranks
 
-// Every rank of `comm` calls it with its own error ("" = none). When any rank failed, every
-// rank throws UserError with the message of the lowest failing rank.
-void agree(MPI_Comm comm, const std::string& local_error) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  const int mine = local_error.empty() ? INT_MAX : rank;
-  int first = INT_MAX;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == INT_MAX) return;
-  int length = rank == first ? static_cast<int>(local_error.size()) : 0;
-  MPI_Bcast(&length, 1, MPI_INT, first, comm);
-  std::string message = rank == first ? local_error : std::string(static_cast<size_t>(length), ' ');
-  MPI_Bcast(message.data(), length, MPI_CHAR, first, comm);
-  throw UserError(message);
-}
-
 // Runs one stage on this rank, then agrees on its outcome.
 template <class Stage>
 void collective_stage(MPI_Comm comm, const std::string& path, Stage&& stage) {
@@ -64,7 +49,7 @@ void collective_stage(MPI_Comm comm, const std::string& path, Stage&& stage) {
   } catch (const std::exception& e) {
     error = file_label(path) + ": " + e.what();
   }
-  agree(comm, error);
+  agree_or_throw(comm, error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -488,7 +473,7 @@ void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<
       error = file_label(path) + ": cannot rename '" + temporary + "' to it (" + code.message() + ")";
     }
   }
-  agree(comm, error);
+  agree_or_throw(comm, error);
   MPI_Barrier(comm);
 }
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <string>
 
+#include "io/collective_error.h"  // agree_or_throw
 #include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
 #include "io/param_file.h"
-#include "io/user_error.h"
 
 namespace trident::io {
 
@@ -71,18 +71,8 @@ void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector
     if (!error.empty()) break;
     error = read_slice(file.get(), s, transfer.get());
   }
-  // Agree, so that a failure on one rank fails every rank with the lowest failing rank's text.
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  int mine = error.empty() ? size : rank, first = size;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == size) return;
-  unsigned long length = error.size();
-  MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, first, comm);
-  error.resize(length);
-  MPI_Bcast(error.data(), static_cast<int>(length), MPI_CHAR, first, comm);
-  throw UserError("checkpoint '" + path + "': " + error);
+  // A failure on one rank fails every rank with the lowest failing rank's text.
+  agree_or_throw(comm, error.empty() ? "" : "checkpoint '" + path + "': " + error);
 }
 
 }  // namespace trident::io
