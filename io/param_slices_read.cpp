@@ -6,15 +6,38 @@
 #include <string>
 
 #include "io/collective_error.h"  // agree_or_throw
-#include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
 #include "io/param_file.h"
+#include "io/param_file_common.h"
+#include "io/tensor_boxes.h"
 
 namespace trident::io {
 
 namespace {
 
+using namespace param_file_detail;
+
+// Reads one piece (a box of the global tensor, stored rows `stored_rows` on axis 0) into `out`
+// (its row-major order): the rows the file has, zeros beyond.
+bool read_piece(hid_t dataset, const Box& piece, int64_t stored_rows, hid_t transfer, float* out) {
+  std::fill(out, out + piece.volume(), 0.0f);
+  const int64_t rows = std::clamp<int64_t>(stored_rows - piece.start[0], 0, piece.count[0]);
+  if (rows == 0) return true;  // beyond the stored rows: a vocabulary padded for another tp
+  const int rank = static_cast<int>(piece.start.size());
+  const std::vector<hsize_t> count(piece.count.begin(), piece.count.end());
+  std::vector<hsize_t> file_count = count, start(piece.start.begin(), piece.start.end());
+  file_count[0] = static_cast<hsize_t>(rows);
+  const Handle space(H5Dget_space(dataset), H5Sclose);
+  const Handle memory(H5Screate_simple(rank, count.data(), nullptr), H5Sclose);
+  const std::vector<hsize_t> zero(static_cast<size_t>(rank), 0);
+  if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, file_count.data(), nullptr) < 0 ||
+      H5Sselect_hyperslab(memory.get(), H5S_SELECT_SET, zero.data(), nullptr, file_count.data(), nullptr) < 0) {
+    return false;
+  }
+  return H5Dread(dataset, H5T_NATIVE_FLOAT, memory.get(), space.get(), transfer, out) >= 0;
+}
+
 // Reads one slice; returns "" or what is wrong (for the collective agreement).
-std::string read_slice(hid_t file, const TensorSliceRead& s, hid_t transfer) {
+std::string read_slice(hid_t file, const TensorSliceRead& s, hid_t transfer, int64_t max_elements) {
   const Handle dataset(H5Dopen2(file, s.name.c_str(), H5P_DEFAULT), H5Dclose);
   if (dataset.get() < 0) return "tensor '" + s.name + "' is missing";
   const Handle space(H5Dget_space(dataset.get()), H5Sclose);
@@ -27,39 +50,38 @@ std::string read_slice(hid_t file, const TensorSliceRead& s, hid_t transfer) {
       return "tensor '" + s.name + "' has another shape";
     }
   }
-  // This rank's block in global coordinates, then its overlap with the stored rows.
-  std::vector<hsize_t> start(static_cast<std::size_t>(rank), 0), count(static_cast<std::size_t>(rank));
-  for (int d = 0; d < rank; ++d) {
-    const auto u = static_cast<std::size_t>(d);
-    count[u] = static_cast<hsize_t>(d == s.split_axis ? s.slice_extent : s.global_shape[u]);
-    if (d == s.split_axis) start[u] = static_cast<hsize_t>(s.slice_begin);
+  if (rank == 0) {  // a scalar: nothing to clip or split
+    return H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, transfer, s.data) >= 0
+               ? ""
+               : "tensor '" + s.name + "' could not be read";
   }
-  std::size_t local = 1;
-  for (hsize_t c : count) local *= static_cast<std::size_t>(c);
-  std::fill(s.data, s.data + local, 0.0f);
-  const hsize_t first_row = start[0];
-  const hsize_t rows = first_row >= stored[0] ? 0 : std::min(count[0], stored[0] - first_row);
-  const Handle memory(H5Screate_simple(rank, count.data(), nullptr), H5Sclose);
-  std::vector<hsize_t> file_count = count;
-  file_count[0] = rows;
-  if (rows == 0) {
-    H5Sselect_none(space.get());
-    H5Sselect_none(memory.get());
-  } else {
-    H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, file_count.data(), nullptr);
-    std::vector<hsize_t> zero(static_cast<std::size_t>(rank), 0);
-    H5Sselect_hyperslab(memory.get(), H5S_SELECT_SET, zero.data(), nullptr, file_count.data(), nullptr);
+  std::vector<int64_t> local = s.global_shape;
+  if (s.split_axis >= 0) local[static_cast<std::size_t>(s.split_axis)] = s.slice_extent;
+  int64_t volume = 1;
+  for (const int64_t d : local) volume *= d;
+  const int64_t count = s.read_count < 0 ? volume - s.read_begin : s.read_count;
+  if (s.read_begin < 0 || count < 0 || s.read_begin + count > volume) {
+    return "tensor '" + s.name + "': read range outside the slice";
   }
-  if (H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), transfer, s.data) < 0) {
-    return "tensor '" + s.name + "' could not be read";
+  std::vector<Box> boxes = flat_range_boxes(local, s.read_begin, count);
+  shift_to_global(boxes, s.split_axis, s.slice_begin);
+  float* out = s.data;
+  for (const Box& piece : split_boxes(boxes, max_elements)) {
+    if (!read_piece(dataset.get(), piece, static_cast<int64_t>(stored[0]), transfer, out)) {
+      const std::string detail = hdf5_error_detail();
+      return "tensor '" + s.name + "' could not be read" + (detail.empty() ? "" : " (" + detail + ")");
+    }
+    out += piece.volume();
   }
   return "";
 }
 
 }  // namespace
 
-void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector<TensorSliceRead>& slices) {
+void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector<TensorSliceRead>& slices,
+                       int64_t max_bytes_per_call) {
   const QuietHdf5Errors quiet;
+  const int64_t max_elements = std::max<int64_t>(1, max_bytes_per_call / static_cast<int64_t>(sizeof(float)));
   std::string error;
   const Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL);
@@ -69,7 +91,7 @@ void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector
   H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_INDEPENDENT);
   for (const TensorSliceRead& s : slices) {
     if (!error.empty()) break;
-    error = read_slice(file.get(), s, transfer.get());
+    error = read_slice(file.get(), s, transfer.get(), max_elements);
   }
   // A failure on one rank fails every rank with the lowest failing rank's text.
   agree_or_throw(comm, error.empty() ? "" : "checkpoint '" + path + "': " + error);

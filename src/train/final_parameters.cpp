@@ -1,6 +1,7 @@
 // Final parameters: the parameter table as io::TensorSlice views, with this rank's ownership.
 #include "src/train/final_parameters.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -8,9 +9,17 @@
 
 namespace trident::train {
 
-std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const float* host, const std::string& prefix,
-                                          const parallel::GridCoord& coord) {
-  const bool data_leader = coord.dp_rank == 0;
+parallel::ArenaShard write_band(const model::ParamTable& table, const parallel::RankGrid& grid,
+                                const parallel::GridCoord& coord) {
+  parallel::ArenaShard band = parallel::shard_arena(table.total_count(), grid.dp(), coord.dp_rank);
+  band.end = std::min(band.end, table.total_count());  // the padding is nobody's to write
+  band.begin = std::min(band.begin, band.end);
+  return band;
+}
+
+std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const float* held, std::size_t held_begin,
+                                          const std::string& prefix, const parallel::GridCoord& coord,
+                                          const parallel::ArenaShard& band) {
   std::vector<io::TensorSlice> slices;
   slices.reserve(table.tensors().size());
   for (const model::ParamTensor& t : table.tensors()) {
@@ -20,9 +29,17 @@ std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const 
     slice.split_axis = t.spec.split_axis;
     slice.slice_begin = t.spec.slice_begin;
     slice.slice_extent = t.spec.slice_extent;
-    slice.data = host + t.offset;
     const bool split = t.spec.split_axis >= 0;
-    slice.write = data_leader && (split || coord.tp_rank == 0);
+    const bool tied_copy = t.spec.name == "wte" && coord.pp_rank != 0;  // as norm_segments_of in trainer.cpp
+    const std::size_t begin = std::max(t.offset, band.begin), end = std::min(t.offset + t.count, band.end);
+    if ((split || coord.tp_rank == 0) && !tied_copy && begin < end) {
+      slice.write = true;
+      slice.write_begin = static_cast<int64_t>(begin - t.offset);
+      slice.write_count = static_cast<int64_t>(end - begin);
+      slice.data = held + (begin - held_begin);
+    } else {
+      slice.write_count = 0;
+    }
     slices.push_back(std::move(slice));
   }
   return slices;
@@ -41,9 +58,10 @@ std::vector<std::pair<std::string, int64_t>> layout_attributes(const parallel::R
 void write_final_parameters(const std::string& path, const model::ParamTable& table, const float* params,
                             kernels::Backend& backend, const parallel::ParallelContext& ctx, int64_t step,
                             const model::GptConfig& model_config, MPI_Comm world) {
-  std::vector<float> host(table.total_count());
-  if (!host.empty()) backend.copy_to_host(host.data(), params, host.size());
-  io::write_param_file(path, world, owned_slices(table, host.data(), "", ctx.coord()),
+  const parallel::ArenaShard band = write_band(table, ctx.grid(), ctx.coord());
+  std::vector<float> host(band.size());
+  if (!host.empty()) backend.copy_to_host(host.data(), params + band.begin, host.size());
+  io::write_param_file(path, world, owned_slices(table, host.data(), band.begin, "", ctx.coord(), band),
                        layout_attributes(ctx.grid(), step, model_config));
 }
 

@@ -1,9 +1,10 @@
-// The final parameters of a run, written to one parameter file (io/param_file.h,
-// docs/param-file.md) with global shapes, whatever the layout.
+// Parameter files of a run (io/param_file.h, docs/param-file.md): which elements this rank
+// writes, and the final parameters written with global shapes, whatever the layout.
 #pragma once
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -13,31 +14,38 @@
 
 #include "kernels/backend.h"
 #include "parallel/parallel_context.h"
+#include "parallel/zero_shard.h"
 #include "src/model/gpt_config.h"
 #include "src/model/param_table.h"
 
 namespace trident::train {
 
-// Collective over `world` (the communicator `ctx` was built over: every rank calls it).
-// Copies this rank's parameters (arena `params` of `backend`, at least table.total_count()
-// elements; a ZeRO-padded tail is not written) to the host and writes every tensor of `table`
-// under its global name and shape. Ownership, one writer per element:
-//   - only data rank 0 writes (the other data ranks hold replicas);
-//   - a tensor split over the tensor group: every tensor rank writes its slice;
+// The band of the arena that this rank writes: data rank r of dp writes block r of the arena
+// (parallel::shard_arena), so the replicas of a model-parallel rank share its writing equally,
+// and under ZeRO-1 that block is exactly the optimizer state the rank holds.
+parallel::ArenaShard write_band(const model::ParamTable& table, const parallel::RankGrid& grid,
+                                const parallel::GridCoord& coord);
+
+// This rank's tensors of `table` as slices named prefix + global name, writing the elements of
+// `band` it owns. `held` holds arena elements [held_begin, ...) on the host, covering the band.
+// Ownership, one writer per element:
+//   - a tensor split over the tensor group: every tensor rank, its slice;
 //   - a replicated tensor: tensor rank 0 only;
-//   - a tensor held by several pipeline stages (the tied embedding): the lowest world rank
-//     among its owners (io::write_param_file's rule).
-// Root attributes: step, dp, tp, pp, vocab, padded_vocab. Throws io::UserError naming the file
-// on every rank when it cannot be written.
-// This rank's tensors of `table` as slices of `host` (a host copy of the arena), named
-// prefix + global name, with the ownership rule above.
-std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const float* host, const std::string& prefix,
-                                          const parallel::GridCoord& coord);
+//   - the tied embedding: the first stage only (the last stage holds a copy);
+//   - of those, each data rank its band.
+std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const float* held, std::size_t held_begin,
+                                          const std::string& prefix, const parallel::GridCoord& coord,
+                                          const parallel::ArenaShard& band);
 
 // The root attributes every parameter and checkpoint file carries.
 std::vector<std::pair<std::string, int64_t>> layout_attributes(const parallel::RankGrid& grid, int64_t step,
                                                                const model::GptConfig& model_config);
 
+// Collective over `world` (the communicator `ctx` was built over: every rank calls it).
+// Copies this rank's band of the parameters (arena `params` of `backend`) to the host and
+// writes every tensor of `table` under its global name and shape. Root attributes: step, dp,
+// tp, pp, vocab, padded_vocab. Throws io::UserError naming the file on every rank when it
+// cannot be written.
 void write_final_parameters(const std::string& path, const model::ParamTable& table, const float* params,
                             kernels::Backend& backend, const parallel::ParallelContext& ctx, int64_t step,
                             const model::GptConfig& model_config, MPI_Comm world);

@@ -288,7 +288,6 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     // rank stops after the same step, with a checkpoint of it.
     const bool stop = stop_requested && !last && ctx_.world().all_reduce_max(stop_requested() ? 1 : 0) != 0;
     const bool checkpointed = config_.checkpoint.every > 0 && ((s + 1) % config_.checkpoint.every == 0 || last);
-    if (checkpointed || stop) save_checkpoint(s + 1);
     summary.steps_done = s + 1;
     summary.last_loss = r.loss;
     if (eval_now) summary.last_val_loss = val_loss;
@@ -305,6 +304,9 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
         std::fflush(stdout);
       }
     }
+    // After the metrics line of the step: a restart from this checkpoint finds every line up
+    // to it.
+    if (checkpointed || stop) save_checkpoint(s + 1);
     if (stop) {
       summary.stopped = true;
       break;

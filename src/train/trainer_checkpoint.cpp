@@ -1,10 +1,12 @@
 // Trainer checkpoints: parameters and AdamW moments of every tensor at global shapes in one
 // parameter file (io/param_file.h), so a checkpoint restarts on any layout. Names: the
 // parameter's global name, "optimizer.m.NAME" and "optimizer.v.NAME"; attributes: the steps
-// done, the tokens consumed, the layout that wrote it and the resolved deck ("deck"). The data position and the learning
-// rate follow from the step (both are pure functions of it), so nothing else is needed to
-// resume the same stream exactly.
+// done, tokens and samples consumed, the seed, the last learning rate, the loss scale, the
+// layout that wrote it, the resolved deck ("deck") and the program (docs/checkpoint-format.md).
+// The data position and the learning rate follow from (seed, step) (pure functions of them),
+// so nothing else is needed to resume the same stream exactly.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "io/user_error.h"
 #include "src/train/final_parameters.h"
 #include "src/train/trainer.h"
+#include "trident/build_info.h"
 
 namespace trident::train {
 
@@ -55,23 +58,20 @@ std::string Trainer::checkpoint_dir() const {
 }
 
 void Trainer::save_checkpoint(int64_t steps_done) {
+  const auto started = std::chrono::steady_clock::now();
   const model::ParamTable& table = model_.params();
-  const std::size_t n = table.total_count();
-  std::vector<float> params(n);
-  backend_.copy_to_host(params.data(), model_.parameters(), n);
-  // The moments of this rank's block, made whole over the data group under ZeRO-1 (every
-  // writer then holds its tensors entirely, as for the parameters).
-  std::vector<float> m(shard_.padded_size, 0.0f), v(shard_.padded_size, 0.0f);
-  backend_.copy_to_host(m.data() + optimizer_.shard_begin(), optimizer_.first_moment(), optimizer_.state_count());
-  backend_.copy_to_host(v.data() + optimizer_.shard_begin(), optimizer_.second_moment(), optimizer_.state_count());
-  if (zero_) {
-    ctx_.data().all_gather_in_place(m.data(), shard_.block);
-    ctx_.data().all_gather_in_place(v.data(), shard_.block);
-  }
+  // Each data rank writes its band of the arena: its ZeRO-1 block of the moments, and the same
+  // block of the replicated parameters (src/train/final_parameters.h).
+  const parallel::ArenaShard band = write_band(table, ctx_.grid(), ctx_.coord());
+  std::vector<float> params(band.size()), m(band.size()), v(band.size());
+  backend_.copy_to_host(params.data(), model_.parameters() + band.begin, band.size());
+  const std::size_t held = band.begin - optimizer_.shard_begin();  // the band lies in the held state
+  backend_.copy_to_host(m.data(), optimizer_.first_moment() + held, band.size());
+  backend_.copy_to_host(v.data(), optimizer_.second_moment() + held, band.size());
   const parallel::GridCoord coord = ctx_.coord();
-  std::vector<io::TensorSlice> slices = owned_slices(table, params.data(), "", coord);
-  for (auto& s : owned_slices(table, m.data(), "optimizer.m.", coord)) slices.push_back(std::move(s));
-  for (auto& s : owned_slices(table, v.data(), "optimizer.v.", coord)) slices.push_back(std::move(s));
+  std::vector<io::TensorSlice> slices = owned_slices(table, params.data(), band.begin, "", coord, band);
+  for (auto& s : owned_slices(table, m.data(), band.begin, "optimizer.m.", coord, band)) slices.push_back(std::move(s));
+  for (auto& s : owned_slices(table, v.data(), band.begin, "optimizer.v.", coord, band)) slices.push_back(std::move(s));
 
   const std::string dir = checkpoint_dir();
   std::string error;
@@ -85,8 +85,16 @@ void Trainer::save_checkpoint(int64_t steps_done) {
 
   auto attributes = layout_attributes(ctx_.grid(), steps_done, model_.config());
   attributes.emplace_back("tokens", static_cast<int64_t>(tokens_per_step_) * steps_done);
+  attributes.emplace_back("samples", config_.train.global_batch * steps_done);  // = the data cursor
+  attributes.emplace_back("seed", static_cast<int64_t>(config_.run.seed));
+  io::WriteOptions options;
+  options.double_attributes = {{"lr", steps_done > 0 ? schedule_.at(steps_done - 1) : 0.0},
+                               {"loss_scale", 1.0}};  // fp32 training: no loss scaling
   const std::string name = checkpoint_name(steps_done);
-  io::write_param_file(dir + "/" + name, ctx_.world_handle(), slices, attributes, {{"deck", deck_text_}});
+  io::write_param_file(dir + "/" + name, ctx_.world_handle(), slices, attributes,
+                       {{"deck", deck_text_}, {"program", std::string("trident ") + build::kVersion},
+                        {"commit", build::kGitCommit}},
+                       options);
   if (ctx_.world_rank() == 0) {
     try {
       publish(dir, name, config_.checkpoint.keep);
@@ -96,6 +104,14 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   }
   error = parallel::agree_on_error(ctx_.world(), error);
   if (!error.empty()) throw io::UserError(error);
+  if (ctx_.world_rank() == 0) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::error_code ec;
+    const double bytes = static_cast<double>(std::filesystem::file_size(dir + "/" + name, ec));
+    std::printf("checkpoint: %s/%s, %.1f MB in %.2f s (%.0f MB/s)\n", dir.c_str(), name.c_str(), bytes / 1e6,
+                seconds, bytes / 1e6 / seconds);
+    std::fflush(stdout);
+  }
 }
 
 int64_t Trainer::load_checkpoint(const std::string& path) {
@@ -103,20 +119,29 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
   const auto step = attributes.find("step");
   if (step == attributes.end()) throw io::UserError("checkpoint '" + path + "': no step attribute");
   const model::ParamTable& table = model_.params();
-  const std::size_t n = table.total_count();
-  std::vector<float> params(n), m(n), v(n);
+  // Every parameter this rank holds, and the moments of the arena block it holds (all of them
+  // without ZeRO-1).
+  const std::size_t state_begin = optimizer_.shard_begin(), state_end = state_begin + optimizer_.state_count();
+  std::vector<float> params(table.total_count()), m(optimizer_.state_count()), v(optimizer_.state_count());
   std::vector<io::TensorSliceRead> reads;
-  for (const auto& [prefix, data] : {std::pair<std::string, float*>{"", params.data()}, {"optimizer.m.", m.data()},
-                                     {"optimizer.v.", v.data()}}) {
+  for (const model::ParamTensor& t : table.tensors()) {
+    reads.push_back({t.spec.name, t.spec.global_shape, t.spec.split_axis, t.spec.slice_begin, t.spec.slice_extent,
+                     params.data() + t.offset});
+  }
+  for (const auto& [prefix, state] : {std::pair<std::string, float*>{"optimizer.m.", m.data()},
+                                      {"optimizer.v.", v.data()}}) {
     for (const model::ParamTensor& t : table.tensors()) {
+      const std::size_t begin = std::max(t.offset, state_begin), end = std::min(t.offset + t.count, state_end);
+      if (begin >= end) continue;
       reads.push_back({prefix + t.spec.name, t.spec.global_shape, t.spec.split_axis, t.spec.slice_begin,
-                       t.spec.slice_extent, data + t.offset});
+                       t.spec.slice_extent, state + (begin - state_begin), static_cast<int64_t>(begin - t.offset),
+                       static_cast<int64_t>(end - begin)});
     }
   }
   io::read_param_slices(path, ctx_.world_handle(), reads);
-  backend_.copy_to_device(model_.parameters(), params.data(), n);
-  backend_.copy_to_device(optimizer_.first_moment(), m.data() + optimizer_.shard_begin(), optimizer_.state_count());
-  backend_.copy_to_device(optimizer_.second_moment(), v.data() + optimizer_.shard_begin(), optimizer_.state_count());
+  backend_.copy_to_device(model_.parameters(), params.data(), params.size());
+  backend_.copy_to_device(optimizer_.first_moment(), m.data(), m.size());
+  backend_.copy_to_device(optimizer_.second_moment(), v.data(), v.size());
   return step->second;
 }
 

@@ -104,6 +104,62 @@ TEST(ParamFileMpi, EveryRankWritesWhatItOwns) {
   EXPECT_EQ(trident::io::read_param_file_int_attributes(path).at("step"), 3);
 }
 
+// Replicated tensors written in flat bands (each rank its 1/size, as data-parallel replicas and
+// ZeRO-1 shards write), uneven bands, and 8-byte transfers so ranks need different numbers of
+// collective calls; then the checksums verify on every rank.
+TEST(ParamFileMpi, FlatBandsWithSmallTransfersRoundTripAndVerify) {
+  const int rank = world_rank(), size = world_size();
+  SharedScratch scratch;
+  const std::string path = scratch.file("bands.h5");
+  std::vector<float> rep(7 * 5), col(4 * 2);
+  for (int64_t i = 0; i < 35; ++i) rep[static_cast<size_t>(i)] = value(0, i);
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 2; ++c) col[static_cast<size_t>(r * 2 + c)] = value(0, r * 2 * size + 2 * rank + c);
+  // Uneven bands of the replica: rank r writes [35 r^2 / size^2, 35 (r+1)^2 / size^2).
+  const int64_t band_begin = 35 * rank * rank / (size * size), band_end = 35 * (rank + 1) * (rank + 1) / (size * size);
+  std::vector<TensorSlice> tensors;
+  tensors.push_back({"rep", {7, 5}, -1, 0, 0, rep.data() + band_begin, true, band_begin, band_end - band_begin});
+  // "grid" [3, 4]: two column slices (tensor rank = rank % 2) held by size / 2 replicas each
+  // (data rank = rank / 2); the replicas of a slice write disjoint bands of its 6 elements.
+  const int64_t tp_rank = rank % 2, dp_rank = rank / 2, dp = size / 2;
+  std::vector<float> grid;
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 2 * tp_rank; c < 2 * tp_rank + 2; ++c) grid.push_back(value(0, r * 4 + c));
+  const int64_t grid_begin = 6 * dp_rank / dp, grid_end = 6 * (dp_rank + 1) / dp;
+  tensors.push_back({"grid", {3, 4}, 1, 2 * tp_rank, 2, grid.data() + grid_begin, true, grid_begin, grid_end - grid_begin});
+  tensors.push_back({"colw", {4, 2 * static_cast<int64_t>(size)}, 1, 2 * rank, 2, col.data(), true});
+  trident::io::WriteOptions options;
+  options.max_bytes_per_call = 8;
+  trident::io::write_param_file(path, MPI_COMM_WORLD, tensors, {{"step", 1}}, {}, options);
+
+  EXPECT_EQ(trident::io::verify_param_file(path, MPI_COMM_WORLD), "");
+  const auto read = trident::io::read_param_file(path);
+  for (int64_t i = 0; i < 35; ++i) EXPECT_EQ(read.at("rep").second[static_cast<size_t>(i)], value(0, i)) << i;
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(read.at("grid").second[static_cast<size_t>(i)], value(0, i)) << i;
+  for (int64_t i = 0; i < 8 * size; ++i) EXPECT_EQ(read.at("colw").second[static_cast<size_t>(i)], value(0, i)) << i;
+
+  // Every rank reads a flat range of its column slice back in 4-byte transfers.
+  std::vector<float> part(5, -1.0f);
+  trident::io::read_param_slices(path, MPI_COMM_WORLD,
+                                 {{"colw", {4, 2 * static_cast<int64_t>(size)}, 1, 2 * rank, 2, part.data(), 2, 5}}, 4);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(part[static_cast<size_t>(i)], col[static_cast<size_t>(2 + i)]) << i;
+
+  // Bands that overlap are refused on every rank.
+  std::vector<TensorSlice> overlapping{{"rep", {7, 5}, -1, 0, 0, rep.data(), true, 0, rank == 0 ? 20 : 35 - 20}};
+  if (rank > 0) {
+    overlapping[0].write_begin = 18;
+    overlapping[0].data = rep.data() + 18;
+    overlapping[0].write_count = 17;
+  }
+  std::string error;
+  try {
+    trident::io::write_param_file(path + "2", MPI_COMM_WORLD, overlapping, {});
+  } catch (const trident::io::UserError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("overlapping"), std::string::npos) << error;
+}
+
 // One rank's bad slice, or a directory that does not exist: every rank throws the same
 // UserError naming the file (and none hangs).
 TEST(ParamFileMpi, ErrorsReachEveryRank) {

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <hdf5.h>
+
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <utility>
@@ -68,7 +71,7 @@ TEST(ParamFile, RoundTripsReplicatedAndSplitTensorsExactly) {
   EXPECT_EQ(read.at("block0.ln1.weight").second, ln);
 
   const auto attributes = read_param_file_int_attributes(path);
-  EXPECT_EQ(attributes.at("format_version"), 1);
+  EXPECT_EQ(attributes.at("format_version"), 2);
   EXPECT_EQ(attributes.at("step"), 7);
   EXPECT_EQ(attributes.at("tp"), 1);
 
@@ -116,6 +119,73 @@ TEST(ParamFile, EveryElementNeedsExactlyOneOwner) {
   EXPECT_NE(error.find("'a/b'"), std::string::npos) << error;
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(ParamFile, FlatRangesAndSmallTransfersRoundTripExactly) {
+  ScratchDir dir;
+  const std::string path = dir.file("params.h5");
+  const std::vector<float> w = ramp(5 * 6, 0.5f), b = ramp(7, 2.0f);
+  // 12 bytes per transfer: every write and read is cut into pieces of three floats at most.
+  WriteOptions options;
+  options.max_bytes_per_call = 12;
+  options.double_attributes = {{"lr", 2.5e-4}};
+  write_param_file(path, MPI_COMM_WORLD, {whole("w", {5, 6}, w), whole("b", {7}, b)}, {{"step", 3}}, {}, options);
+  const auto read = read_param_file(path);
+  EXPECT_EQ(read.at("w").second, w);
+  EXPECT_EQ(read.at("b").second, b);
+  EXPECT_EQ(read_param_file_double_attributes(path).at("lr"), 2.5e-4);
+  EXPECT_EQ(verify_param_file(path, MPI_COMM_WORLD), "");
+
+  // Elements [2, 15) of columns [2, 5) of w (local shape [5, 3]), read in 8-byte transfers.
+  std::vector<float> part(13, -1.0f);
+  TensorSliceRead slice{"w", {5, 6}, 1, 2, 3, part.data(), 2, 13};
+  read_param_slices(path, MPI_COMM_WORLD, {slice}, 8);
+  for (int64_t i = 0; i < 13; ++i) {
+    const int64_t local = 2 + i, row = local / 3, column = 2 + local % 3;
+    EXPECT_EQ(part[static_cast<size_t>(i)], w[static_cast<size_t>(row * 6 + column)]) << i;
+  }
+}
+
+// The byte offset of a contiguous dataset's data in the file, for corrupting it on purpose.
+int64_t data_offset(const std::string& path, const std::string& name) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t dataset = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  const haddr_t offset = H5Dget_offset(dataset);
+  H5Dclose(dataset);
+  H5Fclose(file);
+  return static_cast<int64_t>(offset);
+}
+
+TEST(ParamFile, VerificationFindsAFlippedByteAndATruncatedFile) {
+  ScratchDir dir;
+  const std::string path = dir.file("params.h5");
+  const std::vector<float> w = ramp(64 * 16, 0.5f), b = ramp(16, 2.0f);
+  write_param_file(path, MPI_COMM_WORLD, {whole("w", {64, 16}, w), whole("b", {16}, b)}, {});
+  ASSERT_EQ(verify_param_file(path, MPI_COMM_WORLD), "");
+
+  const std::string flipped = dir.file("flipped.h5");
+  std::filesystem::copy_file(path, flipped);
+  {
+    std::fstream file(flipped, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(data_offset(flipped, "w") + 4 * 100 + 2);
+    char byte = 0;
+    file.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x10);
+    file.seekp(data_offset(flipped, "w") + 4 * 100 + 2);
+    file.write(&byte, 1);
+  }
+  const std::string error = verify_param_file(flipped, MPI_COMM_WORLD);
+  EXPECT_NE(error.find("tensor 'w' fails its checksum"), std::string::npos) << error;
+  EXPECT_NE(error.find(flipped), std::string::npos) << error;
+
+  const std::string truncated = dir.file("truncated.h5");
+  std::filesystem::copy_file(path, truncated);
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(path) / 2);
+  const std::string cut = verify_param_file(truncated, MPI_COMM_WORLD);
+  EXPECT_NE(cut.find(truncated), std::string::npos) << cut;
+  EXPECT_NE(cut.find("truncated"), std::string::npos) << cut;
+
+  EXPECT_NE(verify_param_file(dir.file("missing.h5"), MPI_COMM_WORLD).find("no such file"), std::string::npos);
 }
 
 TEST(ParamFile, ReadingSomethingElseIsAUserErrorNamingTheFile) {

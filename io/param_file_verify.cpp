@@ -1,0 +1,136 @@
+// verify_param_file: recompute every tensor's checksum from the file and compare it with the
+// stored one. Each rank reads a band of every dataset's rows, so the file is read once in total
+// and the work is spread over as many ranks as run the check, whatever layout wrote the file.
+#include <hdf5.h>  // parallel build: H5Pset_fapl_mpio
+
+#include <cinttypes>  // PRIx64
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "io/collective_error.h"  // agree_or_throw
+#include "io/param_file.h"
+#include "io/param_file_common.h"
+#include "io/tensor_boxes.h"
+#include "io/tensor_checksum.h"
+
+namespace trident::io {
+
+namespace {
+
+using namespace param_file_detail;
+
+constexpr int64_t kVerifyBufferElements = int64_t{16} << 20;  // 64 MiB of floats per read
+
+herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* names) {
+  static_cast<std::vector<std::string>*>(names)->emplace_back(name);
+  return 0;
+}
+
+std::string hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%016" PRIx64, value);
+  return text;
+}
+
+// This rank's band of one dataset: its partial checksum (added to `sum`), or what went wrong.
+std::string hash_band(hid_t file, const std::string& name, int rank, int size, uint64_t& stored, uint64_t& sum,
+                      std::vector<float>& buffer, const std::string& path) {
+  const Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (dataset.get() < 0) return "'" + name + "' is not a dataset";
+  if (H5Aexists(dataset.get(), "checksum") <= 0) return "tensor '" + name + "' has no checksum";
+  const Handle attribute(H5Aopen(dataset.get(), "checksum", H5P_DEFAULT), H5Aclose);
+  if (attribute.get() < 0 || H5Aread(attribute.get(), H5T_NATIVE_UINT64, &stored) < 0) {
+    return "tensor '" + name + "': its checksum cannot be read";
+  }
+  const std::vector<int64_t> shape = dataset_shape(dataset.get(), path);
+  if (shape.empty()) {  // a scalar: rank 0 hashes it
+    if (rank != 0) return "";
+    float value = 0.0f;
+    if (H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
+      return "tensor '" + name + "' cannot be read";
+    }
+    sum += box_checksum(shape, Box{}, &value);
+    return "";
+  }
+  const int64_t rows = shape[0];
+  Box band{std::vector<int64_t>(shape.size(), 0), shape};
+  band.start[0] = rows * rank / size;
+  band.count[0] = rows * (rank + 1) / size - band.start[0];
+  if (band.volume() == 0) return "";
+  for (const Box& piece : split_boxes({band}, kVerifyBufferElements)) {
+    const std::vector<hsize_t> start(piece.start.begin(), piece.start.end());
+    const std::vector<hsize_t> count(piece.count.begin(), piece.count.end());
+    const Handle space(H5Dget_space(dataset.get()), H5Sclose);
+    const Handle memory(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+    buffer.resize(static_cast<size_t>(piece.volume()));
+    if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
+        H5Dread(dataset.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), H5P_DEFAULT, buffer.data()) < 0) {
+      const std::string detail = hdf5_error_detail();
+      return "tensor '" + name + "' cannot be read" + (detail.empty() ? "" : " (" + detail + ")");
+    }
+    sum += box_checksum(shape, piece, buffer.data());
+  }
+  return "";
+}
+
+void verify(const std::string& path, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::string error;
+  Handle file;
+  try {
+    const Handle access = make_handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate", path);
+    check_status(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", path);
+    file = open_checked(path, access.get());
+    const htri_t has_version = H5Aexists(file.get(), "checksum_algorithm");
+    if (has_version <= 0) {
+      error = file_label(path) + ": has no checksums (written by format version 1); it cannot be verified";
+    } else if (const std::string algorithm = read_string_attribute(file.get(), "checksum_algorithm", path);
+               algorithm != kChecksumAlgorithm) {
+      error = file_label(path) + ": unknown checksum algorithm '" + algorithm + "'";
+    }
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  agree_or_throw(comm, error);
+
+  std::vector<std::string> names;
+  if (H5Literate(file.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_name, &names) < 0) {
+    error = file_label(path) + ": its datasets cannot be listed";
+  }
+  agree_or_throw(comm, error);
+  std::vector<uint64_t> stored(names.size(), 0), sums(names.size(), 0);
+  std::vector<float> buffer;
+  for (size_t i = 0; i < names.size() && error.empty(); ++i) {
+    try {
+      const std::string problem = hash_band(file.get(), names[i], rank, size, stored[i], sums[i], buffer, path);
+      if (!problem.empty()) error = file_label(path) + ": " + problem;
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  agree_or_throw(comm, error);
+  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (sums[i] != stored[i]) {
+      throw UserError(file_label(path) + ": tensor '" + names[i] + "' fails its checksum (stored " + hex(stored[i]) +
+                      ", computed " + hex(sums[i]) + ")");
+    }
+  }
+}
+
+}  // namespace
+
+std::string verify_param_file(const std::string& path, MPI_Comm comm) {
+  const QuietHdf5Errors quiet;
+  try {
+    verify(path, comm);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace trident::io
