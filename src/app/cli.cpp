@@ -26,6 +26,8 @@ constexpr const char* kUsage =
     "                                         validate a deck for N ranks (default: this job's), print\n"
     "                                         the resolved deck, the rank layout and memory per rank\n"
     "  prepare synthetic|text --output FILE ...  make an HDF5 token dataset (prepare --help)\n"
+    "  export CHECKPOINT OUT                  write a checkpoint's model weights (no optimizer state)\n"
+    "                                         to OUT, whole tensors, real vocabulary (export --help)\n"
     "  --help                                 this text\n"
     "  --version                              version, commit, MPI, HDF5, BLAS, CUDA\n"
     "\n"
@@ -33,6 +35,7 @@ constexpr const char* kUsage =
     "  mpirun -np 2 trident train inputs/quickstart.ini\n"
     "  trident check inputs/gpt2-124m.ini --ranks 8\n"
     "  trident prepare text --output data/book.h5 book.txt\n"
+    "  trident export run/checkpoints/step-000001000.h5 model.h5\n"
     "\n"
     "Deck keys: docs/input-deck.md. Exit status: 0 success, 2 user error (deck, files, layout).\n";
 
@@ -49,7 +52,9 @@ int dispatch(int rank, const std::vector<std::string>& args) {
   if (args[0] == "train") return train_command(rest);
   if (args[0] == "check") return check_command(rest);
   if (args[0] == "prepare") return prepare_command(rest);
-  throw io::UserError("unknown command '" + args[0] + "' (commands: train, check, prepare; see trident --help)");
+  if (args[0] == "export") return export_command(rest);
+  throw io::UserError("unknown command '" + args[0] +
+                      "' (commands: train, check, prepare, export; see trident --help)");
 }
 
 }  // namespace

@@ -10,5 +10,6 @@ namespace trident::app {
 int train_command(const std::vector<std::string>& args);
 int check_command(const std::vector<std::string>& args);
 int prepare_command(const std::vector<std::string>& args);
+int export_command(const std::vector<std::string>& args);
 
 }  // namespace trident::app

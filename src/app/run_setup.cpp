@@ -136,15 +136,21 @@ RunSetup make_run_setup(const std::string& deck_text, const std::string& deck_na
   if (setup.config.run.device == "cuda") {
     throw UserError("run.device = cuda: the CUDA backend is not available in this version yet; use run.device = cpu");
   }
-  const auto& m = setup.config.model;
-  setup.model.layers = m.layers;
-  setup.model.heads = m.heads;
-  setup.model.hidden = m.hidden;
-  setup.model.context = m.context;
-  setup.model.vocab = m.vocab;
-  // Every tensor rank holds an equal share of the rows, whatever the vocabulary size.
-  setup.model.padded_vocab = model::pad_vocab(m.vocab, m.vocab_multiple * setup.config.parallel.tp);
+  setup.model = gpt_config(setup.config);
   return setup;
+}
+
+model::GptConfig gpt_config(const io::RunConfig& config) {
+  const auto& m = config.model;
+  model::GptConfig gpt;
+  gpt.layers = m.layers;
+  gpt.heads = m.heads;
+  gpt.hidden = m.hidden;
+  gpt.context = m.context;
+  gpt.vocab = m.vocab;
+  // Every tensor rank holds an equal share of the rows, whatever the vocabulary size.
+  gpt.padded_vocab = model::pad_vocab(m.vocab, m.vocab_multiple * config.parallel.tp);
+  return gpt;
 }
 
 void check_dataset_fits(const RunSetup& setup, int64_t dataset_vocab, int64_t train_samples,

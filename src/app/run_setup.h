@@ -30,6 +30,11 @@ std::string read_deck_collectively(parallel::Comm& comm, const std::string& path
 RunSetup make_run_setup(const std::string& deck_text, const std::string& deck_name,
                         const std::vector<std::string>& overrides, int world_size);
 
+// The model a configuration trains: model.* as a GptConfig, the vocabulary padded to a
+// multiple of model.vocab_multiple * parallel.tp (every tensor rank holds an equal share of
+// the rows). Used by make_run_setup and by tools that rebuild a model from a saved deck.
+model::GptConfig gpt_config(const io::RunConfig& config);
+
 // Dataset checks that need the file's attributes: vocabulary no larger than the model's,
 // enough training samples for one global batch, validation samples when evaluating.
 void check_dataset_fits(const RunSetup& setup, int64_t dataset_vocab, int64_t train_samples,

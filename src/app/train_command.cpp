@@ -16,6 +16,7 @@
 #include "src/app/memory_estimate.h"
 #include "src/app/resident_memory.h"
 #include "io/param_file.h"
+#include "src/app/restart_choice.h"
 #include "src/app/restart_compatibility.h"
 #include "src/app/startup_report.h"
 #include "src/app/stop_signal.h"
@@ -49,29 +50,6 @@ void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   }
   error = parallel::agree_on_error(world, error);
   if (!error.empty()) throw io::UserError(error);
-}
-
-// The checkpoint to resume from ("" = a fresh start), the same on every rank: run.restart = none,
-// auto (what checkpoint.dir/latest names, if it exists) or a path.
-std::string restart_path(const io::RunConfig& c, const std::string& checkpoint_dir, parallel::Comm& world) {
-  if (c.run.restart == "none") return "";
-  std::string path, error;
-  if (world.rank() == 0) {
-    if (c.run.restart == "auto") {
-      std::ifstream latest(checkpoint_dir + "/latest");
-      std::string name;
-      if (latest && std::getline(latest, name) && !name.empty()) {
-        path = checkpoint_dir + "/" + name;
-        if (!std::filesystem::exists(path)) error = "checkpoint '" + path + "' named by " + checkpoint_dir + "/latest is missing";
-      }
-    } else {
-      path = c.run.restart;
-      if (!std::filesystem::exists(path)) error = "run.restart = '" + path + "': no such checkpoint file";
-    }
-  }
-  error = parallel::agree_on_error(world, error);
-  if (!error.empty()) throw io::UserError(error);
-  return parallel::broadcast_string(world, path, 0);
 }
 
 }  // namespace
@@ -133,7 +111,7 @@ int train_command(const std::vector<std::string>& args) {
   train::Trainer trainer(c, setup.model, layout, ctx, *backend, *dataset);
   const auto start = std::chrono::steady_clock::now();
   trainer.record_deck(setup.deck.to_ini());
-  const std::string restart = restart_path(c, trainer.checkpoint_dir(), world);
+  const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());
   int64_t start_step = 0;
   if (!restart.empty()) {
     // Every rank reads the same attribute and compares the same way: the same error everywhere.

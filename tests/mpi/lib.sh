@@ -45,6 +45,15 @@ peak_tflops = 0.05
 DECK
 }
 
+# flip_byte FILE DATASET BYTE: flips bit 4 of byte BYTE of DATASET's data, in place.
+flip_byte() {
+  local offset at byte
+  offset=$(h5dump -p -H -d "/$2" "$1" | awk '$1 == "OFFSET" {print $2; exit}')
+  at=$((offset + $3))
+  byte=$(od -An -tu1 -j "$at" -N1 "$1" | tr -d ' ')
+  printf "$(printf '\\%03o' $((byte ^ 16)))" | dd of="$1" bs=1 seek="$at" conv=notrunc status=none
+}
+
 finish() {
   if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
   echo "all checks passed"

@@ -17,6 +17,10 @@
 //       The padded vocabulary may differ between layouts: `wte` (the tied token embedding,
 //       [padded vocab, C]) is compared on the rows both files have, and the extra rows of the
 //       longer one must be exactly zero.
+//   check_metrics describe FILE.h5                    a parameter file's contents, one per line,
+//       for scripts to grep: every dataset as `NAME [D0, D1, ...]` (name order), every integer
+//       root attribute as `@NAME = VALUE`, and the string attributes `format` and `source` as
+//       `@NAME = TEXT` and `deck` as `@deck = N lines` when present.
 //
 // Prints what it compared; exits 1 on a failed assertion, 2 on bad input.
 #include <algorithm>
@@ -171,6 +175,27 @@ int compare_params(const std::string& a_path, const std::string& b_path, double 
   return failures || a.empty() ? 1 : 0;
 }
 
+int describe(const std::string& path) {
+  for (const auto& [name, entry] : trident::io::read_param_file(path)) {
+    std::string shape;
+    for (const int64_t d : entry.first) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    std::printf("%s [%s]\n", name.c_str(), shape.c_str());
+  }
+  for (const auto& [name, value] : trident::io::read_param_file_int_attributes(path)) {
+    std::printf("@%s = %lld\n", name.c_str(), static_cast<long long>(value));
+  }
+  // The reader has no listing of string attributes: ask for the ones the writers set.
+  for (const char* name : {"format", "source"}) {
+    if (const auto value = trident::io::read_param_file_string_attribute(path, name)) {
+      std::printf("@%s = %s\n", name, value->c_str());
+    }
+  }
+  if (const auto deck = trident::io::read_param_file_string_attribute(path, "deck")) {
+    std::printf("@deck = %lld lines\n", static_cast<long long>(std::count(deck->begin(), deck->end(), '\n')));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,6 +204,7 @@ int main(int argc, char** argv) {
     if (mode == "compare" && argc == 6) return compare(argv[2], argv[3], argv[4], std::atof(argv[5]));
     if (mode == "floor" && argc == 5) return floor_check(argv[2], argv[3], std::atof(argv[4]));
     if (mode == "compare-params" && argc == 5) return compare_params(argv[2], argv[3], std::atof(argv[4]));
+    if (mode == "describe" && argc == 3) return describe(argv[2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "check_metrics: %s\n", e.what());
     return 2;
@@ -187,6 +213,7 @@ int main(int argc, char** argv) {
                "usage: check_metrics compare A B KEY RTOL | floor METRICS DATASET WITHIN |\n"
                "       check_metrics compare-params A.h5 B.h5 RTOL   (||a-b||_2 / max(||a||_2, ||b||_2) <= RTOL over\n"
                "       all parameters and <= 10 * RTOL per tensor; wte compared on the common rows, the extra\n"
-               "       padded rows must be zero)\n");
+               "       padded rows must be zero)\n"
+               "       check_metrics describe FILE.h5   (every dataset `NAME [shape]`, attributes `@NAME = VALUE`)\n");
   return 2;
 }

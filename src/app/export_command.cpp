@@ -1,0 +1,156 @@
+// trident export CHECKPOINT OUT: the model weights of a training checkpoint, without the
+// optimizer state, as one parameter file of whole tensors for use elsewhere (docs/export.md).
+//
+// The checkpoint's saved deck says which model it holds, so the tensor list is the parameter
+// table of that model on one rank (tp = 1, pp = 1): the same names and shapes as training
+// uses, never a list kept by hand. The vocabulary is not padded, so `wte` comes out
+// [vocab, C] whatever tensor-parallel size wrote the checkpoint (its padding rows are zero and
+// belong to no token).
+//
+// The work is serial: under mpirun rank 0 does it (with MPI_COMM_SELF for the HDF5 files) while
+// the other ranks wait for its verdict, so every rank exits with the same status and message.
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "io/deck.h"        // parse_deck, to_run_config
+#include "io/param_file.h"  // read_param_slices, write_param_file, read_param_file_*_attribute(s)
+#include "io/user_error.h"
+#include "parallel/comm.h"  // agree_on_error
+#include "parallel/mpi_comm.h"
+#include "src/app/commands.h"
+#include "src/app/run_setup.h"  // gpt_config
+#include "src/model/gpt.h"      // build_gpt_param_table
+
+namespace trident::app {
+
+namespace {
+
+constexpr const char* kExportUsage =
+    "usage: trident export CHECKPOINT OUT\n"
+    "\n"
+    "Writes the model weights of a training checkpoint (no optimizer state) to OUT, an HDF5\n"
+    "parameter file with every tensor whole and wte cut to the real vocabulary, whatever layout\n"
+    "wrote the checkpoint. Runs on one process; under mpirun rank 0 does the work.\n"
+    "Format, tensor names and shapes, and loading it in Python: docs/export.md.\n"
+    "\n"
+    "example:\n"
+    "  trident export run/checkpoints/step-000001000.h5 model.h5\n";
+
+struct ExportSummary {
+  std::size_t tensors = 0;
+  int64_t parameters = 0;
+  int64_t step = 0;
+};
+
+// The model the checkpoint holds, from its saved deck, with an unpadded vocabulary.
+model::GptConfig checkpoint_model(const std::string& checkpoint, const std::string& deck_text) {
+  const io::ResolvedDeck deck = io::parse_deck(deck_text, "checkpoint '" + checkpoint + "' (its deck)", {});
+  model::GptConfig config = gpt_config(io::to_run_config(deck));
+  config.padded_vocab = config.vocab;
+  return config;
+}
+
+// Reads the checkpoint and writes OUT; one process, serial. Throws UserError naming the file.
+ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(checkpoint, ec)) {
+    throw io::UserError("checkpoint '" + checkpoint + "': no such file");
+  }
+  if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(checkpoint, out, ec)) {
+    throw io::UserError("OUT '" + out + "' is the checkpoint itself: exporting into it would replace it");
+  }
+  // Refuses a file that is not a parameter file (a token dataset, any other HDF5 file).
+  const std::optional<std::string> deck_text = io::read_param_file_string_attribute(checkpoint, "deck");
+  if (!deck_text) {
+    throw io::UserError("'" + checkpoint + "' has no 'deck' attribute, so it is not a checkpoint "
+                        "(final-params.h5 cannot be exported: use a file of checkpoint.dir)");
+  }
+  // A corrupt checkpoint must not become a model someone deploys.
+  if (const std::string reason = io::verify_param_file(checkpoint, MPI_COMM_SELF); !reason.empty()) {
+    throw io::UserError("cannot export: " + reason);
+  }
+  const auto attributes = io::read_param_file_int_attributes(checkpoint);
+  const auto step = attributes.find("step");
+  if (step == attributes.end()) throw io::UserError("checkpoint '" + checkpoint + "': no step attribute");
+  const model::GptConfig config = checkpoint_model(checkpoint, *deck_text);
+  const auto vocab = attributes.find("vocab");
+  if (vocab != attributes.end() && vocab->second != config.vocab) {
+    throw io::UserError("checkpoint '" + checkpoint + "': its vocab attribute " +
+                        std::to_string(vocab->second) + " differs from model.vocab = " + std::to_string(config.vocab) +
+                        " of its deck");
+  }
+
+  // One rank holding every tensor whole: the table's offsets index one host arena.
+  const model::ParamTable table = model::build_gpt_param_table(config);
+  std::vector<float> weights(table.total_count());
+  std::vector<io::TensorSliceRead> reads;
+  std::vector<io::TensorSlice> writes;
+  for (const model::ParamTensor& t : table.tensors()) {
+    float* data = weights.data() + t.offset;
+    // wte is stored [padded vocab, C]: read_param_slices reads the first `vocab` rows of it.
+    reads.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, data});
+    writes.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, data, true});
+  }
+  io::read_param_slices(checkpoint, MPI_COMM_SELF, reads);
+  io::write_param_file(out, MPI_COMM_SELF, writes,
+                       {{"step", step->second},
+                        {"vocab", config.vocab},
+                        {"layers", config.layers},
+                        {"heads", config.heads},
+                        {"hidden", config.hidden},
+                        {"context", config.context}},
+                       {{"deck", *deck_text}, {"source", checkpoint}});
+  return {table.tensors().size(), static_cast<int64_t>(table.total_count()), step->second};
+}
+
+}  // namespace
+
+int export_command(const std::vector<std::string>& args) {
+  MPI_Comm world_dup;
+  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
+  parallel::MpiComm world(world_dup, "world");
+  // The arguments are the same on every rank: these checks fail everywhere alike.
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      if (world.rank() == 0) std::printf("%s", kExportUsage);
+      return 0;
+    }
+    if (a.rfind("--", 0) == 0) {
+      throw io::UserError("trident export: unknown option '" + a + "' (see trident export --help)");
+    }
+  }
+  if (args.size() != 2) {
+    throw io::UserError("trident export: expected 2 arguments, CHECKPOINT and OUT, got " + std::to_string(args.size()) +
+                        " (usage: trident export CHECKPOINT OUT)");
+  }
+  const std::string& checkpoint = args[0];
+  const std::string& out = args[1];
+
+  std::string error;
+  ExportSummary summary;
+  if (world.rank() == 0) {
+    try {
+      summary = export_checkpoint(checkpoint, out);
+    } catch (const io::UserError& e) {
+      error = e.what();
+    }
+  }
+  error = parallel::agree_on_error(world, error);  // also the other ranks' wait for rank 0
+  if (!error.empty()) throw io::UserError(error);
+  if (world.rank() == 0) {
+    std::printf("export: %zu tensors, %lld parameters (%.1f MB) from %s at step %lld -> %s\n", summary.tensors,
+                static_cast<long long>(summary.parameters), 4.0 * static_cast<double>(summary.parameters) / 1e6,
+                checkpoint.c_str(), static_cast<long long>(summary.step), out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace trident::app

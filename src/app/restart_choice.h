@@ -1,0 +1,27 @@
+// Which checkpoint a run resumes from (run.restart, docs/checkpoint-format.md).
+//
+//   none  a fresh start;
+//   PATH  that checkpoint, which must verify (its per-tensor checksums), else exit 2;
+//   auto  the newest checkpoint in checkpoint.dir that verifies. A newer one that does not
+//         (truncated, corrupted, unreadable) is reported with its file and reason and set
+//         aside as NAME.bad, so that it neither counts among checkpoint.keep nor is tried
+//         again; then the one before it is tried. No checkpoint: a fresh start. Only ones
+//         that failed: exit 2 (a fresh start would silently discard the run).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "io/run_config.h"
+#include "parallel/comm.h"
+
+namespace trident::app {
+
+// Collective over `world` (and `comm`, the same ranks as an MPI communicator for parallel HDF5):
+// the same path ("" = fresh start) on every rank, or the same io::UserError on every rank.
+// Rank 0 prints what it skipped and how long verification took.
+std::string choose_restart(const io::RunConfig& config, const std::string& checkpoint_dir, parallel::Comm& world,
+                           MPI_Comm comm);
+
+}  // namespace trident::app

@@ -1,0 +1,75 @@
+# Checkpoints that go wrong (docs/checkpoint-format.md), on 2 ranks (dp = 2):
+# - a flipped byte inside a tensor of the newest checkpoint, and a truncated newest checkpoint:
+#   each reported (file and reason), set aside as .bad, and the previous checkpoint used; the
+#   continued run's losses are bit-identical to an uninterrupted run;
+# - kill -9 of one rank halfway through writing a checkpoint: the next run resumes from the
+#   previous complete checkpoint and finishes with the same losses;
+# - a checkpoint with a missing tensor, and one of another model: exit 2 on every rank naming
+#   the file and tensor, or the key and both values;
+# - run.restart = auto when every checkpoint failed verification: exit 2, not a silent fresh start.
+source "$(dirname "$0")/lib.sh"
+tiny_deck deck.ini
+common="--optim.decay_steps=20 --train.eval_batches=0 --parallel.dp=2"
+
+# resumed_from LOG STEP: the log says it resumed from step-STEP.
+resumed_from() { grep -q "^restart: resuming from .*step-$(printf %09d "$2").h5 after step $2" "$1"; }
+
+# same_tail NAME DIR: the last 10 losses of DIR equal the uninterrupted run's, bit for bit.
+same_tail() {
+  tail -n 10 straight/metrics.jsonl > "$1.ref.jsonl"
+  tail -n 10 "$2/metrics.jsonl" > "$1.got.jsonl"
+  "$CHECK_METRICS" compare "$1.ref.jsonl" "$1.got.jsonl" loss 0 >/dev/null
+}
+
+mpi 2 train deck.ini --train.steps=20 --run.dir=straight $common > straight.log 2>&1 || { tail -5 straight.log; fail "straight run"; }
+mpi 2 train deck.ini --train.steps=15 --checkpoint.every=5 --checkpoint.keep=5 --run.dir=base $common > base.log 2>&1 \
+  || { tail -5 base.log; fail "base run"; }
+newest=checkpoints/step-000000015.h5
+
+# A flipped byte in the middle of a tensor's data.
+cp -r base flip && flip_byte "flip/$newest" block0.mlp.up.weight 301
+mpi 2 train deck.ini --train.steps=20 --run.dir=flip $common > flip.log 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*tensor 'block0.mlp.up.weight' fails its checksum" flip.log \
+  && resumed_from flip.log 10 && [ -f "flip/$newest.bad" ] && same_tail flip flip \
+  && pass "flipped byte: reported, set aside, resumed from step 10, losses bit-identical" \
+  || fail "flipped byte: rc $rc: $(grep -m3 'restart\|error' flip.log)"
+
+# A truncated file (a crash of the file system, a copy cut short).
+cp -r base trunc && truncate -s 200000 "trunc/$newest"
+mpi 2 train deck.ini --train.steps=20 --run.dir=trunc $common > trunc.log 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*truncated" trunc.log && resumed_from trunc.log 10 \
+  && same_tail trunc trunc && pass "truncated file: reported, resumed from step 10, losses bit-identical" \
+  || fail "truncated file: rc $rc: $(grep -m3 'restart\|error' trunc.log)"
+
+# kill -9 of rank 1 halfway through the datasets of the step-15 checkpoint.
+cp -r base killed && rm killed/checkpoints/step-000000015.h5 && echo step-000000010.h5 > killed/checkpoints/latest
+TRIDENT_TEST_KILL_RANK_DURING_WRITE=1 mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 \
+  --run.dir=killed $common > killed.log 2>&1; rc=$?
+[ $rc -ne 0 ] && [ -f killed/checkpoints/step-000000015.h5.tmp ] && [ ! -f killed/checkpoints/step-000000015.h5 ] \
+  && [ "$(cat killed/checkpoints/latest)" = step-000000010.h5 ] \
+  && pass "kill -9 during the write: job failed (rc $rc), partial .tmp only, latest unchanged" \
+  || fail "kill -9 during the write: rc $rc, $(ls killed/checkpoints)"
+mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 --run.dir=killed $common > rerun.log 2>&1; rc=$?
+[ $rc -eq 0 ] && resumed_from rerun.log 10 && same_tail killed killed && [ ! -e killed/checkpoints/step-000000015.h5.tmp ] \
+  && [ -f killed/checkpoints/step-000000015.h5 ] && pass "after kill -9: resumed from step 10, same losses, no .tmp left" \
+  || fail "after kill -9: rc $rc: $(grep -m3 'restart\|error' rerun.log)"
+
+# A missing tensor: not a corrupt file but a wrong one, so an error rather than a fallback.
+cp -r base missing && "$REMOVE_DATASET" "missing/$newest" optimizer.v.ln_f.bias
+mpi 2 train deck.ini --train.steps=20 --run.dir=missing $common > missing.log 2>&1; rc=$?
+[ $rc -eq 2 ] && [ "$(grep -c "step-000000015.h5': tensor 'optimizer.v.ln_f.bias' is missing" missing.log)" -ge 1 ] \
+  && pass "missing tensor: exit 2 naming the file and tensor" || fail "missing tensor: rc $rc: $(tail -3 missing.log)"
+
+# A checkpoint of another model.
+mpi 2 train deck.ini --train.steps=20 --run.dir=base --model.hidden=48 $common > other.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "model.hidden = 48 differs from 32" other.log && pass "other model: exit 2 naming the key" \
+  || fail "other model: rc $rc: $(tail -3 other.log)"
+
+# Every checkpoint corrupt: refuse rather than start afresh.
+mkdir -p allbad/checkpoints && cp base/checkpoints/step-000000005.h5 allbad/checkpoints/ \
+  && truncate -s 1000 allbad/checkpoints/step-000000005.h5
+mpi 2 train deck.ini --train.steps=20 --run.dir=allbad $common > allbad.log 2>&1; rc=$?
+mpi 2 train deck.ini --train.steps=20 --run.dir=allbad $common > allbad2.log 2>&1; rc2=$?
+[ $rc -eq 2 ] && [ $rc2 -eq 2 ] && grep -q "no checkpoint in .* verifies" allbad.log && grep -q "no checkpoint in .* verifies" allbad2.log \
+  && pass "no checkpoint verifies: exit 2 (also on the next attempt)" || fail "no checkpoint verifies: rc $rc/$rc2: $(tail -2 allbad.log)"
+finish

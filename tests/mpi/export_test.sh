@@ -1,0 +1,94 @@
+# trident export (docs/export.md): the model weights of a checkpoint written on (dp 2, tp 2),
+# exported by one process and under mpirun on 2 ranks:
+# - exit 0 and the one summary line (once, whatever the ranks);
+# - no optimizer state; wte cut from the tp = 2 padded vocabulary (48 rows) to the real 33;
+#   the model attributes and the source;
+# - every tensor bit-identical to final-params.h5 of the same step (the run ends at the
+#   checkpoint), on the common rows of wte, whose extra padded rows there are zero;
+# and the user errors: missing checkpoint, a file that is not a checkpoint (the token dataset,
+# final-params.h5 without a deck), a checkpoint missing a tensor, an OUT that cannot be written
+# or that is the checkpoint, wrong arguments: exit 2 with one line naming the file.
+source "$(dirname "$0")/lib.sh"
+tiny_deck deck.ini
+
+mpi 4 train deck.ini --parallel.tp=2 --parallel.dp=2 --checkpoint.every=10 > train.log 2>&1 \
+  || { tail -5 train.log; fail "training on (dp 2, tp 2)"; finish; }
+checkpoint="run/checkpoints/step-000000010.h5"
+"$CHECK_METRICS" describe "$checkpoint" > checkpoint.txt || fail "describe $checkpoint"
+grep -qx "wte \[48, 32\]" checkpoint.txt && grep -q "^optimizer\.m\.wte " checkpoint.txt \
+  && pass "checkpoint: wte padded for tp = 2, optimizer state present" || fail "checkpoint: $(grep wte checkpoint.txt)"
+
+# export_ok NAME LOG: the export into NAME.h5 succeeded, printed its line once, holds the model.
+export_ok() {
+  local name=$1 log=$2
+  grep -qx "export: 28 tensors, 27552 parameters (0.1 MB) from $checkpoint at step 10 -> $name.h5" "$log" \
+    && [ "$(grep -c '^export:' "$log")" -eq 1 ] && pass "$name: summary line" || fail "$name: summary: $(cat "$log")"
+  "$CHECK_METRICS" describe "$name.h5" > "$name.txt" || { fail "describe $name.h5"; return; }
+  [ "$(grep -vc '^@' "$name.txt")" -eq 28 ] && ! grep -q "^optimizer\." "$name.txt" \
+    && pass "$name: 28 model tensors, no optimizer state" || fail "$name: datasets: $(grep -v '^@' "$name.txt")"
+  grep -qx "wte \[33, 32\]" "$name.txt" && grep -qx "wpe \[32, 32\]" "$name.txt" \
+    && grep -qx "block1.attn.qkv.weight \[3, 32, 32\]" "$name.txt" \
+    && pass "$name: wte [vocab, C], wpe [context, C], qkv [3, C, C]" || fail "$name: shapes: $(head -3 "$name.txt")"
+  local missing=""
+  for attribute in "@step = 10" "@vocab = 33" "@layers = 2" "@heads = 2" "@hidden = 32" "@context = 32" \
+                   "@format = trident-params" "@source = $checkpoint"; do
+    grep -qx "$attribute" "$name.txt" || missing="$missing '$attribute'"
+  done
+  grep -q "^@deck = [1-9][0-9]* lines$" "$name.txt" || missing="$missing @deck"
+  [ -z "$missing" ] && pass "$name: attributes" || fail "$name: attributes missing:$missing"
+  "$CHECK_METRICS" compare-params run/final-params.h5 "$name.h5" 0 > "$name.compare.txt" \
+    && pass "$name: every tensor bit-identical to final-params.h5" || fail "$name: $(cat "$name.compare.txt")"
+}
+
+# One process without mpirun (Open MPI's singleton start), then 2 ranks: rank 0 works alone.
+if "$TRIDENT" export "$checkpoint" single.h5 > single.log 2>&1; then export_ok single single.log
+else fail "export on one process: $(cat single.log)"; fi
+if mpi 2 export "$checkpoint" two.h5 > two.log 2>&1; then export_ok two two.log
+else fail "export on 2 ranks: $(cat two.log)"; fi
+
+# expect_error NAME NP TEXT ARGS...: `trident ARGS` on one process (NP = 1, no mpirun) or on NP
+# ranks must exit 2 on every rank, with one "trident: error:" line containing TEXT on rank 0's
+# stderr and nothing on the others'.
+expect_error() {
+  local name=$1 np=$2 text=$3; shift 3
+  rm -f err.* status.txt
+  if [ "$np" -eq 1 ]; then
+    "$TRIDENT" "$@" > /dev/null 2> err.0; echo "rank 0 exit $?" > status.txt
+  else
+    timeout 60 "$MPIEXEC" --oversubscribe -np "$np" bash -c \
+      '"$0" "$@" 2>err.$OMPI_COMM_WORLD_RANK >/dev/null; echo "rank $OMPI_COMM_WORLD_RANK exit $?" >>status.txt' \
+      "$TRIDENT" "$@" > mpirun.out 2>&1
+  fi
+  local before=$failures
+  [ "$(grep -c "exit 2$" status.txt 2>/dev/null)" = "$np" ] || fail "$name: expected exit 2 on $np rank(s): $(cat status.txt)"
+  [ "$(wc -l < err.0)" -eq 1 ] && grep -q "^trident: error: .*$text" err.0 \
+    || fail "$name: expected one error line with '$text', got: $(cat err.0)"
+  for f in err.*; do [ "$f" = err.0 ] || [ ! -s "$f" ] || fail "$name: rank ${f#err.} printed: $(cat "$f")"; done
+  [ "$failures" -eq "$before" ] && pass "$name: $(cat err.0)"
+}
+expect_error missing 1 "checkpoint 'nowhere.h5': no such file" export nowhere.h5 out.h5
+expect_error missing_on_2_ranks 2 "checkpoint 'nowhere.h5': no such file" export nowhere.h5 out.h5
+expect_error token_file 1 "$WORK_DIR/tiny.h5" export "$WORK_DIR/tiny.h5" out.h5
+expect_error final_params 1 "'run/final-params.h5' has no 'deck' attribute" export run/final-params.h5 out.h5
+# A checkpoint that lacks a tensor of its deck's model (remove_dataset: a tests/tools helper).
+if [ -n "${REMOVE_DATASET:-}" ]; then
+  if cp "$checkpoint" incomplete.h5 && "$REMOVE_DATASET" incomplete.h5 block1.mlp.down.bias; then
+    expect_error missing_tensor 1 "checkpoint 'incomplete.h5': tensor 'block1.mlp.down.bias' is missing" \
+      export incomplete.h5 out.h5
+  else
+    fail "could not make incomplete.h5"
+  fi
+fi
+# A corrupt checkpoint is refused, naming the tensor that fails its checksum.
+cp "$checkpoint" corrupt.h5 && flip_byte corrupt.h5 block0.attn.qkv.weight 17
+expect_error corrupt 1 "cannot export: parameter file 'corrupt.h5': tensor 'block0.attn.qkv.weight' fails its checksum" \
+  export corrupt.h5 out.h5
+expect_error out_not_writable 1 "no-such-dir/out.h5" export "$checkpoint" no-such-dir/out.h5
+expect_error out_is_checkpoint 1 "is the checkpoint itself" export "$checkpoint" "./$checkpoint"
+expect_error one_argument 1 "expected 2 arguments" export "$checkpoint"
+expect_error three_arguments 2 "expected 2 arguments" export "$checkpoint" a.h5 b.h5
+[ ! -e out.h5 ] && [ ! -e out.h5.tmp ] && pass "no file left by a failed export" || fail "a failed export left out.h5"
+out=$("$TRIDENT" export --help) && echo "$out" | grep -q "usage: trident export CHECKPOINT OUT" \
+  && pass "export --help" || fail "export --help: $out"
+"$TRIDENT" --help | grep -q "export CHECKPOINT OUT" && pass "--help lists export" || fail "--help lacks export"
+finish
