@@ -3,9 +3,12 @@
 // and the work is spread over as many ranks as run the check, whatever layout wrote the file.
 #include <hdf5.h>  // parallel build: H5Pset_fapl_mpio
 
+#include <algorithm>
 #include <cinttypes>  // PRIx64
 #include <cstdio>
+#include <future>  // std::async: hashing beside the reads
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/collective_error.h"  // agree_or_throw
@@ -27,15 +30,60 @@ herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* names) {
   return 0;
 }
 
+// Orders the datasets as they lie in the file, so the reads sweep it front to back (the
+// kernel's read-ahead then works; name order jumps around the file).
+void sort_by_file_offset(hid_t file, std::vector<std::string>& names) {
+  std::vector<std::pair<haddr_t, std::string>> placed;
+  for (std::string& name : names) {
+    const Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+    placed.emplace_back(dataset.get() < 0 ? HADDR_UNDEF : H5Dget_offset(dataset.get()), std::move(name));
+  }
+  std::sort(placed.begin(), placed.end());
+  for (size_t i = 0; i < names.size(); ++i) names[i] = std::move(placed[i].second);
+}
+
 std::string hex(uint64_t value) {
   char text[24];
   std::snprintf(text, sizeof text, "%016" PRIx64, value);
   return text;
 }
 
-// This rank's band of one dataset: its partial checksum (added to `sum`), or what went wrong.
-std::string hash_band(hid_t file, const std::string& name, int rank, int size, uint64_t& stored, uint64_t& sum,
-                      std::vector<float>& buffer, const std::string& path) {
+// Checksums of pieces read from the file, each hashed on a worker thread while the caller
+// reads the next piece (reading and hashing take about as long each).
+class PipelinedSums {
+ public:
+  explicit PipelinedSums(size_t tensors) : sums_(tensors, 0) {}
+  ~PipelinedSums() { finish(); }
+  PipelinedSums(const PipelinedSums&) = delete;
+  PipelinedSums& operator=(const PipelinedSums&) = delete;
+
+  // Takes `buffer` (piece `box` of tensor `index`, just read) and gives back a free one to read
+  // the next piece into.
+  void add(size_t index, const std::vector<int64_t>& shape, const Box& box, std::vector<float>& buffer) {
+    finish();
+    std::swap(buffer, busy_);
+    pending_ = std::async(std::launch::async, [this, index, shape, box] {
+      sums_[index] += box_checksum(shape, box, busy_.data(), /*threads=*/1);
+    });
+  }
+  std::vector<uint64_t>& sums() {
+    finish();
+    return sums_;
+  }
+
+ private:
+  void finish() {
+    if (pending_.valid()) pending_.get();
+  }
+  std::vector<uint64_t> sums_;
+  std::vector<float> busy_;
+  std::future<void> pending_;
+};
+
+// Reads this rank's band of one dataset into `sums` (tensor `index`) and its stored checksum;
+// returns what went wrong, or "".
+std::string hash_band(hid_t file, const std::string& name, size_t index, int rank, int size, uint64_t& stored,
+                      PipelinedSums& sums, std::vector<float>& buffer, const std::string& path) {
   const Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
   if (dataset.get() < 0) return "'" + name + "' is not a dataset";
   if (H5Aexists(dataset.get(), "checksum") <= 0) return "tensor '" + name + "' has no checksum";
@@ -46,11 +94,11 @@ std::string hash_band(hid_t file, const std::string& name, int rank, int size, u
   const std::vector<int64_t> shape = dataset_shape(dataset.get(), path);
   if (shape.empty()) {  // a scalar: rank 0 hashes it
     if (rank != 0) return "";
-    float value = 0.0f;
-    if (H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
+    buffer.resize(1);
+    if (H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()) < 0) {
       return "tensor '" + name + "' cannot be read";
     }
-    sum += box_checksum(shape, Box{}, &value);
+    sums.add(index, shape, Box{}, buffer);
     return "";
   }
   const int64_t rows = shape[0];
@@ -69,7 +117,7 @@ std::string hash_band(hid_t file, const std::string& name, int rank, int size, u
       const std::string detail = hdf5_error_detail();
       return "tensor '" + name + "' cannot be read" + (detail.empty() ? "" : " (" + detail + ")");
     }
-    sum += box_checksum(shape, piece, buffer.data());
+    sums.add(index, shape, piece, buffer);
   }
   return "";
 }
@@ -101,17 +149,20 @@ void verify(const std::string& path, MPI_Comm comm) {
     error = file_label(path) + ": its datasets cannot be listed";
   }
   agree_or_throw(comm, error);
-  std::vector<uint64_t> stored(names.size(), 0), sums(names.size(), 0);
+  sort_by_file_offset(file.get(), names);
+  std::vector<uint64_t> stored(names.size(), 0);
+  PipelinedSums pipeline(names.size());
   std::vector<float> buffer;
   for (size_t i = 0; i < names.size() && error.empty(); ++i) {
     try {
-      const std::string problem = hash_band(file.get(), names[i], rank, size, stored[i], sums[i], buffer, path);
+      const std::string problem = hash_band(file.get(), names[i], i, rank, size, stored[i], pipeline, buffer, path);
       if (!problem.empty()) error = file_label(path) + ": " + problem;
     } catch (const UserError& e) {
       error = e.what();
     }
   }
   agree_or_throw(comm, error);
+  std::vector<uint64_t>& sums = pipeline.sums();
   MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
   for (size_t i = 0; i < names.size(); ++i) {
     if (sums[i] != stored[i]) {

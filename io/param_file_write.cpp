@@ -15,6 +15,8 @@
 #include <cstdlib>     // getenv
 #include <cstring>     // std::memcpy, std::strerror
 #include <filesystem>  // rename, remove
+#include <functional>  // std::cref
+#include <future>      // std::async: checksums beside the writes
 #include <map>
 #include <stdexcept>
 #include <system_error>
@@ -81,7 +83,6 @@ struct Plan {
   int local = -1;       // index into this rank's tensors, or -1 when it holds none of it
   bool writes = false;  // this rank writes its part
   size_t transfers = 0; // collective H5Dwrite calls: the most any writer needs
-  uint64_t checksum = 0;
 };
 
 int64_t local_volume(const TensorSlice& t) {
@@ -251,7 +252,7 @@ std::vector<Plan> make_plan(const std::vector<Holding>& holdings, int my_rank,
   for (const Holding& h : holdings) {
     auto [it, added] = index.emplace(h.name, plans.size());
     if (added) {
-      plans.push_back(Plan{h.name, h.shape, -1, false, 0, 0});
+      plans.push_back(Plan{h.name, h.shape, -1, false, 0});
       holders.emplace_back();
     } else if (plans[it->second].shape != h.shape) {
       throw UserError(file_label(path) + ": tensor '" + h.name + "' has different global shapes on ranks " +
@@ -308,21 +309,21 @@ std::vector<Box> my_pieces(const TensorSlice& t, int64_t max_elements) {
   return split_boxes(boxes, max_elements);
 }
 
-// Fills every plan's checksum: this rank's partial sums, then one all-reduce.
-void compute_checksums(std::vector<Plan>& plans, const std::vector<TensorSlice>& tensors, int64_t max_elements,
-                       MPI_Comm comm) {
+// This rank's partial checksum of every plan it writes (0 elsewhere). Single-threaded: it runs
+// beside the main thread's writes (write_file), which keep the other core busy.
+std::vector<uint64_t> partial_checksums(const std::vector<Plan>& plans, const std::vector<TensorSlice>& tensors,
+                                        int64_t max_elements) {
   std::vector<uint64_t> sums(plans.size(), 0);
   for (size_t p = 0; p < plans.size(); ++p) {
     if (!plans[p].writes) continue;
     const TensorSlice& t = tensors[static_cast<size_t>(plans[p].local)];
     int64_t offset = 0;
     for (const Box& piece : my_pieces(t, max_elements)) {
-      sums[p] += box_checksum(plans[p].shape, piece, t.data + offset);
+      sums[p] += box_checksum(plans[p].shape, piece, t.data + offset, /*threads=*/1);
       offset += piece.volume();
     }
   }
-  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
-  for (size_t p = 0; p < plans.size(); ++p) plans[p].checksum = sums[p];
+  return sums;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,21 +498,36 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
     }
     for (const auto& [name, value] : string_attributes) write_string_attribute(file.get(), name.c_str(), value, path);
   });
-  for (size_t p = 0; p < plans.size(); ++p) {
-    if (p == plans.size() / 2) maybe_die_midway(comm);
-    const Plan& plan = plans[p];
-    Handle dataset;
-    collective_stage(comm, path, [&] {
-      Handle space = make_space(plan.shape, path);
-      dataset = make_handle(H5Dcreate2(file.get(), plan.name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
-                                       create.get(), H5P_DEFAULT),
-                            H5Dclose, "H5Dcreate2", path);
-      write_scalar_attribute<uint64_t>(dataset.get(), "checksum", plan.checksum, H5T_STD_U64LE, H5T_NATIVE_UINT64,
-                                       path);
-      write_dataset(dataset.get(), plan, tensors, transfer.get(), max_elements, path);
-      check_status(H5Dclose(dataset.release()), "H5Dclose", path);
-    });
+  // The checksums are computed while the data is written (they read the same const buffers):
+  // hashing 1.5 GB takes about as long as writing it.
+  std::future<std::vector<uint64_t>> partial_sums =
+      std::async(std::launch::async, partial_checksums, std::cref(plans), std::cref(tensors), max_elements);
+  std::vector<Handle> datasets;
+  try {
+    for (size_t p = 0; p < plans.size(); ++p) {
+      if (p == plans.size() / 2) maybe_die_midway(comm);
+      const Plan& plan = plans[p];
+      collective_stage(comm, path, [&] {
+        Handle space = make_space(plan.shape, path);
+        datasets.push_back(make_handle(H5Dcreate2(file.get(), plan.name.c_str(), H5T_IEEE_F32LE, space.get(),
+                                                  H5P_DEFAULT, create.get(), H5P_DEFAULT),
+                                       H5Dclose, "H5Dcreate2", path));
+        write_dataset(datasets.back().get(), plan, tensors, transfer.get(), max_elements, path);
+      });
+    }
+  } catch (...) {
+    partial_sums.wait();  // the thread reads the tensors: it must end before they can go
+    throw;
   }
+  std::vector<uint64_t> sums = partial_sums.get();
+  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
+  collective_stage(comm, path, [&] {
+    for (size_t p = 0; p < plans.size(); ++p) {
+      write_scalar_attribute<uint64_t>(datasets[p].get(), "checksum", sums[p], H5T_STD_U64LE, H5T_NATIVE_UINT64,
+                                       path);
+      check_status(H5Dclose(datasets[p].release()), "H5Dclose", path);
+    }
+  });
   collective_stage(comm, path, [&] {
     transfer.reset();
     create.reset();
@@ -549,7 +565,6 @@ void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<
   const std::vector<Holding> holdings = gather_holdings(comm, tensors);
   std::vector<Plan> plans;
   collective_stage(comm, path, [&] { plans = make_plan(holdings, rank, tensors, max_elements, path); });
-  compute_checksums(plans, tensors, max_elements, comm);
 
   const std::string temporary = path + ".tmp";
   try {

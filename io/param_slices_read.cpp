@@ -19,9 +19,11 @@ using namespace param_file_detail;
 // Reads one piece (a box of the global tensor, stored rows `stored_rows` on axis 0) into `out`
 // (its row-major order): the rows the file has, zeros beyond.
 bool read_piece(hid_t dataset, const Box& piece, int64_t stored_rows, hid_t transfer, float* out) {
-  std::fill(out, out + piece.volume(), 0.0f);
   const int64_t rows = std::clamp<int64_t>(stored_rows - piece.start[0], 0, piece.count[0]);
-  if (rows == 0) return true;  // beyond the stored rows: a vocabulary padded for another tp
+  // Rows beyond the stored ones (a vocabulary padded for another tp) read as zeros.
+  const int64_t row_volume = piece.count[0] == 0 ? 0 : piece.volume() / piece.count[0];
+  std::fill(out + rows * row_volume, out + piece.volume(), 0.0f);
+  if (rows == 0) return true;
   const int rank = static_cast<int>(piece.start.size());
   const std::vector<hsize_t> count(piece.count.begin(), piece.count.end());
   std::vector<hsize_t> file_count = count, start(piece.start.begin(), piece.start.end());

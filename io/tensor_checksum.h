@@ -24,15 +24,19 @@ inline uint64_t mix64(uint64_t x) {  // the splitmix64 finaliser: a bijection on
   return x;
 }
 
+// (index * odd constant) spreads the index over all 64 bits; XOR with the value bits is a
+// bijection of the bits for a fixed index, and mix64 keeps it one.
 inline uint64_t element_hash(uint64_t global_index, uint32_t value_bits) {
-  return mix64(mix64(global_index + 0x9e3779b97f4a7c15ULL) ^ value_bits);
+  return mix64((global_index * 0x9e3779b97f4a7c15ULL) ^ value_bits);
 }
 
 // The name written beside the checksums, so a reader knows how they were computed.
 inline constexpr const char* kChecksumAlgorithm = "sum64-splitmix64-v1";
 
 // The partial checksum of one box of a tensor of `global_shape`, whose values lie in `values`
-// in the box's row-major order (box.volume() floats).
-uint64_t box_checksum(const std::vector<int64_t>& global_shape, const Box& box, const float* values);
+// in the box's row-major order (box.volume() floats). threads: OpenMP threads to use (0: the
+// process's setting).
+uint64_t box_checksum(const std::vector<int64_t>& global_shape, const Box& box, const float* values,
+                      int threads = 0);
 
 }  // namespace trident::io

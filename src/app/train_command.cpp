@@ -125,9 +125,12 @@ int train_command(const std::vector<std::string>& args) {
                     saved_steps.c_str(), static_cast<long long>(c.train.steps));
       }
     }
+    const auto load_start = std::chrono::steady_clock::now();
     start_step = trainer.load_checkpoint(restart);
     if (leader) {
-      std::printf("restart: resuming from %s after step %lld\n", restart.c_str(), static_cast<long long>(start_step));
+      std::printf("restart: resuming from %s after step %lld (read in %.2f s)\n", restart.c_str(),
+                  static_cast<long long>(start_step),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
     }
   }
   const train::RunSummary summary =

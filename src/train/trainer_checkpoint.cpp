@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,18 @@ void publish(const std::string& dir, const std::string& name, int keep) {
   }
 }
 
+// `count` elements of backend memory as host memory: the memory itself on the CPU backend
+// (no copy of a multi-GB state), else a copy appended to `staging`, whose capacity the caller
+// reserved for every call (so earlier views stay valid).
+const float* host_view(kernels::Backend& backend, const float* data, std::size_t count, std::vector<float>& staging) {
+  if (backend.device() == kernels::Device::kCpu || count == 0) return data;
+  const std::size_t at = staging.size();
+  if (at + count > staging.capacity()) throw std::logic_error("host_view: staging capacity not reserved");
+  staging.resize(at + count);
+  backend.copy_to_host(staging.data() + at, data, count);
+  return staging.data() + at;
+}
+
 }  // namespace
 
 std::string Trainer::checkpoint_dir() const {
@@ -63,15 +76,16 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   // Each data rank writes its band of the arena: its ZeRO-1 block of the moments, and the same
   // block of the replicated parameters (src/train/final_parameters.h).
   const parallel::ArenaShard band = write_band(table, ctx_.grid(), ctx_.coord());
-  std::vector<float> params(band.size()), m(band.size()), v(band.size());
-  backend_.copy_to_host(params.data(), model_.parameters() + band.begin, band.size());
   const std::size_t held = band.begin - optimizer_.shard_begin();  // the band lies in the held state
-  backend_.copy_to_host(m.data(), optimizer_.first_moment() + held, band.size());
-  backend_.copy_to_host(v.data(), optimizer_.second_moment() + held, band.size());
+  std::vector<float> staging;
+  if (backend_.device() != kernels::Device::kCpu) staging.reserve(3 * band.size());
+  const float* params = host_view(backend_, model_.parameters() + band.begin, band.size(), staging);
+  const float* m = host_view(backend_, optimizer_.first_moment() + held, band.size(), staging);
+  const float* v = host_view(backend_, optimizer_.second_moment() + held, band.size(), staging);
   const parallel::GridCoord coord = ctx_.coord();
-  std::vector<io::TensorSlice> slices = owned_slices(table, params.data(), band.begin, "", coord, band);
-  for (auto& s : owned_slices(table, m.data(), band.begin, "optimizer.m.", coord, band)) slices.push_back(std::move(s));
-  for (auto& s : owned_slices(table, v.data(), band.begin, "optimizer.v.", coord, band)) slices.push_back(std::move(s));
+  std::vector<io::TensorSlice> slices = owned_slices(table, params, band.begin, "", coord, band);
+  for (auto& s : owned_slices(table, m, band.begin, "optimizer.m.", coord, band)) slices.push_back(std::move(s));
+  for (auto& s : owned_slices(table, v, band.begin, "optimizer.v.", coord, band)) slices.push_back(std::move(s));
 
   const std::string dir = checkpoint_dir();
   std::string error;
@@ -120,16 +134,19 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
   if (step == attributes.end()) throw io::UserError("checkpoint '" + path + "': no step attribute");
   const model::ParamTable& table = model_.params();
   // Every parameter this rank holds, and the moments of the arena block it holds (all of them
-  // without ZeRO-1).
+  // without ZeRO-1): straight into the arenas on the CPU backend, else through host staging.
   const std::size_t state_begin = optimizer_.shard_begin(), state_end = state_begin + optimizer_.state_count();
-  std::vector<float> params(table.total_count()), m(optimizer_.state_count()), v(optimizer_.state_count());
+  const bool host = backend_.device() == kernels::Device::kCpu;
+  std::vector<float> staging(host ? 0 : table.total_count() + 2 * optimizer_.state_count());
+  float* params = host ? model_.parameters() : staging.data();
+  float* m = host ? optimizer_.first_moment() : params + table.total_count();
+  float* v = host ? optimizer_.second_moment() : m + optimizer_.state_count();
   std::vector<io::TensorSliceRead> reads;
   for (const model::ParamTensor& t : table.tensors()) {
     reads.push_back({t.spec.name, t.spec.global_shape, t.spec.split_axis, t.spec.slice_begin, t.spec.slice_extent,
-                     params.data() + t.offset});
+                     params + t.offset});
   }
-  for (const auto& [prefix, state] : {std::pair<std::string, float*>{"optimizer.m.", m.data()},
-                                      {"optimizer.v.", v.data()}}) {
+  for (const auto& [prefix, state] : {std::pair<std::string, float*>{"optimizer.m.", m}, {"optimizer.v.", v}}) {
     for (const model::ParamTensor& t : table.tensors()) {
       const std::size_t begin = std::max(t.offset, state_begin), end = std::min(t.offset + t.count, state_end);
       if (begin >= end) continue;
@@ -139,9 +156,11 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
     }
   }
   io::read_param_slices(path, ctx_.world_handle(), reads);
-  backend_.copy_to_device(model_.parameters(), params.data(), params.size());
-  backend_.copy_to_device(optimizer_.first_moment(), m.data(), m.size());
-  backend_.copy_to_device(optimizer_.second_moment(), v.data(), v.size());
+  if (!host) {
+    backend_.copy_to_device(model_.parameters(), params, table.total_count());
+    backend_.copy_to_device(optimizer_.first_moment(), m, optimizer_.state_count());
+    backend_.copy_to_device(optimizer_.second_moment(), v, optimizer_.state_count());
+  }
   return step->second;
 }
 
