@@ -1,6 +1,6 @@
 // verify_param_file: recompute every tensor's checksum from the file and compare it with the
-// stored one. Each rank reads a band of every dataset's rows, so the file is read once in total
-// and the work is spread over as many ranks as run the check, whatever layout wrote the file.
+// stored one. Each rank reads one contiguous stretch of the file, so the file is read once in
+// total and the work is spread over as many ranks as run the check, whatever layout wrote it.
 #include <hdf5.h>  // parallel build: H5Pset_fapl_mpio
 
 #include <algorithm>
@@ -30,16 +30,50 @@ herr_t collect_name(hid_t, const char* name, const H5L_info_t*, void* names) {
   return 0;
 }
 
-// Orders the datasets as they lie in the file, so the reads sweep it front to back (the
-// kernel's read-ahead then works; name order jumps around the file).
-void sort_by_file_offset(hid_t file, std::vector<std::string>& names) {
-  std::vector<std::pair<haddr_t, std::string>> placed;
-  for (std::string& name : names) {
+// One dataset, and the rows of it this rank reads.
+struct Share {
+  std::string name;
+  int64_t rows = 0, row_elements = 0;  // a scalar: one row of one element
+  int64_t first_row = 0, row_count = 0;
+};
+
+// The datasets in the order they lie in the file, and this rank's rows of each: the ranks cut
+// the file's data into equal contiguous parts (at row boundaries), so each rank sweeps one
+// stretch of the file front to back (the kernel's read-ahead then works; name order, or a
+// band of every dataset, jumps around the file).
+std::vector<Share> plan_shares(hid_t file, const std::vector<std::string>& names, int rank, int size,
+                               const std::string& path) {
+  std::vector<std::pair<haddr_t, Share>> placed;
+  for (const std::string& name : names) {
     const Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
-    placed.emplace_back(dataset.get() < 0 ? HADDR_UNDEF : H5Dget_offset(dataset.get()), std::move(name));
+    if (dataset.get() < 0) throw UserError(file_label(path) + ": '" + name + "' is not a dataset");
+    const std::vector<int64_t> shape = dataset_shape(dataset.get(), path);
+    Share share{name, shape.empty() ? 1 : shape[0], 1, 0, 0};
+    for (size_t d = 1; d < shape.size(); ++d) share.row_elements *= shape[d];
+    placed.emplace_back(H5Dget_offset(dataset.get()), std::move(share));
   }
-  std::sort(placed.begin(), placed.end());
-  for (size_t i = 0; i < names.size(); ++i) names[i] = std::move(placed[i].second);
+  std::stable_sort(placed.begin(), placed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  int64_t total = 0;
+  for (const auto& [offset, share] : placed) total += share.rows * share.row_elements;
+  // Row k of a dataset starting at element `at` belongs to the rank whose part holds its first
+  // element at + k * E: k in [ceil((lo - at) / E), ceil((hi - at) / E)).
+  const int64_t lo = total * rank / size, hi = total * (rank + 1) / size;
+  auto first_row_from = [](int64_t elements, int64_t row_elements, int64_t rows) {
+    if (row_elements == 0 || elements <= 0) return int64_t{0};
+    return std::min(rows, (elements + row_elements - 1) / row_elements);
+  };
+  std::vector<Share> shares;
+  int64_t at = 0;
+  for (auto& [offset, share] : placed) {
+    const int64_t begin = first_row_from(lo - at, share.row_elements, share.rows);
+    const int64_t end = first_row_from(hi - at, share.row_elements, share.rows);
+    at += share.rows * share.row_elements;
+    share.first_row = begin;
+    share.row_count = end - begin;
+    shares.push_back(std::move(share));
+  }
+  return shares;
 }
 
 std::string hex(uint64_t value) {
@@ -82,8 +116,9 @@ class PipelinedSums {
 
 // Reads this rank's band of one dataset into `sums` (tensor `index`) and its stored checksum;
 // returns what went wrong, or "".
-std::string hash_band(hid_t file, const std::string& name, size_t index, int rank, int size, uint64_t& stored,
-                      PipelinedSums& sums, std::vector<float>& buffer, const std::string& path) {
+std::string hash_band(hid_t file, const Share& share, size_t index, uint64_t& stored, PipelinedSums& sums,
+                      std::vector<float>& buffer, const std::string& path) {
+  const std::string& name = share.name;
   const Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
   if (dataset.get() < 0) return "'" + name + "' is not a dataset";
   if (H5Aexists(dataset.get(), "checksum") <= 0) return "tensor '" + name + "' has no checksum";
@@ -92,8 +127,8 @@ std::string hash_band(hid_t file, const std::string& name, size_t index, int ran
     return "tensor '" + name + "': its checksum cannot be read";
   }
   const std::vector<int64_t> shape = dataset_shape(dataset.get(), path);
-  if (shape.empty()) {  // a scalar: rank 0 hashes it
-    if (rank != 0) return "";
+  if (shape.empty()) {  // a scalar: one row
+    if (share.row_count == 0) return "";
     buffer.resize(1);
     if (H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()) < 0) {
       return "tensor '" + name + "' cannot be read";
@@ -101,10 +136,9 @@ std::string hash_band(hid_t file, const std::string& name, size_t index, int ran
     sums.add(index, shape, Box{}, buffer);
     return "";
   }
-  const int64_t rows = shape[0];
   Box band{std::vector<int64_t>(shape.size(), 0), shape};
-  band.start[0] = rows * rank / size;
-  band.count[0] = rows * (rank + 1) / size - band.start[0];
+  band.start[0] = share.first_row;
+  band.count[0] = share.row_count;
   if (band.volume() == 0) return "";
   for (const Box& piece : split_boxes({band}, kVerifyBufferElements)) {
     const std::vector<hsize_t> start(piece.start.begin(), piece.start.end());
@@ -149,13 +183,19 @@ void verify(const std::string& path, MPI_Comm comm) {
     error = file_label(path) + ": its datasets cannot be listed";
   }
   agree_or_throw(comm, error);
-  sort_by_file_offset(file.get(), names);
-  std::vector<uint64_t> stored(names.size(), 0);
-  PipelinedSums pipeline(names.size());
+  std::vector<Share> shares;
+  try {
+    shares = plan_shares(file.get(), names, rank, size, path);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  agree_or_throw(comm, error);
+  std::vector<uint64_t> stored(shares.size(), 0);
+  PipelinedSums pipeline(shares.size());
   std::vector<float> buffer;
-  for (size_t i = 0; i < names.size() && error.empty(); ++i) {
+  for (size_t i = 0; i < shares.size() && error.empty(); ++i) {
     try {
-      const std::string problem = hash_band(file.get(), names[i], i, rank, size, stored[i], pipeline, buffer, path);
+      const std::string problem = hash_band(file.get(), shares[i], i, stored[i], pipeline, buffer, path);
       if (!problem.empty()) error = file_label(path) + ": " + problem;
     } catch (const UserError& e) {
       error = e.what();
@@ -164,9 +204,9 @@ void verify(const std::string& path, MPI_Comm comm) {
   agree_or_throw(comm, error);
   std::vector<uint64_t>& sums = pipeline.sums();
   MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
-  for (size_t i = 0; i < names.size(); ++i) {
+  for (size_t i = 0; i < shares.size(); ++i) {
     if (sums[i] != stored[i]) {
-      throw UserError(file_label(path) + ": tensor '" + names[i] + "' fails its checksum (stored " + hex(stored[i]) +
+      throw UserError(file_label(path) + ": tensor '" + shares[i].name + "' fails its checksum (stored " + hex(stored[i]) +
                       ", computed " + hex(sums[i]) + ")");
     }
   }

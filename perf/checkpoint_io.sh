@@ -5,9 +5,10 @@
 #   perf/checkpoint_io.sh [DECK [RANKS...]]     (default: inputs/gpt2-124m.ini 1 2 4)
 #
 # For each rank count N (data-parallel: every rank holds the model and writes its band):
-#   write: three training steps with a checkpoint after each (parameters + AdamW moments),
-#          timed by trident itself (checksums, transfers, fsync and rename included), against
-#          three `dd bs=16M conv=fsync` of the same size into the same directory;
+#   write: five training steps with a checkpoint after each (parameters + AdamW moments),
+#          timed by trident itself (checksums, transfers, fsync and rename included; not the
+#          removal of the previous checkpoint), against five `dd bs=16M conv=fsync` of the same
+#          size into the same directory;
 #   read:  twice, page cache dropped, a restart that verifies every checksum (the whole file
 #          read once, spread over the ranks), timed by trident, against three cold `dd` reads
 #          of the checkpoint; then each rank's own read of its slices (warm), and the wall
@@ -42,14 +43,15 @@ for n in "${ranks_list[@]}"; do
   run="$work/r$n"
   rm -rf "$run"
   mpirun "${flags[@]}" -np "$n" "$trident" train "$deck" --parallel.dp="$n" --train.global_batch="$n" \
-    --train.steps=3 --checkpoint.every=1 --run.dir="$run" "${small[@]}" > "$run.write.log" 2>&1 \
+    --train.steps=5 --checkpoint.every=1 --run.dir="$run" "${small[@]}" > "$run.write.log" 2>&1 \
     || { echo "== $n rank(s): training failed"; tail -5 "$run.write.log"; continue; }
   file=$(ls "$run"/checkpoints/step-*.h5)
   bytes=$(stat -c %s "$file")
-  write_s=$(grep '^checkpoint:' "$run.write.log" | sed 's/.* in \([0-9.]*\) s .*/\1/' | median)
+  write_all=$(grep '^checkpoint:' "$run.write.log" | sed 's/.* written in \([0-9.]*\) s .*/\1/' | sort -g | tr '\n' ' ')
+  write_s=$(echo "$write_all" | tr ' ' '\n' | grep . | median)
 
   blocks=$(( (bytes + 16777215) / 16777216 ))
-  raw_write=$(for i in 1 2 3; do
+  raw_write=$(for i in 1 2 3 4 5; do
     t0=$(seconds); dd if=/dev/zero of="$run/dd.bin" bs=16M count="$blocks" conv=fsync status=none; t1=$(seconds)
     rm -f "$run/dd.bin"; calc "$blocks * 16777216 / ($t1 - $t0) / 1e6"; done | median)
   raw_read=$(for i in 1 2 3; do
@@ -60,9 +62,9 @@ for n in "${ranks_list[@]}"; do
     drop_caches
     start=$(seconds)
     mpirun "${flags[@]}" -np "$n" "$trident" train "$deck" --parallel.dp="$n" --train.global_batch="$n" \
-      --train.steps=4 --checkpoint.every=0 --run.dir="$run" "${small[@]}" 2>&1 \
+      --train.steps=6 --checkpoint.every=0 --run.dir="$run" "${small[@]}" 2>&1 \
       | while IFS= read -r line; do echo "$(seconds) $line"; done > "$run.read$i.log"
-    first_step=$(awk '$2 == "step" && $3 ~ /^4\// {print $1; exit}' "$run.read$i.log")
+    first_step=$(awk '$2 == "step" && $3 ~ /^6\// {print $1; exit}' "$run.read$i.log")
     echo "$(grep -m1 'verified' "$run.read$i.log" | sed 's/.* in \([0-9.]*\) s$/\1/') \
 $(grep -m1 'resuming from' "$run.read$i.log" | sed 's/.*read in \([0-9.]*\) s.*/\1/') $(calc "$first_step - $start")"
   done > "$run.read.txt"
@@ -71,7 +73,8 @@ $(grep -m1 'resuming from' "$run.read$i.log" | sed 's/.*read in \([0-9.]*\) s.*/
   launch_s=$(awk '{print $3}' "$run.read.txt" | median)
   write_bw=$(calc "$bytes / $write_s / 1e6")
   verify_bw=$(calc "$bytes / $verify_s / 1e6")
-  printf "== %d rank(s): checkpoint %.2f GB (medians of 3 writes, 2 restarts, 3 dd each)\n" "$n" "$(calc "$bytes / 1e9")"
+  printf "== %d rank(s): checkpoint %.2f GB (medians of 5 writes and 5 dd, 2 restarts and 3 dd)\n" "$n" "$(calc "$bytes / 1e9")"
+  printf "  writes (s, sorted): %s\n" "$write_all"
   printf "  write   %6.2f s  %6.0f MB/s   dd conv=fsync      %6.0f MB/s   -> %3.0f%% of raw\n" \
     "$write_s" "$write_bw" "$raw_write" "$(calc "100 * $write_bw / $raw_write")"
   printf "  verify  %6.2f s  %6.0f MB/s   dd read (%s) %6.0f MB/s   -> %3.0f%% of raw\n" \

@@ -105,10 +105,12 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   options.double_attributes = {{"lr", steps_done > 0 ? schedule_.at(steps_done - 1) : 0.0},
                                {"loss_scale", 1.0}};  // fp32 training: no loss scaling
   const std::string name = checkpoint_name(steps_done);
+  const auto writing = std::chrono::steady_clock::now();
   io::write_param_file(dir + "/" + name, ctx_.world_handle(), slices, attributes,
                        {{"deck", deck_text_}, {"program", std::string("trident ") + build::kVersion},
                         {"commit", build::kGitCommit}},
                        options);
+  const double write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count();
   if (ctx_.world_rank() == 0) {
     try {
       publish(dir, name, config_.checkpoint.keep);
@@ -122,8 +124,10 @@ void Trainer::save_checkpoint(int64_t steps_done) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::error_code ec;
     const double bytes = static_cast<double>(std::filesystem::file_size(dir + "/" + name, ec));
-    std::printf("checkpoint: %s/%s, %.1f MB in %.2f s (%.0f MB/s)\n", dir.c_str(), name.c_str(), bytes / 1e6,
-                seconds, bytes / 1e6 / seconds);
+    // The file's bandwidth (from the first byte to the durable rename), and the whole pause of
+    // training (with the host views, the directory and pruning the old checkpoints).
+    std::printf("checkpoint: %s/%s, %.1f MB written in %.2f s (%.0f MB/s); %.2f s in all\n", dir.c_str(),
+                name.c_str(), bytes / 1e6, write_seconds, bytes / 1e6 / write_seconds, seconds);
     std::fflush(stdout);
   }
 }
