@@ -1,7 +1,9 @@
 // verify_param_file: recompute every tensor's checksum from the file and compare it with the
 // stored one. Each rank reads one contiguous stretch of the file, so the file is read once in
 // total and the work is spread over as many ranks as run the check, whatever layout wrote it.
-#include <hdf5.h>  // parallel build: H5Pset_fapl_mpio
+#include <fcntl.h>   // posix_fadvise
+#include <hdf5.h>    // parallel build: H5Pset_fapl_mpio
+#include <unistd.h>  // close
 
 #include <algorithm>
 #include <cinttypes>  // PRIx64
@@ -35,7 +37,27 @@ struct Share {
   std::string name;
   int64_t rows = 0, row_elements = 0;  // a scalar: one row of one element
   int64_t first_row = 0, row_count = 0;
+  haddr_t offset = HADDR_UNDEF;        // of the dataset's data in the file
 };
+
+// Asks the kernel to start reading this rank's stretch of the file now, in the background, so
+// the disk streams at full speed while the rank reads and hashes piece by piece (one
+// synchronous read at a time reaches about half of `dd`'s bandwidth on a cold cache).
+void prefetch(const std::string& path, const std::vector<Share>& shares) {
+  int64_t begin = -1, end = -1;
+  for (const Share& s : shares) {
+    if (s.row_count == 0 || s.offset == HADDR_UNDEF) continue;
+    const int64_t first = static_cast<int64_t>(s.offset) + s.first_row * s.row_elements * 4;
+    const int64_t last = first + s.row_count * s.row_elements * 4;
+    begin = begin < 0 ? first : std::min(begin, first);
+    end = std::max(end, last);
+  }
+  if (begin < 0) return;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;  // only a hint
+  ::posix_fadvise(fd, begin, end - begin, POSIX_FADV_WILLNEED);
+  ::close(fd);
+}
 
 // The datasets in the order they lie in the file, and this rank's rows of each: the ranks cut
 // the file's data into equal contiguous parts (at row boundaries), so each rank sweeps one
@@ -48,9 +70,9 @@ std::vector<Share> plan_shares(hid_t file, const std::vector<std::string>& names
     const Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
     if (dataset.get() < 0) throw UserError(file_label(path) + ": '" + name + "' is not a dataset");
     const std::vector<int64_t> shape = dataset_shape(dataset.get(), path);
-    Share share{name, shape.empty() ? 1 : shape[0], 1, 0, 0};
+    Share share{name, shape.empty() ? 1 : shape[0], 1, 0, 0, H5Dget_offset(dataset.get())};
     for (size_t d = 1; d < shape.size(); ++d) share.row_elements *= shape[d];
-    placed.emplace_back(H5Dget_offset(dataset.get()), std::move(share));
+    placed.emplace_back(share.offset, std::move(share));
   }
   std::stable_sort(placed.begin(), placed.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -190,6 +212,7 @@ void verify(const std::string& path, MPI_Comm comm) {
     error = e.what();
   }
   agree_or_throw(comm, error);
+  prefetch(path, shares);
   std::vector<uint64_t> stored(shares.size(), 0);
   PipelinedSums pipeline(shares.size());
   std::vector<float> buffer;
