@@ -96,6 +96,9 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
   tokens_.resize(n);
   targets_.resize(n);
 
+}
+
+void Trainer::initialize_parameters() {
   // Every rank generates the same initial model from the counter RNG: no broadcast needed.
   // Chunks of at most 1M elements keep the host buffer small beside the model's arenas.
   constexpr std::size_t kChunk = std::size_t{1} << 20;
@@ -104,7 +107,7 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
     for (std::size_t begin = 0; begin < t.count; begin += kChunk) {
       const std::size_t count = std::min(kChunk, t.count - begin);
       host.resize(count);
-      model::initialize_tensor_range(model_.params(), t, config.run.seed, begin, count, host.data());
+      model::initialize_tensor_range(model_.params(), t, config_.run.seed, begin, count, host.data());
       backend_.copy_to_device(model_.parameters() + t.offset + begin, host.data(), count);
     }
   }

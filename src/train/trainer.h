@@ -55,9 +55,13 @@ struct StepResult {
 class Trainer {
  public:
   // Collective over ctx.world(). The dataset must already be open. layout: this rank's
-  // (src/train/run_layout.h).
+  // (src/train/run_layout.h). The parameters are NOT set: call initialize_parameters() for a
+  // fresh start, or load_checkpoint() (generating 124M normal values costs seconds that a
+  // restart would throw away).
   Trainer(const io::RunConfig& config, const model::GptConfig& model_config, const model::GptLayout& layout,
           parallel::ParallelContext& ctx, kernels::Backend& backend, const io::TokenDataset& dataset);
+  // The initial model of run.seed, the same on every layout (docs/model.md).
+  void initialize_parameters();
 
   // Runs train.steps steps with logging (rank 0 prints and writes metrics_path when given).
   // start_step: steps already done (a restart from a checkpoint); the metrics file is then
