@@ -133,9 +133,6 @@ RunSetup make_run_setup(const std::string& deck_text, const std::string& deck_na
   check_layout(setup.config, world_size);
   setup.deck.set("parallel.dp", std::to_string(setup.config.parallel.dp));
   setup.stage_layers = parse_stage_layers(setup.config);
-  if (setup.config.run.device == "cuda") {
-    throw UserError("run.device = cuda: the CUDA backend is not available in this version yet; use run.device = cpu");
-  }
   setup.model = gpt_config(setup.config);
   return setup;
 }

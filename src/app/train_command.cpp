@@ -12,6 +12,7 @@
 #include "src/app/command_args.h"
 #include "src/app/commands.h"
 #include "src/app/dataset_access.h"
+#include "src/app/device_choice.h"
 #include "src/app/run_setup.h"
 #include "src/app/memory_estimate.h"
 #include "src/app/resident_memory.h"
@@ -52,6 +53,22 @@ void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   if (!error.empty()) throw io::UserError(error);
 }
 
+// run.device for this rank (src/app/device_choice.h); a refusal on any node fails every rank.
+DeviceChoice choose_device_collectively(const std::string& requested, const parallel::ParallelContext& ctx,
+                                        parallel::Comm& world) {
+  DeviceChoice choice;
+  std::string error;
+  try {
+    choice = choose_device(requested, kernels::cuda_compiled(), kernels::cuda_device_count(), ctx.node_local_rank(),
+                           ctx.node_local_size());
+  } catch (const io::UserError& e) {
+    error = e.what();
+  }
+  error = parallel::agree_on_error(world, error);
+  if (!error.empty()) throw io::UserError(error);
+  return choice;
+}
+
 }  // namespace
 
 int train_command(const std::vector<std::string>& args) {
@@ -76,7 +93,8 @@ int train_command(const std::vector<std::string>& args) {
 
   parallel::ParallelContext ctx(MPI_COMM_WORLD, c.parallel.tp, c.parallel.dp, c.parallel.pp);
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
-  auto backend = kernels::make_backend(kernels::Device::kCpu, threads);
+  const DeviceChoice device = choose_device_collectively(c.run.device, ctx, world);
+  auto backend = kernels::make_backend(device.device, threads);
 
   if (leader) {
     std::printf("%s", version_text().c_str());
@@ -84,7 +102,7 @@ int train_command(const std::vector<std::string>& args) {
                                      backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
                                                                      c.train.seq_len, c.model.heads / c.parallel.tp))
                           .c_str());
-    std::printf("backend: %s per rank\n", backend->name().c_str());
+    std::printf("backend: %s per rank (%s)\n", backend->name().c_str(), device.reason.c_str());
     std::printf("data: %s: %lld tokens (%lld train), vocab %lld, tokenizer %s\n", c.data.path.c_str(),
                 static_cast<long long>(info.total_tokens), static_cast<long long>(info.train_tokens),
                 static_cast<long long>(info.vocab_size), info.tokenizer.c_str());

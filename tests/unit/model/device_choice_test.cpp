@@ -1,0 +1,59 @@
+// run.device resolution (src/app/device_choice.h): one GPU per rank by node-local rank, clear
+// refusals for cuda, and auto falling back to the CPU with its reason.
+#include "src/app/device_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "io/user_error.h"
+
+namespace trident::app {
+namespace {
+
+std::string refusal(const std::string& requested, bool compiled, int gpus, int rank, int size) {
+  try {
+    choose_device(requested, compiled, gpus, rank, size);
+  } catch (const io::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DeviceChoice, CpuIsAlwaysCpu) {
+  const DeviceChoice c = choose_device("cpu", true, 8, 3, 8);
+  EXPECT_EQ(c.device, kernels::Device::kCpu);
+  EXPECT_EQ(c.gpu, -1);
+}
+
+TEST(DeviceChoice, CudaTakesTheGpuOfTheNodeLocalRank) {
+  const DeviceChoice c = choose_device("cuda", true, 4, 2, 4);
+  EXPECT_EQ(c.device, kernels::Device::kCuda);
+  EXPECT_EQ(c.gpu, 2);
+  EXPECT_EQ(choose_device("auto", true, 8, 5, 6).gpu, 5);  // fewer ranks than GPUs is fine
+}
+
+TEST(DeviceChoice, CudaIsRefusedNamingWhatIsMissing) {
+  EXPECT_NE(refusal("cuda", false, 0, 0, 1).find("no CUDA backend"), std::string::npos);
+  const std::string none = refusal("cuda", true, 0, 0, 2);
+  EXPECT_NE(none.find("run.device = cuda: no CUDA device is visible on this node (2 rank(s) on this node, 0 GPU(s)"),
+            std::string::npos)
+      << none;
+  const std::string crowded = refusal("cuda", true, 4, 5, 8);
+  EXPECT_NE(crowded.find("8 rank(s) on this node, 4 GPU(s) visible; start at most 4 rank(s) per node"),
+            std::string::npos)
+      << crowded;
+}
+
+TEST(DeviceChoice, AutoFallsBackToTheCpuAndSaysWhy) {
+  const DeviceChoice none = choose_device("auto", true, 0, 0, 1);
+  EXPECT_EQ(none.device, kernels::Device::kCpu);
+  EXPECT_NE(none.reason.find("run.device = auto: cpu, because no CUDA device is visible"), std::string::npos)
+      << none.reason;
+  EXPECT_EQ(choose_device("auto", false, 8, 0, 1).device, kernels::Device::kCpu);
+  EXPECT_EQ(choose_device("auto", true, 2, 0, 4).device, kernels::Device::kCpu);  // too many ranks
+  EXPECT_EQ(choose_device("auto", true, 2, 1, 2).device, kernels::Device::kCuda);
+}
+
+}  // namespace
+}  // namespace trident::app
