@@ -50,6 +50,10 @@ class Backend {
   virtual void copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) = 0;
   // Waits until all work queued on this backend has finished (no-op on the CPU).
   virtual void synchronize() = 0;
+  // True when ptr is memory the host cannot read directly (a GPU's): communicators that work on
+  // host memory then stage it (parallel/host_staged_comm.h). The CPU backend's memory is host
+  // memory.
+  virtual bool is_device_memory(const void* /*ptr*/) const { return false; }
 
   // --- embeddings ------------------------------------------------------------------------------
   // Vocabulary-parallel: this rank owns the token rows [vocab_begin, vocab_end) of the table, and

@@ -22,6 +22,12 @@ class CountingComm final : public Comm {
  public:
   explicit CountingComm(std::unique_ptr<Comm> inner) : inner_(std::move(inner)) {}
   const CommStats& stats() const { return stats_; }
+  // Puts a decorator between the counting and the communicator (e.g. host staging), so the
+  // counts stay those of the group's calls.
+  template <class Wrap>
+  void wrap_inner(Wrap&& wrap) {
+    inner_ = wrap(std::move(inner_));
+  }
   void reset_stats() { stats_ = {}; }
 
   int rank() const override { return inner_->rank(); }

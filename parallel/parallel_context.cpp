@@ -63,4 +63,14 @@ void ParallelContext::reset_comm_stats() {
   }
 }
 
+void ParallelContext::stage_device_buffers(DeviceMemory& memory) {
+  const auto stage = [&memory](std::unique_ptr<Comm> inner) -> std::unique_ptr<Comm> {
+    return std::make_unique<HostStagedComm>(std::move(inner), memory);
+  };
+  for (Comm* comm : {tensor_.get(), data_.get(), pipeline_.get(), embedding_.get(), model_.get()}) {
+    if (auto* counting = dynamic_cast<CountingComm*>(comm)) counting->wrap_inner(stage);
+  }
+  world_ = stage(std::move(world_));
+}
+
 }  // namespace trident::parallel

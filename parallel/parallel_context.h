@@ -9,6 +9,7 @@
 
 #include "parallel/comm.h"
 #include "parallel/counting_comm.h"
+#include "parallel/host_staged_comm.h"
 #include "parallel/rank_grid.h"
 
 namespace trident::parallel {
@@ -18,6 +19,11 @@ class ParallelContext {
   // Collective over `world`. Requires size(world) == tp * dp * pp (callers check this first
   // and report a user error otherwise). One MPI_Comm_split per group kind.
   ParallelContext(MPI_Comm world, int tp, int dp, int pp);
+
+  // Makes every group stage device buffers through host memory (parallel/host_staged_comm.h):
+  // for a backend whose buffers the host cannot read, with MPI as the transport. `memory` must
+  // outlive the context's use.
+  void stage_device_buffers(DeviceMemory& memory);
 
   const RankGrid& grid() const { return grid_; }
   int world_rank() const { return world_rank_; }

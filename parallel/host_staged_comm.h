@@ -1,0 +1,84 @@
+// HostStagedComm: MPI collectives on device buffers, staged through host memory.
+//
+// MPI (without CUDA awareness) reads and writes host memory. Under the CUDA backend the model's
+// buffers (gradients, activations, logits pieces) live on the GPU, while the trainer's scalars
+// (loss sums, the gradient norm, flags) are on the host. This decorator asks, per call, whether
+// a buffer is device memory: device buffers are copied to the host, the inner communicator
+// works on the copy, and the result is copied back; host buffers pass straight through. It is
+// `parallel.comm = mpi` on GPUs (design.md section 5), and lets several ranks share one GPU to
+// test layouts. NCCL, which reads device memory itself, does not need it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "parallel/comm.h"
+
+namespace trident::parallel {
+
+// What the decorator needs of a backend's memory (kernels::Backend provides it; tests fake it).
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual bool is_device_memory(const void* ptr) const = 0;
+  virtual void copy_to_host(float* host, const float* device, std::size_t count) = 0;
+  virtual void copy_to_device(float* device, const float* host, std::size_t count) = 0;
+};
+
+// A backend's memory as DeviceMemory.
+class BackendMemory final : public DeviceMemory {
+ public:
+  explicit BackendMemory(kernels::Backend& backend) : backend_(backend) {}
+  bool is_device_memory(const void* ptr) const override { return backend_.is_device_memory(ptr); }
+  void copy_to_host(float* host, const float* device, std::size_t count) override {
+    backend_.copy_to_host(host, device, count);
+  }
+  void copy_to_device(float* device, const float* host, std::size_t count) override {
+    backend_.copy_to_device(device, host, count);
+  }
+
+ private:
+  kernels::Backend& backend_;
+};
+
+class HostStagedComm final : public Comm {
+ public:
+  // `memory` must outlive the communicator.
+  HostStagedComm(std::unique_ptr<Comm> inner, DeviceMemory& memory) : inner_(std::move(inner)), memory_(memory) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+
+  void all_reduce_sum(float* data, std::size_t count) override;
+  // Doubles are host scalars in Trident (the gradient norm); a device buffer is a logic error.
+  void all_reduce_sum(double* data, std::size_t count) override;
+  std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) override;
+  int all_reduce_max(int value) override { return inner_->all_reduce_max(value); }
+  void all_reduce_max(float* data, std::size_t count) override;
+  void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
+  void all_gather(const float* send, float* recv, std::size_t count) override;
+  void reduce_scatter_sum_in_place(float* data, std::size_t count) override;
+  void all_gather_in_place(float* data, std::size_t count) override;
+  void broadcast(void* data, std::size_t bytes, int root) override;
+  void send(const float* data, std::size_t count, int peer) override;
+  void recv(float* data, std::size_t count, int peer) override;
+  void barrier() override { inner_->barrier(); }
+
+ private:
+  // Runs op on a host view of data[count]: the data itself when it is host memory, else a host
+  // copy (copied in when `in`, copied back when `out`).
+  template <class Op>
+  void staged(float* data, std::size_t count, bool in, bool out, Op&& op);
+  // A host-readable view of an input buffer: itself, or a copy in host_extra_.
+  const float* readable(const float* send, std::size_t count);
+
+  std::unique_ptr<Comm> inner_;
+  DeviceMemory& memory_;
+  std::vector<float> host_, host_extra_;  // reused between blocking calls
+};
+
+}  // namespace trident::parallel

@@ -1,0 +1,178 @@
+// HostStagedComm (parallel/host_staged_comm.h): device buffers reach the inner communicator as
+// host copies and the results come back; host buffers pass through untouched. "Device" memory
+// is faked as one arena, and the inner communicator as rank 0 of a group of two whose other
+// rank holds the same data (so a sum doubles).
+#include "parallel/host_staged_comm.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+namespace trident::parallel {
+namespace {
+
+class FakeDevice final : public DeviceMemory {
+ public:
+  std::vector<float> arena = std::vector<float>(64, 0.0f);
+  int copies_in = 0, copies_out = 0;
+  bool is_device_memory(const void* p) const override {
+    const auto* f = static_cast<const float*>(p);
+    return f >= arena.data() && f < arena.data() + arena.size();
+  }
+  void copy_to_host(float* host, const float* device, std::size_t n) override {
+    EXPECT_TRUE(is_device_memory(device));
+    EXPECT_FALSE(is_device_memory(host));
+    std::memcpy(host, device, n * sizeof(float));
+    ++copies_in;
+  }
+  void copy_to_device(float* device, const float* host, std::size_t n) override {
+    EXPECT_TRUE(is_device_memory(device));
+    std::memcpy(device, host, n * sizeof(float));
+    ++copies_out;
+  }
+};
+
+// Rank 0 of two identical ranks. Fails the test if it is handed device memory.
+class TwinComm final : public Comm {
+ public:
+  explicit TwinComm(const FakeDevice& device) : device_(device) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  const std::string& name() const override { return name_; }
+  void all_reduce_sum(float* d, std::size_t n) override {
+    host(d);
+    for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
+  }
+  void all_reduce_sum(double* d, std::size_t n) override {
+    for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
+  }
+  std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n) override {
+    host(d);
+    struct Doubling final : CommRequest {
+      float* d;
+      std::size_t n;
+      bool done = false;
+      void wait() override {
+        if (done) return;
+        for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
+        done = true;
+      }
+      bool test() override {
+        wait();
+        return true;
+      }
+    };
+    auto r = std::make_unique<Doubling>();
+    r->d = d;
+    r->n = n;
+    return r;
+  }
+  int all_reduce_max(int v) override { return v; }
+  void all_reduce_max(float* d, std::size_t) override { host(d); }
+  void reduce_scatter_sum(const float* s, float* r, std::size_t n) override {
+    host(s);
+    host(r);
+    for (std::size_t i = 0; i < n; ++i) r[i] = 2 * s[i];  // rank 0's block
+  }
+  void all_gather(const float* s, float* r, std::size_t n) override {
+    host(s);
+    host(r);
+    for (std::size_t i = 0; i < n; ++i) r[i] = r[n + i] = s[i];
+  }
+  void reduce_scatter_sum_in_place(float* d, std::size_t n) override {
+    host(d);
+    for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
+  }
+  void all_gather_in_place(float* d, std::size_t n) override {
+    host(d);
+    for (std::size_t i = 0; i < n; ++i) d[n + i] = d[i];
+  }
+  void broadcast(void* d, std::size_t, int) override { host(d); }
+  void send(const float* d, std::size_t n, int) override {
+    host(d);
+    sent.assign(d, d + n);
+  }
+  void recv(float* d, std::size_t n, int) override {
+    host(d);
+    for (std::size_t i = 0; i < n; ++i) d[i] = 7.0f;
+  }
+  void barrier() override {}
+  std::vector<float> sent;
+
+ private:
+  void host(const void* p) const { EXPECT_FALSE(device_.is_device_memory(p)) << "device memory reached MPI"; }
+  const FakeDevice& device_;
+  std::string name_ = "twin";
+};
+
+struct Fixture {
+  FakeDevice device;
+  TwinComm* twin = nullptr;
+  std::unique_ptr<HostStagedComm> comm;
+  Fixture() {
+    auto inner = std::make_unique<TwinComm>(device);
+    twin = inner.get();
+    comm = std::make_unique<HostStagedComm>(std::move(inner), device);
+    for (std::size_t i = 0; i < device.arena.size(); ++i) device.arena[i] = static_cast<float>(i);
+  }
+  float* at(std::size_t i) { return device.arena.data() + i; }
+};
+
+TEST(HostStagedComm, DeviceBuffersAreStagedAndResultsCopiedBack) {
+  Fixture f;
+  f.comm->all_reduce_sum(f.at(4), 3);
+  EXPECT_EQ(f.device.arena[4], 8.0f);
+  EXPECT_EQ(f.device.arena[6], 12.0f);
+  EXPECT_EQ(f.device.arena[7], 7.0f);  // outside the range: untouched
+
+  f.comm->reduce_scatter_sum(f.at(10), f.at(20), 2);  // send [10, 14), recv [20, 22)
+  EXPECT_EQ(f.device.arena[20], 20.0f);
+  EXPECT_EQ(f.device.arena[21], 22.0f);
+
+  f.comm->all_gather(f.at(30), f.at(40), 2);  // recv [40, 44)
+  EXPECT_EQ(f.device.arena[42], 30.0f);
+  EXPECT_EQ(f.device.arena[43], 31.0f);
+
+  f.comm->all_gather_in_place(f.at(50), 2);
+  EXPECT_EQ(f.device.arena[52], 50.0f);
+
+  f.comm->send(f.at(1), 2, 1);
+  EXPECT_EQ(f.twin->sent, (std::vector<float>{1.0f, 2.0f}));
+  f.comm->recv(f.at(60), 2, 1);
+  EXPECT_EQ(f.device.arena[61], 7.0f);
+}
+
+TEST(HostStagedComm, NonBlockingResultsArriveAtTheWait) {
+  Fixture f;
+  auto request = f.comm->iall_reduce_sum(f.at(2), 2);
+  EXPECT_EQ(f.device.arena[2], 2.0f);  // not yet
+  request->wait();
+  EXPECT_EQ(f.device.arena[2], 4.0f);
+  EXPECT_EQ(f.device.arena[3], 6.0f);
+}
+
+TEST(HostStagedComm, HostBuffersPassThroughWithoutCopies) {
+  Fixture f;
+  std::vector<float> host{1.0f, 2.0f};
+  f.comm->all_reduce_sum(host.data(), 2);
+  EXPECT_EQ(host[1], 4.0f);
+  double norm = 3.0;
+  f.comm->all_reduce_sum(&norm, 1);
+  EXPECT_EQ(norm, 6.0);
+  auto request = f.comm->iall_reduce_sum(host.data(), 2);
+  request->wait();
+  EXPECT_EQ(host[0], 4.0f);
+  EXPECT_EQ(f.device.copies_in, 0);
+  EXPECT_EQ(f.device.copies_out, 0);
+}
+
+TEST(HostStagedComm, DoublesInDeviceMemoryAreALogicError) {
+  Fixture f;
+  EXPECT_THROW(f.comm->all_reduce_sum(reinterpret_cast<double*>(f.at(0)), 1), std::logic_error);
+}
+
+}  // namespace
+}  // namespace trident::parallel
