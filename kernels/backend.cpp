@@ -2,8 +2,12 @@
 #include "kernels/backend.h"
 
 #include <stdexcept>
+#include <string>
 
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"  // CpuBackend
+#ifdef TRIDENT_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"  // CudaBackend
+#endif
 
 namespace trident::kernels {
 
@@ -12,15 +16,21 @@ bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 #endif
 
-std::unique_ptr<Backend> make_backend(Device device, int threads) {
+std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused]] int gpu) {
   switch (device) {
     case Device::kCpu:
       return std::make_unique<cpu::CpuBackend>(threads);
     case Device::kCuda:
-      if (!cuda_compiled()) {
-        throw std::runtime_error("this build has no CUDA backend (configure with -DTRIDENT_CUDA=ON)");
+#ifdef TRIDENT_HAVE_CUDA
+      if (gpu < 0 || gpu >= cuda_device_count()) {
+        throw std::runtime_error("CUDA device " + std::to_string(gpu) + " is not visible (" +
+                                 std::to_string(cuda_device_count()) +
+                                 " are; check nvidia-smi and CUDA_VISIBLE_DEVICES); use run.device = cpu");
       }
-      throw std::runtime_error("the CUDA kernels are not implemented yet; use run.device = cpu");
+      return std::make_unique<cuda::CudaBackend>(gpu);
+#else
+      throw std::runtime_error("this build has no CUDA backend (configure with -DTRIDENT_CUDA=ON)");
+#endif
   }
   throw std::runtime_error("unknown device");
 }

@@ -160,9 +160,10 @@ class Backend {
                             const AdamWArgs& args) = 0;
 };
 
-// Builds the backend for a device. threads: worker threads for the CPU backend (> 0).
-// Throws std::runtime_error when the device is not available in this build.
-std::unique_ptr<Backend> make_backend(Device device, int threads);
+// Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the
+// index among the visible CUDA devices (the rank's node-local rank, src/app/device_choice.h).
+// Throws std::runtime_error when the device is not available in this build or machine.
+std::unique_ptr<Backend> make_backend(Device device, int threads, int gpu = 0);
 
 // True when this build has the CUDA backend compiled in.
 bool cuda_compiled();

@@ -94,7 +94,7 @@ int train_command(const std::vector<std::string>& args) {
   parallel::ParallelContext ctx(MPI_COMM_WORLD, c.parallel.tp, c.parallel.dp, c.parallel.pp);
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const DeviceChoice device = choose_device_collectively(c.run.device, ctx, world);
-  auto backend = kernels::make_backend(device.device, threads);
+  auto backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu);
   // MPI moves host memory: under a GPU backend every group stages device buffers through it.
   parallel::BackendMemory backend_memory(*backend);
   if (device.device != kernels::Device::kCpu) ctx.stage_device_buffers(backend_memory);

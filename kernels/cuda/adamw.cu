@@ -1,0 +1,64 @@
+// AdamW (decoupled weight decay), bias-corrected, exactly the CPU twin's arithmetic
+// (kernels/cpu/adamw.cpp):
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m / (1-b1^t);  vhat = v / (1-b2^t)
+//   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
+// The two bias corrections are the same for every element, so the host computes them once per
+// call, in double as the CPU twin does (b2^t for t ~ 1e5 underflows gracefully to 0), and
+// passes their float reciprocals: both twins then multiply by the very same scalars. The
+// per-element update is fp32 in a grid-stride loop; sqrtf and the division are IEEE-rounded
+// (no fast-math), so the twins differ only where nvcc fuses a multiply-add (an ulp or two).
+#include <cmath>
+
+#include "kernels/cuda/adamw.cuh"
+#include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
+#include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, grid_first_index, grid_stride
+
+namespace trident::kernels::cuda {
+
+namespace {
+
+// The per-call constants of the update, passed by value to the kernel.
+struct AdamWConstants {
+  float lr;
+  float beta1;
+  float beta2;
+  float eps;
+  float weight_decay;
+  float inv_bias_correction1;  // 1 / (1 - beta1^step)
+  float inv_bias_correction2;  // 1 / (1 - beta2^step)
+};
+
+__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, std::size_t n,
+                             AdamWConstants k) {
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) {
+    const float g = grad[i];
+    const float mi = k.beta1 * m[i] + (1.0f - k.beta1) * g;
+    const float vi = k.beta2 * v[i] + (1.0f - k.beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float mhat = mi * k.inv_bias_correction1;
+    const float vhat = vi * k.inv_bias_correction2;
+    param[i] -= k.lr * (mhat / (sqrtf(vhat) + k.eps) + k.weight_decay * param[i]);
+  }
+}
+
+}  // namespace
+
+void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                  const AdamWArgs& args, cudaStream_t stream) {
+  if (n == 0) return;
+  AdamWConstants k{};
+  k.lr = args.lr;
+  k.beta1 = args.beta1;
+  k.beta2 = args.beta2;
+  k.eps = args.eps;
+  k.weight_decay = args.weight_decay;
+  k.inv_bias_correction1 =
+      static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta1), args.step)));
+  k.inv_bias_correction2 =
+      static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta2), args.step)));
+  adamw_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(param, grad, m, v, n, k);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trident::kernels::cuda

@@ -1,0 +1,16 @@
+// AdamW update of one tensor on the device. The launcher queues on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>  // cudaStream_t
+
+#include <cstddef>
+
+#include "kernels/backend.h"  // AdamWArgs
+
+namespace trident::kernels::cuda {
+
+// m, v updated in place, param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param).
+void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                  const AdamWArgs& args, cudaStream_t stream);
+
+}  // namespace trident::kernels::cuda

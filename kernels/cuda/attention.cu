@@ -1,0 +1,162 @@
+// Causal self-attention, per (batch b, head h), with hs = C/NH and scale = 1/sqrt(hs), the CPU
+// twin's math (kernels/cpu/attention.cpp):
+//   S = scale * Q K^T,  P = softmax_row(S) with S[t,t2] = -inf for t2 > t,  O = P V
+// Backward (dO given):
+//   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) * scale,
+//   dQ += dS K,    dK += dS^T Q
+//
+// Design: the products are cuBLAS GEMMs on strided views of qkv, exactly the CPU twin's
+// cblas_sgemm calls through sgemm_row_major_batched (gemm.cu): Q, K, V of head h at batch b
+// start at qkv + b*T*3C + h*hs (+ C for K, + 2C for V) with leading dimension 3C; out and dout
+// have leading dimension C; each (b, h) owns the T x T slot (b*NH + h)*T*T of att and scratch.
+// One batched GEMM covers the NH heads of one batch element (head h+1 starts hs floats after
+// head h in qkv and T*T floats after it in att), so each product is B calls of NH GEMMs.
+// The GEMMs compute the full T x T square (no causal blocking yet: simple first); the row
+// kernels then only read columns t2 <= t and write exact zeros above the diagonal, so P = 0
+// and dS = 0 there and the full-square products P V, P^T dO, dS K, dS^T Q are the causal ones.
+// The row kernels use one block per row (b, h, t) of a T x T slot, kRowThreads threads striding
+// over its columns, block reductions for the max and the sums; each thread reads and writes
+// only its own columns, so rewriting the row in place is race-free.
+// No flash attention: the interface keeps P in att for backward.
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/cuda/attention.cuh"
+#include "kernels/cuda/block_reduce.cuh"  // block_max, block_sum
+#include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
+#include "kernels/cuda/gemm.cuh"          // sgemm_row_major_batched
+#include "kernels/cuda/launch_shape.cuh"  // kRowThreads
+
+namespace trident::kernels::cuda {
+
+namespace {
+
+// In place on one row of scores S (already scaled): P[t2] = exp(S[t2] - max) / sum for
+// t2 <= t, 0 beyond. Row r of the [B*NH*T, T] stack is query position t = r % T.
+__global__ void causal_softmax_kernel(float* att, int T) {
+  const std::size_t r = blockIdx.x;
+  const int t = static_cast<int>(r % T);
+  float* row = att + r * T;
+
+  float local_max = -INFINITY;
+  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) local_max = fmaxf(local_max, row[t2]);
+  const float row_max = block_max(local_max);
+
+  float local_sum = 0.0f;
+  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
+    const float e = expf(row[t2] - row_max);
+    row[t2] = e;
+    local_sum += e;
+  }
+  const float inv_sum = 1.0f / block_sum(local_sum);
+
+  for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) {
+    row[t2] = t2 <= t ? row[t2] * inv_sum : 0.0f;
+  }
+}
+
+// In place on one row of dP: dS[t2] = scale * P[t2] * (dP[t2] - sum_t2' P dP) for t2 <= t,
+// 0 beyond (the scale folds in the derivative of S = scale * Q K^T).
+__global__ void causal_softmax_backward_kernel(float* dscores, const float* att, int T,
+                                               float scale) {
+  const std::size_t r = blockIdx.x;
+  const int t = static_cast<int>(r % T);
+  const float* p_row = att + r * T;
+  float* ds_row = dscores + r * T;
+
+  float local_dot = 0.0f;
+  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) local_dot += p_row[t2] * ds_row[t2];
+  const float dot = block_sum(local_dot);
+
+  for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) {
+    ds_row[t2] = t2 <= t ? scale * p_row[t2] * (ds_row[t2] - dot) : 0.0f;
+  }
+}
+
+// The strided views of one batch element b.
+struct HeadViews {
+  std::size_t qkv_offset;  // Q of head 0 at b; K, V are + C, + 2C; head h is + h*hs
+  std::size_t out_offset;  // out/dout of head 0 at b; head h is + h*hs
+  std::size_t att_offset;  // slot of head 0 at b; head h is + h*T*T
+};
+
+HeadViews views_of(int b, int T, int C, int NH) {
+  const auto tt = static_cast<std::size_t>(T) * T;
+  return {static_cast<std::size_t>(b) * T * 3 * C, static_cast<std::size_t>(b) * T * C,
+          static_cast<std::size_t>(b) * NH * tt};
+}
+
+}  // namespace
+
+std::size_t attention_scratch_size(int B, int T, int NH) {
+  return static_cast<std::size_t>(B) * NH * T * T;
+}
+
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                       cublasHandle_t cublas, cudaStream_t stream) {
+  if (B == 0 || T == 0 || NH == 0) return;
+  const int hs = C / NH;
+  const int ld_qkv = 3 * C;
+  const long long tt = static_cast<long long>(T) * T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  for (int b = 0; b < B; b++) {
+    const HeadViews w = views_of(b, T, C, NH);
+    const float* q = qkv + w.qkv_offset;
+    const float* k = q + C;
+    // S = scale * Q K^T   [T, T] per head
+    sgemm_row_major_batched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, T, T, hs, scale, q, ld_qkv, hs, k,
+                            ld_qkv, hs, 0.0f, att + w.att_offset, T, tt, NH);
+  }
+  const auto rows = static_cast<unsigned>(static_cast<std::size_t>(B) * NH * T);
+  causal_softmax_kernel<<<rows, kRowThreads, 0, stream>>>(att, T);
+  CUDA_CHECK_LAUNCH();
+  for (int b = 0; b < B; b++) {
+    const HeadViews w = views_of(b, T, C, NH);
+    const float* v = qkv + w.qkv_offset + 2 * C;
+    // O = P V   [T, hs] per head, into the head's channels of out
+    sgemm_row_major_batched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, T, hs, T, 1.0f, att + w.att_offset, T,
+                            tt, v, ld_qkv, hs, 0.0f, out + w.out_offset, C, hs, NH);
+  }
+}
+
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                        const float* att, int B, int T, int C, int NH, cublasHandle_t cublas,
+                        cudaStream_t stream) {
+  if (B == 0 || T == 0 || NH == 0) return;
+  const int hs = C / NH;
+  const int ld_qkv = 3 * C;
+  const long long tt = static_cast<long long>(T) * T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  for (int b = 0; b < B; b++) {
+    const HeadViews w = views_of(b, T, C, NH);
+    const float* v = qkv + w.qkv_offset + 2 * C;
+    // dP = dO V^T   [T, T] per head, into scratch
+    sgemm_row_major_batched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, T, T, hs, 1.0f, dout + w.out_offset,
+                            C, hs, v, ld_qkv, hs, 0.0f, scratch + w.att_offset, T, tt, NH);
+  }
+  const auto rows = static_cast<unsigned>(static_cast<std::size_t>(B) * NH * T);
+  causal_softmax_backward_kernel<<<rows, kRowThreads, 0, stream>>>(scratch, att, T, scale);
+  CUDA_CHECK_LAUNCH();
+  for (int b = 0; b < B; b++) {
+    const HeadViews w = views_of(b, T, C, NH);
+    const float* q = qkv + w.qkv_offset;
+    const float* k = q + C;
+    float* dq = dqkv + w.qkv_offset;
+    float* dk = dq + C;
+    float* dv = dq + 2 * C;
+    const float* ds = scratch + w.att_offset;
+    const float* p = att + w.att_offset;
+    const float* dout_b = dout + w.out_offset;
+    // dQ += dS K   [T, hs]
+    sgemm_row_major_batched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, T, hs, T, 1.0f, ds, T, tt, k, ld_qkv,
+                            hs, 1.0f, dq, ld_qkv, hs, NH);
+    // dK += dS^T Q   [T, hs]
+    sgemm_row_major_batched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, T, hs, T, 1.0f, ds, T, tt, q, ld_qkv,
+                            hs, 1.0f, dk, ld_qkv, hs, NH);
+    // dV += P^T dO   [T, hs]
+    sgemm_row_major_batched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, T, hs, T, 1.0f, p, T, tt, dout_b, C,
+                            hs, 1.0f, dv, ld_qkv, hs, NH);
+  }
+}
+
+}  // namespace trident::kernels::cuda

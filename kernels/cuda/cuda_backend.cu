@@ -1,0 +1,250 @@
+// CudaBackend: forwards every Backend call to the launcher of its operation, on the one stream
+// of this backend, and owns that stream, the cuBLAS handle and the sum_squares scratch.
+//
+// Ordering: every kernel, cuBLAS call, memset and copy goes on stream_, so they run in call
+// order and no event is needed between them. The stream is a blocking one (cudaStreamCreate):
+// it also waits for work on the legacy default stream, so a library that uses the default
+// stream cannot overtake us. Copies wait for the stream before returning, which makes them
+// synchronous for the caller, as the CPU twin's memcpy is: a copy back returns with the data on
+// the host, and a host buffer copied from may be reused at once.
+#include <cublas_v2.h>     // cublasCreate, cublasSetStream, cublasSetMathMode
+#include <cuda_runtime.h>  // cudaMalloc, cudaMemcpyAsync, cudaStreamCreate
+
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/adamw.cuh"          // adamw_update
+#include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
+#include "kernels/cuda/cross_entropy.cuh"  // cross_entropy_forward/backward, sharded pieces
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"     // CUDA_CHECK, CUBLAS_CHECK
+#include "kernels/cuda/elementwise.cuh"  // add, accumulate, scale, sum_squares
+#include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
+#include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
+#include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
+#include "kernels/cuda/matmul.cuh"       // matmul_forward, matmul_backward
+
+namespace trident::kernels::cuda {
+
+namespace {
+
+// cudaMalloc aligns to 256 bytes, beyond the 64 the interface promises. A zero-sized request
+// still gets a real allocation, so every pointer handed out is distinct and non-null.
+void* allocate_bytes(std::size_t bytes) {
+  void* ptr = nullptr;
+  if (cudaMalloc(&ptr, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // out of memory is not sticky: clear it for the caller's retry
+    throw std::bad_alloc();
+  }
+  return ptr;
+}
+
+// Runs in destructors (the model releases its arenas there), so it must not throw: a failing
+// cudaFree means an earlier error, already reported by a check that threw.
+void release_bytes(void* ptr) {
+  if (ptr != nullptr && cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void copy_and_wait(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                   cudaStream_t stream) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    count = 0;
+  }
+  if (device_index < 0 || device_index >= count) {
+    throw std::runtime_error("CUDA device " + std::to_string(device_index) + " requested, but " +
+                             std::to_string(count) + " device(s) are visible");
+  }
+  CUDA_CHECK(cudaSetDevice(device_index));
+  cudaDeviceProp props{};
+  CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));
+  name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major) +
+          std::to_string(props.minor) + ")";
+
+  CUDA_CHECK(cudaStreamCreate(&stream_));
+  try {
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    // Plain fp32 GEMMs: no TF32 tensor cores and no BF16x9 emulation, so the GEMMs agree with
+    // the fp32 CPU twin to fp32 rounding (the default already, stated here on purpose).
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+    sum_squares_scratch_ =
+        static_cast<double*>(allocate_bytes(kSumSquaresScratch * sizeof(double)));
+  } catch (...) {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    cudaStreamDestroy(stream_);
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  // Never throws: errors here are of earlier work, already reported.
+  (void)cudaStreamSynchronize(stream_);
+  release_bytes(sum_squares_scratch_);
+  (void)cublasDestroy(cublas_);
+  (void)cudaStreamDestroy(stream_);
+  (void)cudaGetLastError();
+}
+
+float* CudaBackend::allocate(std::size_t count) {
+  return static_cast<float*>(allocate_bytes(count * sizeof(float)));
+}
+
+void CudaBackend::release(float* ptr) { release_bytes(ptr); }
+
+int32_t* CudaBackend::allocate_tokens(std::size_t count) {
+  return static_cast<int32_t*>(allocate_bytes(count * sizeof(int32_t)));
+}
+
+void CudaBackend::release_tokens(int32_t* ptr) { release_bytes(ptr); }
+
+void CudaBackend::fill_zero(float* ptr, std::size_t count) {
+  if (count == 0) return;
+  CUDA_CHECK(cudaMemsetAsync(ptr, 0, count * sizeof(float), stream_));  // all-zero bits = 0.0f
+}
+
+void CudaBackend::copy_to_device(float* dst, const float* host_src, std::size_t count) {
+  copy_and_wait(dst, host_src, count * sizeof(float), cudaMemcpyHostToDevice, stream_);
+}
+
+void CudaBackend::copy_to_host(float* host_dst, const float* src, std::size_t count) {
+  copy_and_wait(host_dst, src, count * sizeof(float), cudaMemcpyDeviceToHost, stream_);
+}
+
+void CudaBackend::copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) {
+  copy_and_wait(dst, host_src, count * sizeof(int32_t), cudaMemcpyHostToDevice, stream_);
+}
+
+void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+bool CudaBackend::is_device_memory(const void* ptr) const {
+  // Plain host memory is cudaMemoryTypeUnregistered (no error since CUDA 11); managed memory
+  // is readable by the host, so only cudaMemoryTypeDevice needs staging.
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice;
+}
+
+void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                    const float* wpe, int B, int T, int C, int vocab_begin,
+                                    int vocab_end) {
+  cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end, stream_);
+}
+
+void CudaBackend::embedding_backward(float* dwte, float* dwpe, const float* dout,
+                                     const int32_t* tokens, int B, int T, int C, int vocab_begin,
+                                     int vocab_end) {
+  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end, stream_);
+}
+
+void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight,
+                                 const float* bias, int N, int C, int OC) {
+  cuda::matmul_forward(out, inp, weight, bias, N, C, OC, cublas_, stream_);
+}
+
+void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const float* inp, const float* weight, int N, int C, int OC) {
+  cuda::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, cublas_, stream_);
+}
+
+void CudaBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                    const float* weight, const float* bias, int N, int C) {
+  cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, stream_);
+}
+
+void CudaBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                     const float* inp, const float* weight, const float* mean,
+                                     const float* rstd, int N, int C) {
+  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, stream_);
+}
+
+void CudaBackend::gelu_forward(float* out, const float* inp, std::size_t n) {
+  cuda::gelu_forward(out, inp, n, stream_);
+}
+
+void CudaBackend::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
+  cuda::gelu_backward(dinp, inp, dout, n, stream_);
+}
+
+void CudaBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                                    int NH) {
+  cuda::attention_forward(out, att, qkv, B, T, C, NH, cublas_, stream_);
+}
+
+void CudaBackend::attention_backward(float* dqkv, float* scratch, const float* dout,
+                                     const float* qkv, const float* att, int B, int T, int C,
+                                     int NH) {
+  cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, cublas_, stream_);
+}
+
+std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {
+  return cuda::attention_scratch_size(B, T, NH);
+}
+
+void CudaBackend::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
+                                        int N, int V, int Vp) {
+  cuda::cross_entropy_forward(losses, logits, targets, N, V, Vp, stream_);
+}
+
+void CudaBackend::cross_entropy_backward(float* dlogits, const float* logits,
+                                         const int32_t* targets, float dloss, int N, int V,
+                                         int Vp) {
+  cuda::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp, stream_);
+}
+
+void CudaBackend::cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+                                        int Vp_local) {
+  cuda::cross_entropy_row_max(row_max, logits, N, V_local, Vp_local, stream_);
+}
+
+void CudaBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit,
+                                         const float* logits, const int32_t* targets,
+                                         const float* row_max, int N, int V_local, int Vp_local,
+                                         int vocab_begin) {
+  cuda::cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local,
+                               Vp_local, vocab_begin, stream_);
+}
+
+void CudaBackend::cross_entropy_backward_sharded(float* dlogits, const float* logits,
+                                                 const int32_t* targets, const float* row_max,
+                                                 const float* row_sumexp, float dloss, int N,
+                                                 int V_local, int Vp_local, int vocab_begin) {
+  cuda::cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N,
+                                       V_local, Vp_local, vocab_begin, stream_);
+}
+
+void CudaBackend::add(float* out, const float* a, const float* b, std::size_t n) {
+  cuda::add(out, a, b, n, stream_);
+}
+
+void CudaBackend::accumulate(float* dst, const float* src, std::size_t n) {
+  cuda::accumulate(dst, src, n, stream_);
+}
+
+void CudaBackend::scale(float* x, float factor, std::size_t n) {
+  cuda::scale(x, factor, n, stream_);
+}
+
+double CudaBackend::sum_squares(const float* x, std::size_t n) {
+  return cuda::sum_squares(x, n, sum_squares_scratch_, stream_);
+}
+
+void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                               const AdamWArgs& args) {
+  cuda::adamw_update(param, grad, m, v, n, args, stream_);
+}
+
+}  // namespace trident::kernels::cuda

@@ -1,0 +1,106 @@
+// CudaBackend: kernels::Backend on one CUDA device, in fp32, the twin of cpu::CpuBackend.
+// Each method forwards to the launcher of its operation (kernels/cuda/<op>.cuh); this class
+// owns the device, the stream every launch, GEMM and copy is queued on (so they run in call
+// order), the cuBLAS handle bound to that stream, and a small device scratch for sum_squares.
+// Pointers passed in are device pointers from allocate() / allocate_tokens(), except the host
+// sides of the copies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/backend.h"
+
+// The opaque handle types behind cudaStream_t and cublasHandle_t, declared as the CUDA headers
+// declare them, so that C++ files (kernels/backend.cpp) can include this header without the
+// CUDA headers.
+struct CUstream_st;
+struct cublasContext;
+
+namespace trident::kernels::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // Makes device_index the current device of the calling thread and creates the stream, the
+  // cuBLAS handle and the scratch on it. Throws std::runtime_error when the device is missing.
+  explicit CudaBackend(int device_index);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  int device_index() const { return device_index_; }
+
+  Device device() const override { return Device::kCuda; }
+  std::string name() const override { return name_; }
+
+  // Allocations are cudaMalloc'd (256-byte aligned); copies are synchronous for the caller
+  // (queued on the stream, then the stream is waited for), so host buffers may be reused or
+  // read as soon as a copy returns.
+  float* allocate(std::size_t count) override;
+  void release(float* ptr) override;
+  void fill_zero(float* ptr, std::size_t count) override;
+  void copy_to_device(float* dst, const float* host_src, std::size_t count) override;
+  void copy_to_host(float* host_dst, const float* src, std::size_t count) override;
+  int32_t* allocate_tokens(std::size_t count) override;
+  void release_tokens(int32_t* ptr) override;
+  void copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) override;
+  void synchronize() override;
+  // True for memory of a CUDA device (what allocate() returns), false for host memory.
+  bool is_device_memory(const void* ptr) const override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int B, int T, int C, int vocab_begin, int vocab_end) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                          int T, int C, int vocab_begin, int vocab_end) override;
+
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int C, int OC) override;
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int N, int C, int OC) override;
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) override;
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int N, int C) override;
+
+  void gelu_forward(float* out, const float* inp, std::size_t n) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override;
+
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override;
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                          const float* att, int B, int T, int C, int NH) override;
+  std::size_t attention_scratch_size(int B, int T, int NH) const override;
+
+  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
+                             int V, int Vp) override;
+  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+                              float dloss, int N, int V, int Vp) override;
+  void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+                             int Vp_local) override;
+  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
+                              const int32_t* targets, const float* row_max, int N, int V_local,
+                              int Vp_local, int vocab_begin) override;
+  void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,
+                                      const float* row_max, const float* row_sumexp, float dloss,
+                                      int N, int V_local, int Vp_local, int vocab_begin) override;
+
+  void add(float* out, const float* a, const float* b, std::size_t n) override;
+  void accumulate(float* dst, const float* src, std::size_t n) override;
+  void scale(float* x, float factor, std::size_t n) override;
+  double sum_squares(const float* x, std::size_t n) override;
+
+  void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                    const AdamWArgs& args) override;
+
+ private:
+  int device_index_;                       // the CUDA device this backend runs on
+  std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
+  CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
+  cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_, fp32 math
+  double* sum_squares_scratch_ = nullptr;  // device partial sums of sum_squares
+};
+
+}  // namespace trident::kernels::cuda

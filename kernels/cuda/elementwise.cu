@@ -1,0 +1,86 @@
+// Elementwise kernels: memory-bound, so one grid-stride loop each (launch_shape.cuh), one
+// element per iteration, coalesced. out may alias a or b: each element is read and written by
+// the same thread at the same index.
+//
+// sum_squares is a two-stage reduction in double, like the CPU twin (it feeds the global
+// gradient norm over ~1e8 elements, where a float sum would lose the small terms):
+//   stage 1: kSumSquaresBlocks blocks, each grid-strides over x, squares in double, reduces its
+//            block with block_sum and writes one partial;
+//   stage 2: one block reduces the partials into scratch[kSumSquaresBlocks].
+// A fixed grid gives a fixed order of additions, so the result is the same on every run
+// (no atomics). The scalar is copied back and the stream waited for.
+#include "kernels/cuda/block_reduce.cuh"  // block_sum
+#include "kernels/cuda/cuda_check.h"      // CUDA_CHECK, CUDA_CHECK_LAUNCH
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, grid_first_index, grid_stride
+
+namespace trident::kernels::cuda {
+
+namespace {
+
+__global__ void add_kernel(float* out, const float* a, const float* b, std::size_t n) {
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+}
+
+__global__ void accumulate_kernel(float* dst, const float* src, std::size_t n) {
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) dst[i] += src[i];
+}
+
+__global__ void scale_kernel(float* x, float factor, std::size_t n) {
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) x[i] *= factor;
+}
+
+// Stage 1: partials[blockIdx.x] = sum of x[i]^2 over this block's share of the grid stride.
+__global__ void sum_squares_partial_kernel(double* partials, const float* x, std::size_t n) {
+  double local = 0.0;
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) {
+    const double xi = static_cast<double>(x[i]);
+    local += xi * xi;
+  }
+  const double block_total = block_sum(local);
+  if (threadIdx.x == 0) partials[blockIdx.x] = block_total;
+}
+
+// Stage 2, one block: *total = sum of the `count` partials.
+__global__ void sum_partials_kernel(double* total, const double* partials, int count) {
+  double local = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) local += partials[i];
+  const double block_total = block_sum(local);
+  if (threadIdx.x == 0) *total = block_total;
+}
+
+}  // namespace
+
+void add(float* out, const float* a, const float* b, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  add_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(out, a, b, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void accumulate(float* dst, const float* src, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  accumulate_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(dst, src, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void scale(float* x, float factor, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(x, factor, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+double sum_squares(const float* x, std::size_t n, double* scratch, cudaStream_t stream) {
+  if (n == 0) return 0.0;
+  double* partials = scratch;
+  double* total = scratch + kSumSquaresBlocks;
+  sum_squares_partial_kernel<<<kSumSquaresBlocks, kElementwiseThreads, 0, stream>>>(partials, x, n);
+  CUDA_CHECK_LAUNCH();
+  sum_partials_kernel<<<1, kElementwiseThreads, 0, stream>>>(total, partials, kSumSquaresBlocks);
+  CUDA_CHECK_LAUNCH();
+  double result = 0.0;
+  CUDA_CHECK(cudaMemcpyAsync(&result, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  return result;
+}
+
+}  // namespace trident::kernels::cuda

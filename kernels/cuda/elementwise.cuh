@@ -1,0 +1,26 @@
+// Elementwise kernels on the device: add, accumulate, scale, and the double-precision sum of
+// squares behind the global gradient norm. Launchers queue on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>  // cudaStream_t
+
+#include <cstddef>
+
+namespace trident::kernels::cuda {
+
+// out = a + b (out may alias a or b).
+void add(float* out, const float* a, const float* b, std::size_t n, cudaStream_t stream);
+// dst += src
+void accumulate(float* dst, const float* src, std::size_t n, cudaStream_t stream);
+// x *= factor
+void scale(float* x, float factor, std::size_t n, cudaStream_t stream);
+
+// Partial sums sum_squares needs on the device: kSumSquaresBlocks + 1 doubles.
+inline constexpr int kSumSquaresBlocks = 256;
+inline constexpr std::size_t kSumSquaresScratch = kSumSquaresBlocks + 1;
+
+// sum_i x[i]^2 accumulated in double. scratch: kSumSquaresScratch doubles of device memory.
+// Waits for the stream (the result is needed on the host).
+double sum_squares(const float* x, std::size_t n, double* scratch, cudaStream_t stream);
+
+}  // namespace trident::kernels::cuda

@@ -1,0 +1,25 @@
+// Row-major single-precision GEMM on cuBLAS, with the argument order of
+// cblas_sgemm(CblasRowMajor, ...), so that every CPU-twin call has a literal GPU translation.
+#pragma once
+
+#include <cublas_v2.h>  // cublasHandle_t, cublasOperation_t
+
+namespace trident::kernels::cuda {
+
+// C[M,N] = alpha * op(A) @ op(B) + beta * C, every matrix row-major with its leading dimension
+// (elements between consecutive rows): op(A) is M x K, op(B) is K x N. trans_a = CUBLAS_OP_T
+// means A is stored K x M (row-major) and used transposed. Queued on the handle's stream;
+// fp32 throughout (the handle's math mode is CUBLAS_DEFAULT_MATH: no TF32).
+void sgemm_row_major(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b,
+                     int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                     int ldb, float beta, float* C, int ldc);
+
+// `batch` independent GEMMs as above; matrix i of A, B, C starts stride_a, stride_b, stride_c
+// elements after matrix i-1.
+void sgemm_row_major_batched(cublasHandle_t handle, cublasOperation_t trans_a,
+                             cublasOperation_t trans_b, int M, int N, int K, float alpha,
+                             const float* A, int lda, long long stride_a, const float* B, int ldb,
+                             long long stride_b, float beta, float* C, int ldc, long long stride_c,
+                             int batch);
+
+}  // namespace trident::kernels::cuda

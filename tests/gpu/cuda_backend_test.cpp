@@ -1,0 +1,389 @@
+// The CUDA backend against its CPU twin (kernels/cpu, the reference): every Backend method but
+// the cross-entropy family (cuda_cross_entropy_test.cpp), on seeded random inputs, run on both
+// backends, copied back and compared (twin_test_support.h: the measure and the tolerances).
+//
+// - Shapes are small but not multiples of 32 (B=2, T=37, C=48, NH=3), so every kernel's partial
+//   warps and blocks are exercised; a second, wider case per row-wise operation has rows longer
+//   than a block of 256 threads (T=300, C=771), so the strided loops inside a block take several
+//   turns; elementwise ops also run on 3M elements, beyond one pass of the capped grid.
+// - Backwards that accumulate get gradient outputs pre-filled with non-zero values; outputs
+//   that are overwritten are pre-filled with garbage.
+// - The vocabulary-parallel embedding runs on a shard in the middle of the vocabulary.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"              // Backend, AdamWArgs
+#include "tests/gpu/twin_test_support.h"  // TwinBackends, expect_twins_agree, tolerances
+
+namespace trident::kernels::gpu_test {
+namespace {
+
+// Small elementwise length (not a multiple of 32) and a large one (more than
+// kMaxElementwiseBlocks * 256 threads, so each thread takes several turns of its loop).
+constexpr std::size_t kSmallLength = 14213;
+constexpr std::size_t kLargeLength = 3000017;
+
+struct AttentionShape {
+  const char* name;
+  int B, T, C, NH;
+};
+constexpr AttentionShape kAttentionShapes[] = {
+    {"B=2 T=37 C=48 NH=3", 2, 37, 48, 3},
+    {"B=1 T=300 C=96 NH=4 (rows longer than a block)", 1, 300, 96, 4},
+};
+
+struct RowShape {
+  const char* name;
+  int N, C;
+};
+constexpr RowShape kLayernormShapes[] = {
+    {"N=74 C=48", 74, 48},
+    {"N=5 C=771 (rows longer than a block)", 5, 771},
+};
+
+// --- the backend itself ------------------------------------------------------------------------
+
+TEST_F(TwinBackends, CudaBackendNamesItsDevice) {
+  EXPECT_EQ(gpu_->device(), Device::kCuda);
+  const std::string name = gpu_->name();
+  EXPECT_EQ(name.rfind("cuda (", 0), 0u) << name;
+  EXPECT_NE(name.find(", sm_"), std::string::npos) << name;
+  EXPECT_EQ(name.back(), ')') << name;
+}
+
+TEST_F(TwinBackends, AllocationsAreAlignedDeviceMemory) {
+  for (const std::size_t count :
+       {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{1000}}) {
+    float* p = gpu_->allocate(count);
+    EXPECT_NE(p, nullptr) << count << " floats";
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u) << count << " floats";
+    EXPECT_TRUE(gpu_->is_device_memory(p)) << count << " floats";
+    gpu_->release(p);
+    int32_t* t = gpu_->allocate_tokens(count);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t) % 64, 0u) << count << " tokens";
+    gpu_->release_tokens(t);
+  }
+  std::vector<float> host(4);
+  EXPECT_FALSE(gpu_->is_device_memory(host.data()));
+}
+
+TEST_F(TwinBackends, CopiesAndZeroFillRoundTrip) {
+  const std::vector<float> host = uniform(kSmallLength, -1.0f, 1.0f);
+  float* dev = gpu_->allocate(host.size());
+  gpu_->copy_to_device(dev, host.data(), host.size());
+  std::vector<float> back(host.size());
+  gpu_->copy_to_host(back.data(), dev, host.size());
+  EXPECT_EQ(back, host);
+  gpu_->fill_zero(dev + 1, host.size() - 2);  // not the first and last: exact extent
+  gpu_->copy_to_host(back.data(), dev, host.size());
+  EXPECT_EQ(back.front(), host.front());
+  EXPECT_EQ(back.back(), host.back());
+  EXPECT_EQ(std::count(back.begin() + 1, back.end() - 1, 0.0f),
+            static_cast<std::ptrdiff_t>(host.size() - 2));
+  gpu_->release(dev);
+}
+
+// --- embeddings --------------------------------------------------------------------------------
+
+struct EmbeddingCase {
+  const char* name;
+  int vocab_begin, vocab_end;
+  bool with_positions;
+};
+constexpr int kEmbB = 2, kEmbT = 37, kEmbC = 48, kEmbVp = 64;
+constexpr EmbeddingCase kEmbeddingCases[] = {
+    {"whole vocabulary, with positions", 0, kEmbVp, true},
+    {"middle shard [20, 41), with positions", 20, 41, true},
+    {"middle shard [20, 41), without positions", 20, 41, false},
+};
+
+TEST_F(TwinBackends, EmbeddingForwardMatchesCpu) {
+  for (const EmbeddingCase& c : kEmbeddingCases) {
+    SCOPED_TRACE(c.name);
+    const int N = kEmbB * kEmbT;
+    auto tokens = twin_tokens(uniform_ids(count_of(N, 1), 0, kEmbVp));
+    auto wte = twin(uniform(count_of(c.vocab_end - c.vocab_begin, kEmbC), -1.0f, 1.0f));
+    auto wpe = twin(uniform(count_of(kEmbT, kEmbC), -1.0f, 1.0f));
+    auto out = twin(uniform(count_of(N, kEmbC), 5.0f, 9.0f));  // garbage: overwritten
+    run_on_both([&](Backend& b, Side side) {
+      b.embedding_forward(out.on(side), tokens.on(side), wte.on(side),
+                          c.with_positions ? wpe.on(side) : nullptr, kEmbB, kEmbT, kEmbC,
+                          c.vocab_begin, c.vocab_end);
+    });
+    expect_twins_agree(out, kElementwiseTolerance, "out");
+  }
+}
+
+TEST_F(TwinBackends, EmbeddingBackwardAccumulatesLikeCpu) {
+  for (const EmbeddingCase& c : kEmbeddingCases) {
+    SCOPED_TRACE(c.name);
+    const int N = kEmbB * kEmbT;
+    // Few distinct tokens, so rows receive many additions (the scatter's hard case).
+    auto tokens = twin_tokens(uniform_ids(count_of(N, 1), 14, 47));
+    auto dout = twin(uniform(count_of(N, kEmbC), -1.0f, 1.0f));
+    auto dwte = twin(uniform(count_of(c.vocab_end - c.vocab_begin, kEmbC), -1.0f, 1.0f));
+    auto dwpe = twin(uniform(count_of(kEmbT, kEmbC), -1.0f, 1.0f));
+    run_on_both([&](Backend& b, Side side) {
+      b.embedding_backward(dwte.on(side), c.with_positions ? dwpe.on(side) : nullptr, dout.on(side),
+                           tokens.on(side), kEmbB, kEmbT, kEmbC, c.vocab_begin, c.vocab_end);
+    });
+    expect_twins_agree(dwte, kReductionTolerance, "dwte");
+    expect_twins_agree(dwpe, kReductionTolerance, "dwpe");  // untouched when not passed
+  }
+}
+
+// --- matmul ------------------------------------------------------------------------------------
+
+struct MatmulShape {
+  const char* name;
+  int N, C, OC;
+};
+constexpr MatmulShape kMatmulShapes[] = {
+    {"N=74 C=48 OC=144", 74, 48, 144},
+    {"N=74 C=48 OC=61 (an LM head)", 74, 48, 61},
+};
+
+TEST_F(TwinBackends, MatmulForwardMatchesCpu) {
+  for (const MatmulShape& s : kMatmulShapes) {
+    for (const bool with_bias : {true, false}) {
+      SCOPED_TRACE(std::string(s.name) + (with_bias ? ", with bias" : ", without bias"));
+      auto inp = twin(uniform(count_of(s.N, s.C), -1.0f, 1.0f));
+      auto weight = twin(uniform(count_of(s.OC, s.C), -1.0f, 1.0f));
+      auto bias = twin(uniform(count_of(s.OC, 1), -1.0f, 1.0f));
+      auto out = twin(uniform(count_of(s.N, s.OC), 5.0f, 9.0f));  // garbage: overwritten
+      run_on_both([&](Backend& b, Side side) {
+        b.matmul_forward(out.on(side), inp.on(side), weight.on(side),
+                         with_bias ? bias.on(side) : nullptr, s.N, s.C, s.OC);
+      });
+      expect_twins_agree(out, kReductionTolerance, "out");
+    }
+  }
+}
+
+TEST_F(TwinBackends, MatmulBackwardAccumulatesLikeCpu) {
+  for (const MatmulShape& s : kMatmulShapes) {
+    for (const bool all_outputs : {true, false}) {
+      SCOPED_TRACE(std::string(s.name) + (all_outputs ? ", all outputs" : ", dweight only"));
+      auto dout = twin(uniform(count_of(s.N, s.OC), -1.0f, 1.0f));
+      auto inp = twin(uniform(count_of(s.N, s.C), -1.0f, 1.0f));
+      auto weight = twin(uniform(count_of(s.OC, s.C), -1.0f, 1.0f));
+      auto dinp = twin(uniform(count_of(s.N, s.C), -1.0f, 1.0f));
+      auto dweight = twin(uniform(count_of(s.OC, s.C), -1.0f, 1.0f));
+      auto dbias = twin(uniform(count_of(s.OC, 1), -1.0f, 1.0f));
+      run_on_both([&](Backend& b, Side side) {
+        b.matmul_backward(all_outputs ? dinp.on(side) : nullptr, dweight.on(side),
+                          all_outputs ? dbias.on(side) : nullptr, dout.on(side), inp.on(side),
+                          weight.on(side), s.N, s.C, s.OC);
+      });
+      expect_twins_agree(dinp, kReductionTolerance, "dinp");
+      expect_twins_agree(dweight, kReductionTolerance, "dweight");
+      expect_twins_agree(dbias, kReductionTolerance, "dbias");
+    }
+  }
+}
+
+// --- layernorm ---------------------------------------------------------------------------------
+
+TEST_F(TwinBackends, LayernormForwardMatchesCpu) {
+  for (const RowShape& s : kLayernormShapes) {
+    SCOPED_TRACE(s.name);
+    auto inp = twin(uniform(count_of(s.N, s.C), -2.0f, 3.0f));  // mean ~0.5: centring matters
+    auto weight = twin(uniform(count_of(s.C, 1), 0.5f, 1.5f));
+    auto bias = twin(uniform(count_of(s.C, 1), -0.5f, 0.5f));
+    auto out = twin(uniform(count_of(s.N, s.C), 5.0f, 9.0f));  // garbage: overwritten
+    auto mean = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
+    auto rstd = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
+    run_on_both([&](Backend& b, Side side) {
+      b.layernorm_forward(out.on(side), mean.on(side), rstd.on(side), inp.on(side), weight.on(side),
+                          bias.on(side), s.N, s.C);
+    });
+    expect_twins_agree(out, kReductionTolerance, "out");
+    expect_twins_agree(mean, kReductionTolerance, "mean");
+    expect_twins_agree(rstd, kReductionTolerance, "rstd");
+  }
+}
+
+TEST_F(TwinBackends, LayernormBackwardAccumulatesLikeCpu) {
+  for (const RowShape& s : kLayernormShapes) {
+    SCOPED_TRACE(s.name);
+    const std::vector<float> inp_host = uniform(count_of(s.N, s.C), -2.0f, 3.0f);
+    auto inp = twin(inp_host);
+    auto weight = twin(uniform(count_of(s.C, 1), 0.5f, 1.5f));
+    auto bias = twin(uniform(count_of(s.C, 1), -0.5f, 0.5f));
+    // The saved statistics both twins use: the CPU forward's.
+    std::vector<float> mean_host(count_of(s.N, 1));
+    std::vector<float> rstd_host(count_of(s.N, 1));
+    {
+      auto out = twin(std::vector<float>(count_of(s.N, s.C)));
+      auto mean = twin(mean_host);
+      auto rstd = twin(rstd_host);
+      cpu_->layernorm_forward(out.on(Side::kCpu), mean.on(Side::kCpu), rstd.on(Side::kCpu),
+                              inp.on(Side::kCpu), weight.on(Side::kCpu), bias.on(Side::kCpu), s.N,
+                              s.C);
+      mean_host = mean.values(Side::kCpu);
+      rstd_host = rstd.values(Side::kCpu);
+    }
+    auto mean = twin(mean_host);
+    auto rstd = twin(rstd_host);
+    auto dout = twin(uniform(count_of(s.N, s.C), -1.0f, 1.0f));
+    auto dinp = twin(uniform(count_of(s.N, s.C), -1.0f, 1.0f));
+    auto dweight = twin(uniform(count_of(s.C, 1), -1.0f, 1.0f));
+    auto dbias = twin(uniform(count_of(s.C, 1), -1.0f, 1.0f));
+    run_on_both([&](Backend& b, Side side) {
+      b.layernorm_backward(dinp.on(side), dweight.on(side), dbias.on(side), dout.on(side),
+                           inp.on(side), weight.on(side), mean.on(side), rstd.on(side), s.N, s.C);
+    });
+    expect_twins_agree(dinp, kReductionTolerance, "dinp");
+    expect_twins_agree(dweight, kReductionTolerance, "dweight");
+    expect_twins_agree(dbias, kReductionTolerance, "dbias");
+  }
+}
+
+// --- GELU --------------------------------------------------------------------------------------
+
+TEST_F(TwinBackends, GeluForwardMatchesCpu) {
+  for (const std::size_t n : {kSmallLength, kLargeLength}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto inp = twin(uniform(n, -6.0f, 6.0f));  // both tails and the curved middle
+    auto out = twin(uniform(n, 5.0f, 9.0f));   // garbage: overwritten
+    run_on_both([&](Backend& b, Side side) { b.gelu_forward(out.on(side), inp.on(side), n); });
+    expect_twins_agree(out, kElementwiseTolerance, "out");
+  }
+}
+
+TEST_F(TwinBackends, GeluBackwardAccumulatesLikeCpu) {
+  for (const std::size_t n : {kSmallLength, kLargeLength}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto inp = twin(uniform(n, -6.0f, 6.0f));
+    auto dout = twin(uniform(n, -1.0f, 1.0f));
+    auto dinp = twin(uniform(n, -1.0f, 1.0f));
+    run_on_both([&](Backend& b, Side side) {
+      b.gelu_backward(dinp.on(side), inp.on(side), dout.on(side), n);
+    });
+    expect_twins_agree(dinp, kElementwiseTolerance, "dinp");
+  }
+}
+
+// --- attention ---------------------------------------------------------------------------------
+
+TEST_F(TwinBackends, AttentionForwardMatchesCpu) {
+  for (const AttentionShape& s : kAttentionShapes) {
+    SCOPED_TRACE(s.name);
+    auto qkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), -1.0f, 1.0f));
+    auto out = twin(uniform(count_of(s.B * s.T, s.C), 5.0f, 9.0f));  // garbage: overwritten
+    auto att = twin(uniform(count_of(s.B * s.NH, s.T * s.T), 5.0f, 9.0f));
+    run_on_both([&](Backend& b, Side side) {
+      b.attention_forward(out.on(side), att.on(side), qkv.on(side), s.B, s.T, s.C, s.NH);
+    });
+    expect_twins_agree(out, kReductionTolerance, "out");
+    expect_twins_agree(att, kReductionTolerance, "att");
+    // Above the diagonal the probabilities are exact zeros (backward relies on it).
+    const std::vector<float> p = att.values(Side::kGpu);
+    std::size_t above_diagonal_nonzero = 0;
+    for (int bh = 0; bh < s.B * s.NH; bh++) {
+      for (int t = 0; t < s.T; t++) {
+        for (int t2 = t + 1; t2 < s.T; t2++) {
+          above_diagonal_nonzero += p[count_of(bh * s.T + t, s.T) + t2] != 0.0f ? 1 : 0;
+        }
+      }
+    }
+    EXPECT_EQ(above_diagonal_nonzero, 0u);
+  }
+}
+
+TEST_F(TwinBackends, AttentionBackwardAccumulatesLikeCpu) {
+  for (const AttentionShape& s : kAttentionShapes) {
+    SCOPED_TRACE(s.name);
+    auto qkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), -1.0f, 1.0f));
+    // The probabilities both twins use: the CPU forward's.
+    std::vector<float> att_host(count_of(s.B * s.NH, s.T * s.T));
+    {
+      auto out = twin(std::vector<float>(count_of(s.B * s.T, s.C)));
+      auto att = twin(att_host);
+      cpu_->attention_forward(out.on(Side::kCpu), att.on(Side::kCpu), qkv.on(Side::kCpu), s.B, s.T,
+                              s.C, s.NH);
+      att_host = att.values(Side::kCpu);
+    }
+    auto att = twin(att_host);
+    auto dout = twin(uniform(count_of(s.B * s.T, s.C), -1.0f, 1.0f));
+    auto dqkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), -1.0f, 1.0f));
+    // Each backend gets the scratch it asks for, full of garbage.
+    BackendFloats cpu_scratch(*cpu_,
+                              uniform(cpu_->attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
+    BackendFloats gpu_scratch(*gpu_,
+                              uniform(gpu_->attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
+    run_on_both([&](Backend& b, Side side) {
+      float* scratch = side == Side::kCpu ? cpu_scratch.get() : gpu_scratch.get();
+      b.attention_backward(dqkv.on(side), scratch, dout.on(side), qkv.on(side), att.on(side), s.B,
+                           s.T, s.C, s.NH);
+    });
+    expect_twins_agree(dqkv, kReductionTolerance, "dqkv");
+  }
+}
+
+// --- elementwise -------------------------------------------------------------------------------
+
+TEST_F(TwinBackends, AddAccumulateAndScaleMatchCpu) {
+  for (const std::size_t n : {kSmallLength, kLargeLength}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto a = twin(uniform(n, -1.0f, 1.0f));
+    auto b = twin(uniform(n, -1.0f, 1.0f));
+    auto out = twin(uniform(n, 5.0f, 9.0f));  // garbage: overwritten
+    run_on_both([&](Backend& be, Side side) { be.add(out.on(side), a.on(side), b.on(side), n); });
+    expect_twins_agree(out, kElementwiseTolerance, "add");
+    // out aliasing an input, as the residual stream does.
+    run_on_both([&](Backend& be, Side side) { be.add(a.on(side), a.on(side), b.on(side), n); });
+    expect_twins_agree(a, kElementwiseTolerance, "add in place");
+    run_on_both([&](Backend& be, Side side) { be.accumulate(out.on(side), b.on(side), n); });
+    expect_twins_agree(out, kElementwiseTolerance, "accumulate");
+    run_on_both([&](Backend& be, Side side) { be.scale(out.on(side), -0.37f, n); });
+    expect_twins_agree(out, kElementwiseTolerance, "scale");
+  }
+}
+
+TEST_F(TwinBackends, SumSquaresMatchesCpuInDouble) {
+  EXPECT_EQ(gpu_->sum_squares(nullptr, 0), 0.0);
+  for (const std::size_t n : {std::size_t{1}, kSmallLength, kLargeLength}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto x = twin(uniform(n, -1.0f, 1.0f));
+    const double want = cpu_->sum_squares(x.on(Side::kCpu), n);
+    const double got = gpu_->sum_squares(x.on(Side::kGpu), n);
+    EXPECT_LE(std::abs(got - want), kDoubleSumTolerance * want)
+        << "gpu " << got << ", cpu " << want;
+  }
+}
+
+// --- optimiser ---------------------------------------------------------------------------------
+
+TEST_F(TwinBackends, AdamwUpdateMatchesCpu) {
+  for (const int step : {1, 1000}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const std::size_t n = kSmallLength;
+    auto param = twin(uniform(n, -1.0f, 1.0f));
+    auto grad = twin(uniform(n, -1.0f, 1.0f));
+    auto m = twin(uniform(n, -0.1f, 0.1f));
+    auto v = twin(uniform(n, 0.0f, 0.01f));
+    AdamWArgs args;
+    args.lr = 3e-3f;
+    args.beta1 = 0.9f;
+    args.beta2 = 0.95f;
+    args.eps = 1e-8f;
+    args.weight_decay = 0.1f;
+    args.step = step;
+    run_on_both([&](Backend& b, Side side) {
+      b.adamw_update(param.on(side), grad.on(side), m.on(side), v.on(side), n, args);
+    });
+    expect_twins_agree(param, kElementwiseTolerance, "param");
+    expect_twins_agree(m, kElementwiseTolerance, "m");
+    expect_twins_agree(v, kElementwiseTolerance, "v");
+  }
+}
+
+}  // namespace
+}  // namespace trident::kernels::gpu_test

@@ -1,0 +1,288 @@
+// The CUDA backend's softmax + cross-entropy against its CPU twin: the fused kernels over a
+// padded vocabulary and the three vocabulary-parallel pieces (kernels/backend.h), on seeded
+// random inputs (twin_test_support.h: the measure and the tolerances).
+//
+// - Padding columns hold a huge sentinel that would change any result that read it, and the
+//   gradients there must come back exactly 0.
+// - Backwards overwrite: their outputs are pre-filled with garbage, and they also run in place
+//   (dlogits aliasing logits), as the model calls them.
+// - The sharded pieces run on a shard in the middle of the vocabulary (targets inside and
+//   outside it), on the last shard (with padding) and on an all-padding shard; and all shards
+//   combined as the callers' reductions would must give the fused kernels' results.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"              // Backend
+#include "tests/gpu/twin_test_support.h"  // TwinBackends, expect_twins_agree, tolerances
+
+namespace trident::kernels::gpu_test {
+namespace {
+
+// Padding logits: a value that changes the row max (and sends exp() to 0 or infinity) if a
+// kernel ever reads it.
+constexpr float kPaddingSentinel = 1e30f;
+
+struct VocabShape {
+  const char* name;
+  int N, V, Vp;
+};
+constexpr VocabShape kVocabShapes[] = {
+    {"N=74 V=61 Vp=64", 74, 61, 64},
+    {"N=5 V=5001 Vp=5056 (rows longer than a block)", 5, 5001, 5056},
+};
+
+// Logits [N, Vp] with the padding columns V..Vp set to the sentinel.
+std::vector<float> padded_logits(std::vector<float> logits, int N, int V, int Vp) {
+  for (int n = 0; n < N; n++) {
+    for (int v = V; v < Vp; v++) logits[count_of(n, Vp) + v] = kPaddingSentinel;
+  }
+  return logits;
+}
+
+// Counts the entries of columns [V, Vp) of a [N, Vp] matrix that are not exactly 0.
+std::size_t nonzero_padding(const std::vector<float>& m, int N, int V, int Vp) {
+  std::size_t bad = 0;
+  for (int n = 0; n < N; n++) {
+    for (int v = V; v < Vp; v++) bad += m[count_of(n, Vp) + v] != 0.0f ? 1 : 0;
+  }
+  return bad;
+}
+
+// --- fused cross-entropy -------------------------------------------------------------------------
+
+TEST_F(TwinBackends, CrossEntropyForwardMatchesCpuWithoutReadingPadding) {
+  for (const VocabShape& s : kVocabShapes) {
+    SCOPED_TRACE(s.name);
+    auto logits = twin(padded_logits(uniform(count_of(s.N, s.Vp), -4.0f, 4.0f), s.N, s.V, s.Vp));
+    auto targets = twin_tokens(uniform_ids(count_of(s.N, 1), 0, s.V));
+    auto losses = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));  // garbage: overwritten
+    run_on_both([&](Backend& b, Side side) {
+      b.cross_entropy_forward(losses.on(side), logits.on(side), targets.on(side), s.N, s.V, s.Vp);
+    });
+    expect_twins_agree(losses, kReductionTolerance, "losses");
+  }
+}
+
+TEST_F(TwinBackends, CrossEntropyBackwardOverwritesAndZeroesPadding) {
+  for (const VocabShape& s : kVocabShapes) {
+    for (const bool in_place : {false, true}) {
+      SCOPED_TRACE(std::string(s.name) + (in_place ? ", dlogits aliasing logits" : ""));
+      auto logits = twin(padded_logits(uniform(count_of(s.N, s.Vp), -4.0f, 4.0f), s.N, s.V, s.Vp));
+      auto targets = twin_tokens(uniform_ids(count_of(s.N, 1), 0, s.V));
+      auto separate = twin(uniform(count_of(s.N, s.Vp), 5.0f, 9.0f));  // garbage: overwritten
+      TwinFloats& dlogits = in_place ? logits : separate;
+      const float dloss = 1.0f / static_cast<float>(s.N);
+      run_on_both([&](Backend& b, Side side) {
+        b.cross_entropy_backward(dlogits.on(side), logits.on(side), targets.on(side), dloss, s.N,
+                                 s.V, s.Vp);
+      });
+      expect_twins_agree(dlogits, kReductionTolerance, "dlogits");
+      EXPECT_EQ(nonzero_padding(dlogits.values(Side::kGpu), s.N, s.V, s.Vp), 0u);
+    }
+  }
+}
+
+// --- vocabulary-parallel cross-entropy ---------------------------------------------------------
+
+// V = 61 real ids padded to Vp = 64, split over 4 ranks of 16 columns: shard 1 holds ids
+// [16, 32) (the middle: targets fall inside and outside it), shard 3 holds [48, 64), of which
+// 13 are real and 3 padding.
+constexpr int kShardN = 74, kShardV = 61, kShardVp = 64, kShards = 4;
+constexpr int kShardWidth = kShardVp / kShards;
+
+struct Shard {
+  const char* name;
+  int index;
+  int vocab_begin() const { return index * kShardWidth; }
+  int real() const { return std::clamp(kShardV - vocab_begin(), 0, kShardWidth); }
+};
+constexpr Shard kShardCases[] = {{"middle shard [16, 32)", 1},
+                                 {"last shard [48, 64), 3 padding", 3}};
+
+// Columns [vocab_begin, vocab_begin + width) of a [N, Vp] matrix, with the shard's padding set
+// to the sentinel.
+std::vector<float> shard_columns(const std::vector<float>& full, const Shard& shard) {
+  std::vector<float> out(count_of(kShardN, kShardWidth));
+  for (int n = 0; n < kShardN; n++) {
+    for (int j = 0; j < kShardWidth; j++) {
+      out[count_of(n, kShardWidth) + j] =
+          j < shard.real() ? full[count_of(n, kShardVp) + shard.vocab_begin() + j]
+                           : kPaddingSentinel;
+    }
+  }
+  return out;
+}
+
+// The global row max and sum of exp(l - max) over the real ids, as the callers' all-reduces
+// would deliver them.
+void global_row_stats(const std::vector<float>& full, std::vector<float>& row_max,
+                      std::vector<float>& row_sumexp) {
+  row_max.assign(count_of(kShardN, 1), 0.0f);
+  row_sumexp.assign(count_of(kShardN, 1), 0.0f);
+  for (int n = 0; n < kShardN; n++) {
+    const float* row = full.data() + count_of(n, kShardVp);
+    const float m = *std::max_element(row, row + kShardV);
+    double sum = 0.0;
+    for (int v = 0; v < kShardV; v++) sum += std::exp(static_cast<double>(row[v] - m));
+    row_max[count_of(n, 1)] = m;
+    row_sumexp[count_of(n, 1)] = static_cast<float>(sum);
+  }
+}
+
+TEST_F(TwinBackends, ShardedCrossEntropyPiecesMatchCpu) {
+  const std::vector<float> full = uniform(count_of(kShardN, kShardVp), -4.0f, 4.0f);
+  std::vector<float> max_host, sumexp_host;
+  global_row_stats(full, max_host, sumexp_host);
+  auto targets = twin_tokens(uniform_ids(count_of(kShardN, 1), 0, kShardV));
+  auto global_max = twin(max_host);
+  auto global_sumexp = twin(sumexp_host);
+  for (const Shard& shard : kShardCases) {
+    SCOPED_TRACE(shard.name);
+    auto logits = twin(shard_columns(full, shard));
+    auto row_max = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));  // garbage: overwritten
+    auto row_sumexp = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
+    auto target_logit = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
+    run_on_both([&](Backend& b, Side side) {
+      b.cross_entropy_row_max(row_max.on(side), logits.on(side), kShardN, shard.real(),
+                              kShardWidth);
+      b.cross_entropy_row_sums(row_sumexp.on(side), target_logit.on(side), logits.on(side),
+                               targets.on(side), global_max.on(side), kShardN, shard.real(),
+                               kShardWidth, shard.vocab_begin());
+    });
+    expect_twins_agree(row_max, kReductionTolerance, "row_max");
+    expect_twins_agree(row_sumexp, kReductionTolerance, "row_sumexp");
+    expect_twins_agree(target_logit, kReductionTolerance, "target_logit");
+
+    for (const bool in_place : {false, true}) {
+      SCOPED_TRACE(in_place ? "backward, dlogits aliasing logits" : "backward");
+      auto shard_logits = twin(shard_columns(full, shard));
+      auto separate = twin(uniform(count_of(kShardN, kShardWidth), 5.0f, 9.0f));
+      TwinFloats& dlogits = in_place ? shard_logits : separate;
+      const float dloss = 1.0f / static_cast<float>(kShardN);
+      run_on_both([&](Backend& b, Side side) {
+        b.cross_entropy_backward_sharded(dlogits.on(side), shard_logits.on(side), targets.on(side),
+                                         global_max.on(side), global_sumexp.on(side), dloss,
+                                         kShardN, shard.real(), kShardWidth, shard.vocab_begin());
+      });
+      expect_twins_agree(dlogits, kReductionTolerance, "dlogits");
+      EXPECT_EQ(nonzero_padding(dlogits.values(Side::kGpu), kShardN, shard.real(), kShardWidth),
+                0u);
+    }
+  }
+}
+
+TEST_F(TwinBackends, AllPaddingShardContributesNothing) {
+  // A shard beyond the real vocabulary (V_local = 0): every column is padding.
+  const int begin = kShardVp;
+  auto logits = twin(std::vector<float>(count_of(kShardN, kShardWidth), kPaddingSentinel));
+  auto targets = twin_tokens(uniform_ids(count_of(kShardN, 1), 0, kShardV));
+  auto global_max = twin(uniform(count_of(kShardN, 1), 3.0f, 4.0f));
+  auto global_sumexp = twin(uniform(count_of(kShardN, 1), 1.0f, 9.0f));
+  auto row_max = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
+  auto row_sumexp = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
+  auto target_logit = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
+  auto dlogits = twin(uniform(count_of(kShardN, kShardWidth), 5.0f, 9.0f));
+  run_on_both([&](Backend& b, Side side) {
+    b.cross_entropy_row_max(row_max.on(side), logits.on(side), kShardN, 0, kShardWidth);
+    b.cross_entropy_row_sums(row_sumexp.on(side), target_logit.on(side), logits.on(side),
+                             targets.on(side), global_max.on(side), kShardN, 0, kShardWidth, begin);
+    b.cross_entropy_backward_sharded(dlogits.on(side), logits.on(side), targets.on(side),
+                                     global_max.on(side), global_sumexp.on(side), 0.5f, kShardN, 0,
+                                     kShardWidth, begin);
+  });
+  const std::vector<float> max_gpu = row_max.values(Side::kGpu);
+  EXPECT_TRUE(std::all_of(max_gpu.begin(), max_gpu.end(),
+                          [](float m) { return std::isinf(m) && m < 0.0f; }));
+  expect_twins_agree(row_max, 0.0, "row_max");
+  expect_twins_agree(row_sumexp, 0.0, "row_sumexp");      // all 0
+  expect_twins_agree(target_logit, 0.0, "target_logit");  // all 0
+  EXPECT_EQ(nonzero_padding(dlogits.values(Side::kGpu), kShardN, 0, kShardWidth), 0u);
+}
+
+// The three pieces over all four shards, combined as the callers' reductions would, give the
+// fused kernels' losses and gradients on the GPU itself.
+TEST_F(TwinBackends, GpuShardsCombineToTheFusedCrossEntropy) {
+  Backend& gpu = *gpu_;
+  const std::vector<float> full = uniform(count_of(kShardN, kShardVp), -4.0f, 4.0f);
+  const std::vector<int32_t> targets_host = uniform_ids(count_of(kShardN, 1), 0, kShardV);
+  auto targets = twin_tokens(targets_host);
+  const float dloss = 1.0f / static_cast<float>(kShardN);
+
+  // Fused, on the whole (padded) vocabulary.
+  auto fused_logits = twin(padded_logits(full, kShardN, kShardV, kShardVp));
+  auto fused_losses = twin(std::vector<float>(count_of(kShardN, 1)));
+  gpu.cross_entropy_forward(fused_losses.on(Side::kGpu), fused_logits.on(Side::kGpu),
+                            targets.on(Side::kGpu), kShardN, kShardV, kShardVp);
+  const std::vector<float> want_losses = fused_losses.values(Side::kGpu);
+  gpu.cross_entropy_backward(fused_logits.on(Side::kGpu), fused_logits.on(Side::kGpu),
+                             targets.on(Side::kGpu), dloss, kShardN, kShardV, kShardVp);
+  const std::vector<float> want_dlogits = fused_logits.values(Side::kGpu);
+
+  // Sharded: max over shards, then sums over shards, then the loss and the gradients.
+  std::vector<float> row_max(count_of(kShardN, 1), -INFINITY);
+  std::vector<double> sumexp(count_of(kShardN, 1), 0.0);
+  std::vector<double> target_logit(count_of(kShardN, 1), 0.0);
+  std::vector<float> piece(count_of(kShardN, 1));
+  std::vector<float> piece2(count_of(kShardN, 1));
+  for (int r = 0; r < kShards; r++) {
+    auto logits = twin(shard_columns(full, Shard{"", r}));
+    auto shard_max = twin(piece);
+    gpu.cross_entropy_row_max(shard_max.on(Side::kGpu), logits.on(Side::kGpu), kShardN,
+                              Shard{"", r}.real(), kShardWidth);
+    piece = shard_max.values(Side::kGpu);
+    for (std::size_t n = 0; n < piece.size(); n++) row_max[n] = std::max(row_max[n], piece[n]);
+  }
+  auto global_max = twin(row_max);
+  for (int r = 0; r < kShards; r++) {
+    const Shard shard{"", r};
+    auto logits = twin(shard_columns(full, shard));
+    auto shard_sum = twin(piece);
+    auto shard_target = twin(piece2);
+    gpu.cross_entropy_row_sums(shard_sum.on(Side::kGpu), shard_target.on(Side::kGpu),
+                               logits.on(Side::kGpu), targets.on(Side::kGpu),
+                               global_max.on(Side::kGpu), kShardN, shard.real(), kShardWidth,
+                               shard.vocab_begin());
+    piece = shard_sum.values(Side::kGpu);
+    piece2 = shard_target.values(Side::kGpu);
+    for (std::size_t n = 0; n < piece.size(); n++) {
+      sumexp[n] += static_cast<double>(piece[n]);
+      target_logit[n] += static_cast<double>(piece2[n]);
+    }
+  }
+  std::vector<float> losses(count_of(kShardN, 1));
+  std::vector<float> sumexp_float(count_of(kShardN, 1));
+  for (std::size_t n = 0; n < losses.size(); n++) {
+    losses[n] =
+        static_cast<float>(std::log(sumexp[n]) + static_cast<double>(row_max[n]) - target_logit[n]);
+    sumexp_float[n] = static_cast<float>(sumexp[n]);
+  }
+  expect_twins_agree(losses, want_losses, kReductionTolerance, "losses from shards");
+
+  auto global_sumexp = twin(sumexp_float);
+  std::vector<float> dlogits(count_of(kShardN, kShardVp), 0.0f);
+  for (int r = 0; r < kShards; r++) {
+    const Shard shard{"", r};
+    auto logits = twin(shard_columns(full, shard));
+    gpu.cross_entropy_backward_sharded(logits.on(Side::kGpu), logits.on(Side::kGpu),
+                                       targets.on(Side::kGpu), global_max.on(Side::kGpu),
+                                       global_sumexp.on(Side::kGpu), dloss, kShardN, shard.real(),
+                                       kShardWidth, shard.vocab_begin());
+    const std::vector<float> part = logits.values(Side::kGpu);
+    for (int n = 0; n < kShardN; n++) {
+      for (int j = 0; j < kShardWidth; j++) {
+        dlogits[count_of(n, kShardVp) + shard.vocab_begin() + j] =
+            part[count_of(n, kShardWidth) + j];
+      }
+    }
+  }
+  expect_twins_agree(dlogits, want_dlogits, kReductionTolerance, "dlogits from shards");
+}
+
+}  // namespace
+}  // namespace trident::kernels::gpu_test
