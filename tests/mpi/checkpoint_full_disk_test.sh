@@ -4,6 +4,8 @@
 # left; `latest` and the checkpoint it names are intact, and a restart from it finishes with
 # the losses of an uninterrupted run.
 # Mounting needs root with CAP_SYS_ADMIN: without it the test reports itself skipped (77).
+# A run killed at its timeout may have left the tmpfs mounted, which lib.sh could not remove.
+umount "$WORK_DIR/small" 2>/dev/null || true
 source "$(dirname "$0")/lib.sh"
 tiny_deck deck.ini
 common="--optim.decay_steps=20 --train.eval_batches=0 --parallel.dp=2"
