@@ -459,8 +459,7 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
                 const std::vector<TensorSlice>& tensors,
                 const std::vector<std::pair<std::string, int64_t>>& int_attributes,
                 const std::vector<std::pair<std::string, std::string>>& string_attributes,
-                const WriteOptions& options) {
-  const int64_t max_elements = std::max<int64_t>(1, options.max_bytes_per_call / static_cast<int64_t>(sizeof(float)));
+                const WriteOptions& options, int64_t max_elements) {
   Handle file, transfer, create;
   collective_stage(comm, path, [&] {
     Handle access = make_handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate", path);
@@ -568,7 +567,7 @@ void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<
 
   const std::string temporary = path + ".tmp";
   try {
-    write_file(temporary, path, comm, plans, tensors, int_attributes, string_attributes, options);
+    write_file(temporary, path, comm, plans, tensors, int_attributes, string_attributes, options, max_elements);
   } catch (const UserError&) {
     if (rank == 0) {
       std::error_code ignored;

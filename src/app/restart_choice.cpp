@@ -1,6 +1,5 @@
 #include "src/app/restart_choice.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -9,30 +8,17 @@
 
 #include "io/param_file.h"
 #include "io/user_error.h"
+#include "src/train/checkpoint_files.h"
 
 namespace trident::app {
 
 namespace {
 
-bool is_checkpoint_name(const std::string& file, const std::string& suffix) {
-  return file.rfind("step-", 0) == 0 && file.size() > suffix.size() &&
-         file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Rank 0's listing of DIR: checkpoints newest first (zero-padded names sort by step), and how
-// many were set aside earlier.
-std::string list_checkpoints(const std::string& dir, int& set_aside) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  set_aside = 0;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string file = it->path().filename().string();
-    if (is_checkpoint_name(file, ".h5")) names.push_back(file);
-    if (is_checkpoint_name(file, ".h5.bad")) ++set_aside;
-  }
-  std::sort(names.rbegin(), names.rend());
+// Rank 0's listing of DIR: checkpoints newest first, one per line.
+std::string list_newest_first(const std::string& dir) {
+  const std::vector<std::string> names = train::list_checkpoint_files(dir);
   std::string joined;
-  for (const std::string& name : names) joined += name + "\n";
+  for (auto it = names.rbegin(); it != names.rend(); ++it) joined += *it + "\n";
   return joined;
 }
 
@@ -66,8 +52,9 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
     return restart;
   }
 
-  int set_aside = 0;
-  std::string listing = world.rank() == 0 ? list_checkpoints(checkpoint_dir, set_aside) : "";
+  int set_aside =
+      world.rank() == 0 ? static_cast<int>(train::list_checkpoint_files(checkpoint_dir, ".h5.bad").size()) : 0;
+  std::string listing = world.rank() == 0 ? list_newest_first(checkpoint_dir) : "";
   listing = parallel::broadcast_string(world, listing, 0);
   std::istringstream names(listing);
   std::string name, newest_reason;
@@ -87,11 +74,10 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
       std::fflush(stdout);
     }
   }
-  int earlier = set_aside;
-  world.broadcast(&earlier, sizeof earlier, 0);
-  if (failed > 0 || earlier > 0) {
+  world.broadcast(&set_aside, sizeof set_aside, 0);
+  if (failed > 0 || set_aside > 0) {
     throw io::UserError("run.restart = auto: no checkpoint in " + checkpoint_dir + " verifies (" +
-                        std::to_string(failed + earlier) + " set aside as *.bad" +
+                        std::to_string(failed + set_aside) + " set aside as *.bad" +
                         (newest_reason.empty() ? "" : "; the newest: " + newest_reason) +
                         "); give one with run.restart = PATH, or start afresh with run.restart = none");
   }

@@ -134,8 +134,9 @@ int train_command(const std::vector<std::string>& args) {
   trainer.record_deck(setup.deck.to_ini());
   const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());
   int64_t start_step = 0;
-  if (restart.empty()) trainer.initialize_parameters();
-  if (!restart.empty()) {
+  if (restart.empty()) {
+    trainer.initialize_parameters();
+  } else {
     // Every rank reads the same attribute and compares the same way: the same error everywhere.
     if (const auto saved = io::read_param_file_string_attribute(restart, "deck")) {
       const io::ResolvedDeck saved_deck = io::parse_deck(*saved, restart, {});

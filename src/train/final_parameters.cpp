@@ -17,6 +17,11 @@ parallel::ArenaShard write_band(const model::ParamTable& table, const parallel::
   return band;
 }
 
+bool counts_for_model(const model::ParamTensor& t, int tp_rank, bool first_stage) {
+  if (t.spec.split_axis < 0 && tp_rank != 0) return false;
+  return t.spec.name != "wte" || first_stage;
+}
+
 std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const float* held, std::size_t held_begin,
                                           const std::string& prefix, const parallel::GridCoord& coord,
                                           const parallel::ArenaShard& band) {
@@ -29,10 +34,8 @@ std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const 
     slice.split_axis = t.spec.split_axis;
     slice.slice_begin = t.spec.slice_begin;
     slice.slice_extent = t.spec.slice_extent;
-    const bool split = t.spec.split_axis >= 0;
-    const bool tied_copy = t.spec.name == "wte" && coord.pp_rank != 0;  // as norm_segments_of in trainer.cpp
     const std::size_t begin = std::max(t.offset, band.begin), end = std::min(t.offset + t.count, band.end);
-    if ((split || coord.tp_rank == 0) && !tied_copy && begin < end) {
+    if (counts_for_model(t, coord.tp_rank, coord.pp_rank == 0) && begin < end) {
       slice.write = true;
       slice.write_begin = static_cast<int64_t>(begin - t.offset);
       slice.write_count = static_cast<int64_t>(end - begin);

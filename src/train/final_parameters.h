@@ -26,13 +26,16 @@ namespace trident::train {
 parallel::ArenaShard write_band(const model::ParamTable& table, const parallel::RankGrid& grid,
                                 const parallel::GridCoord& coord);
 
+// Whether this rank holds the copy of tensor t that counts for the model, so that every element
+// counts once over the tensor and pipeline groups (the gradient norm, and who writes files):
+// a tensor split over the tensor group on every tensor rank, a replicated one on tensor rank 0,
+// and the tied embedding on the first stage (the last stage holds a copy).
+bool counts_for_model(const model::ParamTensor& t, int tp_rank, bool first_stage);
+
 // This rank's tensors of `table` as slices named prefix + global name, writing the elements of
 // `band` it owns. `held` holds arena elements [held_begin, ...) on the host, covering the band.
-// Ownership, one writer per element:
-//   - a tensor split over the tensor group: every tensor rank, its slice;
-//   - a replicated tensor: tensor rank 0 only;
-//   - the tied embedding: the first stage only (the last stage holds a copy);
-//   - of those, each data rank its band.
+// Ownership, one writer per element: of the tensors that count for the model on this rank (above),
+// each data rank writes its band.
 std::vector<io::TensorSlice> owned_slices(const model::ParamTable& table, const float* held, std::size_t held_begin,
                                           const std::string& prefix, const parallel::GridCoord& coord,
                                           const parallel::ArenaShard& band);

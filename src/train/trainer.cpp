@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "src/train/final_parameters.h"  // counts_for_model
 #include "src/train/progress_line.h"
 
 namespace trident::train {
@@ -51,8 +52,7 @@ std::vector<NormSegment> norm_segments_of(const model::ParamTable& table, const 
                                           int tp_rank, const model::StageLayout& stage) {
   std::vector<NormSegment> segments;
   for (const auto& t : table.tensors()) {
-    if (t.spec.split_axis < 0 && tp_rank != 0) continue;
-    if (t.spec.name == "wte" && !stage.first) continue;
+    if (!counts_for_model(t, tp_rank, stage.first)) continue;
     const std::size_t begin = std::max(t.offset, shard.begin);
     const std::size_t end = std::min(t.offset + t.count, shard.end);
     if (begin >= end) continue;
@@ -95,7 +95,6 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
   const std::size_t n = static_cast<std::size_t>(config.train.micro_batch * config.train.seq_len);
   tokens_.resize(n);
   targets_.resize(n);
-
 }
 
 void Trainer::initialize_parameters() {

@@ -16,6 +16,7 @@
 
 #include "io/param_file.h"
 #include "io/user_error.h"
+#include "src/train/checkpoint_files.h"
 #include "src/train/final_parameters.h"
 #include "src/train/trainer.h"
 #include "trident/build_info.h"
@@ -23,12 +24,6 @@
 namespace trident::train {
 
 namespace {
-
-std::string checkpoint_name(int64_t steps_done) {
-  char name[64];
-  std::snprintf(name, sizeof name, "step-%09lld.h5", static_cast<long long>(steps_done));
-  return name;
-}
 
 // Points `latest` at the new checkpoint (write-then-rename, so it always names a complete
 // file) and removes all but the newest `keep` checkpoints. Rank 0 only.
@@ -38,14 +33,7 @@ void publish(const std::string& dir, const std::string& name, int keep) {
     out << name << "\n";
   }
   std::filesystem::rename(dir + "/latest.tmp", dir + "/latest");
-  std::vector<std::string> checkpoints;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string file = entry.path().filename().string();
-    if (file.rfind("step-", 0) == 0 && file.size() > 3 && file.substr(file.size() - 3) == ".h5") {
-      checkpoints.push_back(file);
-    }
-  }
-  std::sort(checkpoints.begin(), checkpoints.end());  // zero-padded step numbers sort in order
+  const std::vector<std::string> checkpoints = list_checkpoint_files(dir);
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < checkpoints.size(); ++i) {
     std::filesystem::remove(dir + "/" + checkpoints[i]);
   }

@@ -71,13 +71,11 @@ expect_error missing_on_2_ranks 2 "checkpoint 'nowhere.h5': no such file" export
 expect_error token_file 1 "$WORK_DIR/tiny.h5" export "$WORK_DIR/tiny.h5" out.h5
 expect_error final_params 1 "'run/final-params.h5' has no 'deck' attribute" export run/final-params.h5 out.h5
 # A checkpoint that lacks a tensor of its deck's model (remove_dataset: a tests/tools helper).
-if [ -n "${REMOVE_DATASET:-}" ]; then
-  if cp "$checkpoint" incomplete.h5 && "$REMOVE_DATASET" incomplete.h5 block1.mlp.down.bias; then
-    expect_error missing_tensor 1 "checkpoint 'incomplete.h5': tensor 'block1.mlp.down.bias' is missing" \
-      export incomplete.h5 out.h5
-  else
-    fail "could not make incomplete.h5"
-  fi
+if cp "$checkpoint" incomplete.h5 && "$REMOVE_DATASET" incomplete.h5 block1.mlp.down.bias; then
+  expect_error missing_tensor 1 "checkpoint 'incomplete.h5': tensor 'block1.mlp.down.bias' is missing" \
+    export incomplete.h5 out.h5
+else
+  fail "could not make incomplete.h5"
 fi
 # A corrupt checkpoint is refused, naming the tensor that fails its checksum.
 cp "$checkpoint" corrupt.h5 && flip_byte corrupt.h5 block0.attn.qkv.weight 17
