@@ -129,6 +129,9 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.train.eval_every = int64_value(deck, "train.eval_every");
   config.train.eval_batches = int64_value(deck, "train.eval_batches");
   config.train.recompute = deck.value("train.recompute");
+  config.train.precision = deck.value("train.precision");
+  config.train.loss_scale = double_value(deck, "train.loss_scale");
+  config.train.loss_scale_window = int_value(deck, "train.loss_scale_window");
 
   config.optim.lr = double_value(deck, "optim.lr");
   config.optim.min_lr = double_value(deck, "optim.min_lr");

@@ -45,6 +45,9 @@ struct TrainSection {
   int64_t eval_every = 0;    // train.eval_every: validation every N steps (0 = only at the end)
   int64_t eval_batches = 0;  // train.eval_batches: global batches per validation
   std::string recompute;     // train.recompute: none | full
+  std::string precision;     // train.precision: fp32 | bf16 | fp16
+  double loss_scale = 0.0;           // train.loss_scale: initial fp16 loss scale
+  int64_t loss_scale_window = 0;     // train.loss_scale_window: clean steps before it grows
 };
 
 struct OptimSection {

@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+#include "kernels/precision.h"
+
 namespace trident::kernels {
 
 enum class Device { kCpu, kCuda };
@@ -152,6 +154,9 @@ class Backend {
   virtual void scale(float* x, float factor, std::size_t n) = 0;                     // x *= factor
   // Sum of squares in double precision (for the global gradient norm).
   virtual double sum_squares(const float* x, std::size_t n) = 0;
+  // dst[i] = src[i] rounded to `precision`'s storage (kernels/precision.h; dst may alias src):
+  // 16-bit storage of activations, and the compute copy of fp32 master weights. kFp32 copies.
+  virtual void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) = 0;
 
   // --- optimiser -------------------------------------------------------------------------------
   // m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; mhat = m/(1-b1^t); vhat = v/(1-b2^t);

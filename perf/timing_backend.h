@@ -7,29 +7,19 @@
 #include <map>
 #include <string>
 
-#include "kernels/backend.h"
+#include "kernels/forwarding_backend.h"
 
 namespace trident::perf {
 
-class TimingBackend final : public kernels::Backend {
+class TimingBackend final : public kernels::ForwardingBackend {
  public:
-  explicit TimingBackend(kernels::Backend& inner) : inner_(inner) {}
+  explicit TimingBackend(kernels::Backend& inner) : ForwardingBackend(inner), inner_(inner) {}
   const std::map<std::string, double>& seconds() const { return seconds_; }
   void reset() { seconds_.clear(); }
 
-  kernels::Device device() const override { return inner_.device(); }
+  // Memory calls are forwarded untimed (ForwardingBackend); every kernel is timed.
   std::string name() const override { return "timed " + inner_.name(); }
-  float* allocate(std::size_t n) override { return inner_.allocate(n); }
-  void release(float* p) override { inner_.release(p); }
   void fill_zero(float* p, std::size_t n) override { timed("fill_zero", [&] { inner_.fill_zero(p, n); }); }
-  void copy_to_device(float* d, const float* s, std::size_t n) override { inner_.copy_to_device(d, s, n); }
-  void copy_to_host(float* d, const float* s, std::size_t n) override { inner_.copy_to_host(d, s, n); }
-  int32_t* allocate_tokens(std::size_t n) override { return inner_.allocate_tokens(n); }
-  void release_tokens(int32_t* p) override { inner_.release_tokens(p); }
-  void copy_tokens_to_device(int32_t* d, const int32_t* s, std::size_t n) override {
-    inner_.copy_tokens_to_device(d, s, n);
-  }
-  void synchronize() override { inner_.synchronize(); }
   void embedding_forward(float* o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C,
                          int vb, int ve) override {
     timed("embedding_forward", [&] { inner_.embedding_forward(o, t, wte, wpe, B, T, C, vb, ve); });
@@ -66,9 +56,6 @@ class TimingBackend final : public kernels::Backend {
                           int C, int NH) override {
     timed("attention_backward", [&] { inner_.attention_backward(dqkv, s, d, qkv, a, B, T, C, NH); });
   }
-  std::size_t attention_scratch_size(int B, int T, int NH) const override {
-    return inner_.attention_scratch_size(B, T, NH);
-  }
   void cross_entropy_forward(float* l, const float* lg, const int32_t* t, int N, int V, int Vp) override {
     timed("cross_entropy_forward", [&] { inner_.cross_entropy_forward(l, lg, t, N, V, Vp); });
   }
@@ -98,6 +85,9 @@ class TimingBackend final : public kernels::Backend {
     double r = 0;
     timed("sum_squares", [&] { r = inner_.sum_squares(x, n); });
     return r;
+  }
+  void round_to_precision(float* d, const float* s, std::size_t n, kernels::Precision p) override {
+    timed("round_to_precision", [&] { inner_.round_to_precision(d, s, n, p); });
   }
   void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n,
                     const kernels::AdamWArgs& a) override {

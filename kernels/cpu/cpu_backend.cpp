@@ -171,6 +171,10 @@ void CpuBackend::scale(float* x, float factor, std::size_t n) { cpu::scale(x, fa
 
 double CpuBackend::sum_squares(const float* x, std::size_t n) { return cpu::sum_squares(x, n); }
 
+void CpuBackend::round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {
+  cpu::round_to_precision(dst, src, n, precision);
+}
+
 void CpuBackend::adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                               const AdamWArgs& args) {
   cpu::adamw_update(param, grad, m, v, n, args);

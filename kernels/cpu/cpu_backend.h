@@ -68,6 +68,7 @@ class CpuBackend final : public Backend {
   void accumulate(float* dst, const float* src, std::size_t n) override;
   void scale(float* x, float factor, std::size_t n) override;
   double sum_squares(const float* x, std::size_t n) override;
+  void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) override;
 
   void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                     const AdamWArgs& args) override;

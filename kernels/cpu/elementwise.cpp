@@ -71,4 +71,21 @@ double sum_squares(const float* x, std::size_t n) {
   return total;
 }
 
+void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+  switch (precision) {
+    case Precision::kFp32:
+      if (dst != src) std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case Precision::kBf16:
+#pragma omp parallel for simd schedule(static)
+      for (std::ptrdiff_t i = 0; i < count; i++) dst[i] = round_to_bf16(src[i]);
+      return;
+    case Precision::kFp16:
+#pragma omp parallel for schedule(static)
+      for (std::ptrdiff_t i = 0; i < count; i++) dst[i] = round_to_fp16(src[i]);
+      return;
+  }
+}
+
 }  // namespace trident::kernels::cpu

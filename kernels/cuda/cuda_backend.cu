@@ -242,6 +242,10 @@ double CudaBackend::sum_squares(const float* x, std::size_t n) {
   return cuda::sum_squares(x, n, sum_squares_scratch_, stream_);
 }
 
+void CudaBackend::round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {
+  cuda::round_to_precision(dst, src, n, precision, stream_);
+}
+
 void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                                const AdamWArgs& args) {
   cuda::adamw_update(param, grad, m, v, n, args, stream_);

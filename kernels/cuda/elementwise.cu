@@ -9,6 +9,10 @@
 //   stage 2: one block reduces the partials into scratch[kSumSquaresBlocks].
 // A fixed grid gives a fixed order of additions, so the result is the same on every run
 // (no atomics). The scalar is copied back and the stream waited for.
+#include <cuda_bf16.h>  // __float2bfloat16_rn
+#include <cuda_fp16.h>  // __float2half_rn
+#include <cuda_runtime.h>  // cudaMemcpyAsync
+
 #include "kernels/cuda/block_reduce.cuh"  // block_sum
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK, CUDA_CHECK_LAUNCH
 #include "kernels/cuda/elementwise.cuh"
@@ -28,6 +32,14 @@ __global__ void accumulate_kernel(float* dst, const float* src, std::size_t n) {
 
 __global__ void scale_kernel(float* x, float factor, std::size_t n) {
   for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) x[i] *= factor;
+}
+
+__global__ void round_to_bf16_kernel(float* dst, const float* src, std::size_t n) {
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
+}
+
+__global__ void round_to_fp16_kernel(float* dst, const float* src, std::size_t n) {
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) dst[i] = __half2float(__float2half_rn(src[i]));
 }
 
 // Stage 1: partials[blockIdx.x] = sum of x[i]^2 over this block's share of the grid stride.
@@ -81,6 +93,22 @@ double sum_squares(const float* x, std::size_t n, double* scratch, cudaStream_t 
   CUDA_CHECK(cudaMemcpyAsync(&result, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return result;
+}
+
+void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision, cudaStream_t stream) {
+  if (n == 0) return;
+  switch (precision) {
+    case Precision::kFp32:
+      if (dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      return;
+    case Precision::kBf16:
+      round_to_bf16_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(dst, src, n);
+      break;
+    case Precision::kFp16:
+      round_to_fp16_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(dst, src, n);
+      break;
+  }
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace trident::kernels::cuda

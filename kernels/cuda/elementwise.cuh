@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "kernels/precision.h"
+
 namespace trident::kernels::cuda {
 
 // out = a + b (out may alias a or b).
@@ -14,6 +16,9 @@ void add(float* out, const float* a, const float* b, std::size_t n, cudaStream_t
 void accumulate(float* dst, const float* src, std::size_t n, cudaStream_t stream);
 // x *= factor
 void scale(float* x, float factor, std::size_t n, cudaStream_t stream);
+// dst = src rounded to the precision's storage with the device's own conversions
+// (__float2bfloat16_rn, __float2half_rn); dst may alias src.
+void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision, cudaStream_t stream);
 
 // Partial sums sum_squares needs on the device: kSumSquaresBlocks + 1 doubles.
 inline constexpr int kSumSquaresBlocks = 256;

@@ -32,7 +32,8 @@ std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid&
       std::size_t largest = 0;
       for (int s = 0; s < grid.pp(); ++s) {
         const auto m = estimate_memory(setup.model, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch,
-                                       train::run_layout(variant, setup.stage_layers, 0, s), zero == 1 ? grid.dp() : 1);
+                                       train::run_layout(variant, setup.stage_layers, 0, s), zero == 1 ? grid.dp() : 1,
+                                       t.precision != "fp32");
         largest = std::max(largest, m.total());
       }
       char line[128];

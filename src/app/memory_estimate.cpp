@@ -20,7 +20,8 @@ std::string format_bytes(double bytes) {
 }
 
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
-                               std::size_t attention_scratch, const model::GptLayout& layout, int zero_shards) {
+                               std::size_t attention_scratch, const model::GptLayout& layout, int zero_shards,
+                               bool master_weights) {
   MemoryEstimate m;
   const std::size_t params = model::build_gpt_param_table(config, layout).total_count();
   // The same shard arithmetic the trainer allocates with: padded arenas, and AdamW state for
@@ -28,7 +29,7 @@ MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, 
   const parallel::ArenaShard shard = parallel::shard_arena(params, zero_shards, 0);
   m.parameters = shard.padded_size * sizeof(float);
   m.gradients = shard.padded_size * sizeof(float);
-  m.optimizer = 2 * std::min(shard.block, params) * sizeof(float);
+  m.optimizer = (master_weights ? 3 : 2) * std::min(shard.block, params) * sizeof(float);
   m.activations = model::activation_floats(config, micro_batch, seq_len, attention_scratch, layout) * sizeof(float);
   m.stage = layout.pp_rank;
   m.layers = layout.stage(config).layers();

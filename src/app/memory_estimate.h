@@ -14,7 +14,7 @@ namespace trident::app {
 struct MemoryEstimate {
   std::size_t parameters = 0;   // bytes, fp32
   std::size_t gradients = 0;
-  std::size_t optimizer = 0;    // AdamW first and second moments
+  std::size_t optimizer = 0;    // AdamW first and second moments (and fp32 master weights)
   std::size_t activations = 0;  // forward state of the micro-batches in flight plus backward scratch
   int stage = 0;
   int layers = 0;               // blocks on the stage
@@ -24,10 +24,11 @@ struct MemoryEstimate {
 
 // attention_scratch: floats the backend asks for (Backend::attention_scratch_size for the
 // rank's heads). zero_shards: dp with parallel.zero = 1 (the AdamW state is one block of the
-// arena padded to a multiple of dp, parallel/zero_shard.h), 1 otherwise.
+// arena padded to a multiple of dp, parallel/zero_shard.h), 1 otherwise. master_weights:
+// train.precision is bf16 or fp16 (AdamW then holds fp32 master weights of its block too).
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
                                std::size_t attention_scratch, const model::GptLayout& layout = {},
-                               int zero_shards = 1);
+                               int zero_shards = 1, bool master_weights = false);
 
 // One row per pipeline stage (every rank of a stage needs the same).
 std::string memory_table(const std::vector<MemoryEstimate>& stages, const char* recompute, int zero_shards);

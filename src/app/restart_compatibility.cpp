@@ -10,9 +10,12 @@ namespace trident::app {
 bool restart_may_change(const std::string& key) {
   // Whole sections, then single keys.
   constexpr std::array<std::string_view, 3> kSections = {"parallel.", "log.", "checkpoint."};
-  constexpr std::array<std::string_view, 10> kKeys = {
-      "run.dir",          "run.restart",      "run.threads",       "run.device",      "run.save_final",
-      "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path"};
+  // train.precision may change too: checkpoints hold fp32 master weights whatever the precision
+  // (an fp16 run resumed from another precision starts at train.loss_scale).
+  constexpr std::array<std::string_view, 13> kKeys = {
+      "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
+      "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
+      "train.precision",  "train.loss_scale", "train.loss_scale_window"};
   for (std::string_view section : kSections) {
     if (key.rfind(section, 0) == 0) return true;
   }

@@ -27,6 +27,15 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
                 static_cast<long long>(t.global_batch), t.seq_len, static_cast<long long>(t.global_batch * t.seq_len),
                 static_cast<long long>(micro_per_step), static_cast<long long>(t.micro_batch));
   out += line;
+  if (t.precision == "bf16") {
+    out += "precision: bf16 activations and compute weights; fp32 master weights, gradients and optimizer state\n";
+  } else if (t.precision == "fp16") {
+    std::snprintf(line, sizeof line,
+                  "precision: fp16 activations and compute weights; fp32 master weights, gradients and optimizer "
+                  "state; dynamic loss scale from %g (doubling after %lld clean steps)\n",
+                  t.loss_scale, static_cast<long long>(t.loss_scale_window));
+    out += line;
+  }
   if (grid.pp() > 1) {
     const auto kind = parallel::parse_schedule_kind(setup.config.parallel.schedule);
     const int chunks = train::chunks_per_rank(setup.config);
@@ -47,7 +56,7 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
   for (int s = 0; s < grid.pp(); ++s) {
     stages.push_back(estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch,
                                      train::run_layout(setup.config, setup.stage_layers, 0, s),
-                                     setup.config.parallel.zero == 1 ? grid.dp() : 1));
+                                     setup.config.parallel.zero == 1 ? grid.dp() : 1, t.precision != "fp32"));
   }
   out += memory_table(stages, t.recompute.c_str(), setup.config.parallel.zero == 1 ? grid.dp() : 1);
   return out;

@@ -1,4 +1,5 @@
 // trident train DECK [--section.key=value ...]
+#include <memory>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +8,7 @@
 
 #include "io/user_error.h"
 #include "kernels/backend.h"
+#include "kernels/rounded_storage_backend.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/parallel_context.h"
 #include "src/app/command_args.h"
@@ -98,6 +100,12 @@ int train_command(const std::vector<std::string>& args) {
   // MPI moves host memory: under a GPU backend every group stages device buffers through it.
   parallel::BackendMemory backend_memory(*backend);
   if (device.device != kernels::Device::kCpu) ctx.stage_device_buffers(backend_memory);
+  // bf16 / fp16: 16-bit storage on the fp32 kernels (kernels/rounded_storage_backend.h), until
+  // the CUDA backend has kernels with 16-bit buffers.
+  const kernels::Precision precision = kernels::parse_precision(c.train.precision);
+  std::unique_ptr<kernels::RoundedStorageBackend> rounded;
+  if (precision != kernels::Precision::kFp32) rounded = std::make_unique<kernels::RoundedStorageBackend>(*backend, precision);
+  kernels::Backend& compute = rounded ? static_cast<kernels::Backend&>(*rounded) : *backend;
 
   if (leader) {
     std::printf("%s", version_text().c_str());
@@ -105,7 +113,7 @@ int train_command(const std::vector<std::string>& args) {
                                      backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
                                                                      c.train.seq_len, c.model.heads / c.parallel.tp))
                           .c_str());
-    std::printf("backend: %s per rank (%s)\n", backend->name().c_str(), device.reason.c_str());
+    std::printf("backend: %s per rank (%s)\n", compute.name().c_str(), device.reason.c_str());
     std::printf("data: %s: %lld tokens (%lld train), vocab %lld, tokenizer %s\n", c.data.path.c_str(),
                 static_cast<long long>(info.total_tokens), static_cast<long long>(info.train_tokens),
                 static_cast<long long>(info.vocab_size), info.tokenizer.c_str());
@@ -129,7 +137,7 @@ int train_command(const std::vector<std::string>& args) {
   // Memory the trainer adds (parameters, gradients, optimizer state, activations), measured as
   // the growth of the resident high-water mark, against the estimate printed at start-up.
   const double resident_before = static_cast<double>(resident_bytes());
-  train::Trainer trainer(c, setup.model, layout, ctx, *backend, *dataset);
+  train::Trainer trainer(c, setup.model, layout, ctx, compute, *dataset);
   const auto start = std::chrono::steady_clock::now();
   trainer.record_deck(setup.deck.to_ini());
   const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());
@@ -172,7 +180,7 @@ int train_command(const std::vector<std::string>& args) {
         setup.model, static_cast<int>(c.train.micro_batch), c.train.seq_len,
         backend->attention_scratch_size(static_cast<int>(c.train.micro_batch), c.train.seq_len,
                                         c.model.heads / c.parallel.tp),
-        layout, c.parallel.zero == 1 ? c.parallel.dp : 1);
+        layout, c.parallel.zero == 1 ? c.parallel.dp : 1, c.train.precision != "fp32");
     if (leader) {
       std::printf("memory: rank 0 estimate %s; measured growth of resident memory while training: %.1f MiB "
                   "(largest over ranks)\n",
@@ -194,7 +202,8 @@ int train_command(const std::vector<std::string>& args) {
   // Collective: every rank writes the slices it owns.
   if (c.run.save_final) {
     const std::string params_path = c.run.dir + "/final-params.h5";
-    train::write_final_parameters(params_path, trainer.model().params(), trainer.model().parameters(), *backend, ctx,
+    train::write_final_parameters(params_path, trainer.model().params(), trainer.fp32_parameters(),
+                                  trainer.fp32_parameters_begin(), *backend, ctx,
                                   c.train.steps, setup.model, ctx.world_handle());
     if (leader) std::printf("final parameters: %s\n", params_path.c_str());
   }

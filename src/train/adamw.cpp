@@ -5,8 +5,8 @@
 namespace trident::train {
 
 AdamW::AdamW(const model::ParamTable& table, kernels::Backend& backend, AdamWSettings settings,
-             std::size_t shard_begin, std::size_t shard_end)
-    : backend_(backend), settings_(settings) {
+             std::size_t shard_begin, std::size_t shard_end, kernels::Precision compute_precision)
+    : backend_(backend), settings_(settings), precision_(compute_precision) {
   shard_end = std::min(shard_end, table.total_count());
   shard_begin_ = std::min(shard_begin, shard_end);
   state_count_ = shard_end - shard_begin_;
@@ -19,9 +19,14 @@ AdamW::AdamW(const model::ParamTable& table, kernels::Backend& backend, AdamWSet
   v_ = backend_.allocate(std::max<std::size_t>(state_count_, 1));
   backend_.fill_zero(m_, state_count_);
   backend_.fill_zero(v_, state_count_);
+  if (precision_ != kernels::Precision::kFp32) {
+    master_ = backend_.allocate(std::max<std::size_t>(state_count_, 1));
+    backend_.fill_zero(master_, state_count_);
+  }
 }
 
 AdamW::~AdamW() {
+  if (master_ != nullptr) backend_.release(master_);
   backend_.release(v_);
   backend_.release(m_);
 }
@@ -36,8 +41,21 @@ void AdamW::update(float* params, const float* shard_grads, double lr, int64_t s
   for (const Segment& s : segments_) {
     args.weight_decay = s.decay ? static_cast<float>(settings_.weight_decay) : 0.0f;
     const std::size_t local = s.offset - shard_begin_;
-    backend_.adamw_update(params + s.offset, shard_grads + local, m_ + local, v_ + local, s.count, args);
+    if (master_ == nullptr) {
+      backend_.adamw_update(params + s.offset, shard_grads + local, m_ + local, v_ + local, s.count, args);
+    } else {
+      // Two passes where a fused kernel would do one (the CUDA backend's to come); the
+      // numbers are the same.
+      backend_.adamw_update(master_ + local, shard_grads + local, m_ + local, v_ + local, s.count, args);
+      backend_.round_to_precision(params + s.offset, master_ + local, s.count, precision_);
+    }
   }
+}
+
+void AdamW::adopt_parameters(float* params, std::size_t count) {
+  if (master_ == nullptr) return;
+  backend_.round_to_precision(master_, params + shard_begin_, state_count_, kernels::Precision::kFp32);  // a copy
+  backend_.round_to_precision(params, params, count, precision_);
 }
 
 }  // namespace trident::train

@@ -1,6 +1,12 @@
 // AdamW over a parameter table: first and second moments for a contiguous range of the
 // parameter arena (the whole arena, or this rank's ZeRO-1 shard), decay only where the table
 // says so (not biases, not norms).
+//
+// Mixed precision (train.precision = bf16 | fp16): the model computes with a 16-bit copy of its
+// weights, and small updates would vanish in it (bf16 keeps 8 significant bits: an update below
+// 1/256 of a weight is lost). So AdamW also holds the fp32 master weights of its range, updates
+// those, and writes the compute copy rounded from them. Checkpoints and final files hold the
+// master weights.
 #pragma once
 
 #include <cstdint>
@@ -23,15 +29,30 @@ class AdamW {
  public:
   // Holds state for arena elements [shard_begin, shard_end) (clamped to the table; padding
   // beyond the last tensor belongs to no parameter and is never updated).
+  // compute_precision: the precision of the model's weights; other than kFp32, AdamW keeps fp32
+  // master weights for its range.
   AdamW(const model::ParamTable& table, kernels::Backend& backend, AdamWSettings settings,
-        std::size_t shard_begin = 0, std::size_t shard_end = std::numeric_limits<std::size_t>::max());
+        std::size_t shard_begin = 0, std::size_t shard_end = std::numeric_limits<std::size_t>::max(),
+        kernels::Precision compute_precision = kernels::Precision::kFp32);
   ~AdamW();
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
   // One update of the shard's parameters: params is the whole arena; shard_grads[i] is the
-  // gradient of arena element shard_begin + i. step_number is 1-based (bias correction).
+  // gradient of arena element shard_begin + i. step_number is 1-based (bias correction). With
+  // master weights the update goes to them and params[shard] receives their rounded values.
   void update(float* params, const float* shard_grads, double lr, int64_t step_number);
-  std::size_t state_bytes() const { return 2 * state_count_ * sizeof(float); }
+  // After the parameters were set (initialised or loaded) in fp32: takes the master weights from
+  // params[shard], then rounds all `count` elements of the arena to the compute precision (every
+  // replica rounds the same values alike). Nothing to do in fp32.
+  void adopt_parameters(float* params, std::size_t count);
+  // fp32 values of arena elements [shard_begin(), shard_begin() + state_count()): the master
+  // weights, or params + shard_begin() when there are none.
+  const float* fp32_parameters(const float* params) const {
+    return master_ != nullptr ? master_ : params + shard_begin_;
+  }
+  kernels::Precision compute_precision() const { return precision_; }
+  // Moments, and master weights in mixed precision.
+  std::size_t state_bytes() const { return (master_ != nullptr ? 3 : 2) * state_count_ * sizeof(float); }
   // The moments of arena elements [shard_begin(), shard_begin() + state_count()) (checkpoints).
   std::size_t shard_begin() const { return shard_begin_; }
   std::size_t state_count() const { return state_count_; }
@@ -49,8 +70,10 @@ class AdamW {
   std::size_t shard_begin_ = 0;
   std::size_t state_count_ = 0;
   std::vector<Segment> segments_;
+  kernels::Precision precision_ = kernels::Precision::kFp32;
   float* m_ = nullptr;
   float* v_ = nullptr;
+  float* master_ = nullptr;  // fp32 master weights (mixed precision only)
 };
 
 }  // namespace trident::train

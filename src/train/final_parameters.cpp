@@ -58,12 +58,12 @@ std::vector<std::pair<std::string, int64_t>> layout_attributes(const parallel::R
           {"padded_vocab", model_config.padded_vocab}};
 }
 
-void write_final_parameters(const std::string& path, const model::ParamTable& table, const float* params,
-                            kernels::Backend& backend, const parallel::ParallelContext& ctx, int64_t step,
-                            const model::GptConfig& model_config, MPI_Comm world) {
+void write_final_parameters(const std::string& path, const model::ParamTable& table, const float* held,
+                            std::size_t held_begin, kernels::Backend& backend, const parallel::ParallelContext& ctx,
+                            int64_t step, const model::GptConfig& model_config, MPI_Comm world) {
   const parallel::ArenaShard band = write_band(table, ctx.grid(), ctx.coord());
   std::vector<float> host(band.size());
-  if (!host.empty()) backend.copy_to_host(host.data(), params + band.begin, host.size());
+  if (!host.empty()) backend.copy_to_host(host.data(), held + (band.begin - held_begin), host.size());
   io::write_param_file(path, world, owned_slices(table, host.data(), band.begin, "", ctx.coord(), band),
                        layout_attributes(ctx.grid(), step, model_config));
 }

@@ -45,12 +45,13 @@ std::vector<std::pair<std::string, int64_t>> layout_attributes(const parallel::R
                                                                const model::GptConfig& model_config);
 
 // Collective over `world` (the communicator `ctx` was built over: every rank calls it).
-// Copies this rank's band of the parameters (arena `params` of `backend`) to the host and
-// writes every tensor of `table` under its global name and shape. Root attributes: step, dp,
-// tp, pp, vocab, padded_vocab. Throws io::UserError naming the file on every rank when it
-// cannot be written.
-void write_final_parameters(const std::string& path, const model::ParamTable& table, const float* params,
-                            kernels::Backend& backend, const parallel::ParallelContext& ctx, int64_t step,
-                            const model::GptConfig& model_config, MPI_Comm world);
+// Copies this rank's band of the parameters to the host and writes every tensor of `table`
+// under its global name and shape. `held` is memory of `backend` holding the fp32 values of
+// arena elements [held_begin, ...), covering the band (the arena itself with held_begin 0, or
+// the optimizer's master weights in mixed precision). Root attributes: step, dp, tp, pp, vocab,
+// padded_vocab. Throws io::UserError naming the file on every rank when it cannot be written.
+void write_final_parameters(const std::string& path, const model::ParamTable& table, const float* held,
+                            std::size_t held_begin, kernels::Backend& backend, const parallel::ParallelContext& ctx,
+                            int64_t step, const model::GptConfig& model_config, MPI_Comm world);
 
 }  // namespace trident::train

@@ -65,6 +65,15 @@ std::vector<NormSegment> norm_segments_of(const model::ParamTable& table, const 
   return segments;
 }
 
+LossScalerSettings scaler_settings(const io::TrainSection& t) {
+  LossScalerSettings s;
+  s.initial_scale = t.loss_scale;
+  s.growth_interval = t.loss_scale_window;
+  // A scale above the ceiling would only be clamped at its first growth: start at most there.
+  s.initial_scale = std::min(s.initial_scale, s.max_scale);
+  return s;
+}
+
 std::size_t bucket_elems(double bucket_mb) {
   return static_cast<std::size_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
 }
@@ -76,12 +85,14 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
     : config_(config),
       ctx_(ctx),
       backend_(backend),
+      precision_(kernels::parse_precision(config.train.precision)),
+      scaler_(scaler_settings(config.train)),
       zero_(config.parallel.zero == 1),
       shard_(shard_of(config, model_config, layout, ctx)),
       model_(model_config, backend, static_cast<int>(config.train.micro_batch), config.train.seq_len,
              {.layout = layout, .arena_size = shard_.padded_size,
               .tensor_parallel = parallel::TensorParallel(&ctx.tensor())}),
-      optimizer_(model_.params(), backend, adamw_settings(config.optim), shard_.begin, shard_.end),
+      optimizer_(model_.params(), backend, adamw_settings(config.optim), shard_.begin, shard_.end, precision_),
       norm_segments_(norm_segments_of(model_.params(), shard_, ctx.coord().tp_rank, model_.stage())),
       schedule_(schedule_of(config)),
       loader_(dataset, geometry_of(config, ctx), config.run.seed),
@@ -110,15 +121,18 @@ void Trainer::initialize_parameters() {
       backend_.copy_to_device(model_.parameters() + t.offset + begin, host.data(), count);
     }
   }
+  optimizer_.adopt_parameters(model_.parameters(), model_.arena_size());
 }
 
 StepResult Trainer::step(int64_t step_index) {
   const auto start = std::chrono::steady_clock::now();
   StepResult result;
   result.lr = schedule_.at(step_index);
+  const bool scaled = precision_ == kernels::Precision::kFp16;
+  result.loss_scale = scaled ? scaler_.scale() : 1.0;
   model_.zero_gradients();
   buckets_.begin();
-  double loss_sum = run_schedule(step_index);
+  double loss_sum = run_schedule(step_index, result.loss_scale);
   // Sequence parallelism leaves the LayerNorm gradients partial on each tensor rank: sum them
   // over the tensor group before the data-parallel reduction (ZeRO's reduce-scatter) and the
   // norm. Without ZeRO the last backward has already started data-parallel buckets that may
@@ -149,26 +163,37 @@ StepResult Trainer::step(int64_t step_index) {
   for (const NormSegment& s : norm_segments_) squares += backend_.sum_squares(model_.gradients() + s.offset, s.count);
   if (zero_) ctx_.data().all_reduce_sum(&squares, 1);
   ctx_.model().all_reduce_sum(&squares, 1);
-  result.grad_norm = std::sqrt(squares);
-  const double clip = config_.optim.grad_clip;
-  if (clip > 0.0 && result.grad_norm > clip) {
-    backend_.scale(shard_grads, static_cast<float>(clip / result.grad_norm), count);
+  // The gradients are loss_scale times the true ones: so is their norm.
+  result.grad_norm = std::sqrt(squares) / result.loss_scale;
+  if (scaled) {
+    // An inf or NaN anywhere makes the sum of squares non-finite on the ranks that reduced it;
+    // the flag is agreed over the world so that every rank skips the same steps.
+    const bool overflow = ctx_.world().all_reduce_max(std::isfinite(squares) ? 0 : 1) != 0;
+    result.skipped = !scaler_.update(overflow);
   }
-  optimizer_.update(model_.parameters(), shard_grads, result.lr, step_index + 1);
-  if (zero_) ctx_.data().all_gather_in_place(model_.parameters(), shard_.block);
+  if (!result.skipped) {
+    // Unscaling and clipping in one pass: the clip applies to the true (unscaled) norm.
+    const double clip = config_.optim.grad_clip;
+    double factor = 1.0 / result.loss_scale;
+    if (clip > 0.0 && result.grad_norm > clip) factor *= clip / result.grad_norm;
+    if (factor != 1.0) backend_.scale(shard_grads, static_cast<float>(factor), count);
+    optimizer_.update(model_.parameters(), shard_grads, result.lr, step_index + 1);
+    if (zero_) ctx_.data().all_gather_in_place(model_.parameters(), shard_.block);
+  }
   backend_.synchronize();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
-double Trainer::run_schedule(int64_t step_index) {
+double Trainer::run_schedule(int64_t step_index, double loss_scale) {
   using parallel::ActionKind;
   const model::StageLayout& stage = model_.stage();
   parallel::Comm& pipe = ctx_.pipeline();
   const int stages = pipe.size();
   const int me = pipe.rank();
   const std::size_t boundary = model_.boundary_floats();
-  const float dloss = static_cast<float>(1.0 / tokens_per_step_);
+  // d(step loss)/d(token loss), times the fp16 loss scale (1 otherwise).
+  const float dloss = static_cast<float>(loss_scale / tokens_per_step_);
   // The last backward of the step starts the data-parallel buckets (not with ZeRO-1, whose
   // reduce-scatter waits for the whole gradient). Not with several chunks either: a chunk's
   // backward makes only its own blocks final, so the arena offsets would not be monotone; the
@@ -300,7 +325,15 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
           {"tokens_per_s", tokens_per_step_ / r.seconds}, {"ms_per_step", r.seconds * 1e3},
           {"mfu", progress.mfu(r.seconds)}};
       if (eval_now) fields.emplace_back("val_loss", val_loss);
+      if (precision_ == kernels::Precision::kFp16) {
+        fields.emplace_back("loss_scale", r.loss_scale);
+        fields.emplace_back("skipped", r.skipped ? 1.0 : 0.0);
+      }
       if (metrics) metrics->write(fields);
+      if (r.skipped) {
+        std::printf("step %lld: fp16 gradients overflowed at loss scale %g: update skipped, scale now %g\n",
+                    static_cast<long long>(s + 1), r.loss_scale, scaler_.scale());
+      }
       if ((s + 1) % config_.log.every == 0 || last || s == 0 || eval_now || stop) {
         std::printf("%s\n", progress.line(s + 1, r.loss, r.lr, r.grad_norm, r.seconds, val_loss).c_str());
         std::fflush(stdout);

@@ -9,6 +9,11 @@
 // last stage; global gradient norm; clip; AdamW; log. With ZeRO-1 the data-parallel reduction
 // is one reduce-scatter after backward, AdamW updates this rank's block, and an all-gather
 // shares the updated parameters.
+//
+// Mixed precision (train.precision, docs/model.md): the backend the trainer is given stores
+// activations in 16 bits; AdamW keeps the fp32 master weights. fp16 multiplies the loss by the
+// loss scale before backward; a step whose gradients overflow on any rank is skipped and the
+// scale backed off, otherwise the gradients are unscaled before the norm is clipped.
 #pragma once
 
 #include <cmath>
@@ -26,6 +31,7 @@
 #include "parallel/zero_shard.h"
 #include "src/model/gpt.h"
 #include "src/train/adamw.h"
+#include "src/train/loss_scaler.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/pipeline_plan.h"
 
@@ -50,6 +56,8 @@ struct StepResult {
   double grad_norm = 0.0;  // global norm before clipping
   double lr = 0.0;
   double seconds = 0.0;
+  bool skipped = false;     // fp16: the gradients overflowed, no update was made
+  double loss_scale = 1.0;  // the scale this step's backward ran with (1 without fp16)
 };
 
 class Trainer {
@@ -83,11 +91,17 @@ class Trainer {
   // Mean validation loss over train.eval_batches global batches (every rank gets it).
   double evaluate();
   model::Gpt& model() { return model_; }
+  // fp32 values of the parameters for files: backend memory holding arena elements
+  // [fp32_parameters_begin(), ...) of this rank's optimizer range (the master weights in mixed
+  // precision, else the arena itself).
+  const float* fp32_parameters() { return optimizer_.fp32_parameters(model_.parameters()); }
+  std::size_t fp32_parameters_begin() const { return optimizer_.shard_begin(); }
+  const LossScaler& loss_scaler() const { return scaler_; }
 
  private:
   // Runs the forward-and-backward actions of one step; returns this rank's loss sum (non-zero
   // on the last stage only).
-  double run_schedule(int64_t step_index);
+  double run_schedule(int64_t step_index, double loss_scale);
   // Sums the tied embedding's gradient between the first and the last stage (pp > 1).
   void reduce_embedding_gradient();
   // Bytes and time per group and step, printed at the end of run().
@@ -95,6 +109,8 @@ class Trainer {
   const io::RunConfig& config_;
   parallel::ParallelContext& ctx_;
   kernels::Backend& backend_;
+  kernels::Precision precision_ = kernels::Precision::kFp32;  // train.precision
+  LossScaler scaler_;  // used with fp16 only
   bool zero_ = false;          // parallel.zero = 1: optimizer state sharded over the data group
   parallel::ArenaShard shard_;  // this rank's block of the arenas (the whole arena without ZeRO)
   model::Gpt model_;

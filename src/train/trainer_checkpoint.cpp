@@ -1,7 +1,8 @@
 // Trainer checkpoints: parameters and AdamW moments of every tensor at global shapes in one
 // parameter file (io/param_file.h), so a checkpoint restarts on any layout. Names: the
 // parameter's global name, "optimizer.m.NAME" and "optimizer.v.NAME"; attributes: the steps
-// done, tokens and samples consumed, the seed, the last learning rate, the loss scale, the
+// done, tokens and samples consumed, the seed, the last learning rate, the loss scale (and, from
+// fp16 runs, its clean-step count), the
 // layout that wrote it, the resolved deck ("deck") and the program (docs/checkpoint-format.md).
 // The data position and the learning rate follow from (seed, step) (pure functions of them),
 // so nothing else is needed to resume the same stream exactly.
@@ -67,7 +68,8 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   const std::size_t held = band.begin - optimizer_.shard_begin();  // the band lies in the held state
   std::vector<float> staging;
   if (backend_.device() != kernels::Device::kCpu) staging.reserve(3 * band.size());
-  const float* params = host_view(backend_, model_.parameters() + band.begin, band.size(), staging);
+  // The fp32 values: the master weights in mixed precision (the model holds a rounded copy).
+  const float* params = host_view(backend_, fp32_parameters() + held, band.size(), staging);
   const float* m = host_view(backend_, optimizer_.first_moment() + held, band.size(), staging);
   const float* v = host_view(backend_, optimizer_.second_moment() + held, band.size(), staging);
   const parallel::GridCoord coord = ctx_.coord();
@@ -90,8 +92,11 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   attributes.emplace_back("samples", config_.train.global_batch * steps_done);  // = the data cursor
   attributes.emplace_back("seed", static_cast<int64_t>(config_.run.seed));
   io::WriteOptions options;
+  const bool fp16 = precision_ == kernels::Precision::kFp16;
   options.double_attributes = {{"lr", steps_done > 0 ? schedule_.at(steps_done - 1) : 0.0},
-                               {"loss_scale", 1.0}};  // fp32 training: no loss scaling
+                               {"loss_scale", fp16 ? scaler_.scale() : 1.0}};  // 1: no loss scaling
+  // The scaler's other state; present only when an fp16 run wrote the file.
+  if (fp16) attributes.emplace_back("loss_scale_clean_steps", scaler_.clean_steps());
   const std::string name = checkpoint_name(steps_done);
   const auto writing = std::chrono::steady_clock::now();
   io::write_param_file(dir + "/" + name, ctx_.world_handle(), slices, attributes,
@@ -152,6 +157,16 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
     backend_.copy_to_device(model_.parameters(), params, table.total_count());
     backend_.copy_to_device(optimizer_.first_moment(), m, optimizer_.state_count());
     backend_.copy_to_device(optimizer_.second_moment(), v, optimizer_.state_count());
+  }
+  optimizer_.adopt_parameters(model_.parameters(), model_.arena_size());
+  // fp16 resumes its loss scale when an fp16 run wrote the checkpoint; from another precision it
+  // starts at train.loss_scale.
+  const auto clean = attributes.find("loss_scale_clean_steps");
+  if (precision_ == kernels::Precision::kFp16 && clean != attributes.end()) {
+    const auto doubles = io::read_param_file_double_attributes(path);
+    const auto scale = doubles.find("loss_scale");
+    if (scale == doubles.end()) throw io::UserError("checkpoint '" + path + "': loss_scale_clean_steps without loss_scale");
+    scaler_.restore(scale->second, clean->second);
   }
   return step->second;
 }

@@ -347,6 +347,24 @@ TEST_F(TwinBackends, AddAccumulateAndScaleMatchCpu) {
   }
 }
 
+// The device's own conversions (__float2bfloat16_rn, __float2half_rn) against the CPU's bit
+// arithmetic (kernels/precision.h): both round to nearest, ties to even, so every bit agrees,
+// over values that reach fp16's overflow and subnormal range.
+TEST_F(TwinBackends, RoundToPrecisionIsBitIdenticalToCpu) {
+  for (const Precision p : {Precision::kBf16, Precision::kFp16, Precision::kFp32}) {
+    SCOPED_TRACE(precision_name(p));
+    std::vector<float> values = uniform(kLargeLength, -70000.0f, 70000.0f);
+    const std::vector<float> small = uniform(kSmallLength, -1e-6f, 1e-6f);
+    values.insert(values.end(), small.begin(), small.end());
+    auto x = twin(values);
+    auto out = twin(uniform(values.size(), 5.0f, 9.0f));  // overwritten
+    run_on_both([&](Backend& be, Side side) { be.round_to_precision(out.on(side), x.on(side), values.size(), p); });
+    expect_twins_agree(out, 0.0, "round_to_precision");
+    run_on_both([&](Backend& be, Side side) { be.round_to_precision(x.on(side), x.on(side), values.size(), p); });
+    expect_twins_agree(x, 0.0, "round_to_precision in place");
+  }
+}
+
 TEST_F(TwinBackends, SumSquaresMatchesCpuInDouble) {
   EXPECT_EQ(gpu_->sum_squares(nullptr, 0), 0.0);
   for (const std::size_t n : {std::size_t{1}, kSmallLength, kLargeLength}) {

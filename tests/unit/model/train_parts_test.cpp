@@ -64,6 +64,11 @@ TEST(MemoryEstimate, MatchesWhatTheTrainerAllocates) {
     // AdamW's state: two moments of this rank's block (the whole table without ZeRO).
     train::AdamW adamw(gpt.params(), *backend, {}, shard.begin, shard.end);
     EXPECT_EQ(m.optimizer, adamw.state_bytes()) << "dp " << dp;
+    // Mixed precision adds the fp32 master weights of the same block.
+    const auto mixed = app::estimate_memory(c, 3, 7, backend->attention_scratch_size(3, 7, 2), {}, dp, true);
+    train::AdamW master(gpt.params(), *backend, {}, shard.begin, shard.end, kernels::Precision::kBf16);
+    EXPECT_EQ(mixed.optimizer, master.state_bytes()) << "dp " << dp;
+    EXPECT_EQ(mixed.optimizer, m.optimizer / 2 * 3);
   }
   // ZeRO-1 over 4 ranks keeps about a quarter of the optimizer state.
   model::GptConfig big{12, 12, 768, 1024, 50257, 50304};

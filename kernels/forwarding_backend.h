@@ -1,0 +1,112 @@
+// ForwardingBackend: a Backend that passes every call to another one. Decorators derive from it
+// and override only what they change (kernels/rounded_storage_backend.h rounds stored outputs,
+// perf/timing_backend.h times each kernel).
+#pragma once
+
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace trident::kernels {
+
+class ForwardingBackend : public Backend {
+ public:
+  // inner must outlive this.
+  explicit ForwardingBackend(Backend& inner) : inner_(inner) {}
+
+  Device device() const override { return inner_.device(); }
+  std::string name() const override { return inner_.name(); }
+  float* allocate(std::size_t n) override { return inner_.allocate(n); }
+  void release(float* p) override { inner_.release(p); }
+  void fill_zero(float* p, std::size_t n) override { inner_.fill_zero(p, n); }
+  void copy_to_device(float* d, const float* s, std::size_t n) override { inner_.copy_to_device(d, s, n); }
+  void copy_to_host(float* d, const float* s, std::size_t n) override { inner_.copy_to_host(d, s, n); }
+  int32_t* allocate_tokens(std::size_t n) override { return inner_.allocate_tokens(n); }
+  void release_tokens(int32_t* p) override { inner_.release_tokens(p); }
+  void copy_tokens_to_device(int32_t* d, const int32_t* s, std::size_t n) override {
+    inner_.copy_tokens_to_device(d, s, n);
+  }
+  void synchronize() override { inner_.synchronize(); }
+  bool is_device_memory(const void* p) const override { return inner_.is_device_memory(p); }
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
+                         int vocab_begin, int vocab_end) override {
+    inner_.embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C,
+                          int vocab_begin, int vocab_end) override {
+    inner_.embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end);
+  }
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+                      int OC) override {
+    inner_.matmul_forward(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, int N, int C, int OC) override {
+    inner_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                         const float* bias, int N, int C) override {
+    inner_.layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, const float* mean, const float* rstd, int N, int C) override {
+    inner_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  }
+  void gelu_forward(float* out, const float* inp, std::size_t n) override { inner_.gelu_forward(out, inp, n); }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override {
+    inner_.gelu_backward(dinp, inp, dout, n);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) override {
+    inner_.attention_forward(out, att, qkv, B, T, C, NH);
+  }
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
+                          int T, int C, int NH) override {
+    inner_.attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+  }
+  std::size_t attention_scratch_size(int B, int T, int NH) const override {
+    return inner_.attention_scratch_size(B, T, NH);
+  }
+  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V,
+                             int Vp) override {
+    inner_.cross_entropy_forward(losses, logits, targets, N, V, Vp);
+  }
+  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, float dloss, int N, int V,
+                              int Vp) override {
+    inner_.cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
+  }
+  void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local, int Vp_local) override {
+    inner_.cross_entropy_row_max(row_max, logits, N, V_local, Vp_local);
+  }
+  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits, const int32_t* targets,
+                              const float* row_max, int N, int V_local, int Vp_local, int vocab_begin) override {
+    inner_.cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local, Vp_local,
+                                  vocab_begin);
+  }
+  void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,
+                                      const float* row_max, const float* row_sumexp, float dloss, int N, int V_local,
+                                      int Vp_local, int vocab_begin) override {
+    inner_.cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N, V_local, Vp_local,
+                                          vocab_begin);
+  }
+  void add(float* out, const float* a, const float* b, std::size_t n) override { inner_.add(out, a, b, n); }
+  void accumulate(float* dst, const float* src, std::size_t n) override { inner_.accumulate(dst, src, n); }
+  void scale(float* x, float factor, std::size_t n) override { inner_.scale(x, factor, n); }
+  double sum_squares(const float* x, std::size_t n) override { return inner_.sum_squares(x, n); }
+  void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) override {
+    inner_.round_to_precision(dst, src, n, precision);
+  }
+  void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                    const AdamWArgs& args) override {
+    inner_.adamw_update(param, grad, m, v, n, args);
+  }
+
+ protected:
+  Backend& inner() { return inner_; }
+  const Backend& inner() const { return inner_; }
+
+ private:
+  Backend& inner_;
+};
+
+}  // namespace trident::kernels

@@ -1,0 +1,134 @@
+// Rounding to bf16 and fp16 storage (kernels/precision.h) against independent references:
+// bf16 against exact rounding in double (the spacing of 8 significant bits, nearbyint's ties to
+// even), fp16 against the compiler's _Float16 conversion. Then the backend's bulk version.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/precision.h"
+#include "tests/unit/kernels/kernel_test_util.h"  // kTestThreads
+
+namespace trident::kernels::test {
+namespace {
+
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+float from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// The nearest value with 8 significant bits (ties to even), in double: exact for every finite
+// float, overflowing to infinity past bf16's largest value like a float conversion would.
+// Below 2^-126 bf16 is subnormal like float: a fixed spacing of 2^-133 (7 fraction bits).
+float bf16_reference(float x) {
+  if (x == 0.0f || !std::isfinite(x)) return x;
+  int exponent = 0;
+  std::frexp(static_cast<double>(x), &exponent);  // |x| in [2^(e-1), 2^e)
+  const double spacing = std::ldexp(1.0, std::max(exponent - 8, -133));
+  const double rounded = std::nearbyint(static_cast<double>(x) / spacing) * spacing;
+  // bf16 has float's exponent range: the largest finite value is (2 - 2^-7) * 2^127.
+  if (std::fabs(rounded) > 3.3895313892515355e38) return std::copysign(std::numeric_limits<float>::infinity(), x);
+  return static_cast<float>(rounded);
+}
+
+float fp16_reference(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+
+// Random bit patterns cover every exponent, subnormals and the far ends; values near the
+// format's halfway points are added explicitly.
+std::vector<float> probe_values(std::mt19937& rng) {
+  std::vector<float> v;
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 200000; ++i) {
+    const float x = from_bits(any(rng));
+    if (!std::isnan(x)) v.push_back(x);
+  }
+  for (float x : {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 6.1035156e-5f, 5.9604645e-8f,
+                  2.9802322e-8f, 2.9802326e-8f, 8.940697e-8f, 3.3895314e38f, 3.4028235e38f, 1e-40f}) {
+    v.push_back(x);
+  }
+  // Exact ties of both formats (1 + half a unit of the last place), and one float step around.
+  for (uint32_t base : {0x3f800000u, 0x3f810000u, 0x40490000u, 0xc2c80000u}) {
+    for (uint32_t tie : {0x8000u, 0x1000u}) {
+      for (int32_t step : {-1, 0, 1}) v.push_back(from_bits(base + tie + static_cast<uint32_t>(step)));
+    }
+  }
+  return v;
+}
+
+TEST(Precision, Bf16RoundsToNearestEvenLikeExactArithmetic) {
+  std::mt19937 rng(401);
+  int checked = 0;
+  for (float x : probe_values(rng)) {
+    const float got = round_to_bf16(x), want = bf16_reference(x);
+    ASSERT_EQ(bits(got), bits(want)) << "x = " << x << " (bits " << std::hex << bits(x) << ")";
+    ASSERT_EQ(bits(got) & 0xffffu, 0u) << "not a bf16 value: " << x;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100000);
+  // Ties go to the even neighbour: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7.
+  EXPECT_EQ(round_to_bf16(1.00390625f), 1.0f);
+  EXPECT_EQ(round_to_bf16(1.01171875f), 1.015625f);  // halfway above an odd neighbour: up
+}
+
+TEST(Precision, Fp16MatchesTheCompilersHalfConversion) {
+  std::mt19937 rng(402);
+  for (float x : probe_values(rng)) {
+    const float got = round_to_fp16(x), want = fp16_reference(x);
+    ASSERT_EQ(bits(got), bits(want)) << "x = " << x << " (bits " << std::hex << bits(x) << ")";
+  }
+  EXPECT_EQ(round_to_fp16(65519.99f), 65504.0f);
+  EXPECT_TRUE(std::isinf(round_to_fp16(65520.0f)));  // the overflow the loss scaler detects
+  EXPECT_EQ(round_to_fp16(2.9802322e-8f), 0.0f);     // just below half the smallest subnormal
+}
+
+TEST(Precision, NaNStaysNaNAndInfinityStays) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float signalling = from_bits(0x7f800001u);
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    EXPECT_TRUE(std::isnan(round_to_precision(nan, p)));
+    EXPECT_TRUE(std::isnan(round_to_precision(signalling, p)));  // must not turn into infinity
+    EXPECT_EQ(round_to_precision(inf, p), inf);
+    EXPECT_EQ(round_to_precision(-inf, p), -inf);
+  }
+  EXPECT_EQ(bits(round_to_precision(0.1f, Precision::kFp32)), bits(0.1f));
+}
+
+TEST(Precision, ParsesTheDeckSpelling) {
+  EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
+  EXPECT_EQ(parse_precision("fp16"), Precision::kFp16);
+  EXPECT_EQ(parse_precision("fp32"), Precision::kFp32);
+  EXPECT_THROW(parse_precision("fp8"), std::invalid_argument);
+  EXPECT_STREQ(precision_name(Precision::kBf16), "bf16");
+}
+
+TEST(Precision, CpuBackendRoundsInBulkAndInPlace) {
+  std::mt19937 rng(403);
+  cpu::CpuBackend backend(kTestThreads);
+  const std::vector<float> x = random_floats(1001, rng, -70000.0f, 70000.0f);
+  for (Precision p : {Precision::kBf16, Precision::kFp16, Precision::kFp32}) {
+    std::vector<float> out(x.size());
+    backend.round_to_precision(out.data(), x.data(), x.size(), p);
+    std::vector<float> in_place = x;
+    backend.round_to_precision(in_place.data(), in_place.data(), x.size(), p);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(bits(out[i]), bits(round_to_precision(x[i], p))) << precision_name(p) << " at " << i;
+      ASSERT_EQ(bits(in_place[i]), bits(out[i]));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trident::kernels::test

@@ -1,0 +1,151 @@
+// RoundedStorageBackend: activation outputs are the inner backend's fp32 results rounded to the
+// storage precision; the fp32 side (statistics, weight and bias gradients, losses) is the inner
+// backend's result bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/rounded_storage_backend.h"
+#include "tests/unit/kernels/kernel_test_util.h"  // random_floats, kTestThreads
+
+namespace trident::kernels::test {
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<float> rounded(std::vector<float> v, Precision p) {
+  for (float& x : v) x = round_to_precision(x, p);
+  return v;
+}
+
+// A value that bf16 and fp16 cannot hold, so that an unwanted rounding of a buffer shows.
+bool holds_unrepresentable(const std::vector<float>& v, Precision p) {
+  for (float x : v) {
+    if (round_to_precision(x, p) != x) return true;
+  }
+  return false;
+}
+
+class RoundedStorage : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(RoundedStorage, MatmulRoundsActivationsButNotWeightGradients) {
+  const Precision p = GetParam();
+  std::mt19937 rng(501);
+  cpu::CpuBackend plain(kTestThreads);
+  RoundedStorageBackend storage(plain, p);
+  const int N = 6, C = 5, OC = 7;
+  const auto inp = random_floats(N * C, rng), w = random_floats(OC * C, rng), b = random_floats(OC, rng);
+  const auto dout = random_floats(N * OC, rng);
+  std::vector<float> out_plain(N * OC), out(N * OC);
+  plain.matmul_forward(out_plain.data(), inp.data(), w.data(), b.data(), N, C, OC);
+  storage.matmul_forward(out.data(), inp.data(), w.data(), b.data(), N, C, OC);
+  EXPECT_TRUE(holds_unrepresentable(out_plain, p));
+  EXPECT_TRUE(same_bits(out, rounded(out_plain, p)));
+
+  std::vector<float> dinp_plain(N * C, 0.0f), dw_plain(OC * C, 0.0f), db_plain(OC, 0.0f);
+  std::vector<float> dinp = dinp_plain, dw = dw_plain, db = db_plain;
+  plain.matmul_backward(dinp_plain.data(), dw_plain.data(), db_plain.data(), dout.data(), inp.data(), w.data(), N, C, OC);
+  storage.matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
+  EXPECT_TRUE(same_bits(dinp, rounded(dinp_plain, p)));
+  EXPECT_TRUE(holds_unrepresentable(dw_plain, p));
+  EXPECT_TRUE(same_bits(dw, dw_plain));  // fp32 gradients
+  EXPECT_TRUE(same_bits(db, db_plain));
+}
+
+TEST_P(RoundedStorage, LayerNormKeepsFp32StatisticsAndParameterGradients) {
+  const Precision p = GetParam();
+  std::mt19937 rng(502);
+  cpu::CpuBackend plain(kTestThreads);
+  RoundedStorageBackend storage(plain, p);
+  const int N = 4, C = 9;
+  const auto inp = random_floats(N * C, rng), w = random_floats(C, rng), b = random_floats(C, rng);
+  const auto dout = random_floats(N * C, rng);
+  std::vector<float> out_plain(N * C), mean_plain(N), rstd_plain(N), out(N * C), mean(N), rstd(N);
+  plain.layernorm_forward(out_plain.data(), mean_plain.data(), rstd_plain.data(), inp.data(), w.data(), b.data(), N, C);
+  storage.layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+  EXPECT_TRUE(same_bits(out, rounded(out_plain, p)));
+  EXPECT_TRUE(same_bits(mean, mean_plain));
+  EXPECT_TRUE(same_bits(rstd, rstd_plain));
+  std::vector<float> dinp_plain(N * C, 0.0f), dw_plain(C, 0.0f), db_plain(C, 0.0f);
+  std::vector<float> dinp = dinp_plain, dw = dw_plain, db = db_plain;
+  plain.layernorm_backward(dinp_plain.data(), dw_plain.data(), db_plain.data(), dout.data(), inp.data(), w.data(),
+                           mean_plain.data(), rstd_plain.data(), N, C);
+  storage.layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(),
+                             rstd.data(), N, C);
+  EXPECT_TRUE(same_bits(dinp, rounded(dinp_plain, p)));
+  EXPECT_TRUE(same_bits(dw, dw_plain));
+  EXPECT_TRUE(same_bits(db, db_plain));
+}
+
+TEST_P(RoundedStorage, AttentionRoundsOutputProbabilitiesAndInputGradient) {
+  const Precision p = GetParam();
+  std::mt19937 rng(503);
+  cpu::CpuBackend plain(kTestThreads);
+  RoundedStorageBackend storage(plain, p);
+  const int B = 2, T = 5, C = 8, NH = 2;
+  const auto qkv = random_floats(B * T * 3 * C, rng), dout = random_floats(B * T * C, rng);
+  std::vector<float> out_plain(B * T * C), att_plain(B * NH * T * T), out(B * T * C), att(B * NH * T * T);
+  plain.attention_forward(out_plain.data(), att_plain.data(), qkv.data(), B, T, C, NH);
+  storage.attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+  EXPECT_TRUE(same_bits(out, rounded(out_plain, p)));
+  EXPECT_TRUE(same_bits(att, rounded(att_plain, p)));
+  std::vector<float> scratch(plain.attention_scratch_size(B, T, NH));
+  std::vector<float> dqkv_plain(B * T * 3 * C, 0.0f), dqkv = dqkv_plain;
+  plain.attention_backward(dqkv_plain.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+  storage.attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+  EXPECT_TRUE(same_bits(dqkv, rounded(dqkv_plain, p)));
+}
+
+TEST_P(RoundedStorage, CrossEntropyKeepsFp32LossesAndRoundsLogitGradients) {
+  const Precision p = GetParam();
+  std::mt19937 rng(504);
+  cpu::CpuBackend plain(kTestThreads);
+  RoundedStorageBackend storage(plain, p);
+  const int N = 5, V = 7, Vp = 8;
+  const auto logits = random_floats(N * Vp, rng, -3.0f, 3.0f);
+  std::vector<int32_t> targets = {0, 6, 3, 2, 1};
+  std::vector<float> losses_plain(N), losses(N);
+  plain.cross_entropy_forward(losses_plain.data(), logits.data(), targets.data(), N, V, Vp);
+  storage.cross_entropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp);
+  EXPECT_TRUE(holds_unrepresentable(losses_plain, p));
+  EXPECT_TRUE(same_bits(losses, losses_plain));
+  std::vector<float> d_plain(N * Vp), d(N * Vp);
+  plain.cross_entropy_backward(d_plain.data(), logits.data(), targets.data(), 0.37f, N, V, Vp);
+  storage.cross_entropy_backward(d.data(), logits.data(), targets.data(), 0.37f, N, V, Vp);
+  EXPECT_TRUE(same_bits(d, rounded(d_plain, p)));
+}
+
+TEST_P(RoundedStorage, ResidualAddRoundsButGradientScalingDoesNot) {
+  const Precision p = GetParam();
+  std::mt19937 rng(505);
+  cpu::CpuBackend plain(kTestThreads);
+  RoundedStorageBackend storage(plain, p);
+  const auto a = random_floats(33, rng), b = random_floats(33, rng);
+  std::vector<float> sum_plain(33), sum(33);
+  plain.add(sum_plain.data(), a.data(), b.data(), 33);
+  storage.add(sum.data(), a.data(), b.data(), 33);
+  EXPECT_TRUE(same_bits(sum, rounded(sum_plain, p)));
+  std::vector<float> scaled = a, scaled_plain = a;
+  plain.scale(scaled_plain.data(), 0.3f, 33);
+  storage.scale(scaled.data(), 0.3f, 33);
+  EXPECT_TRUE(holds_unrepresentable(scaled_plain, p));
+  EXPECT_TRUE(same_bits(scaled, scaled_plain));
+}
+
+INSTANTIATE_TEST_SUITE_P(Bf16AndFp16, RoundedStorage, ::testing::Values(Precision::kBf16, Precision::kFp16),
+                         [](const auto& param_info) { return std::string(precision_name(param_info.param)); });
+
+TEST(RoundedStorageBackendSetup, RefusesFp32AndNamesItself) {
+  cpu::CpuBackend plain(kTestThreads);
+  EXPECT_THROW(RoundedStorageBackend(plain, Precision::kFp32), std::logic_error);
+  RoundedStorageBackend bf16(plain, Precision::kBf16);
+  EXPECT_NE(bf16.name().find("bf16 storage emulated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trident::kernels::test
