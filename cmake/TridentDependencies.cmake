@@ -72,4 +72,13 @@ if(TRIDENT_CUDA)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit QUIET)
   trident_require(CUDAToolkit_FOUND "CUDA toolkit libraries (cudart, cuBLAS)")
+  # NCCL ships with the CUDA toolkit here (and in NVIDIA's containers); a separate install is
+  # found through CMAKE_PREFIX_PATH or NCCL_ROOT.
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_ROOT}/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_ROOT}/lib)
+  trident_require(NCCL_INCLUDE_DIR "NCCL headers (nccl.h)")
+  trident_require(NCCL_LIBRARY "NCCL library (libnccl)")
+  add_library(trident_nccl INTERFACE)
+  target_include_directories(trident_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(trident_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
 endif()

@@ -194,6 +194,11 @@ std::vector<KeySpec> make_schema() {
                "stage boundaries), with all-gather / reduce-scatter in place of the all-reduces "
                "(same bytes). train.micro_batch * train.seq_len must be divisible by parallel.tp."),
 
+      choice_key("parallel.comm", "nccl", {"nccl", "mpi"},
+                 "How ranks on GPUs communicate: nccl (NCCL on device memory, on its own stream; one "
+                 "GPU per rank) or mpi (device buffers staged through host memory; ranks may share a "
+                 "GPU, to test layouts). CPU runs always use MPI."),
+
       // [log]
       int_key("log.every", "10", 1, kNone, "Print a progress line every this many steps."),
       float_key("log.peak_tflops", "0", 0, false, kNone, false,

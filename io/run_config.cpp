@@ -152,6 +152,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.parallel.schedule = deck.value("parallel.schedule");
   config.parallel.stage_layers = deck.value("parallel.stage_layers");
   config.parallel.virtual_stages = int_value(deck, "parallel.virtual_stages");
+  config.parallel.comm = deck.value("parallel.comm");
 
   config.log.every = int64_value(deck, "log.every");
   config.log.peak_tflops = double_value(deck, "log.peak_tflops");

@@ -72,6 +72,7 @@ struct ParallelSection {
   std::string schedule;      // parallel.schedule: gpipe | 1f1b | interleaved
   std::string stage_layers;  // parallel.stage_layers: even | comma-separated counts
   int virtual_stages = 1;    // parallel.virtual_stages: model chunks per rank (interleaved)
+  std::string comm;          // parallel.comm: nccl | mpi (GPU runs)
 };
 
 struct LogSection {

@@ -56,6 +56,10 @@ class Backend {
   // host memory then stage it (parallel/host_staged_comm.h). The CPU backend's memory is host
   // memory.
   virtual bool is_device_memory(const void* /*ptr*/) const { return false; }
+  // The CUDA stream (a cudaStream_t) all of this backend's work is queued on, so that a
+  // communicator with a stream of its own (NCCL) can order itself after it with events. Null
+  // for the CPU backend.
+  virtual void* device_stream() const { return nullptr; }
 
   // --- embeddings ------------------------------------------------------------------------------
   // Vocabulary-parallel: this rank owns the token rows [vocab_begin, vocab_end) of the table, and

@@ -1,7 +1,12 @@
 #include "parallel/parallel_context.h"
 
+#include <stdexcept>
+
 #include "parallel/counting_comm.h"
 #include "parallel/mpi_comm.h"
+#ifdef TRIDENT_HAVE_CUDA
+#include "parallel/nccl/nccl_comm.h"
+#endif
 
 namespace trident::parallel {
 
@@ -71,6 +76,28 @@ void ParallelContext::stage_device_buffers(DeviceMemory& memory) {
     if (auto* counting = dynamic_cast<CountingComm*>(comm)) counting->wrap_inner(stage);
   }
   world_ = stage(std::move(world_));
+}
+
+void ParallelContext::use_nccl(DeviceMemory& memory, void* compute_stream) {
+#ifdef TRIDENT_HAVE_CUDA
+  const auto nccl = [&memory, compute_stream](std::unique_ptr<Comm> inner) -> std::unique_ptr<Comm> {
+    auto* mpi = dynamic_cast<MpiComm*>(inner.get());
+    if (mpi == nullptr) throw std::logic_error("ParallelContext::use_nccl: a group is not an MPI communicator");
+    const MPI_Comm handle = mpi->handle();
+    return std::make_unique<NcclComm>(std::move(inner), handle, compute_stream, memory);
+  };
+  // Every rank creates its groups' NCCL communicators in the same order (each creation is
+  // collective over its group): tensor, data, pipeline, model, then embedding on the ranks that
+  // have it. The world stays MPI: it carries host flags only.
+  for (Comm* comm : {tensor_.get(), data_.get(), pipeline_.get(), model_.get(), embedding_.get()}) {
+    if (auto* counting = dynamic_cast<CountingComm*>(comm)) counting->wrap_inner(nccl);
+  }
+  world_ = std::make_unique<HostStagedComm>(std::move(world_), memory);  // should a device buffer come by
+#else
+  (void)memory;
+  (void)compute_stream;
+  throw std::runtime_error("parallel.comm = nccl: this build has no CUDA (configure with -DTRIDENT_CUDA=ON)");
+#endif
 }
 
 }  // namespace trident::parallel

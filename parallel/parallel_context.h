@@ -24,6 +24,12 @@ class ParallelContext {
   // for a backend whose buffers the host cannot read, with MPI as the transport. `memory` must
   // outlive the context's use.
   void stage_device_buffers(DeviceMemory& memory);
+  // Gives every group (tensor, data, pipeline, model, embedding) an NCCL communicator on
+  // device memory, ordered after the backend's stream `compute_stream`
+  // (parallel/nccl/nccl_comm.h); host buffers still go through MPI. Collective over the world.
+  // Throws std::runtime_error when the build has no CUDA. `memory` must outlive the context's
+  // use.
+  void use_nccl(DeviceMemory& memory, void* compute_stream);
 
   const RankGrid& grid() const { return grid_; }
   int world_rank() const { return world_rank_; }

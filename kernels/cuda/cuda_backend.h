@@ -48,6 +48,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   // True for memory of a CUDA device (what allocate() returns), false for host memory.
   bool is_device_memory(const void* ptr) const override;
+  void* device_stream() const override { return stream_; }
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                          int B, int T, int C, int vocab_begin, int vocab_end) override;

@@ -6,6 +6,10 @@
 //         it starts more ranks than it has GPUs;
 //   auto  cuda when the build has it and the node has a GPU for every rank on it, else cpu
 //         (the reason is printed, so a CPU run on a GPU machine is never a surprise).
+//
+// With parallel.comm = mpi (device buffers staged through host memory) ranks may share GPUs:
+// node-local rank r takes GPU r mod (GPUs on the node). That is for testing layouts on one GPU;
+// NCCL refuses two ranks on one GPU, so parallel.comm = nccl keeps one GPU per rank.
 #pragma once
 
 #include <string>
@@ -22,7 +26,8 @@ struct DeviceChoice {
 
 // Pure: the same inputs give the same choice on every rank of a node. Throws io::UserError for
 // a refused `cuda`.
+// ranks_may_share_gpus: parallel.comm = mpi.
 DeviceChoice choose_device(const std::string& requested, bool cuda_compiled, int gpus_on_node, int node_local_rank,
-                           int node_local_size);
+                           int node_local_size, bool ranks_may_share_gpus = false);
 
 }  // namespace trident::app

@@ -56,13 +56,13 @@ void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
 }
 
 // run.device for this rank (src/app/device_choice.h); a refusal on any node fails every rank.
-DeviceChoice choose_device_collectively(const std::string& requested, const parallel::ParallelContext& ctx,
-                                        parallel::Comm& world) {
+DeviceChoice choose_device_collectively(const std::string& requested, bool ranks_may_share_gpus,
+                                        const parallel::ParallelContext& ctx, parallel::Comm& world) {
   DeviceChoice choice;
   std::string error;
   try {
     choice = choose_device(requested, kernels::cuda_compiled(), kernels::cuda_device_count(), ctx.node_local_rank(),
-                           ctx.node_local_size());
+                           ctx.node_local_size(), ranks_may_share_gpus);
   } catch (const io::UserError& e) {
     error = e.what();
   }
@@ -95,11 +95,19 @@ int train_command(const std::vector<std::string>& args) {
 
   parallel::ParallelContext ctx(MPI_COMM_WORLD, c.parallel.tp, c.parallel.dp, c.parallel.pp);
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
-  const DeviceChoice device = choose_device_collectively(c.run.device, ctx, world);
+  const bool nccl = c.parallel.comm == "nccl";
+  const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
   auto backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu);
-  // MPI moves host memory: under a GPU backend every group stages device buffers through it.
+  // On GPUs the groups talk NCCL on device memory, or (parallel.comm = mpi) MPI on host copies
+  // of the device buffers. CPU runs use MPI on their own memory.
   parallel::BackendMemory backend_memory(*backend);
-  if (device.device != kernels::Device::kCpu) ctx.stage_device_buffers(backend_memory);
+  if (device.device != kernels::Device::kCpu) {
+    if (nccl) {
+      ctx.use_nccl(backend_memory, backend->device_stream());
+    } else {
+      ctx.stage_device_buffers(backend_memory);
+    }
+  }
   // bf16 / fp16: 16-bit storage on the fp32 kernels (kernels/rounded_storage_backend.h), until
   // the CUDA backend has kernels with 16-bit buffers.
   const kernels::Precision precision = kernels::parse_precision(c.train.precision);
@@ -114,6 +122,10 @@ int train_command(const std::vector<std::string>& args) {
                                                                      c.train.seq_len, c.model.heads / c.parallel.tp))
                           .c_str());
     std::printf("backend: %s per rank (%s)\n", compute.name().c_str(), device.reason.c_str());
+    if (device.device != kernels::Device::kCpu) {
+      std::printf("communication: %s\n", nccl ? "parallel.comm = nccl: NCCL on device memory, one stream per group"
+                                              : "parallel.comm = mpi: MPI, device buffers staged through host memory");
+    }
     std::printf("data: %s: %lld tokens (%lld train), vocab %lld, tokenizer %s\n", c.data.path.c_str(),
                 static_cast<long long>(info.total_tokens), static_cast<long long>(info.train_tokens),
                 static_cast<long long>(info.vocab_size), info.tokenizer.c_str());

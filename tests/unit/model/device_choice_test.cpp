@@ -40,9 +40,23 @@ TEST(DeviceChoice, CudaIsRefusedNamingWhatIsMissing) {
             std::string::npos)
       << none;
   const std::string crowded = refusal("cuda", true, 4, 5, 8);
-  EXPECT_NE(crowded.find("8 rank(s) on this node, 4 GPU(s) visible; start at most 4 rank(s) per node"),
+  EXPECT_NE(crowded.find("parallel.comm = nccl uses one GPU per rank, but there are 8 rank(s) on this node, 4 GPU(s) "
+                         "visible; start at most 4 rank(s) per node (or set parallel.comm = mpi to share GPUs)"),
             std::string::npos)
       << crowded;
+}
+
+TEST(DeviceChoice, StagedMpiLetsRanksShareGpusRoundRobin) {
+  const DeviceChoice shared = choose_device("cuda", true, 1, 1, 2, true);
+  EXPECT_EQ(shared.device, kernels::Device::kCuda);
+  EXPECT_EQ(shared.gpu, 0);
+  EXPECT_NE(shared.reason.find("GPU 0 (2 rank(s) on this node, 1 GPU(s) visible: ranks share GPUs"), std::string::npos)
+      << shared.reason;
+  EXPECT_EQ(choose_device("cuda", true, 2, 3, 4, true).gpu, 1);
+  EXPECT_EQ(choose_device("auto", true, 2, 2, 4, true).device, kernels::Device::kCuda);
+  EXPECT_EQ(choose_device("cuda", true, 4, 2, 4, true).reason, "run.device = cuda: GPU 2");  // enough GPUs: no sharing
+  // Still refused without any GPU.
+  EXPECT_NE(refusal("cuda", true, 0, 0, 2).find("no CUDA device"), std::string::npos);
 }
 
 TEST(DeviceChoice, AutoFallsBackToTheCpuAndSaysWhy) {

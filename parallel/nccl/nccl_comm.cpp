@@ -1,0 +1,188 @@
+#include "parallel/nccl/nccl_comm.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "parallel/mpi_comm.h"  // TRIDENT_MPI_CHECK
+
+namespace trident::parallel {
+
+namespace {
+
+// Library errors after start-up cannot be recovered by one rank: report the call, file and line
+// (design.md section 8) and abort the job, so that no other rank waits forever.
+[[noreturn]] void abort_job(const char* library, const char* call, const char* error, const char* file, int line) {
+  std::fprintf(stderr, "trident: %s error: %s failed: %s (%s:%d)\n", library, call, error, file, line);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();
+}
+
+void check_nccl(ncclResult_t result, const char* call, const char* file, int line) {
+  if (result == ncclSuccess) return;
+  const char* last = ncclGetLastError(nullptr);
+  std::string text = ncclGetErrorString(result);
+  if (last != nullptr && *last != '\0') text += std::string(": ") + last;
+  abort_job("NCCL", call, text.c_str(), file, line);
+}
+
+void check_cuda(cudaError_t result, const char* call, const char* file, int line) {
+  if (result != cudaSuccess) abort_job("CUDA", call, cudaGetErrorString(result), file, line);
+}
+
+#define NCCL_CHECK(call) check_nccl((call), #call, __FILE__, __LINE__)
+#define CUDA_CALL_CHECK(call) check_cuda((call), #call, __FILE__, __LINE__)
+
+// An event recorded on `from` that `to` waits for; the event is released at once (CUDA keeps it
+// alive until it has completed).
+void order(cudaStream_t from, cudaStream_t to) {
+  cudaEvent_t event;
+  CUDA_CALL_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  CUDA_CALL_CHECK(cudaEventRecord(event, from));
+  CUDA_CALL_CHECK(cudaStreamWaitEvent(to, event, 0));
+  CUDA_CALL_CHECK(cudaEventDestroy(event));
+}
+
+// A queued all-reduce: its completion event, which the compute stream waits for in wait().
+class NcclRequest final : public CommRequest {
+ public:
+  NcclRequest(cudaEvent_t done, cudaStream_t compute) : done_(done), compute_(compute) {}
+  ~NcclRequest() override { wait(); }
+  void wait() override {
+    if (done_ == nullptr) return;
+    CUDA_CALL_CHECK(cudaStreamWaitEvent(compute_, done_, 0));
+    CUDA_CALL_CHECK(cudaEventDestroy(done_));
+    done_ = nullptr;
+  }
+  bool test() override {
+    if (done_ == nullptr) return true;
+    const cudaError_t state = cudaEventQuery(done_);
+    if (state == cudaErrorNotReady) return false;
+    CUDA_CALL_CHECK(state);
+    return true;  // complete; wait() still orders the compute stream after it
+  }
+
+ private:
+  cudaEvent_t done_;
+  cudaStream_t compute_;
+};
+
+}  // namespace
+
+NcclComm::NcclComm(std::unique_ptr<Comm> host, MPI_Comm mpi, void* compute_stream, DeviceMemory& memory)
+    : host_(std::move(host)), memory_(memory), compute_(static_cast<cudaStream_t>(compute_stream)) {
+  if (compute_ == nullptr) throw std::logic_error("NcclComm: the backend has no CUDA stream");
+  ncclUniqueId id;
+  if (host_->rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  TRIDENT_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi));
+  NCCL_CHECK(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()));
+  CUDA_CALL_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+NcclComm::~NcclComm() {
+  // No throwing or aborting in a destructor: best effort.
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  if (comm_ != nullptr) ncclCommDestroy(comm_);
+}
+
+void NcclComm::after_compute() { order(compute_, stream_); }
+void NcclComm::before_compute() { order(stream_, compute_); }
+
+void NcclComm::all_reduce_sum(float* data, std::size_t count) {
+  if (count == 0 || !on_device(data)) return host_->all_reduce_sum(data, count);
+  after_compute();
+  NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_));
+  before_compute();
+}
+
+void NcclComm::all_reduce_sum(double* data, std::size_t count) {
+  if (count > 0 && on_device(data)) throw std::logic_error("NcclComm: doubles are host scalars in Trident");
+  host_->all_reduce_sum(data, count);
+}
+
+std::unique_ptr<CommRequest> NcclComm::iall_reduce_sum(float* data, std::size_t count) {
+  if (count == 0 || !on_device(data)) return host_->iall_reduce_sum(data, count);
+  after_compute();
+  NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_));
+  cudaEvent_t done;
+  CUDA_CALL_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  CUDA_CALL_CHECK(cudaEventRecord(done, stream_));
+  return std::make_unique<NcclRequest>(done, compute_);
+}
+
+void NcclComm::all_reduce_max(float* data, std::size_t count) {
+  if (count == 0 || !on_device(data)) return host_->all_reduce_max(data, count);
+  after_compute();
+  NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclMax, comm_, stream_));
+  before_compute();
+}
+
+void NcclComm::reduce_scatter_sum(const float* send, float* recv, std::size_t count) {
+  if (count == 0) return;
+  if (!on_device(send) || !on_device(recv)) return host_->reduce_scatter_sum(send, recv, count);
+  after_compute();
+  NCCL_CHECK(ncclReduceScatter(send, recv, count, ncclFloat32, ncclSum, comm_, stream_));
+  before_compute();
+}
+
+void NcclComm::all_gather(const float* send, float* recv, std::size_t count) {
+  if (count == 0) return;
+  if (!on_device(send) || !on_device(recv)) return host_->all_gather(send, recv, count);
+  after_compute();
+  NCCL_CHECK(ncclAllGather(send, recv, count, ncclFloat32, comm_, stream_));
+  before_compute();
+}
+
+void NcclComm::reduce_scatter_sum_in_place(float* data, std::size_t count) {
+  if (count == 0 || !on_device(data)) return host_->reduce_scatter_sum_in_place(data, count);
+  after_compute();
+  // NCCL's in-place form: the receive buffer is the rank's own block of the send buffer.
+  float* own = data + static_cast<std::size_t>(rank()) * count;
+  NCCL_CHECK(ncclReduceScatter(data, own, count, ncclFloat32, ncclSum, comm_, stream_));
+  before_compute();
+}
+
+void NcclComm::all_gather_in_place(float* data, std::size_t count) {
+  if (count == 0 || !on_device(data)) return host_->all_gather_in_place(data, count);
+  after_compute();
+  const float* own = data + static_cast<std::size_t>(rank()) * count;
+  NCCL_CHECK(ncclAllGather(own, data, count, ncclFloat32, comm_, stream_));
+  before_compute();
+}
+
+void NcclComm::broadcast(void* data, std::size_t bytes, int root) {
+  if (bytes == 0 || !on_device(data)) return host_->broadcast(data, bytes, root);
+  after_compute();
+  NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_));
+  before_compute();
+}
+
+void NcclComm::send(const float* data, std::size_t count, int peer) {
+  if (count == 0) return;
+  if (!on_device(data)) return host_->send(data, count, peer);
+  after_compute();
+  NCCL_CHECK(ncclSend(data, count, ncclFloat32, peer, comm_, stream_));
+  // The buffer may be overwritten by the next kernels only once it has left.
+  before_compute();
+}
+
+void NcclComm::recv(float* data, std::size_t count, int peer) {
+  if (count == 0) return;
+  if (!on_device(data)) return host_->recv(data, count, peer);
+  after_compute();
+  NCCL_CHECK(ncclRecv(data, count, ncclFloat32, peer, comm_, stream_));
+  before_compute();
+}
+
+void NcclComm::barrier() {
+  CUDA_CALL_CHECK(cudaStreamSynchronize(stream_));
+  host_->barrier();
+}
+
+}  // namespace trident::parallel
