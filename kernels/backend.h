@@ -60,6 +60,15 @@ class Backend {
   // communicator with a stream of its own (NCCL) can order itself after it with events. Null
   // for the CPU backend.
   virtual void* device_stream() const { return nullptr; }
+  // A promise that from now on every matmul and attention GEMM reads only values representable
+  // in `inputs` (bf16 or fp16 storage: activations and the rounded compute copy of the
+  // weights). A backend may then use math that is exact on such values with fp32 accumulation:
+  // the CUDA backend turns on TF32 tensor cores, whose 11 significant bits hold every bf16 and
+  // fp16 value exactly. The exception is attention's own intermediates between its two GEMMs
+  // (the probabilities before they are stored, the softmax gradient), which TF32 rounds to
+  // 2^-11 relative: finer than the bf16 rounding (2^-9) of what attention stores. kFp32 (the
+  // default) keeps plain fp32 math. The CPU backend ignores it.
+  virtual void set_gemm_input_precision(Precision /*inputs*/) {}
 
   // --- embeddings ------------------------------------------------------------------------------
   // Vocabulary-parallel: this rank owns the token rows [vocab_begin, vocab_end) of the table, and

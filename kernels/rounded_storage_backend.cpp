@@ -11,6 +11,9 @@ std::size_t product(int a, int b) { return static_cast<std::size_t>(a) * static_
 RoundedStorageBackend::RoundedStorageBackend(Backend& inner, Precision precision)
     : ForwardingBackend(inner), precision_(precision) {
   if (precision == Precision::kFp32) throw std::logic_error("RoundedStorageBackend: fp32 storage rounds nothing");
+  // Every GEMM input is now a stored (rounded) activation or the rounded compute copy of a
+  // weight: the inner backend may use tensor-core math that is exact on them.
+  inner.set_gemm_input_precision(precision);
 }
 
 std::string RoundedStorageBackend::name() const {

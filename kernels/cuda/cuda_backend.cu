@@ -242,6 +242,14 @@ double CudaBackend::sum_squares(const float* x, std::size_t n) {
   return cuda::sum_squares(x, n, sum_squares_scratch_, stream_);
 }
 
+void CudaBackend::set_gemm_input_precision(Precision inputs) {
+  // TF32 keeps 10 explicit significand bits (11 significant) and fp32's exponent: bf16 values
+  // (8 significant bits) and fp16 values (11, with a smaller exponent range) convert to it
+  // exactly, and products accumulate in fp32. So for such inputs the tensor cores give the
+  // fp32 GEMM's result up to the order of summation.
+  CUBLAS_CHECK(cublasSetMathMode(cublas_, inputs == Precision::kFp32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
+}
+
 void CudaBackend::round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {
   cuda::round_to_precision(dst, src, n, precision, stream_);
 }

@@ -49,6 +49,7 @@ class CudaBackend final : public Backend {
   // True for memory of a CUDA device (what allocate() returns), false for host memory.
   bool is_device_memory(const void* ptr) const override;
   void* device_stream() const override { return stream_; }
+  void set_gemm_input_precision(Precision inputs) override;
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                          int B, int T, int C, int vocab_begin, int vocab_end) override;

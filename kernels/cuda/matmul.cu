@@ -7,7 +7,9 @@
 //             db   += column sums of dout: one thread per column walks the rows in order
 //                     (deterministic, the CPU twin's order; OC threads suffice because OC is
 //                     a multiple of C in GPT-2 and the GEMMs dominate anyway).
-// All fp32: the cuBLAS handle stays in CUBLAS_DEFAULT_MATH (cuda_backend.cu), so no TF32.
+// fp32 math (CUBLAS_DEFAULT_MATH, cuda_backend.cu) unless the backend was told that every GEMM
+// input is bf16- or fp16-representable (set_gemm_input_precision): then TF32 tensor cores, exact
+// on such inputs.
 #include <cstddef>
 
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH

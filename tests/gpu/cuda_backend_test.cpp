@@ -166,6 +166,37 @@ TEST_F(TwinBackends, MatmulForwardMatchesCpu) {
   }
 }
 
+// With every input bf16- or fp16-representable, the TF32 tensor-core GEMMs that
+// set_gemm_input_precision turns on are exact on the inputs and accumulate in fp32: the same
+// tolerance as fp32 math. Unrounded inputs would be rounded to TF32 (2^-11 relative) and fail it.
+TEST_F(TwinBackends, Tf32GemmsAgreeWithFp32OnRoundedInputs) {
+  for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+    gpu_->set_gemm_input_precision(p);
+    for (const MatmulShape& s : kMatmulShapes) {
+      SCOPED_TRACE(std::string(precision_name(p)) + ", " + s.name);
+      auto rounded = [p](std::vector<float> v) {
+        for (float& x : v) x = round_to_precision(x, p);
+        return v;
+      };
+      auto inp = twin(rounded(uniform(count_of(s.N, s.C), -1.0f, 1.0f)));
+      auto weight = twin(rounded(uniform(count_of(s.OC, s.C), -1.0f, 1.0f)));
+      auto out = twin(uniform(count_of(s.N, s.OC), 5.0f, 9.0f));
+      run_on_both([&](Backend& b, Side side) {
+        b.matmul_forward(out.on(side), inp.on(side), weight.on(side), nullptr, s.N, s.C, s.OC);
+      });
+      expect_twins_agree(out, kReductionTolerance, "out");
+      auto dout = twin(rounded(uniform(count_of(s.N, s.OC), -1.0f, 1.0f)));
+      auto dweight = twin(uniform(count_of(s.OC, s.C), -1.0f, 1.0f));
+      run_on_both([&](Backend& b, Side side) {
+        b.matmul_backward(nullptr, dweight.on(side), nullptr, dout.on(side), inp.on(side), weight.on(side), s.N, s.C,
+                          s.OC);
+      });
+      expect_twins_agree(dweight, kReductionTolerance, "dweight");
+    }
+  }
+  gpu_->set_gemm_input_precision(Precision::kFp32);
+}
+
 TEST_F(TwinBackends, MatmulBackwardAccumulatesLikeCpu) {
   for (const MatmulShape& s : kMatmulShapes) {
     for (const bool all_outputs : {true, false}) {

@@ -11,6 +11,7 @@
 # - layouts: bf16 on tp = 2 and pp = 2 against one rank within 1e-3 relative. fp32 layouts agree
 #   to ~1e-6; rounding to 8 significant bits can turn such a difference into one bf16 unit of
 #   an activation (2^-8), measured up to 6e-5 on the loss here;
+# - fp16 overflowing on pp = 2 and on dp = 2 with ZeRO-1 skips the same steps as one rank;
 # - an fp32 checkpoint resumes in bf16 (precision may change on restart).
 source "$(dirname "$0")/lib.sh"
 
@@ -77,6 +78,18 @@ for spec in "tp2:--parallel.tp=2" "pp2:--parallel.pp=2"; do
     || { tail -5 $name.log; fail "bf16 $name"; continue; }
   out=$("$CHECK_METRICS" compare one/metrics.jsonl $name/metrics.jsonl loss 1e-3) \
     && pass "bf16 $name matches one rank: $out" || fail "bf16 $name: $out"
+done
+
+# fp16 overflows on several ranks: every rank skips the same steps as one rank does.
+fp16flags="--train.precision=fp16 --train.loss_scale=16777216 --train.loss_scale_window=3"
+for spec in "fp16pp2:--parallel.pp=2" "fp16dp2z:--parallel.dp=2 --parallel.zero=1"; do
+  IFS=: read -r name flags <<< "$spec"
+  mpi 2 train deck.ini --train.steps=20 --run.dir=$name $fp16flags $flags $common > $name.log 2>&1 \
+    || { tail -5 $name.log; fail "$name"; continue; }
+  "$CHECK_METRICS" compare fp16.straight/metrics.jsonl $name/metrics.jsonl skipped 0 > /dev/null &&
+  "$CHECK_METRICS" compare fp16.straight/metrics.jsonl $name/metrics.jsonl loss_scale 0 > /dev/null &&
+  out=$("$CHECK_METRICS" compare fp16.straight/metrics.jsonl $name/metrics.jsonl loss 1e-3) \
+    && pass "$name: same skipped steps and loss scales as one rank, $out" || fail "$name: differs from one rank"
 done
 
 # An fp32 checkpoint resumed in bf16.

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Trident's side of the issue-4 benchmark on one GPU: GPT-2 124M at sequence 1024 in bf16 with
+# micro-batches 8, 16 and 32, then GPT-2 350M and 774M (micro-batch 8), one rank, no gradient
+# accumulation (global batch = micro-batch). For each: median tokens/s and MFU over the steps
+# after the warm-up, and the GPU's peak memory in use (nvidia-smi, sampled every 0.2 s).
+#
+#   here:   build with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, pack (perf/gpu_check.sh)
+#   there:  bash perf/gpu_bench.sh .devpack [STEPS]       (writes $OUT/bench.md when OUT is set)
+#
+# MFU is against log.peak_tflops = 989 (H100 SXM dense bf16; set PEAK_TFLOPS for another GPU).
+# The data is a synthetic token file generated on first use (the speed does not depend on it).
+# llm.c and PyTorch run on the same GPU in the same sitting; docs/performance.md says how.
+set -u
+pack=${1:-.devpack}
+steps=${2:-30}
+# shellcheck disable=SC1091
+source "$pack/env.sh"
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
+peak=${PEAK_TFLOPS:-989}
+flags=(--oversubscribe)
+[ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+table="$out/bench.md"
+echo "| model | precision | micro-batch | tokens/s (median) | ms/step | MFU | peak GPU memory |" > "$table"
+echo "|---|---|---|---|---|---|---|" >> "$table"
+
+# median FILE KEY: the median of KEY over the steps after the first third (warm-up).
+median() {
+  grep -o "\"$2\": [0-9.e+-]*" "$1" | awk '{print $2}' | awk -v n="$(grep -c . "$1")" 'NR > n / 3' | sort -g |
+    awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+run() {  # run MODEL PRECISION MICRO_BATCH
+  local model=$1 precision=$2 mb=$3 name="$1-$2-mb$3"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
+  local sampler=$!
+  mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
+    --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
+    --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
+    --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50257 \
+    --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
+  local rc=$?
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+  if [ $rc -ne 0 ]; then
+    echo "| gpt2-$model | $precision | $mb | failed (exit $rc): $(tail -1 "$out/$name.log") | | | |" >> "$table"
+    return
+  fi
+  local metrics="$out/$name/metrics.jsonl"
+  local mem_mib
+  mem_mib=$(sort -n "$out/$name.mem" | tail -1)
+  printf "| gpt2-%s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB |\n" "$model" "$precision" "$mb" \
+    "$(median "$metrics" tokens_per_s)" "$(median "$metrics" ms_per_step)" \
+    "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
+    "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" >> "$table"
+}
+
+for mb in 8 16 32; do run 124m bf16 "$mb"; done
+run 124m fp32 8
+run 350m bf16 8
+run 774m bf16 8
+cat "$table"
