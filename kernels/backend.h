@@ -176,6 +176,11 @@ class Backend {
   // param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param).
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                             const AdamWArgs& args) = 0;
+  // Mixed precision in one pass: the same update applied to the fp32 master weights, then
+  // compute[i] = master[i] rounded to `compute_precision` (the model's copy). Bit-identical to
+  // adamw_update(master, ...) followed by round_to_precision(compute, master, ...).
+  virtual void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v,
+                                   std::size_t n, const AdamWArgs& args, Precision compute_precision) = 0;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

@@ -102,6 +102,10 @@ class ForwardingBackend : public Backend {
                     const AdamWArgs& args) override {
     inner_.adamw_update(param, grad, m, v, n, args);
   }
+  void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+                           const AdamWArgs& args, Precision compute_precision) override {
+    inner_.adamw_update_master(master, compute, grad, m, v, n, args, compute_precision);
+  }
 
  protected:
   Backend& inner() { return inner_; }

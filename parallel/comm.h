@@ -12,8 +12,11 @@
 
 namespace trident::parallel {
 
-// A pending non-blocking operation. wait() blocks until it completes; test() only checks (and
-// lets the library make progress). Destroying a pending request waits for it.
+// A pending non-blocking operation. After wait() returns, whatever is issued next sees the
+// completed result: on the host for MPI (wait() blocks), on the backend's stream for NCCL
+// (the stream waits; the host does not). Read a device result through the backend, never
+// directly. test() only checks (and lets the library make progress). Destroying a pending
+// request waits for it.
 class CommRequest {
  public:
   virtual ~CommRequest() = default;

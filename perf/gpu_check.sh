@@ -4,7 +4,7 @@
 #
 #   here:   cmake -S . -B build -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j2
 #           ../shared/tools/device-pack .devpack build/bin/trident build/bin/trident_gpu_tests \
-#               build/bin/check_metrics
+#               build/bin/check_metrics build/bin/playground_*   (the playground: perf/kernels/run.sh)
 #   there:  bash perf/gpu_check.sh .devpack            (carry .devpack with the working tree)
 #
 # It prints the GPU, runs every CUDA kernel against the CPU backend (trident_gpu_tests), then

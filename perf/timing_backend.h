@@ -93,6 +93,10 @@ class TimingBackend final : public kernels::ForwardingBackend {
                     const kernels::AdamWArgs& a) override {
     timed("adamw_update", [&] { inner_.adamw_update(p, g, m, v, n, a); });
   }
+  void adamw_update_master(float* master, float* c, const float* g, float* m, float* v, std::size_t n,
+                           const kernels::AdamWArgs& a, kernels::Precision p) override {
+    timed("adamw_update_master", [&] { inner_.adamw_update_master(master, c, g, m, v, n, a, p); });
+  }
 
  private:
   static std::string shape(int C, int OC) { return std::to_string(C) + "->" + std::to_string(OC); }

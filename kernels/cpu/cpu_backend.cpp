@@ -180,4 +180,9 @@ void CpuBackend::adamw_update(float* param, const float* grad, float* m, float* 
   cpu::adamw_update(param, grad, m, v, n, args);
 }
 
+void CpuBackend::adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v,
+                                     std::size_t n, const AdamWArgs& args, Precision compute_precision) {
+  cpu::adamw_update_master(master, compute, grad, m, v, n, args, compute_precision);
+}
+
 }  // namespace trident::kernels::cpu

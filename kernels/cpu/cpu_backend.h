@@ -70,6 +70,8 @@ class CpuBackend final : public Backend {
   double sum_squares(const float* x, std::size_t n) override;
   void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) override;
 
+  void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+                           const AdamWArgs& args, Precision compute_precision) override;
   void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                     const AdamWArgs& args) override;
 

@@ -7,6 +7,9 @@
 // passes their float reciprocals: both twins then multiply by the very same scalars. The
 // per-element update is fp32 in a grid-stride loop; sqrtf and the division are IEEE-rounded
 // (no fast-math), so the twins differ only where nvcc fuses a multiply-add (an ulp or two).
+#include <cuda_bf16.h>  // __float2bfloat16_rn
+#include <cuda_fp16.h>  // __float2half_rn
+
 #include <cmath>
 
 #include "kernels/cuda/adamw.cuh"
@@ -28,25 +31,40 @@ struct AdamWConstants {
   float inv_bias_correction2;  // 1 / (1 - beta2^step)
 };
 
+// One element: updates m, v and returns the new parameter (the only copy of the arithmetic).
+__device__ __forceinline__ float updated(const AdamWConstants& k, float param, float g, float& m, float& v) {
+  const float mi = k.beta1 * m + (1.0f - k.beta1) * g;
+  const float vi = k.beta2 * v + (1.0f - k.beta2) * g * g;
+  m = mi;
+  v = vi;
+  const float mhat = mi * k.inv_bias_correction1;
+  const float vhat = vi * k.inv_bias_correction2;
+  return param - k.lr * (mhat / (sqrtf(vhat) + k.eps) + k.weight_decay * param);
+}
+
 __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, std::size_t n,
                              AdamWConstants k) {
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) param[i] = updated(k, param[i], grad[i], m[i], v[i]);
+}
+
+template <Precision P>
+__device__ __forceinline__ float stored(float x) {
+  if constexpr (P == Precision::kBf16) return __bfloat162float(__float2bfloat16_rn(x));
+  if constexpr (P == Precision::kFp16) return __half2float(__float2half_rn(x));
+  return x;
+}
+
+template <Precision P>
+__global__ void adamw_master_kernel(float* master, float* compute, const float* grad, float* m, float* v,
+                                    std::size_t n, AdamWConstants k) {
   for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) {
-    const float g = grad[i];
-    const float mi = k.beta1 * m[i] + (1.0f - k.beta1) * g;
-    const float vi = k.beta2 * v[i] + (1.0f - k.beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float mhat = mi * k.inv_bias_correction1;
-    const float vhat = vi * k.inv_bias_correction2;
-    param[i] -= k.lr * (mhat / (sqrtf(vhat) + k.eps) + k.weight_decay * param[i]);
+    const float p = updated(k, master[i], grad[i], m[i], v[i]);
+    master[i] = p;
+    compute[i] = stored<P>(p);
   }
 }
 
-}  // namespace
-
-void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
-                  const AdamWArgs& args, cudaStream_t stream) {
-  if (n == 0) return;
+AdamWConstants constants_of(const AdamWArgs& args) {
   AdamWConstants k{};
   k.lr = args.lr;
   k.beta1 = args.beta1;
@@ -57,7 +75,34 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::size
       static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta1), args.step)));
   k.inv_bias_correction2 =
       static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta2), args.step)));
-  adamw_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(param, grad, m, v, n, k);
+  return k;
+}
+
+}  // namespace
+
+void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
+                  const AdamWArgs& args, cudaStream_t stream) {
+  if (n == 0) return;
+  adamw_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(param, grad, m, v, n, constants_of(args));
+  CUDA_CHECK_LAUNCH();
+}
+
+void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+                         const AdamWArgs& args, Precision precision, cudaStream_t stream) {
+  if (n == 0) return;
+  const AdamWConstants k = constants_of(args);
+  const auto blocks = elementwise_blocks(n);
+  switch (precision) {
+    case Precision::kBf16:
+      adamw_master_kernel<Precision::kBf16><<<blocks, kElementwiseThreads, 0, stream>>>(master, compute, grad, m, v, n, k);
+      break;
+    case Precision::kFp16:
+      adamw_master_kernel<Precision::kFp16><<<blocks, kElementwiseThreads, 0, stream>>>(master, compute, grad, m, v, n, k);
+      break;
+    case Precision::kFp32:
+      adamw_master_kernel<Precision::kFp32><<<blocks, kElementwiseThreads, 0, stream>>>(master, compute, grad, m, v, n, k);
+      break;
+  }
   CUDA_CHECK_LAUNCH();
 }
 

@@ -12,5 +12,9 @@ namespace trident::kernels::cuda {
 // m, v updated in place, param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param).
 void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                   const AdamWArgs& args, cudaStream_t stream);
+// The same update of fp32 master weights; compute[i] = master[i] rounded to `precision` in the
+// same pass (__float2bfloat16_rn / __float2half_rn).
+void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+                         const AdamWArgs& args, Precision precision, cudaStream_t stream);
 
 }  // namespace trident::kernels::cuda

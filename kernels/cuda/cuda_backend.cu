@@ -259,4 +259,9 @@ void CudaBackend::adamw_update(float* param, const float* grad, float* m, float*
   cuda::adamw_update(param, grad, m, v, n, args, stream_);
 }
 
+void CudaBackend::adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v,
+                                      std::size_t n, const AdamWArgs& args, Precision compute_precision) {
+  cuda::adamw_update_master(master, compute, grad, m, v, n, args, compute_precision, stream_);
+}
+
 }  // namespace trident::kernels::cuda

@@ -95,6 +95,8 @@ class CudaBackend final : public Backend {
   double sum_squares(const float* x, std::size_t n) override;
   void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) override;
 
+  void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+                           const AdamWArgs& args, Precision compute_precision) override;
   void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                     const AdamWArgs& args) override;
 
@@ -102,7 +104,7 @@ class CudaBackend final : public Backend {
   int device_index_;                       // the CUDA device this backend runs on
   std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
-  cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_, fp32 math
+  cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_ (fp32, or TF32: set_gemm_input_precision)
   double* sum_squares_scratch_ = nullptr;  // device partial sums of sum_squares
 };
 

@@ -9,7 +9,8 @@ namespace trident::kernels::cuda {
 // C[M,N] = alpha * op(A) @ op(B) + beta * C, every matrix row-major with its leading dimension
 // (elements between consecutive rows): op(A) is M x K, op(B) is K x N. trans_a = CUBLAS_OP_T
 // means A is stored K x M (row-major) and used transposed. Queued on the handle's stream;
-// fp32 throughout (the handle's math mode is CUBLAS_DEFAULT_MATH: no TF32).
+// fp32 data and accumulation; the handle's math mode decides the multiplies (CUBLAS_DEFAULT_MATH:
+// fp32; TF32 tensor cores once Backend::set_gemm_input_precision has promised rounded inputs).
 void sgemm_row_major(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b,
                      int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                      int ldb, float beta, float* C, int ldc);

@@ -44,10 +44,8 @@ void AdamW::update(float* params, const float* shard_grads, double lr, int64_t s
     if (master_ == nullptr) {
       backend_.adamw_update(params + s.offset, shard_grads + local, m_ + local, v_ + local, s.count, args);
     } else {
-      // Two passes where a fused kernel would do one (the CUDA backend's to come); the
-      // numbers are the same.
-      backend_.adamw_update(master_ + local, shard_grads + local, m_ + local, v_ + local, s.count, args);
-      backend_.round_to_precision(params + s.offset, master_ + local, s.count, precision_);
+      backend_.adamw_update_master(master_ + local, params + s.offset, shard_grads + local, m_ + local, v_ + local,
+                                   s.count, args, precision_);
     }
   }
 }

@@ -434,5 +434,32 @@ TEST_F(TwinBackends, AdamwUpdateMatchesCpu) {
   }
 }
 
+// The master-weight update: master, m and v as adamw_update; the compute copy is the master
+// rounded on each side. Where the twins' masters differ by an ulp next to a rounding boundary
+// the copies differ by one unit of the 16-bit format. Relative to max |x| (~1, but a unit of
+// values in [1, 2) is twice that of [0.5, 1)) the bound is 2^-7 for bf16 and 2^-10 for fp16.
+TEST_F(TwinBackends, AdamwUpdateMasterMatchesCpu) {
+  for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+    SCOPED_TRACE(precision_name(p));
+    const std::size_t n = kLargeLength;
+    auto master = twin(uniform(n, -1.0f, 1.0f));
+    auto compute = twin(uniform(n, 5.0f, 9.0f));  // overwritten
+    auto grad = twin(uniform(n, -1.0f, 1.0f));
+    auto m = twin(uniform(n, -0.1f, 0.1f));
+    auto v = twin(uniform(n, 0.0f, 0.01f));
+    AdamWArgs args;
+    args.lr = 3e-3f;
+    args.weight_decay = 0.1f;
+    args.step = 7;
+    run_on_both([&](Backend& b, Side side) {
+      b.adamw_update_master(master.on(side), compute.on(side), grad.on(side), m.on(side), v.on(side), n, args, p);
+    });
+    expect_twins_agree(master, kElementwiseTolerance, "master");
+    expect_twins_agree(m, kElementwiseTolerance, "m");
+    expect_twins_agree(v, kElementwiseTolerance, "v");
+    expect_twins_agree(compute, p == Precision::kBf16 ? 0.0079 : 0.00098, "compute copy");
+  }
+}
+
 }  // namespace
 }  // namespace trident::kernels::gpu_test

@@ -1,6 +1,8 @@
 // adamw_update against a hand-worked example and a double-precision update over several steps.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -88,6 +90,31 @@ TEST(CpuAdamW, LateStepBiasCorrectionAndNoDecayWhenZero) {
   expect_close(param, ref.param, 2e-7, 1e-7, "param");
   expect_close(m, ref.m, 1e-9, 1e-6, "m");
   expect_close(v, ref.v, 1e-12, 1e-6, "v");
+}
+
+TEST(CpuAdamW, MasterUpdateIsTheUpdateThenTheRounding) {
+  std::mt19937 rng(71);
+  cpu::CpuBackend backend(kTestThreads);
+  const std::size_t n = 1001;
+  const auto param = random_floats(n, rng), grad = random_floats(n, rng);
+  const auto m0 = random_floats(n, rng, -0.1f, 0.1f), v0 = random_floats(n, rng, 0.0f, 0.01f);
+  AdamWArgs args;
+  args.lr = 3e-3f;
+  args.weight_decay = 0.1f;
+  args.step = 5;
+  for (Precision p : {Precision::kBf16, Precision::kFp16, Precision::kFp32}) {
+    auto two_pass = param, m2 = m0, v2 = v0;
+    backend.adamw_update(two_pass.data(), grad.data(), m2.data(), v2.data(), n, args);
+    std::vector<float> two_pass_copy(n);
+    backend.round_to_precision(two_pass_copy.data(), two_pass.data(), n, p);
+    auto master = param, m1 = m0, v1 = v0;
+    std::vector<float> copy(n);
+    backend.adamw_update_master(master.data(), copy.data(), grad.data(), m1.data(), v1.data(), n, args, p);
+    EXPECT_EQ(std::memcmp(master.data(), two_pass.data(), n * sizeof(float)), 0) << precision_name(p);
+    EXPECT_EQ(std::memcmp(copy.data(), two_pass_copy.data(), n * sizeof(float)), 0) << precision_name(p);
+    EXPECT_EQ(std::memcmp(m1.data(), m2.data(), n * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(v1.data(), v2.data(), n * sizeof(float)), 0);
+  }
 }
 
 }  // namespace

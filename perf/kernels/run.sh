@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every kernel-playground program on a lent GPU machine (perf/kernels/README.md):
+#
+#   here:   ../shared/tools/device-pack .devpack build/bin/playground_*
+#   there:  bash perf/kernels/run.sh .devpack [REPS]     (writes $OUT/playground.txt when OUT is set)
+#
+# Exit status: 0 when every variant of every program passed its validation, 1 otherwise.
+set -u
+pack=${1:-.devpack}
+reps=${2:-50}
+# shellcheck disable=SC1091
+source "$pack/env.sh"
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
+log="$out/playground.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$log"
+status=0
+for program in playground_layernorm_forward playground_matmul_forward playground_attention_forward; do
+  echo "== $program all $reps" | tee -a "$log"
+  "$program" all "$reps" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  echo "== $program: exit $rc" | tee -a "$log"
+  [ "$rc" -eq 0 ] || status=1
+done
+exit $status
