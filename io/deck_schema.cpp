@@ -202,8 +202,9 @@ std::vector<KeySpec> make_schema() {
       // [log]
       int_key("log.every", "10", 1, kNone, "Print a progress line every this many steps."),
       float_key("log.peak_tflops", "0", 0, false, kNone, false,
-                "Peak TFLOP/s of one rank, the denominator of MFU; 0 = measure this "
-                "machine's sgemm rate at start-up."),
+                "Peak TFLOP/s of one rank, the denominator of MFU; 0 = the datasheet peak of a known "
+                "GPU (H100, H200, A100) for train.precision, else this machine's sgemm rate "
+                "measured at start-up."),
 
       // [checkpoint]
       int_key("checkpoint.every", "0", 0, kNone,

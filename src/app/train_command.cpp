@@ -136,6 +136,12 @@ int train_command(const std::vector<std::string>& args) {
   }
 
   double peak = c.log.peak_tflops * 1e12;
+  std::string datasheet;
+  if (peak <= 0.0) peak = train::datasheet_peak_flops(backend->name(), precision, datasheet);
+  if (peak > 0.0 && !datasheet.empty() && leader) {
+    std::printf("peak: %.0f TFLOP/s per rank (%s, datasheet; set log.peak_tflops to override)\n", peak / 1e12,
+                datasheet.c_str());
+  }
   if (peak <= 0.0) {
     peak = train::measure_matmul_flops(*backend);
     // Ranks of a node share its cores: take the mean so MFU is against the job as a whole.

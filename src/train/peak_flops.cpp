@@ -6,6 +6,36 @@
 
 namespace trident::train {
 
+namespace {
+
+struct DatasheetEntry {
+  const char* name_part;  // matched in the device name
+  const char* label;
+  double tensor_16bit_tflops;  // dense bf16 / fp16 on the tensor cores
+  double fp32_tflops;          // fp32 on the CUDA cores
+};
+
+// NVIDIA's datasheet figures (dense, no sparsity), most specific names first.
+constexpr DatasheetEntry kDatasheet[] = {
+    {"H100 PCIe", "H100 PCIe", 756.0, 51.0},
+    {"H100", "H100 SXM", 989.0, 67.0},
+    {"H200", "H200", 989.0, 67.0},
+    {"A100", "A100", 312.0, 19.5},
+};
+
+}  // namespace
+
+double datasheet_peak_flops(const std::string& device, kernels::Precision precision, std::string& which) {
+  if (device.rfind("cuda", 0) != 0) return 0.0;
+  for (const DatasheetEntry& e : kDatasheet) {
+    if (device.find(e.name_part) == std::string::npos) continue;
+    const bool tensor = precision != kernels::Precision::kFp32;
+    which = std::string(e.label) + (tensor ? ", dense " + std::string(kernels::precision_name(precision)) : ", fp32");
+    return (tensor ? e.tensor_16bit_tflops : e.fp32_tflops) * 1e12;
+  }
+  return 0.0;
+}
+
 double measure_matmul_flops(kernels::Backend& backend) {
   constexpr int kSize = 512;
   constexpr std::size_t kElems = static_cast<std::size_t>(kSize) * kSize;

@@ -1,10 +1,19 @@
-// Measures the rate of the backend's matmul on this rank (512^3 products, best of several),
-// as the peak for MFU when the deck gives none (log.peak_tflops = 0) on a CPU.
+// The peak for MFU when the deck gives none (log.peak_tflops = 0): a known GPU's datasheet peak
+// for the precision trained in, else the measured rate of the backend's matmul on this rank.
 #pragma once
+
+#include <string>
 
 #include "kernels/backend.h"
 
 namespace trident::train {
+
+// A GPU's dense peak in FLOP/s for the precision's GEMMs, from its datasheet: bf16 and fp16
+// train on the tensor cores (the "dense bf16 peak"), fp32 on the CUDA cores (fp32
+// GEMMs run without TF32). `device` is a backend name ("cuda (NVIDIA H100 80GB HBM3, sm_90)").
+// Sets `which` to the datasheet entry used ("H100 SXM, dense bf16"). 0 for a GPU not in the
+// table, and for CPUs.
+double datasheet_peak_flops(const std::string& device, kernels::Precision precision, std::string& which);
 
 // FLOP/s of the best of a few 512 x 512 x 512 matmuls.
 double measure_matmul_flops(kernels::Backend& backend);

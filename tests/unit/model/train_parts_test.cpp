@@ -10,6 +10,7 @@
 #include "src/train/adamw.h"
 #include "src/model/gpt.h"
 #include "src/train/lr_schedule.h"
+#include "src/train/peak_flops.h"
 #include "src/train/progress_line.h"
 
 using namespace trident;
@@ -28,6 +29,20 @@ TEST(LrSchedule, WarmupThenCosineToFloor) {
 TEST(LrSchedule, NoWarmupStartsAtPeak) {
   train::LrSchedule s{3e-4, 3e-5, 0, 100};
   EXPECT_DOUBLE_EQ(s.at(0), 3e-4);
+}
+
+TEST(PeakFlops, KnownGpusGiveTheirDatasheetPeakForThePrecision) {
+  std::string which;
+  EXPECT_EQ(train::datasheet_peak_flops("cuda (NVIDIA H100 80GB HBM3, sm_90)", kernels::Precision::kBf16, which), 989e12);
+  EXPECT_EQ(which, "H100 SXM, dense bf16");
+  EXPECT_EQ(train::datasheet_peak_flops("cuda (NVIDIA H100 80GB HBM3, sm_90)", kernels::Precision::kFp32, which), 67e12);
+  EXPECT_EQ(which, "H100 SXM, fp32");
+  EXPECT_EQ(train::datasheet_peak_flops("cuda (NVIDIA H100 PCIe, sm_90)", kernels::Precision::kFp16, which), 756e12);
+  EXPECT_EQ(train::datasheet_peak_flops("cuda (NVIDIA H200, sm_90)", kernels::Precision::kBf16, which), 989e12);
+  EXPECT_EQ(train::datasheet_peak_flops("cuda (NVIDIA A100-SXM4-80GB, sm_80)", kernels::Precision::kBf16, which), 312e12);
+  // Unknown GPUs and CPUs: none (the caller measures instead).
+  EXPECT_EQ(train::datasheet_peak_flops("cuda (NVIDIA L4, sm_89)", kernels::Precision::kBf16, which), 0.0);
+  EXPECT_EQ(train::datasheet_peak_flops("cpu (OpenBLAS, 2 threads)", kernels::Precision::kBf16, which), 0.0);
 }
 
 TEST(FlopCount, Gpt2SmallMatchesSixNPlusAttention) {
