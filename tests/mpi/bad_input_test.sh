@@ -32,9 +32,13 @@ expect_user_error unknown_key_in_deck 2 "train.bogus_key" train unknown.ini
 expect_user_error malformed_value 2 "optim.lr" train good.ini --optim.lr=fast
 expect_user_error out_of_range 2 "train.micro_batch" train good.ini --train.micro_batch=0
 expect_user_error bad_choice 2 "run.device" train good.ini --run.device=tpu
+expect_user_error bad_precision 2 "train.precision" train good.ini --train.precision=fp8
+expect_user_error bad_loss_scale 2 "train.loss_scale" train good.ini --train.precision=fp16 --train.loss_scale=0.5
+expect_user_error bad_comm 2 "parallel.comm" train good.ini --parallel.comm=gloo
 # run.device = cuda where the node has no GPU (or the build no CUDA): refused on every rank.
 if "$TRIDENT" --version | grep -Eq "CUDA: (no|yes \(0 device)"; then
   expect_user_error cuda_without_gpu 2 "run.device = cuda: " train good.ini --run.device=cuda
+  expect_user_error cuda_without_gpu_staged 2 "run.device = cuda: " train good.ini --run.device=cuda --parallel.comm=mpi
 fi
 expect_user_error world_size 3 "parallel.dp" train good.ini --parallel.dp=2
 expect_user_error batch_divisibility 2 "train.global_batch" train good.ini --train.global_batch=6 --train.micro_batch=2
