@@ -38,7 +38,7 @@ run() {  # run MODEL PRECISION MICRO_BATCH
   mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
     --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
     --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
-    --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50257 \
+    --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50256 \
     --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
   local rc=$?
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
