@@ -5,6 +5,9 @@
 #include "kernels/cpu/elementwise.h"
 
 #include <omp.h>  // omp_get_thread_num, omp_get_num_threads
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>  // _mm256_cvtps_ph, _mm256_cvtph_ps (F16C)
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -14,6 +17,32 @@
 namespace trident::kernels::cpu {
 
 namespace {
+
+// fp16 rounding with the F16C conversions (vcvtps2ph, round to nearest even: the IEEE
+// conversion round_to_fp16 spells out in bits, branchy and scalar), eight floats at a time.
+// Returns false, doing nothing, where the CPU or the compiler lacks them. The precision tests
+// compare the two over every kind of value.
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void round_to_fp16_f16c_loop(float* dst, const float* src,
+                                                                 std::ptrdiff_t blocks) {
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t b = 0; b < blocks; b++) {
+    const __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(src + 8 * b), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(dst + 8 * b, _mm256_cvtph_ps(half));
+  }
+}
+
+bool round_to_fp16_f16c(float* dst, const float* src, std::ptrdiff_t count) {
+  if (!__builtin_cpu_supports("avx") || !__builtin_cpu_supports("f16c")) return false;
+  const std::ptrdiff_t blocks = count / 8;
+  round_to_fp16_f16c_loop(dst, src, blocks);
+  for (std::ptrdiff_t i = 8 * blocks; i < count; i++) dst[i] = round_to_fp16(src[i]);
+  return true;
+}
+#else
+bool round_to_fp16_f16c(float*, const float*, std::ptrdiff_t) { return false; }
+#endif
+
 // Below this many floats (1 MiB) a single memset beats waking the thread team.
 constexpr std::size_t kParallelZeroMin = std::size_t{1} << 18;
 constexpr std::size_t kLineFloats = 16;  // a 64-byte cache line: chunk edges fall on line edges
@@ -71,11 +100,6 @@ double sum_squares(const float* x, std::size_t n) {
   return total;
 }
 
-// fp16 through the compiler's _Float16 where it has one: the x86-64-v3 and v4 clones then use
-// the F16C conversions (vcvtps2ph, round to nearest even), eight or sixteen at a time, where the
-// bit arithmetic of round_to_fp16 is branchy and scalar. Both round the same way (the precision
-// tests compare them over every kind of value).
-TRIDENT_SIMD_CLONES
 void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {
   const auto count = static_cast<std::ptrdiff_t>(n);
   switch (precision) {
@@ -87,13 +111,9 @@ void round_to_precision(float* dst, const float* src, std::size_t n, Precision p
       for (std::ptrdiff_t i = 0; i < count; i++) dst[i] = round_to_bf16(src[i]);
       return;
     case Precision::kFp16:
-#if defined(__FLT16_MAX__)
-#pragma omp parallel for simd schedule(static)
-      for (std::ptrdiff_t i = 0; i < count; i++) dst[i] = static_cast<float>(static_cast<_Float16>(src[i]));
-#else
+      if (round_to_fp16_f16c(dst, src, count)) return;
 #pragma omp parallel for schedule(static)
       for (std::ptrdiff_t i = 0; i < count; i++) dst[i] = round_to_fp16(src[i]);
-#endif
       return;
   }
 }

@@ -117,7 +117,14 @@ TEST(Precision, ParsesTheDeckSpelling) {
 TEST(Precision, CpuBackendRoundsInBulkAndInPlace) {
   std::mt19937 rng(403);
   cpu::CpuBackend backend(kTestThreads);
-  const std::vector<float> x = random_floats(1001, rng, -70000.0f, 70000.0f);
+  // Large values (fp16 overflow), small ones (fp16 subnormals, below 6.1e-5) and the probe
+  // values (ties, specials): the bulk routines (F16C on x86) against the scalar functions.
+  std::vector<float> x = random_floats(1001, rng, -70000.0f, 70000.0f);
+  const std::vector<float> tiny = random_floats(1001, rng, -1e-4f, 1e-4f);
+  x.insert(x.end(), tiny.begin(), tiny.end());
+  for (float v : probe_values(rng)) {
+    if (!std::isnan(v)) x.push_back(v);
+  }
   for (Precision p : {Precision::kBf16, Precision::kFp16, Precision::kFp32}) {
     std::vector<float> out(x.size());
     backend.round_to_precision(out.data(), x.data(), x.size(), p);
