@@ -60,6 +60,10 @@ class Backend {
   // communicator with a stream of its own (NCCL) can order itself after it with events. Null
   // for the CPU backend.
   virtual void* device_stream() const { return nullptr; }
+  // The most device memory this backend has held at once through allocate and allocate_tokens
+  // (its high-water mark), for comparing the memory estimate with a GPU run. 0 for the CPU,
+  // whose memory the resident-set size measures.
+  virtual std::size_t device_bytes_high_water() const { return 0; }
   // A promise that from now on every matmul and attention GEMM reads only values representable
   // in `inputs` (bf16 or fp16 storage: activations and the rounded compute copy of the
   // weights). A backend may then use math that is exact on such values with fp32 accumulation:

@@ -29,6 +29,7 @@ class ForwardingBackend : public Backend {
   void synchronize() override { inner_.synchronize(); }
   bool is_device_memory(const void* p) const override { return inner_.is_device_memory(p); }
   void* device_stream() const override { return inner_.device_stream(); }
+  std::size_t device_bytes_high_water() const override { return inner_.device_bytes_high_water(); }
   void set_gemm_input_precision(Precision inputs) override { inner_.set_gemm_input_precision(inputs); }
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,

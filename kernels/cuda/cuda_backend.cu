@@ -10,6 +10,7 @@
 #include <cublas_v2.h>     // cublasCreate, cublasSetStream, cublasSetMathMode
 #include <cuda_runtime.h>  // cudaMalloc, cudaMemcpyAsync, cudaStreamCreate
 
+#include <algorithm>  // std::max
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -96,17 +97,37 @@ CudaBackend::~CudaBackend() {
   (void)cudaGetLastError();
 }
 
-float* CudaBackend::allocate(std::size_t count) {
-  return static_cast<float*>(allocate_bytes(count * sizeof(float)));
+void* CudaBackend::track(void* ptr, std::size_t bytes) {
+  allocation_bytes_[ptr] = bytes;
+  live_bytes_ += bytes;
+  high_water_bytes_ = std::max(high_water_bytes_, live_bytes_);
+  return ptr;
 }
 
-void CudaBackend::release(float* ptr) { release_bytes(ptr); }
+void CudaBackend::untrack(const void* ptr) {
+  const auto it = allocation_bytes_.find(ptr);
+  if (it == allocation_bytes_.end()) return;
+  live_bytes_ -= it->second;
+  allocation_bytes_.erase(it);
+}
+
+float* CudaBackend::allocate(std::size_t count) {
+  return static_cast<float*>(track(allocate_bytes(count * sizeof(float)), count * sizeof(float)));
+}
+
+void CudaBackend::release(float* ptr) {
+  untrack(ptr);
+  release_bytes(ptr);
+}
 
 int32_t* CudaBackend::allocate_tokens(std::size_t count) {
-  return static_cast<int32_t*>(allocate_bytes(count * sizeof(int32_t)));
+  return static_cast<int32_t*>(track(allocate_bytes(count * sizeof(int32_t)), count * sizeof(int32_t)));
 }
 
-void CudaBackend::release_tokens(int32_t* ptr) { release_bytes(ptr); }
+void CudaBackend::release_tokens(int32_t* ptr) {
+  untrack(ptr);
+  release_bytes(ptr);
+}
 
 void CudaBackend::fill_zero(float* ptr, std::size_t count) {
   if (count == 0) return;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "kernels/backend.h"
 
@@ -49,6 +50,7 @@ class CudaBackend final : public Backend {
   // True for memory of a CUDA device (what allocate() returns), false for host memory.
   bool is_device_memory(const void* ptr) const override;
   void* device_stream() const override { return stream_; }
+  std::size_t device_bytes_high_water() const override { return high_water_bytes_; }
   void set_gemm_input_precision(Precision inputs) override;
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
@@ -106,6 +108,12 @@ class CudaBackend final : public Backend {
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
   cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_ (fp32, or TF32: set_gemm_input_precision)
   double* sum_squares_scratch_ = nullptr;  // device partial sums of sum_squares
+  // Bytes of each live allocation of allocate / allocate_tokens, their sum and its maximum.
+  std::unordered_map<const void*, std::size_t> allocation_bytes_;
+  std::size_t live_bytes_ = 0;
+  std::size_t high_water_bytes_ = 0;
+  void* track(void* ptr, std::size_t bytes);
+  void untrack(const void* ptr);
 };
 
 }  // namespace trident::kernels::cuda

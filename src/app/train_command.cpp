@@ -204,6 +204,14 @@ int train_command(const std::vector<std::string>& args) {
                   "(largest over ranks)\n",
                   format_bytes(static_cast<double>(estimate.total())).c_str(), static_cast<double>(grown_mib));
     }
+    // On a GPU the model's memory is device memory: its high-water mark, through the backend.
+    float device_mib = static_cast<float>(static_cast<double>(backend->device_bytes_high_water()) / 1048576.0);
+    world.all_reduce_max(&device_mib, 1);
+    if (leader && device.device != kernels::Device::kCpu) {
+      std::printf("memory: device memory held by the backend at most: %.1f MiB (largest over ranks; the CUDA "
+                  "context and library workspaces come on top)\n",
+                  static_cast<double>(device_mib));
+    }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (leader) {

@@ -73,6 +73,20 @@ TEST_F(TwinBackends, AllocationsAreAlignedDeviceMemory) {
   EXPECT_FALSE(gpu_->is_device_memory(host.data()));
 }
 
+TEST_F(TwinBackends, DeviceMemoryHighWaterCountsLiveAllocations) {
+  auto gpu = make_backend(Device::kCuda, kCpuThreads);
+  EXPECT_EQ(gpu->device_bytes_high_water(), 0u);
+  float* a = gpu->allocate(1000);
+  int32_t* t = gpu->allocate_tokens(10);
+  EXPECT_EQ(gpu->device_bytes_high_water(), 4040u);
+  gpu->release(a);
+  float* b = gpu->allocate(500);  // fits in what was released: the mark stays
+  EXPECT_EQ(gpu->device_bytes_high_water(), 4040u);
+  gpu->release(b);
+  gpu->release_tokens(t);
+  EXPECT_EQ(cpu_->device_bytes_high_water(), 0u);  // host memory: not counted here
+}
+
 TEST_F(TwinBackends, CopiesAndZeroFillRoundTrip) {
   const std::vector<float> host = uniform(kSmallLength, -1.0f, 1.0f);
   float* dev = gpu_->allocate(host.size());
