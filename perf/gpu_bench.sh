@@ -22,8 +22,8 @@ flags=(--oversubscribe)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 table="$out/bench.md"
-echo "| model | precision | micro-batch | tokens/s (median) | ms/step | MFU | peak GPU memory |" > "$table"
-echo "|---|---|---|---|---|---|---|" >> "$table"
+echo "| model | precision | micro-batch | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate |" > "$table"
+echo "|---|---|---|---|---|---|---|---|---|" >> "$table"
 
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).
 median() {
@@ -43,16 +43,20 @@ run() {  # run MODEL PRECISION MICRO_BATCH
   local rc=$?
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   if [ $rc -ne 0 ]; then
-    echo "| gpt2-$model | $precision | $mb | failed (exit $rc): $(tail -1 "$out/$name.log") | | | |" >> "$table"
+    echo "| gpt2-$model | $precision | $mb | failed (exit $rc): $(tail -1 "$out/$name.log") | | | | | |" >> "$table"
     return
   fi
   local metrics="$out/$name/metrics.jsonl"
   local mem_mib
   mem_mib=$(sort -n "$out/$name.mem" | tail -1)
-  printf "| gpt2-%s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB |\n" "$model" "$precision" "$mb" \
+  local held estimate
+  held=$(sed -n 's/^memory: device memory held by the backend at most: \([0-9.]*\) MiB.*/\1/p' "$out/$name.log")
+  estimate=$(sed -n 's/^memory: rank 0 estimate \([^;]*\);.*/\1/p' "$out/$name.log")
+  printf "| gpt2-%s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s |\n" "$model" "$precision" "$mb" \
     "$(median "$metrics" tokens_per_s)" "$(median "$metrics" ms_per_step)" \
     "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
-    "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" >> "$table"
+    "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" "$(awk -v m="${held:-0}" 'BEGIN {print m / 1024}')" \
+    "${estimate:-?}" >> "$table"
 }
 
 for mb in 8 16 32; do run 124m bf16 "$mb"; done
