@@ -1,0 +1,144 @@
+// train.precision = bf16 on the GPU as it runs today: the CUDA backend under
+// RoundedStorageBackend (fp32 kernels, outputs rounded to bf16, GEMMs on TF32 tensor cores)
+// against the CPU backend under the same decorator. Inputs are bf16 values, as the model's are.
+//
+// Tolerances, relative to the largest reference value (twin_test_support.h):
+// - rounded outputs: the twins' fp32 results differ by ~1e-6, so now and then one lands on the
+//   other side of a bf16 rounding midpoint and the stored values differ by one bf16 unit, at
+//   most 2^-7 of the largest value (a unit at v is 2^(floor(log2 |v|) - 7)): kOneBf16Unit;
+// - attention: TF32 also rounds its internal intermediates (the probabilities before P V, the
+//   softmax gradient) to 11 bits, ~5e-4 before the output's own rounding: two units;
+// - fp32 outputs (weight gradients from TF32 GEMMs on exact bf16 inputs, LayerNorm statistics):
+//   kReductionTolerance, as in fp32.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/precision.h"
+#include "kernels/rounded_storage_backend.h"
+#include "tests/gpu/twin_test_support.h"
+
+namespace trident::kernels::gpu_test {
+namespace {
+
+constexpr double kOneBf16Unit = 1.0 / 128.0;
+constexpr double kTwoBf16Units = 2.0 / 128.0;
+
+class Bf16StorageTwins : public TwinBackends {
+ protected:
+  void SetUp() override {
+    TwinBackends::SetUp();
+    cpu16_ = std::make_unique<RoundedStorageBackend>(*cpu_, Precision::kBf16);
+    gpu16_ = std::make_unique<RoundedStorageBackend>(*gpu_, Precision::kBf16);  // turns on TF32
+  }
+
+  template <typename Call>
+  void run_on_both_bf16(Call call) {
+    call(*cpu16_, Side::kCpu);
+    call(*gpu16_, Side::kGpu);
+    gpu16_->synchronize();
+  }
+
+  std::vector<float> bf16_uniform(std::size_t n, float lo, float hi) {
+    std::vector<float> v = uniform(n, lo, hi);
+    for (float& x : v) x = round_to_bf16(x);
+    return v;
+  }
+
+  std::unique_ptr<RoundedStorageBackend> cpu16_;
+  std::unique_ptr<RoundedStorageBackend> gpu16_;
+};
+
+TEST_F(Bf16StorageTwins, MatmulForwardAndBackward) {
+  const int N = 74, C = 48, OC = 144;
+  auto inp = twin(bf16_uniform(count_of(N, C), -1.0f, 1.0f));
+  auto weight = twin(bf16_uniform(count_of(OC, C), -1.0f, 1.0f));
+  auto bias = twin(bf16_uniform(count_of(OC, 1), -1.0f, 1.0f));
+  auto out = twin(uniform(count_of(N, OC), 5.0f, 9.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.matmul_forward(out.on(side), inp.on(side), weight.on(side), bias.on(side), N, C, OC);
+  });
+  expect_twins_agree(out, kOneBf16Unit, "out");
+  auto dout = twin(bf16_uniform(count_of(N, OC), -1.0f, 1.0f));
+  auto dinp = twin(std::vector<float>(count_of(N, C), 0.0f));
+  auto dweight = twin(uniform(count_of(OC, C), -1.0f, 1.0f));
+  auto dbias = twin(uniform(count_of(OC, 1), -1.0f, 1.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.matmul_backward(dinp.on(side), dweight.on(side), dbias.on(side), dout.on(side), inp.on(side), weight.on(side),
+                      N, C, OC);
+  });
+  expect_twins_agree(dinp, kOneBf16Unit, "dinp");
+  expect_twins_agree(dweight, kReductionTolerance, "dweight (fp32)");
+  expect_twins_agree(dbias, kReductionTolerance, "dbias (fp32)");
+}
+
+TEST_F(Bf16StorageTwins, LayernormForwardAndBackward) {
+  const int N = 67, C = 300;  // rows longer than a block
+  auto inp = twin(bf16_uniform(count_of(N, C), -2.0f, 2.0f));
+  auto weight = twin(bf16_uniform(count_of(C, 1), 0.5f, 1.5f));
+  auto bias = twin(bf16_uniform(count_of(C, 1), -0.5f, 0.5f));
+  auto out = twin(uniform(count_of(N, C), 5.0f, 9.0f));
+  auto mean = twin(uniform(count_of(N, 1), 5.0f, 9.0f));
+  auto rstd = twin(uniform(count_of(N, 1), 5.0f, 9.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.layernorm_forward(out.on(side), mean.on(side), rstd.on(side), inp.on(side), weight.on(side), bias.on(side), N,
+                        C);
+  });
+  expect_twins_agree(out, kOneBf16Unit, "out");
+  expect_twins_agree(mean, kReductionTolerance, "mean (fp32)");
+  expect_twins_agree(rstd, kReductionTolerance, "rstd (fp32)");
+  auto dout = twin(bf16_uniform(count_of(N, C), -1.0f, 1.0f));
+  auto dinp = twin(bf16_uniform(count_of(N, C), -1.0f, 1.0f));  // accumulated into, then rounded
+  auto dweight = twin(std::vector<float>(count_of(C, 1), 0.0f));
+  auto dbias = twin(std::vector<float>(count_of(C, 1), 0.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.layernorm_backward(dinp.on(side), dweight.on(side), dbias.on(side), dout.on(side), inp.on(side),
+                         weight.on(side), mean.on(side),
+                         rstd.on(side), N, C);
+  });
+  expect_twins_agree(dinp, kOneBf16Unit, "dinp");
+  expect_twins_agree(dweight, kReductionTolerance, "dweight (fp32)");
+  expect_twins_agree(dbias, kReductionTolerance, "dbias (fp32)");
+}
+
+TEST_F(Bf16StorageTwins, AttentionForwardAndBackward) {
+  const int B = 2, T = 37, C = 48, NH = 3;
+  auto qkv = twin(bf16_uniform(count_of(B * T, 3 * C), -1.0f, 1.0f));
+  auto out = twin(uniform(count_of(B * T, C), 5.0f, 9.0f));
+  auto att = twin(uniform(count_of(B * NH, T * T), 5.0f, 9.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.attention_forward(out.on(side), att.on(side), qkv.on(side), B, T, C, NH);
+  });
+  expect_twins_agree(out, kTwoBf16Units, "out");
+  expect_twins_agree(att, kOneBf16Unit, "att");
+  auto dout = twin(bf16_uniform(count_of(B * T, C), -1.0f, 1.0f));
+  auto dqkv = twin(std::vector<float>(count_of(B * T, 3 * C), 0.0f));
+  auto scratch_cpu = cpu_->attention_scratch_size(B, T, NH);
+  auto scratch_gpu = gpu_->attention_scratch_size(B, T, NH);
+  auto scratch = twin(std::vector<float>(std::max(scratch_cpu, scratch_gpu), 0.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.attention_backward(dqkv.on(side), scratch.on(side), dout.on(side), qkv.on(side), att.on(side), B, T, C, NH);
+  });
+  expect_twins_agree(dqkv, kTwoBf16Units, "dqkv");
+}
+
+TEST_F(Bf16StorageTwins, GeluAndCrossEntropyBackward) {
+  const std::size_t n = 4099;
+  auto inp = twin(bf16_uniform(n, -6.0f, 6.0f));
+  auto out = twin(uniform(n, 5.0f, 9.0f));
+  run_on_both_bf16([&](Backend& b, Side side) { b.gelu_forward(out.on(side), inp.on(side), n); });
+  expect_twins_agree(out, kOneBf16Unit, "gelu out");
+  const int N = 37, V = 61, Vp = 64;
+  auto logits = twin(bf16_uniform(count_of(N, Vp), -3.0f, 3.0f));
+  auto targets = twin_tokens(uniform_ids(count_of(N, 1), 0, V));
+  auto dlogits = twin(uniform(count_of(N, Vp), 5.0f, 9.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.cross_entropy_backward(dlogits.on(side), logits.on(side), targets.on(side), 1.0f / 37.0f, N, V, Vp);
+  });
+  expect_twins_agree(dlogits, kOneBf16Unit, "dlogits");
+}
+
+}  // namespace
+}  // namespace trident::kernels::gpu_test
