@@ -19,6 +19,16 @@ TEST(RestartCompatibility, StepsLayoutAndLoggingMayChange) {
       "ck.h5"));
 }
 
+// Checkpoints hold fp32 master weights in every precision, so the precision (and the fp16
+// scaler's settings) may change on restart; so may the GPU transport.
+TEST(RestartCompatibility, PrecisionAndTransportMayChange) {
+  const auto saved = deck({"--train.precision=fp32"});
+  EXPECT_NO_THROW(app::check_restart_compatible(
+      saved, deck({"--train.precision=fp16", "--train.loss_scale=1024", "--train.loss_scale_window=100",
+                   "--parallel.comm=mpi"}),
+      "ck.h5"));
+}
+
 TEST(RestartCompatibility, AModelOrOptimizerChangeNamesTheKeyAndBothValues) {
   const auto saved = deck({});
   try {
