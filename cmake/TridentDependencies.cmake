@@ -73,12 +73,21 @@ if(TRIDENT_CUDA)
   find_package(CUDAToolkit QUIET)
   trident_require(CUDAToolkit_FOUND "CUDA toolkit libraries (cudart, cuBLAS)")
   # NCCL ships with the CUDA toolkit here (and in NVIDIA's containers); a separate install is
-  # found through CMAKE_PREFIX_PATH or NCCL_ROOT.
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_ROOT}/include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_ROOT}/lib)
-  trident_require(NCCL_INCLUDE_DIR "NCCL headers (nccl.h)")
-  trident_require(NCCL_LIBRARY "NCCL library (libnccl)")
-  add_library(trident_nccl INTERFACE)
-  target_include_directories(trident_nccl INTERFACE ${NCCL_INCLUDE_DIR})
-  target_link_libraries(trident_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+  # found through CMAKE_PREFIX_PATH or NCCL_ROOT. Without it (or with -DTRIDENT_NCCL=OFF) the
+  # CUDA backend still builds, and parallel.comm = nccl is refused at run time with a pointer
+  # to parallel.comm = mpi.
+  option(TRIDENT_NCCL "Build the NCCL communicators (parallel.comm = nccl)" ON)
+  if(TRIDENT_NCCL)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_ROOT}/include)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_ROOT}/lib)
+    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+      add_library(trident_nccl INTERFACE)
+      target_include_directories(trident_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+      target_link_libraries(trident_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
+    else()
+      set(TRIDENT_NCCL OFF)  # this configure only: a later NCCL install is found on the next
+      message(WARNING "Trident: NCCL not found beside the CUDA toolkit (set NCCL_ROOT): building without "
+                      "parallel.comm = nccl")
+    endif()
+  endif()
 endif()

@@ -4,7 +4,7 @@
 
 #include "parallel/counting_comm.h"
 #include "parallel/mpi_comm.h"
-#ifdef TRIDENT_HAVE_CUDA
+#ifdef TRIDENT_HAVE_NCCL
 #include "parallel/nccl/nccl_comm.h"
 #endif
 
@@ -79,7 +79,7 @@ void ParallelContext::stage_device_buffers(DeviceMemory& memory) {
 }
 
 void ParallelContext::use_nccl(DeviceMemory& memory, void* compute_stream) {
-#ifdef TRIDENT_HAVE_CUDA
+#ifdef TRIDENT_HAVE_NCCL
   const auto nccl = [&memory, compute_stream](std::unique_ptr<Comm> inner) -> std::unique_ptr<Comm> {
     auto* mpi = dynamic_cast<MpiComm*>(inner.get());
     if (mpi == nullptr) throw std::logic_error("ParallelContext::use_nccl: a group is not an MPI communicator");
@@ -96,7 +96,9 @@ void ParallelContext::use_nccl(DeviceMemory& memory, void* compute_stream) {
 #else
   (void)memory;
   (void)compute_stream;
-  throw std::runtime_error("parallel.comm = nccl: this build has no CUDA (configure with -DTRIDENT_CUDA=ON)");
+  throw std::runtime_error(
+      "parallel.comm = nccl: this build has no NCCL (configure with CUDA and NCCL, NCCL_ROOT pointing at it), "
+      "or set parallel.comm = mpi");
 #endif
 }
 

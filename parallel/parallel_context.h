@@ -27,7 +27,7 @@ class ParallelContext {
   // Gives every group (tensor, data, pipeline, model, embedding) an NCCL communicator on
   // device memory, ordered after the backend's stream `compute_stream`
   // (parallel/nccl/nccl_comm.h); host buffers still go through MPI. Collective over the world.
-  // Throws std::runtime_error when the build has no CUDA. `memory` must outlive the context's
+  // Throws std::runtime_error when the build has no NCCL. `memory` must outlive the context's
   // use.
   void use_nccl(DeviceMemory& memory, void* compute_stream);
 

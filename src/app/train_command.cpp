@@ -103,7 +103,12 @@ int train_command(const std::vector<std::string>& args) {
   parallel::BackendMemory backend_memory(*backend);
   if (device.device != kernels::Device::kCpu) {
     if (nccl) {
-      ctx.use_nccl(backend_memory, backend->device_stream());
+      // A build without NCCL refuses on every rank alike: a user error (parallel.comm = mpi works).
+      try {
+        ctx.use_nccl(backend_memory, backend->device_stream());
+      } catch (const std::runtime_error& e) {
+        throw io::UserError(e.what());
+      }
     } else {
       ctx.stage_device_buffers(backend_memory);
     }
