@@ -30,4 +30,15 @@ TRIDENT=$(command -v trident) CHECK_METRICS=$(command -v check_metrics) MPIEXEC=
   TRIDENT_SOURCE_DIR=$PWD WORK_DIR="$out/training" OMP_NUM_THREADS=2 \
   bash tests/gpu/training_test.sh 2>&1 | tee "$out/training.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+# Memory errors in the riskiest kernels, when the machine has the sanitizer (part of the CUDA
+# toolkit, not of the driver; refused on some sandboxes): reported, and counted as a failure.
+if command -v compute-sanitizer > /dev/null; then
+  echo "== compute-sanitizer memcheck on attention, cross-entropy and layernorm"
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 trident_gpu_tests \
+    --gtest_filter='*Attention*:*CrossEntropy*:*Layernorm*' 2>&1 | tee "$out/memcheck.txt" | tail -15
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+  echo "== compute-sanitizer not on this machine: memcheck skipped"
+fi
 exit $status
