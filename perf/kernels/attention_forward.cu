@@ -243,9 +243,7 @@ int main(int argc, char** argv) {
     flash_attention_forward(d_out.data(), d_qkv.data(), batch, T, C, NH, stream.get());
   };
   auto unsupported = [hs](int) {
-    return pg::Outcome{{{"shape", INFINITY, 0.0, false,
-                         "hs = " + std::to_string(hs) + ": this variant needs hs = 64"}},
-                       0.0};
+    return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");
   };
 
   using Run = std::function<pg::Outcome(int)>;

@@ -294,28 +294,6 @@ void two_stage_layernorm(float* dweight, float* dbias, float* partial, const flo
 // wrong column swaps sums that differ by hundreds (their offsets differ).
 constexpr double kSumTolerance = 1e-5;
 
-// Passes when `again` has the same bits as `first` everywhere: determinism from run to run.
-// The "error" shown is the fraction of values that differ.
-pg::Check identical(const std::string& name, const std::vector<float>& again,
-                    const std::vector<float>& first) {
-  pg::Check check{name, 0.0, 0.0, again.size() == first.size(), ""};
-  std::size_t differ = 0;
-  std::size_t first_at = 0;
-  for (std::size_t i = 0; check.pass && i < first.size(); i++) {
-    if (std::memcmp(&again[i], &first[i], sizeof(float)) != 0 && differ++ == 0) first_at = i;
-  }
-  if (!check.pass || differ > 0) {
-    check.pass = false;
-    check.max_rel_err =
-        first.empty() ? INFINITY : static_cast<double>(differ) / static_cast<double>(first.size());
-    char text[200];
-    std::snprintf(text, sizeof text, "%s: %zu values differ between two runs, first at %zu",
-                  name.c_str(), differ, first_at);
-    check.detail = text;
-  }
-  return check;
-}
-
 // What every table shares.
 struct Context {
   cudaStream_t stream;
@@ -376,7 +354,7 @@ int run_bias(const pg::Args& args, const Context& ctx, int N, int OC, const char
       const std::vector<float> second = run_from(d_dbias, d_init, d_scratch, ctx.stream, launch);
       pg::Outcome outcome;
       outcome.checks.push_back(pg::validate("dbias", first, ref, kSumTolerance));
-      outcome.checks.push_back(identical("dbias run to run", second, first));
+      outcome.checks.push_back(pg::identical("dbias run to run", second, first));
       outcome.median_ms = ctx.timer.median_ms(reps, launch);
       return outcome;
     };
@@ -446,7 +424,7 @@ int run_layernorm(const pg::Args& args, const Context& ctx, int N, int C, const 
           pg::validate("dweight", split(first, true), dweight_ref, kSumTolerance));
       outcome.checks.push_back(
           pg::validate("dbias", split(first, false), dbias_ref, kSumTolerance));
-      outcome.checks.push_back(identical("dweight, dbias run to run", second, first));
+      outcome.checks.push_back(pg::identical("dweight, dbias run to run", second, first));
       outcome.median_ms = ctx.timer.median_ms(reps, launch);
       return outcome;
     };

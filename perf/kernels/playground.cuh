@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <random>
@@ -474,5 +475,28 @@ class CublasHandle {
  private:
   cublasHandle_t handle_ = nullptr;
 };
+
+// Passes when `again` has the same bits as `first` everywhere: determinism from run to run.
+// The "error" shown is the fraction of values that differ.
+inline Check identical(const std::string& name, const std::vector<float>& again, const std::vector<float>& first) {
+  Check check{name, 0.0, 0.0, again.size() == first.size(), ""};
+  std::size_t differ = 0;
+  std::size_t first_at = 0;
+  for (std::size_t i = 0; check.pass && i < first.size(); i++) {
+    if (std::memcmp(&again[i], &first[i], sizeof(float)) != 0 && differ++ == 0) first_at = i;
+  }
+  if (!check.pass || differ > 0) {
+    check.pass = false;
+    check.max_rel_err = first.empty() ? INFINITY : static_cast<double>(differ) / static_cast<double>(first.size());
+    char text[200];
+    std::snprintf(text, sizeof text, "%s: %zu values differ between two runs, first at %zu", name.c_str(), differ,
+                  first_at);
+    check.detail = text;
+  }
+  return check;
+}
+
+// The row of a variant that does not handle this shape: a failed check saying why, nothing run.
+inline Outcome unsupported_shape(const std::string& why) { return Outcome{{{"shape", INFINITY, 0.0, false, why}}, 0.0}; }
 
 }  // namespace trident::playground

@@ -16,7 +16,7 @@ log="$out/playground.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$log"
 status=0
 for program in playground_layernorm_forward playground_matmul_forward playground_attention_forward \
-               playground_column_sums playground_embedding_backward; do
+               playground_column_sums playground_embedding_backward playground_attention_backward; do
   echo "== $program all $reps" | tee -a "$log"
   "$program" all "$reps" 2>&1 | tee -a "$log"
   rc=${PIPESTATUS[0]}
