@@ -36,7 +36,7 @@ class NcclComm final : public Comm {
   // Collective over the members of `host`'s MPI communicator `mpi` (every member calls it, in the
   // same order of groups). The calling thread's current CUDA device is the rank's GPU.
   // compute_stream: the backend's stream (Backend::device_stream()). memory tells device buffers
-  // from host ones. host and memory must outlive nothing: host is owned, memory must outlive this.
+  // from host ones and must outlive this; host is owned.
   NcclComm(std::unique_ptr<Comm> host, MPI_Comm mpi, void* compute_stream, DeviceMemory& memory);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;

@@ -67,10 +67,9 @@ std::vector<NormSegment> norm_segments_of(const model::ParamTable& table, const 
 
 LossScalerSettings scaler_settings(const io::TrainSection& t) {
   LossScalerSettings s;
-  s.initial_scale = t.loss_scale;
-  s.growth_interval = t.loss_scale_window;
   // A scale above the ceiling would only be clamped at its first growth: start at most there.
-  s.initial_scale = std::min(s.initial_scale, s.max_scale);
+  s.initial_scale = std::min(t.loss_scale, s.max_scale);
+  s.growth_interval = t.loss_scale_window;
   return s;
 }
 

@@ -26,7 +26,7 @@ if ! mpi 1 train deck.ini --run.device=cuda --train.steps=1 --train.eval_batches
 fi
 grep '^backend' probe.log
 
-sed "s#^path = .*#path = $WORK_DIR/quickstart.h5#; s#^dir = .*#dir = run#; s#^device = .*#device = cpu#" \
+sed "s#^path = .*#path = $WORK_DIR/quickstart.h5#; s#^dir = .*#dir = run#" \
   "$TRIDENT_SOURCE_DIR/inputs/quickstart.ini" > quick.ini
 short="--train.steps=10 --train.eval_batches=0 --run.restart=none"
 mpi 1 train quick.ini $short --run.device=cpu --run.dir=cpu10 > cpu10.log 2>&1 || fail "quickstart on the CPU"
