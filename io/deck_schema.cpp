@@ -194,6 +194,11 @@ std::vector<KeySpec> make_schema() {
                "stage boundaries), with all-gather / reduce-scatter in place of the all-reduces "
                "(same bytes). train.micro_batch * train.seq_len must be divisible by parallel.tp."),
 
+      choice_key("parallel.grad_reduce", "auto", {"auto", "fp32", "bf16", "fp16"},
+                 "Precision the data-parallel gradient reduction (buckets, or ZeRO-1's reduce-scatter) "
+                 "sends and sums in: auto = train.precision (half the bytes in bf16 and fp16, each "
+                 "partial sum rounded to that format); fp32 keeps full-precision sums in every "
+                 "precision. Gradients are accumulated over micro-batches in fp32 either way."),
       choice_key("parallel.comm", "nccl", {"nccl", "mpi"},
                  "How ranks on GPUs communicate: nccl (NCCL on device memory, on its own stream; one "
                  "GPU per rank) or mpi (device buffers staged through host memory; ranks may share a "

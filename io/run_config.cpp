@@ -153,6 +153,9 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.parallel.stage_layers = deck.value("parallel.stage_layers");
   config.parallel.virtual_stages = int_value(deck, "parallel.virtual_stages");
   config.parallel.comm = deck.value("parallel.comm");
+  // auto is resolved here, so that every user of the config sees the precision itself.
+  const std::string grad_reduce = deck.value("parallel.grad_reduce");
+  config.parallel.grad_reduce = grad_reduce == "auto" ? config.train.precision : grad_reduce;
 
   config.log.every = int64_value(deck, "log.every");
   config.log.peak_tflops = double_value(deck, "log.peak_tflops");

@@ -73,6 +73,7 @@ struct ParallelSection {
   std::string stage_layers;  // parallel.stage_layers: even | comma-separated counts
   int virtual_stages = 1;    // parallel.virtual_stages: model chunks per rank (interleaved)
   std::string comm;          // parallel.comm: nccl | mpi (GPU runs)
+  std::string grad_reduce;   // parallel.grad_reduce: fp32 | bf16 | fp16 (auto resolved to train.precision)
 };
 
 struct LogSection {

@@ -92,4 +92,34 @@ inline float round_to_precision(float x, Precision p) {
   return x;
 }
 
+// --- 16-bit encodings (what gradients travel as under parallel.grad_reduce) ---------------------
+// The bit pattern of x rounded to bf16 or fp16 (round-to-nearest-even, as round_to_precision),
+// and its exact value back. decode_16bit(encode_16bit(x, p), p) == round_to_precision(x, p) for
+// every float, NaNs staying NaNs. p must be kBf16 or kFp16.
+inline uint16_t encode_bf16(float x) { return static_cast<uint16_t>(detail::bits_of(round_to_bf16(x)) >> 16); }
+inline float decode_bf16(uint16_t bits) { return detail::float_of(static_cast<uint32_t>(bits) << 16); }
+
+inline uint16_t encode_fp16(float x) {
+  const uint32_t u = detail::bits_of(round_to_fp16(x));  // now exactly a half (or inf / NaN / 0)
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t magnitude = u & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u));
+  if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal half, a whole number of 2^-24 units
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(detail::float_of(magnitude) * 16777216.0f));
+  }
+  // Normal: rebias the exponent (127 -> 15) and keep the top 10 significand bits (the rest are 0).
+  return static_cast<uint16_t>(sign | ((magnitude - 0x38000000u) >> 13));
+}
+inline float decode_fp16(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu;
+  const uint32_t significand = bits & 0x3ffu;
+  if (exponent == 0x1f) return detail::float_of(sign | 0x7f800000u | (significand << 13));
+  if (exponent == 0) return detail::float_of(sign | detail::bits_of(static_cast<float>(significand) * 5.9604644775390625e-8f));
+  return detail::float_of(sign | ((exponent + 112u) << 23) | (significand << 13));
+}
+
+inline uint16_t encode_16bit(float x, Precision p) { return p == Precision::kFp16 ? encode_fp16(x) : encode_bf16(x); }
+inline float decode_16bit(uint16_t bits, Precision p) { return p == Precision::kFp16 ? decode_fp16(bits) : decode_bf16(bits); }
+
 }  // namespace trident::kernels

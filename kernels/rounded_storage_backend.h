@@ -3,7 +3,7 @@
 // Wraps any backend and rounds what each kernel stores for the next one (its activation
 // outputs and activation gradients) to bf16 or fp16, while the fp32 side of mixed precision
 // stays fp32: LayerNorm statistics, token losses, the cross-entropy row statistics, the weight
-// and bias gradients (kept and reduced in fp32, as Megatron-LM's main gradients), the gradient
+// and bias gradients (accumulated in fp32, as Megatron-LM's main gradients), the gradient
 // norm and AdamW. Every kernel still reads its inputs and accumulates in fp32, so the numbers
 // are those of kernels that load 16-bit values, compute in fp32 and round once when storing:
 // the semantics of the GPU's bf16/fp16 kernels, and the CPU twin they are tested against.

@@ -10,7 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "kernels/precision.h"
+
 namespace trident::parallel {
+
+// What a gradient reduction's values travel as (parallel.grad_reduce). kFp32: the plain float
+// sum. kBf16 / kFp16: each rank's values are rounded to the format (nearest, ties to even)
+// before they leave it, every partial sum is rounded to it again (as NCCL's 16-bit reductions
+// do), and the result, a 16-bit value, is widened back into the float buffer. Half the bytes,
+// at the format's precision; which partial sums form depends on the library's algorithm, so
+// the result may differ between group sizes in the last 16-bit place, never between runs. A
+// group of one rank leaves the data untouched.
+using WirePrecision = kernels::Precision;
 
 // A pending non-blocking operation. After wait() returns, whatever is issued next sees the
 // completed result: on the host for MPI (wait() blocks), on the backend's stream for NCCL
@@ -35,7 +46,7 @@ class Comm {
   // In-place sums over the group.
   virtual void all_reduce_sum(float* data, std::size_t count) = 0;
   virtual void all_reduce_sum(double* data, std::size_t count) = 0;
-  virtual std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) = 0;
+  virtual std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) = 0;
   virtual int all_reduce_max(int value) = 0;
   virtual void all_reduce_max(float* data, std::size_t count) = 0;
   // recv[count] = the sum over ranks of the rank-th block of send[count * size].
@@ -45,7 +56,7 @@ class Comm {
   // In place over data[count * size] (as NCCL's in-place forms): afterwards the rank's own
   // block data[rank*count, (rank+1)*count) holds the sum of that block over the group; the
   // other blocks are unspecified.
-  virtual void reduce_scatter_sum_in_place(float* data, std::size_t count) = 0;
+  virtual void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) = 0;
   // In place over data[count * size]: every rank's own block is copied to all ranks.
   virtual void all_gather_in_place(float* data, std::size_t count) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;

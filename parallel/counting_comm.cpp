@@ -23,9 +23,9 @@ class CountingRequest final : public CommRequest {
 
 }  // namespace
 
-std::unique_ptr<CommRequest> CountingComm::iall_reduce_sum(float* d, std::size_t n) {
+std::unique_ptr<CommRequest> CountingComm::iall_reduce_sum(float* d, std::size_t n, WirePrecision wire) {
   std::unique_ptr<CommRequest> inner;
-  timed(n * 4, [&] { inner = inner_->iall_reduce_sum(d, n); });
+  timed(n * kernels::precision_bytes(wire), [&] { inner = inner_->iall_reduce_sum(d, n, wire); });
   return std::make_unique<CountingRequest>(std::move(inner), *this);
 }
 

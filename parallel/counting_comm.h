@@ -1,8 +1,8 @@
 // CountingComm: a Comm that forwards to another and adds up, per group, the payload bytes each
 // rank hands to its collectives and point-to-point calls, and the wall time spent inside them
 // (for non-blocking calls: the time spent waiting). The trainer reports them per step, against
-// the analytic counts of docs/parallelism.md. Bytes are payload (count x 4), not wire bytes,
-// which depend on the library's algorithm.
+// the analytic counts of docs/parallelism.md. Bytes are payload (count x 4, or x 2 for gradients
+// reduced in 16 bits), not the bytes on the network, which depend on the library's algorithm.
 #pragma once
 
 #include <chrono>
@@ -36,7 +36,7 @@ class CountingComm final : public Comm {
 
   void all_reduce_sum(float* d, std::size_t n) override { timed(n * 4, [&] { inner_->all_reduce_sum(d, n); }); }
   void all_reduce_sum(double* d, std::size_t n) override { timed(n * 8, [&] { inner_->all_reduce_sum(d, n); }); }
-  std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n) override;
+  std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n, WirePrecision wire) override;
   int all_reduce_max(int v) override {
     int r = 0;
     timed(4, [&] { r = inner_->all_reduce_max(v); });
@@ -49,8 +49,9 @@ class CountingComm final : public Comm {
   void all_gather(const float* s, float* r, std::size_t n) override {
     timed(n * 4, [&] { inner_->all_gather(s, r, n); });
   }
-  void reduce_scatter_sum_in_place(float* d, std::size_t n) override {
-    timed(n * 4 * static_cast<std::size_t>(size()), [&] { inner_->reduce_scatter_sum_in_place(d, n); });
+  void reduce_scatter_sum_in_place(float* d, std::size_t n, WirePrecision wire) override {
+    timed(n * kernels::precision_bytes(wire) * static_cast<std::size_t>(size()),
+          [&] { inner_->reduce_scatter_sum_in_place(d, n, wire); });
   }
   void all_gather_in_place(float* d, std::size_t n) override {
     timed(n * 4, [&] { inner_->all_gather_in_place(d, n); });

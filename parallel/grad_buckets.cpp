@@ -18,8 +18,8 @@ std::vector<Bucket> plan_buckets(const std::vector<std::size_t>& tensor_ends, st
   return buckets;
 }
 
-GradientBuckets::GradientBuckets(Comm& data_comm, float* grads, std::vector<Bucket> buckets)
-    : comm_(data_comm), grads_(grads), buckets_(std::move(buckets)) {}
+GradientBuckets::GradientBuckets(Comm& data_comm, float* grads, std::vector<Bucket> buckets, WirePrecision wire)
+    : comm_(data_comm), grads_(grads), buckets_(std::move(buckets)), wire_(wire) {}
 
 void GradientBuckets::begin() {
   next_ = 0;
@@ -30,7 +30,7 @@ void GradientBuckets::mark_final_from(std::size_t offset) {
   if (comm_.size() == 1) return;
   while (next_ < buckets_.size() && buckets_[next_].begin >= offset) {
     const Bucket& b = buckets_[next_++];
-    pending_.push_back(comm_.iall_reduce_sum(grads_ + b.begin, b.end - b.begin));
+    pending_.push_back(comm_.iall_reduce_sum(grads_ + b.begin, b.end - b.begin, wire_));
   }
   // Without an asynchronous progress thread, MPI advances collectives only inside MPI calls.
   for (auto& request : pending_) request->test();

@@ -7,7 +7,8 @@
 // finish() starts what is left and waits for everything.
 //
 // The reduction is a plain SUM: the loss gradient is already divided by the global number of
-// tokens, so the sum over data ranks is exactly the global mean (design.md section 4).
+// tokens, so the sum over data ranks is exactly the global mean (design.md section 4). Its
+// values travel in `wire` precision (parallel.grad_reduce; comm.h says what 16 bits means).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +31,7 @@ std::vector<Bucket> plan_buckets(const std::vector<std::size_t>& tensor_ends, st
 
 class GradientBuckets {
  public:
-  GradientBuckets(Comm& data_comm, float* grads, std::vector<Bucket> buckets);
+  GradientBuckets(Comm& data_comm, float* grads, std::vector<Bucket> buckets, WirePrecision wire);
   // Called before each step's last micro-batch backward: nothing has been started yet.
   void begin();
   // Every gradient element at offset >= `offset` is final for this step.
@@ -43,6 +44,7 @@ class GradientBuckets {
   Comm& comm_;
   float* grads_;
   std::vector<Bucket> buckets_;
+  WirePrecision wire_;
   std::size_t next_ = 0;  // buckets_[0, next_) have been started this step
   std::vector<std::unique_ptr<CommRequest>> pending_;
 };

@@ -10,9 +10,9 @@ namespace {
 // A non-blocking all-reduce on a host copy: the copy goes back to the device after the wait.
 class StagedRequest final : public CommRequest {
  public:
-  StagedRequest(std::vector<float> host, float* device, DeviceMemory& memory, Comm& inner)
+  StagedRequest(std::vector<float> host, float* device, DeviceMemory& memory, Comm& inner, WirePrecision wire)
       : host_(std::move(host)), device_(device), memory_(memory) {
-    inner_ = inner.iall_reduce_sum(host_.data(), host_.size());
+    inner_ = inner.iall_reduce_sum(host_.data(), host_.size(), wire);
   }
   ~StagedRequest() override {
     if (!done_) inner_->wait();  // the host copy must outlive the operation; no copy back
@@ -66,11 +66,12 @@ void HostStagedComm::all_reduce_sum(double* data, std::size_t count) {
   inner_->all_reduce_sum(data, count);
 }
 
-std::unique_ptr<CommRequest> HostStagedComm::iall_reduce_sum(float* data, std::size_t count) {
-  if (count == 0 || !memory_.is_device_memory(data)) return inner_->iall_reduce_sum(data, count);
+std::unique_ptr<CommRequest> HostStagedComm::iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) {
+  if (count == 0 || !memory_.is_device_memory(data)) return inner_->iall_reduce_sum(data, count, wire);
+  // The host copy is float: the 16-bit wire (if any) is the inner communicator's.
   std::vector<float> host(count);
   memory_.copy_to_host(host.data(), data, count);
-  return std::make_unique<StagedRequest>(std::move(host), data, memory_, *inner_);
+  return std::make_unique<StagedRequest>(std::move(host), data, memory_, *inner_, wire);
 }
 
 void HostStagedComm::all_reduce_max(float* data, std::size_t count) {
@@ -95,9 +96,9 @@ void HostStagedComm::all_gather(const float* send, float* recv, std::size_t coun
          [&](float* h) { inner_->all_gather(from, h, count); });
 }
 
-void HostStagedComm::reduce_scatter_sum_in_place(float* data, std::size_t count) {
+void HostStagedComm::reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) {
   staged(data, count * static_cast<std::size_t>(size()), true, true,
-         [&](float* h) { inner_->reduce_scatter_sum_in_place(h, count); });
+         [&](float* h) { inner_->reduce_scatter_sum_in_place(h, count, wire); });
 }
 
 void HostStagedComm::all_gather_in_place(float* data, std::size_t count) {

@@ -56,12 +56,12 @@ class HostStagedComm final : public Comm {
   void all_reduce_sum(float* data, std::size_t count) override;
   // Doubles are host scalars in Trident (the gradient norm); a device buffer is a logic error.
   void all_reduce_sum(double* data, std::size_t count) override;
-  std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) override;
+  std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
   int all_reduce_max(int value) override { return inner_->all_reduce_max(value); }
   void all_reduce_max(float* data, std::size_t count) override;
   void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
   void all_gather(const float* send, float* recv, std::size_t count) override;
-  void reduce_scatter_sum_in_place(float* data, std::size_t count) override;
+  void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) override;
   void all_gather_in_place(float* data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void send(const float* data, std::size_t count, int peer) override;

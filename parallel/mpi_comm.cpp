@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <vector>
 
@@ -25,40 +26,85 @@ constexpr std::size_t kMaxCount = INT_MAX / 2;
 
 int as_count(std::size_t count) { return static_cast<int>(count); }
 
+// Pending MPI requests; `finish` (if any) runs once they have completed, on the host (the
+// 16-bit wire decodes its result into the caller's buffer there).
 class MpiRequest final : public CommRequest {
  public:
-  explicit MpiRequest(std::vector<MPI_Request> requests) : requests_(std::move(requests)) {}
+  MpiRequest(std::vector<MPI_Request> requests, std::function<void()> finish = {})
+      : requests_(std::move(requests)), finish_(std::move(finish)) {}
   ~MpiRequest() override { wait(); }
   void wait() override {
-    if (requests_.empty()) return;
-    TRIDENT_MPI_CHECK(MPI_Waitall(as_count(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
-    requests_.clear();
+    if (!requests_.empty()) {
+      TRIDENT_MPI_CHECK(MPI_Waitall(as_count(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+      requests_.clear();
+    }
+    complete();
   }
   bool test() override {
-    if (requests_.empty()) return true;
-    int done = 0;
-    TRIDENT_MPI_CHECK(MPI_Testall(as_count(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
-    if (done) requests_.clear();
-    return done != 0;
+    if (!requests_.empty()) {
+      int done = 0;
+      TRIDENT_MPI_CHECK(MPI_Testall(as_count(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
+      if (!done) return false;
+      requests_.clear();
+    }
+    complete();
+    return true;
   }
 
  private:
+  void complete() {
+    if (!finish_) return;
+    finish_();
+    finish_ = nullptr;
+  }
   std::vector<MPI_Request> requests_;
+  std::function<void()> finish_;
 };
+
+// The MPI reduction ops of the 16-bit wire: inout[i] = round(in[i] + inout[i]) on encoded
+// values, the addition in float (exact for two 16-bit values up to the final rounding).
+template <kernels::Precision P>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  const int n = *len;
+  for (int i = 0; i < n; ++i) {
+    b[i] = kernels::encode_16bit(kernels::decode_16bit(a[i], P) + kernels::decode_16bit(b[i], P), P);
+  }
+}
+
+void encode(uint16_t* wire, const float* data, std::size_t count, WirePrecision precision) {
+  for (std::size_t i = 0; i < count; ++i) wire[i] = kernels::encode_16bit(data[i], precision);
+}
+
+void decode(float* data, const uint16_t* wire, std::size_t count, WirePrecision precision) {
+  for (std::size_t i = 0; i < count; ++i) data[i] = kernels::decode_16bit(wire[i], precision);
+}
 
 }  // namespace
 
 MpiComm::MpiComm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
   TRIDENT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   TRIDENT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  // Commutative (1): like MPI_SUM on floats, the order of the additions is the library's, and
+  // fixed for a given group size and count.
+  TRIDENT_MPI_CHECK(MPI_Op_create(&sum_16bit<kernels::Precision::kBf16>, 1, &bf16_sum_));
+  TRIDENT_MPI_CHECK(MPI_Op_create(&sum_16bit<kernels::Precision::kFp16>, 1, &fp16_sum_));
 }
 
 MpiComm::~MpiComm() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) {
-    MPI_Comm_free(&comm_);
-  }
+  if (finalized) return;
+  if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
+  if (fp16_sum_ != MPI_OP_NULL) MPI_Op_free(&fp16_sum_);
+  if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::vector<uint16_t>& MpiComm::wire_buffer(const float* data, std::size_t count) {
+  std::vector<uint16_t>& buffer = wire_buffers_[data];
+  if (buffer.size() < count) buffer.resize(count);
+  return buffer;
 }
 
 void MpiComm::all_reduce_sum(float* data, std::size_t count) {
@@ -75,16 +121,28 @@ void MpiComm::all_reduce_sum(double* data, std::size_t count) {
   }
 }
 
-std::unique_ptr<CommRequest> MpiComm::iall_reduce_sum(float* data, std::size_t count) {
+std::unique_ptr<CommRequest> MpiComm::iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) {
   std::vector<MPI_Request> requests;
+  if (wire == WirePrecision::kFp32 || size_ == 1) {
+    for (std::size_t done = 0; done < count; done += kMaxCount) {
+      const std::size_t n = std::min(kMaxCount, count - done);
+      MPI_Request request;
+      TRIDENT_MPI_CHECK(
+          MPI_Iallreduce(MPI_IN_PLACE, data + done, as_count(n), MPI_FLOAT, MPI_SUM, comm_, &request));
+      requests.push_back(request);
+    }
+    return std::make_unique<MpiRequest>(std::move(requests));
+  }
+  uint16_t* encoded = wire_buffer(data, count).data();
+  encode(encoded, data, count, wire);
   for (std::size_t done = 0; done < count; done += kMaxCount) {
     const std::size_t n = std::min(kMaxCount, count - done);
     MPI_Request request;
     TRIDENT_MPI_CHECK(
-        MPI_Iallreduce(MPI_IN_PLACE, data + done, as_count(n), MPI_FLOAT, MPI_SUM, comm_, &request));
+        MPI_Iallreduce(MPI_IN_PLACE, encoded + done, as_count(n), MPI_UINT16_T, wire_sum(wire), comm_, &request));
     requests.push_back(request);
   }
-  return std::make_unique<MpiRequest>(std::move(requests));
+  return std::make_unique<MpiRequest>(std::move(requests), [=] { decode(data, encoded, count, wire); });
 }
 
 int MpiComm::all_reduce_max(int value) {
@@ -110,9 +168,19 @@ void MpiComm::all_gather(const float* send, float* recv, std::size_t count) {
   TRIDENT_MPI_CHECK(MPI_Allgather(send, as_count(count), MPI_FLOAT, recv, as_count(count), MPI_FLOAT, comm_));
 }
 
-void MpiComm::reduce_scatter_sum_in_place(float* data, std::size_t count) {
+void MpiComm::reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) {
   if (size_ == 1) return;
   if (count > kMaxCount) throw std::length_error("reduce_scatter_sum_in_place: block too large for MPI");
+  if (wire != WirePrecision::kFp32) {
+    const std::size_t total = count * static_cast<std::size_t>(size_);
+    uint16_t* encoded = wire_buffer(data, total).data();
+    encode(encoded, data, total, wire);
+    // The in-place form leaves this rank's summed block at the start of the buffer.
+    TRIDENT_MPI_CHECK(
+        MPI_Reduce_scatter_block(MPI_IN_PLACE, encoded, as_count(count), MPI_UINT16_T, wire_sum(wire), comm_));
+    decode(data + static_cast<std::size_t>(rank_) * count, encoded, count, wire);
+    return;
+  }
   // MPI's in-place form leaves the result at the start of the buffer: move it to our block.
   TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, as_count(count), MPI_FLOAT, MPI_SUM, comm_));
   if (rank_ != 0) std::memmove(data + static_cast<std::size_t>(rank_) * count, data, count * sizeof(float));

@@ -3,6 +3,10 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
 #include "parallel/comm.h"
 
 namespace trident::parallel {
@@ -22,12 +26,12 @@ class MpiComm final : public Comm {
 
   void all_reduce_sum(float* data, std::size_t count) override;
   void all_reduce_sum(double* data, std::size_t count) override;
-  std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) override;
+  std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
   int all_reduce_max(int value) override;
   void all_reduce_max(float* data, std::size_t count) override;
   void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
   void all_gather(const float* send, float* recv, std::size_t count) override;
-  void reduce_scatter_sum_in_place(float* data, std::size_t count) override;
+  void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) override;
   void all_gather_in_place(float* data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void send(const float* data, std::size_t count, int peer) override;
@@ -35,10 +39,19 @@ class MpiComm final : public Comm {
   void barrier() override;
 
  private:
+  // The 16-bit wire: the MPI reduction op summing two encoded values (decode, add in float,
+  // round back), and a buffer of encoded values per reduced buffer. Gradient buckets reduce
+  // the same ranges every step, so the buffers are allocated in the first step and reused.
+  MPI_Op wire_sum(WirePrecision wire) const { return wire == WirePrecision::kFp16 ? fp16_sum_ : bf16_sum_; }
+  std::vector<uint16_t>& wire_buffer(const float* data, std::size_t count);
+
   MPI_Comm comm_;
   std::string name_;
   int rank_ = 0;
   int size_ = 1;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  MPI_Op fp16_sum_ = MPI_OP_NULL;
+  std::unordered_map<const float*, std::vector<uint16_t>> wire_buffers_;
 };
 
 // Checks an MPI return code; on failure prints the call, file and line and aborts the job

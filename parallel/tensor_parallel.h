@@ -60,7 +60,7 @@ class TensorParallel {
   // In place over full_grad[count * size]: afterwards the own block holds the group's sum of
   // that block; the other blocks are unspecified.
   void gather_from_sp_backward(float* full_grad, std::size_t count) const {
-    group().reduce_scatter_sum_in_place(full_grad, count);
+    group().reduce_scatter_sum_in_place(full_grad, count, WirePrecision::kFp32);
   }
   // own[count] = the group's sum of the own block of partial_full[count * size].
   void scatter_to_sp_forward(const float* partial_full, float* own, std::size_t count) const {

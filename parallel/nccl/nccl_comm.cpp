@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "parallel/mpi_comm.h"  // TRIDENT_MPI_CHECK
+#include "kernels/cuda/wire_cast.cuh"  // encode_16bit, decode_16bit
+#include "parallel/mpi_comm.h"         // TRIDENT_MPI_CHECK
 
 namespace trident::parallel {
 
@@ -89,6 +90,30 @@ NcclComm::~NcclComm() {
     cudaStreamDestroy(stream_);
   }
   if (comm_ != nullptr) ncclCommDestroy(comm_);
+  for (auto& entry : wire_buffers_) cudaFree(entry.second.data);
+}
+
+uint16_t* NcclComm::wire_buffer(const float* data, std::size_t count) {
+  DeviceWireBuffer& buffer = wire_buffers_[data];
+  if (buffer.count < count) {
+    // The old buffer may still be read by queued work on this stream: free it after that.
+    if (buffer.data != nullptr) {
+      CUDA_CALL_CHECK(cudaStreamSynchronize(stream_));
+      CUDA_CALL_CHECK(cudaFree(buffer.data));
+    }
+    CUDA_CALL_CHECK(cudaMalloc(&buffer.data, count * sizeof(uint16_t)));
+    buffer.count = count;
+  }
+  return buffer.data;
+}
+
+template <class Reduce>
+void NcclComm::reduce_16bit(float* data, std::size_t count, WirePrecision wire, std::size_t result_offset,
+                            std::size_t result_count, Reduce&& reduce) {
+  uint16_t* packed = wire_buffer(data, count);
+  kernels::cuda::encode_16bit(packed, data, count, wire, stream_);
+  reduce(packed, wire == WirePrecision::kFp16 ? ncclFloat16 : ncclBfloat16);
+  kernels::cuda::decode_16bit(data + result_offset, packed + result_offset, result_count, wire, stream_);
 }
 
 void NcclComm::after_compute() { order(compute_, stream_); }
@@ -106,10 +131,16 @@ void NcclComm::all_reduce_sum(double* data, std::size_t count) {
   host_->all_reduce_sum(data, count);
 }
 
-std::unique_ptr<CommRequest> NcclComm::iall_reduce_sum(float* data, std::size_t count) {
-  if (count == 0 || !on_device(data)) return host_->iall_reduce_sum(data, count);
+std::unique_ptr<CommRequest> NcclComm::iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) {
+  if (count == 0 || !on_device(data)) return host_->iall_reduce_sum(data, count, wire);
   after_compute();
-  NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_));
+  if (wire == WirePrecision::kFp32 || size() == 1) {
+    NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_));
+  } else {
+    reduce_16bit(data, count, wire, 0, count, [&](uint16_t* packed, ncclDataType_t type) {
+      NCCL_CHECK(ncclAllReduce(packed, packed, count, type, ncclSum, comm_, stream_));
+    });
+  }
   cudaEvent_t done;
   CUDA_CALL_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   CUDA_CALL_CHECK(cudaEventRecord(done, stream_));
@@ -139,12 +170,19 @@ void NcclComm::all_gather(const float* send, float* recv, std::size_t count) {
   before_compute();
 }
 
-void NcclComm::reduce_scatter_sum_in_place(float* data, std::size_t count) {
-  if (count == 0 || !on_device(data)) return host_->reduce_scatter_sum_in_place(data, count);
+void NcclComm::reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) {
+  if (count == 0 || !on_device(data)) return host_->reduce_scatter_sum_in_place(data, count, wire);
   after_compute();
   // NCCL's in-place form: the receive buffer is the rank's own block of the send buffer.
-  float* own = data + static_cast<std::size_t>(rank()) * count;
-  NCCL_CHECK(ncclReduceScatter(data, own, count, ncclFloat32, ncclSum, comm_, stream_));
+  const std::size_t own_offset = static_cast<std::size_t>(rank()) * count;
+  if (wire == WirePrecision::kFp32 || size() == 1) {
+    NCCL_CHECK(ncclReduceScatter(data, data + own_offset, count, ncclFloat32, ncclSum, comm_, stream_));
+  } else {
+    reduce_16bit(data, count * static_cast<std::size_t>(size()), wire, own_offset, count,
+                 [&](uint16_t* packed, ncclDataType_t type) {
+                   NCCL_CHECK(ncclReduceScatter(packed, packed + own_offset, count, type, ncclSum, comm_, stream_));
+                 });
+  }
   before_compute();
 }
 

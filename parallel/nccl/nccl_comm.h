@@ -20,8 +20,10 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "parallel/comm.h"
 #include "parallel/host_staged_comm.h"  // DeviceMemory
@@ -48,12 +50,12 @@ class NcclComm final : public Comm {
 
   void all_reduce_sum(float* data, std::size_t count) override;
   void all_reduce_sum(double* data, std::size_t count) override;  // host scalars: MPI
-  std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count) override;
+  std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
   int all_reduce_max(int value) override { return host_->all_reduce_max(value); }
   void all_reduce_max(float* data, std::size_t count) override;
   void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
   void all_gather(const float* send, float* recv, std::size_t count) override;
-  void reduce_scatter_sum_in_place(float* data, std::size_t count) override;
+  void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) override;
   void all_gather_in_place(float* data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void send(const float* data, std::size_t count, int peer) override;
@@ -67,12 +69,26 @@ class NcclComm final : public Comm {
   void after_compute();
   // Makes the compute stream wait for the comm stream's work so far.
   void before_compute();
+  // Queues on the comm stream: pack data[count] into 16 bits, `reduce` the packed buffer (an
+  // NCCL call given the buffer and the NCCL type), unpack `result_count` values starting at
+  // result_offset back into data + result_offset.
+  template <class Reduce>
+  void reduce_16bit(float* data, std::size_t count, WirePrecision wire, std::size_t result_offset,
+                    std::size_t result_count, Reduce&& reduce);
+  // The device buffer of encoded values for a reduced buffer (allocated on its first use: the
+  // gradient buckets reduce the same ranges every step); freed with the communicator.
+  uint16_t* wire_buffer(const float* data, std::size_t count);
 
   std::unique_ptr<Comm> host_;
   DeviceMemory& memory_;
   CUstream_st* compute_ = nullptr;
   CUstream_st* stream_ = nullptr;  // this communicator's own
   ncclComm* comm_ = nullptr;
+  struct DeviceWireBuffer {
+    uint16_t* data = nullptr;
+    std::size_t count = 0;
+  };
+  std::unordered_map<const float*, DeviceWireBuffer> wire_buffers_;
 };
 
 }  // namespace trident::parallel

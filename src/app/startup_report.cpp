@@ -36,6 +36,12 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
                   t.loss_scale, static_cast<long long>(t.loss_scale_window));
     out += line;
   }
+  if (grid.dp() > 1) {
+    std::snprintf(line, sizeof line, "gradient reduction: over %d data ranks in %s (parallel.grad_reduce)%s\n", grid.dp(),
+                  setup.config.parallel.grad_reduce.c_str(),
+                  setup.config.parallel.zero == 1 ? ", ZeRO-1 reduce-scatter" : ", buckets overlapping backward");
+    out += line;
+  }
   if (grid.pp() > 1) {
     const auto kind = parallel::parse_schedule_kind(setup.config.parallel.schedule);
     const int chunks = train::chunks_per_rank(setup.config);

@@ -35,6 +35,7 @@ expect_user_error bad_choice 2 "run.device" train good.ini --run.device=tpu
 expect_user_error bad_precision 2 "train.precision" train good.ini --train.precision=fp8
 expect_user_error bad_loss_scale 2 "train.loss_scale" train good.ini --train.precision=fp16 --train.loss_scale=0.5
 expect_user_error bad_comm 2 "parallel.comm" train good.ini --parallel.comm=gloo
+expect_user_error bad_grad_reduce 2 "parallel.grad_reduce" train good.ini --parallel.grad_reduce=fp8
 # run.device = cuda where the node has no GPU (or the build no CUDA): refused on every rank.
 if "$TRIDENT" --version | grep -Eq "CUDA: (no|yes \(0 device)"; then
   expect_user_error cuda_without_gpu 2 "run.device = cuda: " train good.ini --run.device=cuda

@@ -4,7 +4,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <numeric>
+#include <random>
 
 #include "parallel/grad_buckets.h"
 #include "parallel/mpi_comm.h"
@@ -52,7 +55,7 @@ TEST(MpiComm, AllReduceSumsEveryRank) {
 TEST(MpiComm, NonBlockingAllReduceCompletesOnWait) {
   auto comm = make_world();
   std::vector<float> data(1000, static_cast<float>(comm.rank() + 1));
-  auto request = comm.iall_reduce_sum(data.data(), data.size());
+  auto request = comm.iall_reduce_sum(data.data(), data.size(), WirePrecision::kFp32);
   request->wait();
   const float expected = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
   for (float v : data) ASSERT_FLOAT_EQ(v, expected);
@@ -84,7 +87,7 @@ TEST(MpiComm, InPlaceReduceScatterAndAllGatherUseTheOwnBlock) {
   const size_t block = 5;
   std::vector<float> data(block * n);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) + 0.5f * static_cast<float>(comm.rank());
-  comm.reduce_scatter_sum_in_place(data.data(), block);
+  comm.reduce_scatter_sum_in_place(data.data(), block, WirePrecision::kFp32);
   const float rank_sum = 0.5f * static_cast<float>(n * (n - 1) / 2);
   for (size_t j = 0; j < block; ++j) {
     const size_t i = comm.rank() * block + j;
@@ -172,11 +175,99 @@ TEST(GradientBuckets, OverlappedBucketsSumEveryElement) {
   const std::vector<size_t> ends = {5, 12, 30, 31, 50};
   std::vector<float> grads(50);
   for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(i) * static_cast<float>(comm.rank() + 1);
-  GradientBuckets buckets(comm, grads.data(), plan_buckets(ends, 8));
+  GradientBuckets buckets(comm, grads.data(), plan_buckets(ends, 8), WirePrecision::kFp32);
   buckets.begin();
   buckets.mark_final_from(30);  // as backward would: the last tensors first
   buckets.mark_final_from(12);
   buckets.finish();
   const int n = comm.size();
   for (size_t i = 0; i < grads.size(); ++i) EXPECT_FLOAT_EQ(grads[i], static_cast<float>(i) * static_cast<float>(n * (n + 1) / 2)) << i;
+}
+
+// --- the 16-bit wire (parallel.grad_reduce) -------------------------------------------------------
+
+namespace {
+using trident::kernels::Precision;
+using trident::kernels::round_to_precision;
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+// 1 plus less than half a 16-bit unit at 1 (bf16's unit there is 2^-7, fp16's 2^-10): rounds
+// to exactly 1 before it leaves the rank, while a float sum of n of them would not be n.
+float just_above_one(Precision p) { return p == Precision::kBf16 ? 1.0f + 0x1p-9f + 0x1p-12f : 1.0f + 0x1p-12f; }
+}  // namespace
+
+// Each rank's values are rounded before they are summed, the sums are 16-bit values, and the
+// same call gives the same bits every time.
+TEST(MpiComm, SixteenBitAllReduceRoundsContributionsAndSums) {
+  auto comm = make_world();
+  const int n = comm.size();
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    std::vector<float> data(300, just_above_one(p));
+    comm.iall_reduce_sum(data.data(), data.size(), p)->wait();
+    for (float v : data) ASSERT_EQ(v, static_cast<float>(n)) << trident::kernels::precision_name(p);
+
+    std::mt19937 rng(static_cast<unsigned>(17 + comm.rank()));
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> random(5000);
+    for (float& v : random) v = uniform(rng);
+    std::vector<float> exact = random, first = random, second = random;
+    comm.all_reduce_sum(exact.data(), exact.size());
+    auto request = comm.iall_reduce_sum(first.data(), first.size(), p);
+    request->wait();
+    EXPECT_TRUE(request->test());
+    comm.iall_reduce_sum(second.data(), second.size(), p)->wait();
+    // n - 1 roundings of partial sums below n, plus n roundings of the inputs below 1: each at
+    // most half a unit of the format (2^-8 relative for bf16, 2^-11 for fp16) of values < n.
+    const float unit = p == Precision::kBf16 ? 0x1p-8f : 0x1p-11f;
+    const float bound = static_cast<float>(2 * n) * unit * static_cast<float>(n);
+    for (std::size_t i = 0; i < random.size(); ++i) {
+      ASSERT_EQ(round_to_precision(first[i], p), first[i]) << "not a 16-bit value at " << i;
+      ASSERT_EQ(bits_of(first[i]), bits_of(second[i])) << "not deterministic at " << i;
+      ASSERT_NEAR(first[i], exact[i], bound) << i;
+    }
+  }
+}
+
+TEST(MpiComm, SixteenBitReduceScatterInPlaceSumsTheOwnBlock) {
+  auto comm = make_world();
+  const int n = comm.size();
+  const std::size_t block = 7;
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    std::vector<float> data(block * static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = just_above_one(p) * static_cast<float>(1 + i % 3);
+    comm.reduce_scatter_sum_in_place(data.data(), block, p);
+    for (std::size_t j = 0; j < block; ++j) {
+      const std::size_t i = static_cast<std::size_t>(comm.rank()) * block + j;
+      // (1 + i % 3) * just_above_one rounds to 1 + i % 3 (both formats hold 1, 2, 3 and their
+      // neighbours finely enough), and n times that is exact.
+      EXPECT_EQ(data[i], static_cast<float>(n) * static_cast<float>(1 + i % 3)) << i;
+    }
+  }
+}
+
+TEST(GradientBuckets, SixteenBitBucketsRoundWhatTheySend) {
+  auto comm = make_world();
+  const std::vector<size_t> ends = {5, 12, 30, 31, 50};
+  std::vector<float> grads(50, just_above_one(Precision::kBf16));
+  GradientBuckets buckets(comm, grads.data(), plan_buckets(ends, 8), WirePrecision::kBf16);
+  buckets.begin();
+  buckets.mark_final_from(12);
+  buckets.finish();
+  for (size_t i = 0; i < grads.size(); ++i) EXPECT_EQ(grads[i], static_cast<float>(comm.size())) << i;
+}
+
+// What the fp16 loss scaler relies on: a sum past fp16's largest value (65504) becomes
+// infinity on every rank, even when every contribution fits.
+TEST(MpiComm, Fp16WireOverflowsToInfinity) {
+  auto comm = make_world();
+  std::vector<float> data = {40000.0f, -40000.0f, 1.0f};
+  comm.iall_reduce_sum(data.data(), data.size(), WirePrecision::kFp16)->wait();
+  EXPECT_TRUE(std::isinf(data[0]) && data[0] > 0);
+  EXPECT_TRUE(std::isinf(data[1]) && data[1] < 0);
+  EXPECT_EQ(data[2], static_cast<float>(comm.size()));
 }

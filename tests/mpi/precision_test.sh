@@ -11,7 +11,12 @@
 # - layouts: bf16 on tp = 2 and pp = 2 against one rank within 1e-3 relative. fp32 layouts agree
 #   to ~1e-6; rounding to 8 significant bits can turn such a difference into one bf16 unit of
 #   an activation (2^-8), measured up to 6e-5 on the loss here;
-# - fp16 overflowing on pp = 2 and on dp = 2 with ZeRO-1 skips the same steps as one rank;
+# - gradients reduced in the deck's precision (parallel.grad_reduce = auto): bf16 on dp = 2
+#   within 1e-3 of one rank, differing from the fp32 reduction (which matches one rank), at half
+#   its data-parallel bytes;
+# - fp16 overflowing on pp = 2 and on dp = 2 with ZeRO-1 (fp32 reduction) skips the same steps
+#   as one rank; with the fp16 reduction, sums past 65504 overflow too: the scaler backs off
+#   further, and training still ends within 2% of one rank;
 # - an fp32 checkpoint resumes in bf16 (precision may change on restart).
 source "$(dirname "$0")/lib.sh"
 
@@ -72,7 +77,7 @@ grep -q '"skipped": 1' fp16.straight/metrics.jsonl && [ "$(grep -o '"loss_scale"
 
 # Layouts against one rank, bf16.
 mpi 1 train deck.ini --train.precision=bf16 --run.dir=one $common > one.log 2>&1 || fail "bf16 one rank"
-for spec in "tp2:--parallel.tp=2" "pp2:--parallel.pp=2"; do
+for spec in "tp2:--parallel.tp=2" "pp2:--parallel.pp=2" "dp2:--parallel.dp=2" "dp2fp32:--parallel.dp=2 --parallel.grad_reduce=fp32"; do
   IFS=: read -r name flags <<< "$spec"
   mpi 2 train deck.ini --train.precision=bf16 --run.dir=$name $flags $common > $name.log 2>&1 \
     || { tail -5 $name.log; fail "bf16 $name"; continue; }
@@ -80,9 +85,19 @@ for spec in "tp2:--parallel.tp=2" "pp2:--parallel.pp=2"; do
     && pass "bf16 $name matches one rank: $out" || fail "bf16 $name: $out"
 done
 
-# fp16 overflows on several ranks: every rank skips the same steps as one rank does.
+# The bf16 reduction really rounds (the fp32 one gives other losses) and sends half the bytes
+# (the data group's payload in the communication report).
+"$CHECK_METRICS" compare dp2fp32/metrics.jsonl dp2/metrics.jsonl loss 0 > /dev/null \
+  && fail "dp2: bf16 gradient reduction identical to fp32 (not applied?)" || pass "dp2: bf16 gradient reduction differs from fp32"
+data_mb() { awk '$1 == "data" && $3 == "MB" { print $2; exit }' "$1"; }
+awk -v a="$(data_mb dp2.log)" -v b="$(data_mb dp2fp32.log)" 'BEGIN { exit !(a > 0 && a < 0.55 * b) }' \
+  && pass "dp2: bf16 reduction sends $(data_mb dp2.log) MB per step against $(data_mb dp2fp32.log) MB in fp32" \
+  || fail "dp2: data-parallel bytes $(data_mb dp2.log) MB (bf16) vs $(data_mb dp2fp32.log) MB (fp32)"
+
+# fp16 overflows on several ranks: every rank skips the same steps as one rank does (the
+# reduction in fp32, so that only the values one rank also has can overflow).
 fp16flags="--train.precision=fp16 --train.loss_scale=16777216 --train.loss_scale_window=3"
-for spec in "fp16pp2:--parallel.pp=2" "fp16dp2z:--parallel.dp=2 --parallel.zero=1"; do
+for spec in "fp16pp2:--parallel.pp=2" "fp16dp2z:--parallel.dp=2 --parallel.zero=1 --parallel.grad_reduce=fp32"; do
   IFS=: read -r name flags <<< "$spec"
   mpi 2 train deck.ini --train.steps=20 --run.dir=$name $fp16flags $flags $common > $name.log 2>&1 \
     || { tail -5 $name.log; fail "$name"; continue; }
@@ -91,6 +106,15 @@ for spec in "fp16pp2:--parallel.pp=2" "fp16dp2z:--parallel.dp=2 --parallel.zero=
   out=$("$CHECK_METRICS" compare fp16.straight/metrics.jsonl $name/metrics.jsonl loss 1e-3) \
     && pass "$name: same skipped steps and loss scales as one rank, $out" || fail "$name: differs from one rank"
 done
+# The fp16 reduction (the default for fp16) overflows on sums one rank never forms: more
+# back-off, the same training.
+mpi 2 train deck.ini --train.steps=20 --run.dir=fp16dp2w $fp16flags --parallel.dp=2 --parallel.zero=1 $common \
+  > fp16dp2w.log 2>&1 || { tail -5 fp16dp2w.log; fail "fp16dp2w"; }
+final_loss() { tail -1 "$1" | sed 's/.*"loss": \([^,}]*\).*/\1/'; }
+grep -q '"skipped": 1' fp16dp2w/metrics.jsonl \
+  && within_percent "$(final_loss fp16dp2w/metrics.jsonl)" "$(final_loss fp16.straight/metrics.jsonl)" 2 \
+  && pass "fp16dp2w: fp16 reduction backs off and ends at $(final_loss fp16dp2w/metrics.jsonl), one rank $(final_loss fp16.straight/metrics.jsonl)" \
+  || fail "fp16dp2w: fp16 reduction run"
 
 # An fp32 checkpoint resumed in bf16.
 mpi 1 train deck.ini --train.steps=10 --checkpoint.every=10 --run.dir=switch $common > switch.first.log 2>&1 \

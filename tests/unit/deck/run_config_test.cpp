@@ -72,6 +72,15 @@ TEST(RunConfig, GivenValuesReachTheirFields) {
   EXPECT_EQ(config.data.generate, "synthetic");
 }
 
+// parallel.grad_reduce = auto (the default) becomes the training precision; an explicit value
+// stays.
+TEST(RunConfig, GradientReductionFollowsThePrecisionUnlessGiven) {
+  EXPECT_EQ(config_of({}).parallel.grad_reduce, "fp32");
+  EXPECT_EQ(config_of({"--train.precision=bf16"}).parallel.grad_reduce, "bf16");
+  EXPECT_EQ(config_of({"--train.precision=fp16"}).parallel.grad_reduce, "fp16");
+  EXPECT_EQ(config_of({"--train.precision=bf16", "--parallel.grad_reduce=fp32"}).parallel.grad_reduce, "fp32");
+}
+
 TEST(RunConfig, IntegerBeyondIntIsOutOfRange) {
   const std::string message = config_error({"--run.threads=3000000000"});
   EXPECT_EQ(message.rfind("run.threads = 3000000000 is out of range", 0), 0u) << message;

@@ -106,6 +106,41 @@ TEST(Precision, NaNStaysNaNAndInfinityStays) {
   EXPECT_EQ(bits(round_to_precision(0.1f, Precision::kFp32)), bits(0.1f));
 }
 
+// The 16-bit encodings gradients travel in: fp16 bits against the compiler's _Float16 bit
+// pattern, bf16 bits against the top half of the rounded float; and back, exactly.
+TEST(Precision, SixteenBitEncodingsMatchTheFormatsAndRoundTrip) {
+  std::mt19937 rng(403);
+  std::vector<float> values = probe_values(rng);
+  for (float x : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 6.0975552e-5f,
+                  -6.1035156e-5f, 1.1920929e-7f}) {
+    values.push_back(x);
+  }
+  for (float x : values) {
+    const _Float16 h = static_cast<_Float16>(x);
+    uint16_t half_bits;
+    std::memcpy(&half_bits, &h, sizeof half_bits);
+    ASSERT_EQ(encode_fp16(x), half_bits) << "x = " << x;
+    ASSERT_EQ(bits(decode_fp16(encode_fp16(x))), bits(round_to_fp16(x))) << "x = " << x;
+    ASSERT_EQ(encode_bf16(x), bits(round_to_bf16(x)) >> 16) << "x = " << x;
+    ASSERT_EQ(bits(decode_bf16(encode_bf16(x))), bits(round_to_bf16(x))) << "x = " << x;
+  }
+  // Every one of the 65536 patterns decodes to a value that encodes back to itself (NaNs: to
+  // a NaN).
+  for (uint32_t b = 0; b < 65536; ++b) {
+    for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+      const float value = decode_16bit(static_cast<uint16_t>(b), p);
+      if (std::isnan(value)) {
+        EXPECT_TRUE(std::isnan(decode_16bit(encode_16bit(value, p), p)));
+      } else {
+        ASSERT_EQ(encode_16bit(value, p), b) << precision_name(p) << " pattern " << b;
+      }
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(decode_fp16(encode_fp16(nan))));
+  EXPECT_TRUE(std::isnan(decode_bf16(encode_bf16(nan))));
+}
+
 TEST(Precision, ParsesTheDeckSpelling) {
   EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
   EXPECT_EQ(parse_precision("fp16"), Precision::kFp16);

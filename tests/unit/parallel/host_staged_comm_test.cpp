@@ -49,8 +49,9 @@ class TwinComm final : public Comm {
   void all_reduce_sum(double* d, std::size_t n) override {
     for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
   }
-  std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n) override {
+  std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n, WirePrecision wire) override {
     host(d);
+    last_wire = wire;
     struct Doubling final : CommRequest {
       float* d;
       std::size_t n;
@@ -82,8 +83,9 @@ class TwinComm final : public Comm {
     host(r);
     for (std::size_t i = 0; i < n; ++i) r[i] = r[n + i] = s[i];
   }
-  void reduce_scatter_sum_in_place(float* d, std::size_t n) override {
+  void reduce_scatter_sum_in_place(float* d, std::size_t n, WirePrecision wire) override {
     host(d);
+    last_wire = wire;
     for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
   }
   void all_gather_in_place(float* d, std::size_t n) override {
@@ -101,6 +103,7 @@ class TwinComm final : public Comm {
   }
   void barrier() override {}
   std::vector<float> sent;
+  WirePrecision last_wire = WirePrecision::kFp32;
 
  private:
   void host(const void* p) const { EXPECT_FALSE(device_.is_device_memory(p)) << "device memory reached MPI"; }
@@ -139,6 +142,11 @@ TEST(HostStagedComm, DeviceBuffersAreStagedAndResultsCopiedBack) {
   f.comm->all_gather_in_place(f.at(50), 2);
   EXPECT_EQ(f.device.arena[52], 50.0f);
 
+  f.comm->reduce_scatter_sum_in_place(f.at(56), 2, WirePrecision::kFp16);  // over [56, 60)
+  EXPECT_EQ(f.device.arena[56], 112.0f);
+  EXPECT_EQ(f.device.arena[57], 114.0f);
+  EXPECT_EQ(f.twin->last_wire, WirePrecision::kFp16);
+
   f.comm->send(f.at(1), 2, 1);
   EXPECT_EQ(f.twin->sent, (std::vector<float>{1.0f, 2.0f}));
   f.comm->recv(f.at(60), 2, 1);
@@ -147,7 +155,8 @@ TEST(HostStagedComm, DeviceBuffersAreStagedAndResultsCopiedBack) {
 
 TEST(HostStagedComm, NonBlockingResultsArriveAtTheWait) {
   Fixture f;
-  auto request = f.comm->iall_reduce_sum(f.at(2), 2);
+  auto request = f.comm->iall_reduce_sum(f.at(2), 2, WirePrecision::kBf16);
+  EXPECT_EQ(f.twin->last_wire, WirePrecision::kBf16);  // the 16-bit wire is the inner comm's
   EXPECT_EQ(f.device.arena[2], 2.0f);  // not yet
   request->wait();
   EXPECT_EQ(f.device.arena[2], 4.0f);
@@ -162,7 +171,7 @@ TEST(HostStagedComm, HostBuffersPassThroughWithoutCopies) {
   double norm = 3.0;
   f.comm->all_reduce_sum(&norm, 1);
   EXPECT_EQ(norm, 6.0);
-  auto request = f.comm->iall_reduce_sum(host.data(), 2);
+  auto request = f.comm->iall_reduce_sum(host.data(), 2, WirePrecision::kFp32);
   request->wait();
   EXPECT_EQ(host[0], 4.0f);
   EXPECT_EQ(f.device.copies_in, 0);
