@@ -107,6 +107,12 @@ class Backend {
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean,
                                   const float* rstd, int N, int C) = 0;
+  // Fused residual add + LayerNorm, one pass over the rows instead of two: residual[N,C] = a + b
+  // (residual may alias a or b), then out = layernorm(residual) as layernorm_forward, reading
+  // the residual as stored. Bit-identical to add(residual, a, b) then layernorm_forward on the
+  // same backend. Backward needs nothing new: the add passes its gradient through.
+  virtual void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a,
+                                          const float* b, const float* weight, const float* bias, int N, int C) = 0;
 
   // --- GELU (tanh approximation, as GPT-2) -----------------------------------------------------
   virtual void gelu_forward(float* out, const float* inp, std::size_t n) = 0;

@@ -44,6 +44,13 @@ void RoundedStorageBackend::layernorm_forward(float* out, float* mean, float* rs
   store(out, product(N, C));  // mean, rstd: fp32 statistics
 }
 
+void RoundedStorageBackend::residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
+                                                       const float* a, const float* b, const float* weight,
+                                                       const float* bias, int N, int C) {
+  add(residual, a, b, product(N, C));
+  layernorm_forward(out, mean, rstd, residual, weight, bias, N, C);
+}
+
 void RoundedStorageBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                                const float* inp, const float* weight, const float* mean,
                                                const float* rstd, int N, int C) {

@@ -40,6 +40,10 @@ class RoundedStorageBackend final : public ForwardingBackend {
                          const float* bias, int N, int C) override;
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* weight, const float* mean, const float* rstd, int N, int C) override;
+  // As its two parts: the residual is rounded when stored, and the LayerNorm reads the rounded
+  // value (as a 16-bit kernel reads what it stored).
+  void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                  const float* weight, const float* bias, int N, int C) override;
   void gelu_forward(float* out, const float* inp, std::size_t n) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override;
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) override;

@@ -39,6 +39,10 @@ class TimingBackend final : public kernels::ForwardingBackend {
                          int C) override {
     timed("layernorm_forward", [&] { inner_.layernorm_forward(o, m, r, i, w, b, N, C); });
   }
+  void residual_layernorm_forward(float* res, float* o, float* m, float* r, const float* a, const float* b,
+                                  const float* w, const float* bias, int N, int C) override {
+    timed("residual_layernorm_forward", [&] { inner_.residual_layernorm_forward(res, o, m, r, a, b, w, bias, N, C); });
+  }
   void layernorm_backward(float* di, float* dw, float* db, const float* d, const float* i, const float* w,
                           const float* m, const float* r, int N, int C) override {
     timed("layernorm_backward", [&] { inner_.layernorm_backward(di, dw, db, d, i, w, m, r, N, C); });

@@ -98,6 +98,11 @@ void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const f
   cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
 }
 
+void CpuBackend::residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a,
+                                            const float* b, const float* weight, const float* bias, int N, int C) {
+  cpu::residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C);
+}
+
 void CpuBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                     const float* inp, const float* weight, const float* mean,
                                     const float* rstd, int N, int C) {

@@ -41,6 +41,8 @@ class CpuBackend final : public Backend {
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
                           const float* rstd, int N, int C) override;
+  void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                  const float* weight, const float* bias, int N, int C) override;
 
   void gelu_forward(float* out, const float* inp, std::size_t n) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override;

@@ -20,6 +20,28 @@ namespace trident::kernels::cpu {
 
 namespace {
 constexpr int kChannelBlock = 64;  // 4 cache lines per task: no false sharing on dw/db
+
+// One row: y = layernorm(x), and the row's mean and rstd. Inlined into both entry points (and
+// their per-ISA clones), so the fused one computes exactly what the plain one does.
+[[gnu::always_inline]] inline void layernorm_row(float* y, float& mean, float& rstd, const float* x,
+                                                 const float* weight, const float* bias, int C) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int c = 0; c < C; c++) sum += x[c];
+  const float mu = sum / static_cast<float>(C);
+  float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+  for (int c = 0; c < C; c++) {
+    const float d = x[c] - mu;
+    sq += d * d;
+  }
+  const float s = 1.0f / std::sqrt(sq / static_cast<float>(C) + kLayerNormEps);
+#pragma omp simd
+  for (int c = 0; c < C; c++) y[c] = (x[c] - mu) * s * weight[c] + bias[c];
+  mean = mu;
+  rstd = s;
+}
+
 }  // namespace
 
 TRIDENT_SIMD_CLONES
@@ -27,23 +49,21 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                        const float* bias, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
-    const float* x = inp + static_cast<std::size_t>(n) * C;
-    float* y = out + static_cast<std::size_t>(n) * C;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int c = 0; c < C; c++) sum += x[c];
-    const float mu = sum / static_cast<float>(C);
-    float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-    for (int c = 0; c < C; c++) {
-      const float d = x[c] - mu;
-      sq += d * d;
-    }
-    const float s = 1.0f / std::sqrt(sq / static_cast<float>(C) + kLayerNormEps);
+    const std::size_t row = static_cast<std::size_t>(n) * C;
+    layernorm_row(out + row, mean[n], rstd[n], inp + row, weight, bias, C);
+  }
+}
+
+TRIDENT_SIMD_CLONES
+void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a,
+                                const float* b, const float* weight, const float* bias, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const std::size_t row = static_cast<std::size_t>(n) * C;
+    float* r = residual + row;
 #pragma omp simd
-    for (int c = 0; c < C; c++) y[c] = (x[c] - mu) * s * weight[c] + bias[c];
-    mean[n] = mu;
-    rstd[n] = s;
+    for (int c = 0; c < C; c++) r[c] = a[row + c] + b[row + c];
+    layernorm_row(out + row, mean[n], rstd[n], r, weight, bias, C);
   }
 }
 

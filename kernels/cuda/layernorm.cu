@@ -3,7 +3,9 @@
 //
 // Forward: one block per row (kRowThreads threads striding over the C channels). Two passes,
 // mean then centred variance, each finished by block_sum: accurate without a compensated sum.
-// Thread 0 saves mean and rstd for backward.
+// Thread 0 saves mean and rstd for backward. The fused residual variant first writes the row's
+// residual sum, then normalises it in the same block: one launch and one pass over the rows
+// instead of the elementwise add's and the LayerNorm's.
 // Backward, with xhat = (x - mu) * rstd and g = w * dy:
 //   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))     one block per row, two block sums
 //   dw += sum_rows dy * xhat,   db += sum_rows dy            one thread per channel, rows in
@@ -20,9 +22,10 @@ namespace trident::kernels::cuda {
 
 namespace {
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
-                                         const float* weight, const float* bias, int C) {
-  const int n = blockIdx.x;
+// Row n of the forward, by the whole block. Each thread reads x only at its own columns c =
+// threadIdx.x + k * blockDim.x, so a row the same thread has just written needs no barrier.
+__device__ void layernorm_forward_row(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                      const float* bias, int n, int C) {
   const float* x = inp + static_cast<std::size_t>(n) * C;
   float* y = out + static_cast<std::size_t>(n) * C;
 
@@ -42,6 +45,21 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
     mean[n] = mu;
     rstd[n] = s;
   }
+}
+
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
+                                         const float* weight, const float* bias, int C) {
+  layernorm_forward_row(out, mean, rstd, inp, weight, bias, blockIdx.x, C);
+}
+
+// residual = a + b on the row's columns (the same threads' columns as the normalisation), then
+// the row's LayerNorm reading the residual just written.
+__global__ void residual_layernorm_forward_kernel(float* residual, float* out, float* mean, float* rstd,
+                                                  const float* a, const float* b, const float* weight,
+                                                  const float* bias, int C) {
+  const std::size_t row = static_cast<std::size_t>(blockIdx.x) * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) residual[row + c] = a[row + c] + b[row + c];
+  layernorm_forward_row(out, mean, rstd, residual, weight, bias, blockIdx.x, C);
 }
 
 // dinp for one row per block.
@@ -95,6 +113,14 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                        const float* bias, int N, int C, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
   layernorm_forward_kernel<<<N, kRowThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, C);
+  CUDA_CHECK_LAUNCH();
+}
+
+void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a,
+                                const float* b, const float* weight, const float* bias, int N, int C,
+                                cudaStream_t stream) {
+  if (N == 0 || C == 0) return;
+  residual_layernorm_forward_kernel<<<N, kRowThreads, 0, stream>>>(residual, out, mean, rstd, a, b, weight, bias, C);
   CUDA_CHECK_LAUNCH();
 }
 

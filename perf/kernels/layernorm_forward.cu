@@ -18,6 +18,12 @@
 //      stay fp32, as in RoundedStorageBackend.
 //   4  variant 1 followed by the production rounding pass (cuda::round_to_precision, bf16):
 //      what train.precision = bf16 runs today; 3 against 4 is what fusing the rounding saves.
+//   5  the residual stream before ln2 as it ran until the fused kernel: the production add
+//      (residual = a + b) then the production LayerNorm of the residual, two launches.
+//   6  production cuda::residual_layernorm_forward: both in one launch, the residual row
+//      normalised while the block holds it. b is all zeros in 5 and 6, so that the residual is
+//      exactly the input and the same reference applies; both still read and write every byte.
+//      5 against 6 is what the fusion saves.
 //
 // The rate column is the minimal traffic (read x, weight, bias; write out, mean, rstd) over the
 // time, the same numerator for every variant, so it compares like the times do.
@@ -32,7 +38,7 @@
 #include <vector>
 
 #include "kernels/cpu/layernorm.h"       // cpu::layernorm_forward (the reference)
-#include "kernels/cuda/elementwise.cuh"  // cuda::round_to_precision (variant 4)
+#include "kernels/cuda/elementwise.cuh"  // cuda::round_to_precision (variant 4), cuda::add (5)
 #include "kernels/cuda/layernorm.cuh"    // cuda::layernorm_forward (variants 1, 4), kLayerNormEps
 #include "kernels/precision.h"           // round_to_bf16, Precision
 #include "perf/kernels/playground.cuh"   // harness
@@ -215,6 +221,8 @@ int main(int argc, char** argv) {
   const pg::DeviceBuffer<float> d_out(count);
   const pg::DeviceBuffer<float> d_mean(static_cast<std::size_t>(N));
   const pg::DeviceBuffer<float> d_rstd(static_cast<std::size_t>(N));
+  const pg::DeviceBuffer<float> d_zero = pg::upload(std::vector<float>(count, 0.0f));
+  const pg::DeviceBuffer<float> d_residual(count);
   const pg::Stream stream;
   pg::Timer timer(stream.get());
 
@@ -272,6 +280,16 @@ int main(int argc, char** argv) {
                                  stream.get());
   };
 
+  auto add_then_layernorm = [&] {
+    tk::cuda::add(d_residual.data(), d_inp.data(), d_zero.data(), count, stream.get());
+    tk::cuda::layernorm_forward(d_out.data(), d_mean.data(), d_rstd.data(), d_residual.data(), d_weight.data(),
+                                d_bias.data(), N, C, stream.get());
+  };
+  auto fused_residual = [&] {
+    tk::cuda::residual_layernorm_forward(d_residual.data(), d_out.data(), d_mean.data(), d_rstd.data(), d_inp.data(),
+                                         d_zero.data(), d_weight.data(), d_bias.data(), N, C, stream.get());
+  };
+
   using Run = std::function<pg::Outcome(int)>;
   const bool warp_ok = warp_row_supported(C);
   const std::vector<pg::Variant> variants = {
@@ -281,6 +299,8 @@ int main(int argc, char** argv) {
       {"warp per row + bf16 rounding fused in the store",
        warp_ok ? Run(measure(true, warp_row_bf16)) : Run(unsupported)},
       {"production + separate round_to_precision(bf16) pass", measure(true, production_then_round)},
+      {"residual: production add, then production layernorm", measure(false, add_then_layernorm)},
+      {"residual: production fused residual_layernorm_forward", measure(false, fused_residual)},
   };
 
   const double floats_moved = 2.0 * static_cast<double>(count) + 2.0 * C + 2.0 * N;

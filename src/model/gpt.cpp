@@ -326,10 +326,10 @@ void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivatio
   // A replicated bias of a row-parallel matmul joins the partial sums on one tensor rank only
   // (with sequence parallelism too: before the reduce-scatter, so it is counted once).
   const bool adds_bias = tp_.rank() == 0;
-  // LayerNorm of this rank's rows, then the full rows for a column-parallel matmul.
-  auto layernorm_to_full = [&](float* full, float* mean, float* rstd, const float* x, const float* w,
-                               const float* b) {
-    backend_.layernorm_forward(sp_ ? tp_.own_block(full, rc) : full, mean, rstd, x, w, b, R, C);
+  // A LayerNorm writes this rank's rows of `full`; then every rank gets the full rows for a
+  // column-parallel matmul.
+  auto own_rows = [&](float* full) { return sp_ ? tp_.own_block(full, rc) : full; };
+  auto share_full_rows = [&](float* full) {
     if (sp_) {
       tp_.gather_from_sp_forward(full, rc);
     } else {
@@ -346,12 +346,15 @@ void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivatio
       tp_.reduce_from_tp_forward(dst, btc);
     }
   };
-  layernorm_to_full(a.ln1, a.ln1_mean, a.ln1_rstd, x_in, p.ln1_w, p.ln1_b);
+  backend_.layernorm_forward(own_rows(a.ln1), a.ln1_mean, a.ln1_rstd, x_in, p.ln1_w, p.ln1_b, R, C);
+  share_full_rows(a.ln1);
   backend_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C, 3 * Cl);
   backend_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl);
   row_parallel(a.residual2, a.atty, p.proj_w, p.proj_b, Cl);
-  backend_.add(a.residual2, a.residual2, x_in, rc);
-  layernorm_to_full(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, p.ln2_w, p.ln2_b);
+  // residual2 += x_in and its LayerNorm in one pass (the same bits as the add, then the norm).
+  backend_.residual_layernorm_forward(a.residual2, own_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.residual2, x_in, p.ln2_w,
+                                      p.ln2_b, R, C);
+  share_full_rows(a.ln2);
   backend_.matmul_forward(a.up, a.ln2, p.up_w, p.up_b, N, C, 4 * Cl);
   backend_.gelu_forward(a.up_gelu, a.up, 4 * static_cast<std::size_t>(N) * Cl);
   row_parallel(a.out, a.up_gelu, p.down_w, p.down_b, 4 * Cl);

@@ -254,6 +254,45 @@ TEST_F(TwinBackends, LayernormForwardMatchesCpu) {
   }
 }
 
+// The fused residual add + LayerNorm: against the CPU's fused twin within the LayerNorm's
+// tolerance (the add is one IEEE rounding on both sides, so the residual is identical), and on
+// the GPU bit-identical to its own add followed by its own LayerNorm (the contract in
+// backend.h), also with the residual overwriting an input.
+TEST_F(TwinBackends, FusedResidualLayernormMatchesCpuAndItsParts) {
+  for (const RowShape& s : kLayernormShapes) {
+    SCOPED_TRACE(s.name);
+    const std::size_t n = count_of(s.N, s.C);
+    auto a = twin(uniform(n, -2.0f, 3.0f));
+    auto b = twin(uniform(n, -1.0f, 1.0f));
+    auto weight = twin(uniform(count_of(s.C, 1), 0.5f, 1.5f));
+    auto bias = twin(uniform(count_of(s.C, 1), -0.5f, 0.5f));
+    auto residual = twin(uniform(n, 5.0f, 9.0f));  // garbage: overwritten
+    auto out = twin(uniform(n, 5.0f, 9.0f));
+    auto mean = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
+    auto rstd = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
+    run_on_both([&](Backend& be, Side side) {
+      be.residual_layernorm_forward(residual.on(side), out.on(side), mean.on(side), rstd.on(side), a.on(side),
+                                    b.on(side), weight.on(side), bias.on(side), s.N, s.C);
+    });
+    expect_twins_agree(residual, 0.0, "residual");
+    expect_twins_agree(out, kReductionTolerance, "out");
+    expect_twins_agree(mean, kReductionTolerance, "mean");
+    expect_twins_agree(rstd, kReductionTolerance, "rstd");
+
+    // The GPU's parts, then the fused kernel in place (residual = a): the same bits.
+    auto sum = twin(uniform(n, 5.0f, 9.0f));
+    auto parts_out = twin(uniform(n, 5.0f, 9.0f));
+    gpu_->add(sum.on(Side::kGpu), a.on(Side::kGpu), b.on(Side::kGpu), n);
+    gpu_->layernorm_forward(parts_out.on(Side::kGpu), mean.on(Side::kGpu), rstd.on(Side::kGpu), sum.on(Side::kGpu),
+                            weight.on(Side::kGpu), bias.on(Side::kGpu), s.N, s.C);
+    gpu_->residual_layernorm_forward(a.on(Side::kGpu), out.on(Side::kGpu), mean.on(Side::kGpu), rstd.on(Side::kGpu),
+                                     a.on(Side::kGpu), b.on(Side::kGpu), weight.on(Side::kGpu), bias.on(Side::kGpu),
+                                     s.N, s.C);
+    EXPECT_EQ(a.values(Side::kGpu), sum.values(Side::kGpu));
+    EXPECT_EQ(out.values(Side::kGpu), parts_out.values(Side::kGpu));
+  }
+}
+
 TEST_F(TwinBackends, LayernormBackwardAccumulatesLikeCpu) {
   for (const RowShape& s : kLayernormShapes) {
     SCOPED_TRACE(s.name);

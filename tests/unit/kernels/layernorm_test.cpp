@@ -64,6 +64,36 @@ TEST(CpuLayerNorm, ForwardMatchesDoubleReference) {
   }
 }
 
+// The fused residual add + LayerNorm is exactly the add followed by the LayerNorm (which the
+// test above checks against double), also when the residual overwrites one of its inputs, as the
+// model's residual stream does.
+TEST(CpuLayerNorm, FusedResidualIsBitIdenticalToAddThenLayerNorm) {
+  for (const int C : {20, 150}) {
+    const int N = 7;
+    std::mt19937 rng(12);
+    cpu::CpuBackend backend(kTestThreads);
+    const auto a = shifted_rows(N, C, rng), b = random_floats(static_cast<std::size_t>(N) * C, rng);
+    const auto w = random_floats(C, rng, 0.5f, 1.5f), bias = random_floats(C, rng);
+    std::vector<float> sum(N * C), out(N * C), mean(N), rstd(N);
+    backend.add(sum.data(), a.data(), b.data(), sum.size());
+    backend.layernorm_forward(out.data(), mean.data(), rstd.data(), sum.data(), w.data(), bias.data(), N, C);
+
+    std::vector<float> residual(N * C, 9.0f), fused_out(N * C, 9.0f), fused_mean(N, 9.0f), fused_rstd(N, 9.0f);
+    backend.residual_layernorm_forward(residual.data(), fused_out.data(), fused_mean.data(), fused_rstd.data(),
+                                       a.data(), b.data(), w.data(), bias.data(), N, C);
+    EXPECT_EQ(residual, sum);
+    EXPECT_EQ(fused_out, out);
+    EXPECT_EQ(fused_mean, mean);
+    EXPECT_EQ(fused_rstd, rstd);
+
+    std::vector<float> in_place = a;  // residual aliasing a
+    backend.residual_layernorm_forward(in_place.data(), fused_out.data(), fused_mean.data(), fused_rstd.data(),
+                                       in_place.data(), b.data(), w.data(), bias.data(), N, C);
+    EXPECT_EQ(in_place, sum);
+    EXPECT_EQ(fused_out, out);
+  }
+}
+
 TEST(CpuLayerNorm, BackwardMatchesFiniteDifferences) {
   const int N = 7, C = 20;
   std::mt19937 rng(12);

@@ -137,6 +137,34 @@ TEST_P(RoundedStorage, ResidualAddRoundsButGradientScalingDoesNot) {
   EXPECT_TRUE(same_bits(scaled, scaled_plain));
 }
 
+// The fused residual + LayerNorm stores a rounded residual and normalises that rounded value:
+// exactly the decorator's add followed by its LayerNorm.
+TEST_P(RoundedStorage, FusedResidualLayerNormNormalisesTheRoundedResidual) {
+  const Precision p = GetParam();
+  std::mt19937 rng(506);
+  cpu::CpuBackend plain(kTestThreads);
+  RoundedStorageBackend storage(plain, p);
+  const int N = 5, C = 11;
+  const auto a = random_floats(N * C, rng), b = random_floats(N * C, rng);
+  const auto w = random_floats(C, rng), bias = random_floats(C, rng);
+  std::vector<float> sum(N * C), out(N * C), mean(N), rstd(N);
+  storage.add(sum.data(), a.data(), b.data(), sum.size());
+  storage.layernorm_forward(out.data(), mean.data(), rstd.data(), sum.data(), w.data(), bias.data(), N, C);
+  std::vector<float> residual(N * C), fused(N * C), fused_mean(N), fused_rstd(N);
+  storage.residual_layernorm_forward(residual.data(), fused.data(), fused_mean.data(), fused_rstd.data(), a.data(),
+                                     b.data(), w.data(), bias.data(), N, C);
+  EXPECT_TRUE(same_bits(residual, sum));
+  EXPECT_TRUE(same_bits(residual, rounded(residual, p)));
+  EXPECT_TRUE(same_bits(fused, out));
+  EXPECT_TRUE(same_bits(fused_mean, mean));
+  EXPECT_TRUE(same_bits(fused_rstd, rstd));
+  // The plain fused kernel normalises the unrounded sum: a different result, so the order matters.
+  std::vector<float> plain_residual(N * C), plain_out(N * C);
+  plain.residual_layernorm_forward(plain_residual.data(), plain_out.data(), fused_mean.data(), fused_rstd.data(),
+                                   a.data(), b.data(), w.data(), bias.data(), N, C);
+  EXPECT_FALSE(same_bits(rounded(plain_out, p), fused));
+}
+
 INSTANTIATE_TEST_SUITE_P(Bf16AndFp16, RoundedStorage, ::testing::Values(Precision::kBf16, Precision::kFp16),
                          [](const auto& param_info) { return std::string(precision_name(param_info.param)); });
 
