@@ -13,16 +13,20 @@
 // kernels beat hand loops at -O2. Causality is exploited by blocks of kBlock rows: row block
 // [r0,r1) only needs key columns [0,r1), so about half the T x T work is skipped; the few
 // entries above the diagonal inside a block are computed, then zeroed (P = 0, dS = 0 there).
+// The row passes between the GEMMs are compiled per ISA (simd_dispatch.h): at small head sizes
+// their exponentials, which backward computes too, cost as much as the GEMMs at SSE2 width (the
+// quickstart's shape, B 4, T 64, hs 16, one thread: backward 357 us at SSE2, 294 us per ISA).
 //
 // Forward and backward probabilities: backward recomputes S with the very call forward made
 // (same operands, sizes and destination in the P slot; a single-threaded OpenBLAS sgemm is
 // deterministic), so S is bit-identical. Forward normalises P = exp(S - max) / sum; backward
 // takes P = exp(S - lse) with lse = max + log(sum) rounded to float. Both use exp_approx
-// (vectorised, 2 ulp), so the two P agree to a few ulps: 2 + 2 for the exponentials, 1 for the
-// reciprocal and product, and the rounding of lse, half an ulp of |lse|, which shifts the
-// exponent's argument and so moves P by |lse| * 2^-24 relative (a few ulps for the |lse| of
-// O(1) to O(10) that softmax scores give). std::exp in one and exp_approx in the other would
-// add a few more; mixing them would gain nothing.
+// (vectorised, 2 ulp; both row passes run the clone of the same ISA, picked once per process),
+// so the two P agree to a few ulps: 2 + 2 for the exponentials, 1 for the reciprocal and
+// product, and the rounding of lse, half an ulp of |lse|, which shifts the exponent's argument
+// and so moves P by |lse| * 2^-24 relative (|lse| / 2 ulps: a few for the |lse| of O(1) to
+// O(10) that softmax scores give). std::exp in one and exp_approx in the other would add a few
+// more; mixing them would gain nothing.
 //
 // The backward's row sum rowsum(P * dP) is taken from P and dP here, not from the identity
 // rowsum(P * dP)[t] = dO[t] . O[t] that Backend::attention_backward allows (its `out`): the sum
@@ -37,7 +41,8 @@
 #include <cmath>
 #include <cstddef>
 
-#include "kernels/cpu/vector_math.h"  // exp_approx, max_of
+#include "kernels/cpu/simd_dispatch.h"  // TRIDENT_SIMD_CLONES
+#include "kernels/cpu/vector_math.h"    // exp_approx, max_of
 
 namespace trident::kernels::cpu {
 
@@ -73,6 +78,7 @@ void block_scores(float* s, const float* q, const float* k, int r0, int r1, int 
 
 // Row t of scores in place -> probabilities exp(s - max) / sum on columns t2 <= t, exact zeros
 // on (t, r1) (the rest of the block's columns, which P V reads). Returns the row's lse.
+TRIDENT_SIMD_CLONES
 float softmax_row(float* row, int t, int r1) {
   const float row_max = max_of(row, t + 1);
   float sum = 0.0f;
@@ -90,6 +96,7 @@ float softmax_row(float* row, int t, int r1) {
 }
 
 // Row t of scores in place -> P = exp(s - lse) on columns t2 <= t, exact zeros on (t, r1).
+TRIDENT_SIMD_CLONES
 void probabilities_row(float* row, int t, int r1, float lse) {
 #pragma omp simd
   for (int t2 = 0; t2 <= t; t2++) row[t2] = exp_approx(row[t2] - lse);
@@ -97,6 +104,7 @@ void probabilities_row(float* row, int t, int r1, float lse) {
 }
 
 // Row t of dP in place -> dS = scale * P * (dP - rowsum(P * dP)) on t2 <= t, zeros on (t, r1).
+TRIDENT_SIMD_CLONES
 void score_gradient_row(float* ds_row, const float* p_row, int t, int r1, float scale) {
   float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
