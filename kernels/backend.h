@@ -68,10 +68,10 @@ class Backend {
   // in `inputs` (bf16 or fp16 storage: activations and the rounded compute copy of the
   // weights). A backend may then use math that is exact on such values with fp32 accumulation:
   // the CUDA backend turns on TF32 tensor cores, whose 11 significant bits hold every bf16 and
-  // fp16 value exactly. The exception is attention's own intermediates between its two GEMMs
-  // (the probabilities before they are stored, the softmax gradient), which TF32 rounds to
-  // 2^-11 relative: finer than the bf16 rounding (2^-9) of what attention stores. kFp32 (the
-  // default) keeps plain fp32 math. The CPU backend ignores it.
+  // fp16 value exactly. The exception is attention's own intermediates between its GEMMs (the
+  // probabilities, the softmax gradient), which TF32 rounds to 2^-11 relative: finer than the
+  // bf16 rounding (2^-9) of what attention stores. kFp32 (the default) keeps plain fp32 math.
+  // The CPU backend ignores it.
   virtual void set_gemm_input_precision(Precision /*inputs*/) {}
 
   // --- embeddings ------------------------------------------------------------------------------
@@ -121,15 +121,26 @@ class Backend {
 
   // --- causal multi-head self-attention ---------------------------------------------------------
   // qkv[B,T,3C] holds q, k, v for all heads: q = qkv[..., 0:C], k = [C:2C], v = [2C:3C], head h
-  // owning channels [h*C/NH, (h+1)*C/NH) of each. Scale 1/sqrt(C/NH).
-  // out[B,T,C]; att[B,NH,T,T] receives the softmax probabilities (row t valid up to column t,
-  // zero beyond), kept for backward.
-  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                                 int NH) = 0;
-  // dqkv += gradient w.r.t. qkv. scratch holds at least attention_scratch_size(B,T,NH) floats.
+  // owning channels [h*C/NH, (h+1)*C/NH) of each. Scale 1/sqrt(C/NH). Per (b, h) the scores are
+  // S = scale Q K^T, row t over its causal columns t2 <= t.
+  // The T x T probabilities are never kept between calls (the flash-attention contract): forward
+  // keeps only out and the row statistic lse, and backward recomputes P = exp(S - lse) from qkv.
+  // scratch: attention_scratch_size(B, T, NH) floats of workspace, shared by every layer and
+  // used by one call at a time; its contents are undefined on entry and on exit.
+  //
+  // out[B,T,C] = softmax(S) V per head; lse[B,NH,T] receives the natural-log log-sum-exp of each
+  // row of scaled scores over its causal columns, lse = max + log(sum_t2 exp(S[t,t2] - max)), a
+  // statistic kept for backward (fp32 like the LayerNorm mean and rstd, also under 16-bit
+  // storage).
+  virtual void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B,
+                                 int T, int C, int NH) = 0;
+  // dqkv += gradient w.r.t. qkv, from the forward's out (as stored: rounded under 16-bit
+  // storage) and lse. A backend may use out for the flash identity
+  // rowsum(P * dP)[t] = dout[t] . out[t] (per head) instead of summing P * dP over the row.
   virtual void attention_backward(float* dqkv, float* scratch, const float* dout,
-                                  const float* qkv, const float* att, int B, int T, int C,
-                                  int NH) = 0;
+                                  const float* qkv, const float* out, const float* lse, int B,
+                                  int T, int C, int NH) = 0;
+  // Floats of scratch for forward and backward at this shape.
   virtual std::size_t attention_scratch_size(int B, int T, int NH) const = 0;
 
   // --- fused softmax + cross-entropy -------------------------------------------------------------

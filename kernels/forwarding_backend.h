@@ -64,12 +64,13 @@ class ForwardingBackend : public Backend {
   void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override {
     inner_.gelu_backward(dinp, inp, dout, n);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) override {
-    inner_.attention_forward(out, att, qkv, B, T, C, NH);
+  void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    inner_.attention_forward(out, lse, scratch, qkv, B, T, C, NH);
   }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
-                          int T, int C, int NH) override {
-    inner_.attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int B, int T, int C, int NH) override {
+    inner_.attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
   }
   std::size_t attention_scratch_size(int B, int T, int NH) const override {
     return inner_.attention_scratch_size(B, T, NH);

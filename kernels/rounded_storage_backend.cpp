@@ -68,16 +68,17 @@ void RoundedStorageBackend::gelu_backward(float* dinp, const float* inp, const f
   store(dinp, n);
 }
 
-void RoundedStorageBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                                              int NH) {
-  inner().attention_forward(out, att, qkv, B, T, C, NH);
+void RoundedStorageBackend::attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B,
+                                              int T, int C, int NH) {
+  inner().attention_forward(out, lse, scratch, qkv, B, T, C, NH);
+  // lse: an fp32 statistic, as the LayerNorm mean and rstd. Rounded to 8 bits it would move every
+  // recomputed probability by up to |lse| * 2^-9 relative, a coherent error across the row.
   store(out, product(B * T, C));
-  store(att, product(B * NH, T) * static_cast<std::size_t>(T));  // the kept probabilities
 }
 
 void RoundedStorageBackend::attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                                               const float* att, int B, int T, int C, int NH) {
-  inner().attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+                                               const float* out, const float* lse, int B, int T, int C, int NH) {
+  inner().attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
   store(dqkv, product(B * T, 3 * C));
 }
 

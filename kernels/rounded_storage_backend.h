@@ -2,9 +2,10 @@
 //
 // Wraps any backend and rounds what each kernel stores for the next one (its activation
 // outputs and activation gradients) to bf16 or fp16, while the fp32 side of mixed precision
-// stays fp32: LayerNorm statistics, token losses, the cross-entropy row statistics, the weight
-// and bias gradients (accumulated in fp32, as Megatron-LM's main gradients), the gradient
-// norm and AdamW. Every kernel still reads its inputs and accumulates in fp32, so the numbers
+// stays fp32: LayerNorm statistics, attention's row log-sum-exp, token losses, the
+// cross-entropy row statistics, the weight and bias gradients (accumulated in fp32, as
+// Megatron-LM's main gradients), the gradient norm and AdamW. Every kernel still reads its
+// inputs and accumulates in fp32, so the numbers
 // are those of kernels that load 16-bit values, compute in fp32 and round once when storing:
 // the semantics of the GPU's bf16/fp16 kernels, and the CPU twin they are tested against.
 //
@@ -46,9 +47,10 @@ class RoundedStorageBackend final : public ForwardingBackend {
                                   const float* weight, const float* bias, int N, int C) override;
   void gelu_forward(float* out, const float* inp, std::size_t n) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override;
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) override;
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int B,
-                          int T, int C, int NH) override;
+  void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B, int T, int C,
+                         int NH) override;
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int B, int T, int C, int NH) override;
   void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, float dloss, int N, int V,
                               int Vp) override;
   void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,

@@ -53,12 +53,12 @@ class TimingBackend final : public kernels::ForwardingBackend {
   void gelu_backward(float* di, const float* i, const float* d, std::size_t n) override {
     timed("gelu_backward", [&] { inner_.gelu_backward(di, i, d, n); });
   }
-  void attention_forward(float* o, float* a, const float* qkv, int B, int T, int C, int NH) override {
-    timed("attention_forward", [&] { inner_.attention_forward(o, a, qkv, B, T, C, NH); });
+  void attention_forward(float* o, float* lse, float* s, const float* qkv, int B, int T, int C, int NH) override {
+    timed("attention_forward", [&] { inner_.attention_forward(o, lse, s, qkv, B, T, C, NH); });
   }
-  void attention_backward(float* dqkv, float* s, const float* d, const float* qkv, const float* a, int B, int T,
-                          int C, int NH) override {
-    timed("attention_backward", [&] { inner_.attention_backward(dqkv, s, d, qkv, a, B, T, C, NH); });
+  void attention_backward(float* dqkv, float* s, const float* d, const float* qkv, const float* o, const float* lse,
+                          int B, int T, int C, int NH) override {
+    timed("attention_backward", [&] { inner_.attention_backward(dqkv, s, d, qkv, o, lse, B, T, C, NH); });
   }
   void cross_entropy_forward(float* l, const float* lg, const int32_t* t, int N, int V, int Vp) override {
     timed("cross_entropy_forward", [&] { inner_.cross_entropy_forward(l, lg, t, N, V, Vp); });

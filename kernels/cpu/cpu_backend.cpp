@@ -117,15 +117,15 @@ void CpuBackend::gelu_backward(float* dinp, const float* inp, const float* dout,
   cpu::gelu_backward(dinp, inp, dout, n);
 }
 
-void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                                   int NH) {
-  cpu::attention_forward(out, att, qkv, B, T, C, NH);
+void CpuBackend::attention_forward(float* out, float* lse, float* scratch, const float* qkv,
+                                   int B, int T, int C, int NH) {
+  cpu::attention_forward(out, lse, scratch, qkv, B, T, C, NH);
 }
 
 void CpuBackend::attention_backward(float* dqkv, float* scratch, const float* dout,
-                                    const float* qkv, const float* att, int B, int T, int C,
-                                    int NH) {
-  cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+                                    const float* qkv, const float* /*out*/, const float* lse,
+                                    int B, int T, int C, int NH) {
+  cpu::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH);
 }
 
 std::size_t CpuBackend::attention_scratch_size(int B, int T, int NH) const {

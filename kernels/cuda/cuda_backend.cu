@@ -205,15 +205,15 @@ void CudaBackend::gelu_backward(float* dinp, const float* inp, const float* dout
   cuda::gelu_backward(dinp, inp, dout, n, stream_);
 }
 
-void CudaBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                                    int NH) {
-  cuda::attention_forward(out, att, qkv, B, T, C, NH, cublas_, stream_);
+void CudaBackend::attention_forward(float* out, float* lse, float* scratch, const float* qkv,
+                                    int B, int T, int C, int NH) {
+  cuda::attention_forward(out, lse, scratch, qkv, B, T, C, NH, cublas_, stream_);
 }
 
 void CudaBackend::attention_backward(float* dqkv, float* scratch, const float* dout,
-                                     const float* qkv, const float* att, int B, int T, int C,
-                                     int NH) {
-  cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, cublas_, stream_);
+                                     const float* qkv, const float* /*out*/, const float* lse,
+                                     int B, int T, int C, int NH) {
+  cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_);
 }
 
 std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {

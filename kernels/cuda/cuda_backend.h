@@ -74,10 +74,12 @@ class CudaBackend final : public Backend {
   void gelu_forward(float* out, const float* inp, std::size_t n) override;
   void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override;
 
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int NH) override;
+  void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B, int T,
+                         int C, int NH) override;
+  // Does not read out (yet): the GEMM path sums rowsum(P * dP) itself, as the CPU twin.
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int T, int C, int NH) override;
+                          const float* out, const float* lse, int B, int T, int C,
+                          int NH) override;
   std::size_t attention_scratch_size(int B, int T, int NH) const override;
 
   void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,

@@ -1,8 +1,9 @@
 // Playground: causal multi-head attention BACKWARD, GPT-2 layout, the contract of
 // kernels/backend.h attention_backward: qkv[B,T,3C] holds q in channels [0,C), k in [C,2C),
 // v in [2C,3C); head h owns channels [h*hs, (h+1)*hs) of each, hs = C/NH, scale 1/sqrt(hs),
-// causal. Given dout[B,T,C], the backward ACCUMULATES: dqkv += d(loss)/d(qkv).
-// Reference: the CPU twins trident::kernels::cpu::attention_forward (for att), then
+// causal. Given dout[B,T,C] and the forward's out[B,T,C] and row log-sum-exp lse[B,NH,T], the
+// backward ACCUMULATES: dqkv += d(loss)/d(qkv).
+// Reference: the CPU twins trident::kernels::cpu::attention_forward (for lse), then
 // cpu::attention_backward (scratch: cpu::attention_scratch_size(B, T, NH) floats).
 //
 //   playground_attention_backward [variant|all] [reps]
@@ -11,16 +12,19 @@
 //   T = ATTN_RAGGED_T (200, not a multiple of 64).
 //
 // Variants:
-//   1  production: cuda::attention_forward (untimed: it produces att, the T x T probabilities)
-//      then cuda::attention_backward (timed): batched cuBLAS dP = dO V^T into scratch, a
-//      softmax-backward kernel dS = scale * P * (dP - rowsum(P dP)), then three batched GEMMs
-//      dQ += dS K, dK += dS^T Q, dV += P^T dO over the full T x T square. fp32
-//      (CUBLAS_DEFAULT_MATH).
+//   1  production: cuda::attention_forward (untimed: it produces out and lse) then
+//      cuda::attention_backward (timed): batched cuBLAS S = scale Q K^T into scratch and a row
+//      kernel P = exp(S - L) (the probabilities recomputed, T x T in global memory), dP = dO V^T
+//      into a second T x T region, a softmax-backward kernel dS = scale * P * (dP - rowsum(P dP)),
+//      then three batched GEMMs dQ += dS K, dK += dS^T Q, dV += P^T dO over the full T x T
+//      square. fp32 (CUBLAS_DEFAULT_MATH).
 //   2  flash-style backward, fp32, hs = 64 only. It never reads or writes anything T x T:
 //      from the forward it keeps only out[B,T,C] and the per-row log-sum-exp
 //      L[b,h,t] = log sum_{t2<=t} exp(S[t,t2]) (S = scale q k^T), and recomputes
 //      P[t,t2] = exp(S[t,t2] - L[t]) tile by tile. Untimed preparation: a fused forward like
-//      attention_forward.cu's variant 2 that also writes L. Timed: three kernels,
+//      attention_forward.cu's variant 2, which writes L too. Timed: three kernels (the
+//      launcher takes Backend::attention_backward's arguments, its scratch holding D: a
+//      drop-in under that contract),
 //        (a) D[b,h,t] = dout[t] . out[t] over the head's 64 channels (= sum_t2 P dP, since
 //            out[t] = sum_t2 P[t,t2] v[t2]; D replaces the T-term row sum of the softmax
 //            backward by a 64-term one);
@@ -40,9 +44,9 @@
 // loops with the same functions (that is how this file was checked before any GPU ran it).
 //
 // TFLOP/s counts the useful causal work of a backward without recomputation, four products
-// (dP, dV, dK, dQ) over the pairs t2 <= t: 8 * B * NH * hs * T(T+1)/2, for both variants. The
-// flash variant does two more (S twice, dP twice: in (b) and again in (c)), so its rate
-// understates what it executes.
+// (dP, dV, dK, dQ) over the pairs t2 <= t: 8 * B * NH * hs * T(T+1)/2, for both variants.
+// Production recomputes S once (a fifth product, over the full square), the flash variant S
+// twice and dP twice (in (b) and again in (c)), so their rates understate what they execute.
 #include <cublas_v2.h>     // CUBLAS_DEFAULT_MATH
 #include <cuda_runtime.h>  // __syncthreads, cudaFuncSetAttribute
 
@@ -446,10 +450,13 @@ void flash_forward_lse(float* out, float* lse, const float* qkv, int B, int T, i
   PG_CHECK_LAUNCH();
 }
 
-// dqkv += gradient, from qkv, dout and the forward's out and lse; delta: [B,NH,T] scratch.
-void flash_backward(float* dqkv, float* delta, const float* dout, const float* qkv,
+// dqkv += gradient, from qkv, dout and the forward's out and lse: the arguments of
+// Backend::attention_backward, in its order. scratch holds D [B,NH,T], B*NH*T floats (what a
+// flash backend's attention_scratch_size would return).
+void flash_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                     const float* out, const float* lse, int B, int T, int C, int NH,
                     cudaStream_t stream) {
+  float* delta = scratch;
   const std::size_t rows = static_cast<std::size_t>(B) * NH * T;
   constexpr int kDeltaThreads = 256;
   const auto delta_blocks = static_cast<unsigned>((rows + kDeltaThreads - 1) / kDeltaThreads);
@@ -515,27 +522,27 @@ Case make_case(int B, int T, int C, int NH, unsigned seed) {
   k.dout = pg::random_floats(tokens * C, 47 + seed, -1.0f, 1.0f);
   k.initial = initial_dqkv(tokens * 3 * C);
   std::vector<float> out(tokens * C);
-  std::vector<float> att(static_cast<std::size_t>(B) * NH * T * T);
-  tk::cpu::attention_forward(out.data(), att.data(), k.qkv.data(), B, T, C, NH);
+  std::vector<float> lse(static_cast<std::size_t>(B) * NH * T);
   std::vector<float> scratch(tk::cpu::attention_scratch_size(B, T, NH));
+  tk::cpu::attention_forward(out.data(), lse.data(), scratch.data(), k.qkv.data(), B, T, C, NH);
   k.ref = k.initial;
   tk::cpu::attention_backward(k.ref.data(), scratch.data(), k.dout.data(), k.qkv.data(),
-                              att.data(), B, T, C, NH);
+                              lse.data(), B, T, C, NH);
   return k;
 }
 
-// Device buffers of one shape; att and scratch only for variant 1, out, lse, delta for 2.
+// Device buffers of one shape: the forward state both variants keep (out, lse) and each one's
+// scratch.
 struct Buffers {
   int B = 0;
   int T = 0;
   pg::DeviceBuffer<float> qkv;
   pg::DeviceBuffer<float> dout;
   pg::DeviceBuffer<float> dqkv;
-  pg::DeviceBuffer<float> att;      // variant 1: [B, NH, T, T]
-  pg::DeviceBuffer<float> scratch;  // variant 1: cuda::attention_scratch_size
-  pg::DeviceBuffer<float> out;      // variant 2: [B, T, C]
-  pg::DeviceBuffer<float> lse;      // variant 2: [B, NH, T]
-  pg::DeviceBuffer<float> delta;    // variant 2: [B, NH, T]
+  pg::DeviceBuffer<float> out;      // [B, T, C]
+  pg::DeviceBuffer<float> lse;      // [B, NH, T]
+  pg::DeviceBuffer<float> scratch;  // variant 1: cuda::attention_scratch_size (2 B NH T^2)
+  pg::DeviceBuffer<float> delta;    // variant 2's scratch: D [B, NH, T]
 };
 
 Buffers make_buffers(int B, int T, int C, int NH, const std::vector<float>& qkv,
@@ -546,13 +553,11 @@ Buffers make_buffers(int B, int T, int C, int NH, const std::vector<float>& qkv,
   w.qkv = pg::upload(qkv);
   w.dout = pg::upload(dout);
   w.dqkv = pg::upload(dqkv);
-  w.att = pg::DeviceBuffer<float>(static_cast<std::size_t>(B) * NH * T * T);
-  w.scratch = pg::DeviceBuffer<float>(tk::cuda::attention_scratch_size(B, T, NH));
   w.out = pg::DeviceBuffer<float>(static_cast<std::size_t>(B) * T * C);
   w.lse = pg::DeviceBuffer<float>(static_cast<std::size_t>(B) * NH * T);
+  w.scratch = pg::DeviceBuffer<float>(tk::cuda::attention_scratch_size(B, T, NH));
   w.delta = pg::DeviceBuffer<float>(static_cast<std::size_t>(B) * NH * T);
   // The forward state is overwritten by prepare(): poison it so that a missing write shows.
-  PG_CUDA_CHECK(cudaMemset(w.att.data(), 0xff, w.att.bytes()));
   PG_CUDA_CHECK(cudaMemset(w.out.data(), 0xff, w.out.bytes()));
   PG_CUDA_CHECK(cudaMemset(w.lse.data(), 0xff, w.lse.bytes()));
   PG_CUDA_CHECK(cudaMemset(w.delta.data(), 0xff, w.delta.bytes()));
@@ -572,8 +577,8 @@ struct Method {
 // hide under a larger dv). fp32 throughout. Sources of difference from the twin: the order of
 // the 64-term dot products and of the up-to-T-term sums (dQ, dK, dV; the twin's are OpenBLAS
 // blocks, ours are sequential per thread), exp (the twin's exp_approx and expf: 2 ulp each),
-// the recomputed P = exp(S - L) against the stored normalised one (the rounding of L, ~1 ulp
-// of |L| < 16, moves every P of a row by ~1e-6 relative), and D = dO . O (64 terms) against the
+// P = exp(S - L) rebuilt from each side's own L (the rounding of L, ~1 ulp of |L| < 16, moves
+// every P of a row by ~1e-6 relative), and, for variant 2, D = dO . O (64 terms) against the
 // twin's rowsum(P dP) (T terms) which cancels against dP in dS = P (dP - D). The host replay
 // of variant 2's loops (same functions; T = 64, 130, 200, 256, B = 1, 2, NH = 1, 3) measured
 // 1.7e-7 to 7.9e-7, so 1e-5 keeps a margin of ~12 for the GPU's FMA contraction and its own
@@ -654,12 +659,12 @@ int main(int argc, char** argv) {
 
   const Method production{
       [&](Buffers& w) {
-        tk::cuda::attention_forward(w.out.data(), w.att.data(), w.qkv.data(), w.B, w.T, C, NH,
-                                    cublas.get(), stream.get());
+        tk::cuda::attention_forward(w.out.data(), w.lse.data(), w.scratch.data(), w.qkv.data(),
+                                    w.B, w.T, C, NH, cublas.get(), stream.get());
       },
       [&](Buffers& w) {
         tk::cuda::attention_backward(w.dqkv.data(), w.scratch.data(), w.dout.data(),
-                                     w.qkv.data(), w.att.data(), w.B, w.T, C, NH, cublas.get(),
+                                     w.qkv.data(), w.lse.data(), w.B, w.T, C, NH, cublas.get(),
                                      stream.get());
       },
       false};

@@ -1,6 +1,8 @@
 // Playground: causal multi-head attention forward, GPT-2 layout. qkv[B,T,3C] holds q in
 // channels [0,C), k in [C,2C), v in [2C,3C); head h owns channels [h*hs, (h+1)*hs) of each,
-// hs = C/NH; out[B,T,C] = softmax(q k^T / sqrt(hs), causal) v per head. Reference: the CPU twin
+// hs = C/NH; out[B,T,C] = softmax(q k^T / sqrt(hs), causal) v per head, and lse[B,NH,T] the
+// log-sum-exp of each row of scaled scores (what backward needs to rebuild the probabilities:
+// the contract of kernels/backend.h). Reference: the CPU twin
 // trident::kernels::cpu::attention_forward.
 //
 //   playground_attention_forward [variant|all] [reps]
@@ -9,12 +11,13 @@
 //
 // Variants:
 //   1  production cuda::attention_forward (kernels/cuda/attention.cu): per batch element a
-//      batched cuBLAS GEMM S = scale Q K^T over the full T x T square into att (B*NH*T*T
-//      floats in global memory), a causal softmax kernel in place, then O = P V. fp32
-//      (CUBLAS_DEFAULT_MATH). It keeps P in att for its backward; variant 2 does not.
+//      batched cuBLAS GEMM S = scale Q K^T over the full T x T square into its scratch
+//      (B*NH*T*T floats in global memory), a causal softmax kernel in place that also writes
+//      lse, then O = P V. fp32 (CUBLAS_DEFAULT_MATH).
 //   2  fused causal attention in the flash manner, fp32, hs = 64 only: see the comment on
 //      flash_attention_forward_kernel. The T x T matrix never reaches global memory, and key
-//      tiles above the diagonal are never touched.
+//      tiles above the diagonal are never touched. It writes the same out and lse as 1, so it
+//      can stand in for it under the Backend contract (it needs none of the scratch).
 //
 // TFLOP/s counts the useful causal work, 4 * B * NH * hs * T(T+1)/2 (two products over the
 // pairs t2 <= t), for both variants: so variant 1, which computes the full square, shows what
@@ -57,7 +60,8 @@ static_assert(kQueryTile == kKeyTile, "the finite-max argument needs equal tiles
 // the old terms are rescaled by exp(m - m') (0 on the first tile, where m = -inf) and the new
 // ones added with exp(s_j - m'). After the last tile, out = o / l, which equals
 // sum_j softmax(s)_j v_j exactly in real arithmetic: every term carries the same factor
-// exp(-m_final) in o and l. No exponent ever exceeds 0, so nothing overflows.
+// exp(-m_final) in o and l; and lse = m + log(l) = log sum_j exp(s_j). No exponent ever
+// exceeds 0, so nothing overflows.
 //
 // Per tile: the block loads K and V of kKeyTile keys into shared memory (coalesced: consecutive
 // threads read consecutive channels of one key), synchronises, and each thread computes its
@@ -69,8 +73,8 @@ static_assert(kQueryTile == kKeyTile, "the finite-max argument needs equal tiles
 //
 // Registers: q[64] + o[64] + s[64] per thread (launch bounds of 64 threads leave 255).
 __global__ void __launch_bounds__(kQueryTile)
-    flash_attention_forward_kernel(float* __restrict__ out, const float* __restrict__ qkv, int T,
-                                   int C, float scale) {
+    flash_attention_forward_kernel(float* __restrict__ out, float* __restrict__ lse,
+                                   const float* __restrict__ qkv, int T, int C, float scale) {
   __shared__ __align__(16) float k_tile[kKeyTile][kHeadSize];
   __shared__ __align__(16) float v_tile[kKeyTile][kHeadSize];
 
@@ -154,6 +158,8 @@ __global__ void __launch_bounds__(kQueryTile)
   }
 
   if (active) {
+    // lse[b, h, t] of [B, NH, T]; gridDim.y is NH.
+    lse[(static_cast<std::size_t>(b) * gridDim.y + h) * T + t] = m + logf(l);
     const float inv_l = 1.0f / l;  // l >= 1: the max term contributes exp(0)
     float4* y = reinterpret_cast<float4*>(out + (static_cast<std::size_t>(b) * T + t) * C +
                                           head_offset);
@@ -167,12 +173,12 @@ __global__ void __launch_bounds__(kQueryTile)
 
 bool flash_supported(int C, int NH) { return NH > 0 && C % NH == 0 && C / NH == kHeadSize; }
 
-// out[B,T,C] from qkv[B,T,3C]; requires flash_supported(C, NH).
-void flash_attention_forward(float* out, const float* qkv, int B, int T, int C, int NH,
+// out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C]; requires flash_supported(C, NH).
+void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
                              cudaStream_t stream) {
   const dim3 grid((T + kQueryTile - 1) / kQueryTile, NH, B);
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadSize));  // as the twin
-  flash_attention_forward_kernel<<<grid, kQueryTile, 0, stream>>>(out, qkv, T, C, scale);
+  flash_attention_forward_kernel<<<grid, kQueryTile, 0, stream>>>(out, lse, qkv, T, C, scale);
   PG_CHECK_LAUNCH();
 }
 
@@ -201,15 +207,19 @@ int main(int argc, char** argv) {
   const std::vector<float> qkv = pg::random_floats(qkv_count, 21, -2.0f, 2.0f);
   // The first B_check batch elements are a prefix of qkv and of out ([B, T, ...] layouts).
   const std::size_t out_check_count = static_cast<std::size_t>(B_check) * T * C;
+  const std::size_t lse_check_count = static_cast<std::size_t>(B_check) * NH * T;
   std::vector<float> ref(out_check_count);
+  std::vector<float> lse_ref(lse_check_count);
   {
-    std::vector<float> att_ref(static_cast<std::size_t>(B_check) * NH * T * T);
-    tk::cpu::attention_forward(ref.data(), att_ref.data(), qkv.data(), B_check, T, C, NH);
+    std::vector<float> scratch(tk::cpu::attention_scratch_size(B_check, T, NH));
+    tk::cpu::attention_forward(ref.data(), lse_ref.data(), scratch.data(), qkv.data(), B_check, T,
+                               C, NH);
   }
 
   const pg::DeviceBuffer<float> d_qkv = pg::upload(qkv);
   const pg::DeviceBuffer<float> d_out(static_cast<std::size_t>(B) * T * C);
-  const pg::DeviceBuffer<float> d_att(static_cast<std::size_t>(B) * NH * T * T);  // variant 1
+  const pg::DeviceBuffer<float> d_lse(static_cast<std::size_t>(B) * NH * T);
+  const pg::DeviceBuffer<float> d_scratch(tk::cuda::attention_scratch_size(B, T, NH));  // 1
   const pg::Stream stream;
   pg::Timer timer(stream.get());
   // fp32 math: qkv here is not 16-bit representable, so no TF32.
@@ -220,27 +230,33 @@ int main(int argc, char** argv) {
   // the 64-term dot products and of the T-term sums, in exp (the twin's exp_approx and expf
   // are both within 2 ulp) and, for variant 2, in the online rescaling (a few more roundings
   // per tile): each a few ulp of values below max |ref|, so 1e-5 relative has a wide margin
-  // while a wrong head, token or mask gives O(1).
+  // while a wrong head, token or mask gives O(1). lse = max + log(sum) (|lse| up to ~10 here:
+  // a max score ~5 plus log of up to T terms) carries the same few-ulp differences of the max
+  // score and of the sum; a wrong row or head moves it by O(1).
   constexpr double kTolerance = 1e-5;
 
-  // Runs at B_check on a NaN-poisoned out and validates that prefix, then times at B.
+  // Runs at B_check on a NaN-poisoned out and lse and validates that prefix, then times at B.
   auto measure = [&](auto&& launch) {
     return [&, launch](int reps) {
       PG_CUDA_CHECK(cudaMemsetAsync(d_out.data(), 0xff, d_out.bytes(), stream.get()));
+      PG_CUDA_CHECK(cudaMemsetAsync(d_lse.data(), 0xff, d_lse.bytes(), stream.get()));
       launch(B_check);
       pg::Outcome outcome;
       outcome.checks.push_back(
           pg::validate("out", pg::download(d_out, out_check_count), ref, kTolerance));
+      outcome.checks.push_back(
+          pg::validate("lse", pg::download(d_lse, lse_check_count), lse_ref, kTolerance));
       outcome.median_ms = timer.median_ms(reps, [&] { launch(B); });
       return outcome;
     };
   };
   auto production = [&](int batch) {
-    tk::cuda::attention_forward(d_out.data(), d_att.data(), d_qkv.data(), batch, T, C, NH,
-                                cublas.get(), stream.get());
+    tk::cuda::attention_forward(d_out.data(), d_lse.data(), d_scratch.data(), d_qkv.data(), batch,
+                                T, C, NH, cublas.get(), stream.get());
   };
   auto flash = [&](int batch) {
-    flash_attention_forward(d_out.data(), d_qkv.data(), batch, T, C, NH, stream.get());
+    flash_attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), batch, T, C, NH,
+                            stream.get());
   };
   auto unsupported = [hs](int) {
     return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");

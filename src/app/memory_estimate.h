@@ -16,6 +16,7 @@ struct MemoryEstimate {
   std::size_t gradients = 0;
   std::size_t optimizer = 0;    // AdamW first and second moments (and fp32 master weights)
   std::size_t activations = 0;  // forward state of the micro-batches in flight plus backward scratch
+                                // and the attention workspace (one layer's T x T at a time)
   int stage = 0;
   int layers = 0;               // blocks on the stage
   int slots = 1;                // micro-batches in flight
@@ -23,7 +24,7 @@ struct MemoryEstimate {
 };
 
 // attention_scratch: floats the backend asks for (Backend::attention_scratch_size for the
-// rank's heads). zero_shards: dp with parallel.zero = 1 (the AdamW state is one block of the
+// rank's heads; forward and backward share it). zero_shards: dp with parallel.zero = 1 (the AdamW state is one block of the
 // arena padded to a multiple of dp, parallel/zero_shard.h), 1 otherwise. master_weights:
 // train.precision is bf16 or fp16 (AdamW then holds fp32 master weights of its block too).
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,

@@ -24,11 +24,12 @@ std::size_t block_workspace_floats(const GptConfig& c, std::size_t B, std::size_
   const std::size_t btc = B * T * static_cast<std::size_t>(c.hidden);
   const std::size_t btcl = btc / static_cast<std::size_t>(tp);
   const std::size_t rows = region_rows(B * T, layout);
-  const std::size_t att = B * static_cast<std::size_t>(c.heads / tp) * T * T;
+  // Attention keeps one log-sum-exp per row of each local head, not the T x T probabilities.
+  const std::size_t lse = B * static_cast<std::size_t>(c.heads / tp) * T;
   // ln1 + ln2 (full rows: the column-parallel matmuls' inputs) = 2 BTC; residual2 = R C;
   // qkv(3) + atty + up(4) + up_gelu(4) = 12 BTCl; 4 norm statistics per region row.
   // (tp = 1: 15 BTC.)
-  return 2 * btc + rows * static_cast<std::size_t>(c.hidden) + 12 * btcl + 4 * rows + att;
+  return 2 * btc + rows * static_cast<std::size_t>(c.hidden) + 12 * btcl + 4 * rows + lse;
 }
 
 std::string block_name(int layer, const char* part) {
@@ -73,7 +74,8 @@ std::size_t activation_floats(const GptConfig& c, int B, int T, std::size_t atte
   // kFull: one workspace shared by every block, chunk and slot.
   const std::size_t shared_workspace =
       layout.recompute == Recompute::kFull && stage.layers() > 0 ? workspace : 0;
-  // dresidual (R C) + dln (BTC); dqkv(3) + datty + dup_gelu(4) + dup(4) = 12 BTCl
+  // dresidual (R C) + dln (BTC); dqkv(3) + datty + dup_gelu(4) + dup(4) = 12 BTCl; the
+  // attention workspace, which forward uses as well
   const std::size_t backward_scratch = rc + btc + 12 * btcl + attention_scratch;
   return slots * slot_floats + shared_workspace + backward_scratch;
 }
@@ -247,7 +249,7 @@ void Gpt::carve_activations() {
     a.ln1_mean = take(rows);
     a.ln1_rstd = take(rows);
     a.qkv = take(3 * btcl);
-    a.att = take(b * static_cast<std::size_t>(local_heads_) * t * t);
+    a.lse = take(b * static_cast<std::size_t>(local_heads_) * t);
     a.atty = take(btcl);
     a.residual2 = take(rc);
     a.ln2 = take(btc);
@@ -349,7 +351,7 @@ void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivatio
   backend_.layernorm_forward(own_rows(a.ln1), a.ln1_mean, a.ln1_rstd, x_in, p.ln1_w, p.ln1_b, R, C);
   share_full_rows(a.ln1);
   backend_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C, 3 * Cl);
-  backend_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl);
+  backend_.attention_forward(a.atty, a.lse, attention_scratch_, a.qkv, B, T, Cl, NHl);
   row_parallel(a.residual2, a.atty, p.proj_w, p.proj_b, Cl);
   // residual2 += x_in and its LayerNorm in one pass (the same bits as the add, then the norm).
   backend_.residual_layernorm_forward(a.residual2, own_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.residual2, x_in, p.ln2_w,
@@ -408,7 +410,9 @@ void Gpt::block_backward(int local_layer, const float* x_in, const LayerActivati
   backend_.fill_zero(datty_, btcl);
   backend_.matmul_backward(datty_, g.proj_w, g.proj_b, dout, a.atty, p.proj_w, N, Cl, C);
   backend_.fill_zero(dqkv_, 3 * btcl);
-  backend_.attention_backward(dqkv_, attention_scratch_, datty_, a.qkv, a.att, B, T, Cl, NHl);
+  // a.atty is this block's attention output under every recompute mode (the proj backward above
+  // reads it too): kNone keeps it per block, kFull has just re-run the block into the workspace.
+  backend_.attention_backward(dqkv_, attention_scratch_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl);
   backend_.fill_zero(dln_, btc);
   backend_.matmul_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, p.qkv_w, N, C, 3 * Cl);
   backend_.layernorm_backward(dresidual_, g.ln1_w, g.ln1_b, own_input_grad(), x_in, p.ln1_w, a.ln1_mean,

@@ -86,8 +86,9 @@ struct GptOptions {
 };
 
 // Floats of the activation arena for micro-batches [B, T] on this layout (forward state kept
-// for backward in every slot, plus the shared backward scratch). Used for allocation and for
-// the memory estimate alike. attention_scratch: Backend::attention_scratch_size(B, T, heads/tp).
+// for backward in every slot, plus the shared backward scratch and attention workspace). Used
+// for allocation and for the memory estimate alike. attention_scratch:
+// Backend::attention_scratch_size(B, T, heads/tp).
 std::size_t activation_floats(const GptConfig& config, int B, int T, std::size_t attention_scratch,
                               const GptLayout& layout = {});
 
@@ -171,7 +172,7 @@ class Gpt {
     float *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
   };
   struct LayerActivations {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *residual2;
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *lse, *atty, *residual2;  // lse: attention's [B, NH/tp, T]
     float *ln2, *ln2_mean, *ln2_rstd, *up, *up_gelu, *out;
   };
   // One micro-batch's forward state on this stage (one chunk of it).
@@ -260,6 +261,8 @@ class Gpt {
   // [N, C]) is also forward's scratch for the row-parallel partial sums before their
   // reduce-scatter and backward's for the all-gathered output gradient: it holds nothing
   // between two kernels' uses (dresidual_, which carries the gradient, is never touched).
+  // attention_scratch_ is the attention workspace of forward and backward alike (the T x T
+  // scores of one layer at a time), holding nothing between calls.
   float *dresidual_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr,
         *dup_gelu_ = nullptr, *dup_ = nullptr, *attention_scratch_ = nullptr;
   std::vector<float> host_losses_;

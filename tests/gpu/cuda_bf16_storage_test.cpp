@@ -6,10 +6,12 @@
 // - rounded outputs: the twins' fp32 results differ by ~1e-6, so now and then one lands on the
 //   other side of a bf16 rounding midpoint and the stored values differ by one bf16 unit, at
 //   most 2^-7 of the largest value (a unit at v is 2^(floor(log2 |v|) - 7)): kOneBf16Unit;
-// - attention: TF32 also rounds its internal intermediates (the probabilities before P V, the
-//   softmax gradient) to 11 bits, ~5e-4 before the output's own rounding: two units;
-// - fp32 outputs (weight gradients from TF32 GEMMs on exact bf16 inputs, LayerNorm statistics):
-//   kReductionTolerance, as in fp32.
+// - attention: TF32 also rounds its internal intermediates (the probabilities before P V and
+//   P^T dO, the softmax gradient) to 11 bits, ~5e-4 before the output's own rounding: two
+//   units;
+// - fp32 outputs (weight gradients from TF32 GEMMs on exact bf16 inputs, LayerNorm statistics,
+//   attention's row log-sum-exp, whose scores are TF32 products of bf16 q and k, exact, with
+//   fp32 sums): kReductionTolerance, as in fp32.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -107,19 +109,21 @@ TEST_F(Bf16StorageTwins, AttentionForwardAndBackward) {
   const int B = 2, T = 37, C = 48, NH = 3;
   auto qkv = twin(bf16_uniform(count_of(B * T, 3 * C), -1.0f, 1.0f));
   auto out = twin(uniform(count_of(B * T, C), 5.0f, 9.0f));
-  auto att = twin(uniform(count_of(B * NH, T * T), 5.0f, 9.0f));
-  run_on_both_bf16([&](Backend& b, Side side) {
-    b.attention_forward(out.on(side), att.on(side), qkv.on(side), B, T, C, NH);
-  });
-  expect_twins_agree(out, kTwoBf16Units, "out");
-  expect_twins_agree(att, kOneBf16Unit, "att");
-  auto dout = twin(bf16_uniform(count_of(B * T, C), -1.0f, 1.0f));
-  auto dqkv = twin(std::vector<float>(count_of(B * T, 3 * C), 0.0f));
+  auto lse = twin(uniform(count_of(B * NH, T), 5.0f, 9.0f));
   auto scratch_cpu = cpu_->attention_scratch_size(B, T, NH);
   auto scratch_gpu = gpu_->attention_scratch_size(B, T, NH);
-  auto scratch = twin(std::vector<float>(std::max(scratch_cpu, scratch_gpu), 0.0f));
+  auto scratch = twin(uniform(std::max(scratch_cpu, scratch_gpu), 5.0f, 9.0f));  // garbage
   run_on_both_bf16([&](Backend& b, Side side) {
-    b.attention_backward(dqkv.on(side), scratch.on(side), dout.on(side), qkv.on(side), att.on(side), B, T, C, NH);
+    b.attention_forward(out.on(side), lse.on(side), scratch.on(side), qkv.on(side), B, T, C, NH);
+  });
+  expect_twins_agree(out, kTwoBf16Units, "out");
+  expect_twins_agree(lse, kReductionTolerance, "lse (fp32)");
+  auto dout = twin(bf16_uniform(count_of(B * T, C), -1.0f, 1.0f));
+  auto dqkv = twin(std::vector<float>(count_of(B * T, 3 * C), 0.0f));
+  // Each side's own forward state, as in training (out rounded, lse fp32).
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.attention_backward(dqkv.on(side), scratch.on(side), dout.on(side), qkv.on(side), out.on(side), lse.on(side),
+                         B, T, C, NH);
   });
   expect_twins_agree(dqkv, kTwoBf16Units, "dqkv");
 }

@@ -103,25 +103,27 @@ TEST(GptRecompute, EstimateShrinksAndMatchesTheAllocatedArena) {
 
 TEST(GptRecompute, Gpt2SmallEstimateShrinksByElevenBlocksOfIntermediates) {
   // GPT-2 124M: L = 12, NH = 12, C = 768, Vp = 50304; micro-batch B = 4, T = 1024.
-  //   BTC = 4 * 1024 * 768 = 3,145,728    BT = 4,096    att = B NH T^2 = 50,331,648
-  //   one block's intermediates (everything but its output):
-  //     15 BTC + 4 BT + att = 47,185,920 + 16,384 + 50,331,648 = 97,533,952 floats
-  //   kNone keeps L of them, kFull one: saving (L - 1) * 97,533,952 = 1,072,873,472 floats
-  //     = 4,291,493,888 bytes (4.00 GiB).
-  //   kNone total = BTC (encoded) + L (16 BTC + 4 BT + att) + BTC (ln_f) + 2 BT + BT Vp
+  //   BTC = 4 * 1024 * 768 = 3,145,728    BT = 4,096    lse = B NH T = 49,152
+  //   one block's intermediates (everything but its output; attention keeps the row
+  //   log-sum-exp, not the B NH T^2 probabilities):
+  //     15 BTC + 4 BT + lse = 47,185,920 + 16,384 + 49,152 = 47,251,456 floats
+  //   kNone keeps L of them, kFull one: saving (L - 1) * 47,251,456 = 519,766,016 floats
+  //     = 2,079,064,064 bytes (1.94 GiB).
+  //   kNone total = BTC (encoded) + L (16 BTC + 4 BT + lse) + BTC (ln_f) + 2 BT + BT Vp
   //                 + BT (losses) + 14 BTC + scratch
-  //     = 3,145,728 + 1,208,156,160 + 3,145,728 + 8,192 + 206,045,184 + 4,096 + 44,040,192
-  //       + 50,331,648 = 1,514,876,928 floats (6,059,507,712 bytes, 5.64 GiB)
-  //   kFull total = 1,514,876,928 - 1,072,873,472 = 442,003,456 floats (1,768,013,824 bytes,
+  //     = 3,145,728 + 604,766,208 + 3,145,728 + 8,192 + 206,045,184 + 4,096 + 44,040,192
+  //       + 100,663,296 = 961,818,624 floats (3,847,274,496 bytes, 3.58 GiB)
+  //   kFull total = 961,818,624 - 519,766,016 = 442,052,608 floats (1,768,210,432 bytes,
   //     1.65 GiB)
-  // The attention scratch is the CPU backend's (B NH T^2); the saving does not depend on it.
+  // The attention scratch is the CPU backend's (2 B NH T^2: P and dS of one layer at a time);
+  // the saving does not depend on it.
   const model::GptConfig gpt2_small{12, 12, 768, 1024, 50257, 50304};
-  const std::size_t scratch = std::size_t{4} * 12 * 1024 * 1024;
+  const std::size_t scratch = std::size_t{2} * 4 * 12 * 1024 * 1024;
   const std::size_t none = model::activation_floats(gpt2_small, 4, 1024, scratch, {.recompute = model::Recompute::kNone});
   const std::size_t full = model::activation_floats(gpt2_small, 4, 1024, scratch, {.recompute = model::Recompute::kFull});
-  EXPECT_EQ(none - full, 1'072'873'472u);
-  EXPECT_EQ(none, 1'514'876'928u);
-  EXPECT_EQ(full, 442'003'456u);
+  EXPECT_EQ(none - full, 519'766'016u);
+  EXPECT_EQ(none, 961'818'624u);
+  EXPECT_EQ(full, 442'052'608u);
   // The default is kNone, what every caller had before recomputation existed.
   EXPECT_EQ(model::activation_floats(gpt2_small, 4, 1024, scratch), none);
 }
@@ -138,7 +140,7 @@ TEST(ActivationEstimate, SequenceParallelKeepsTheOwnRowsOutsideTheMatmuls) {
   //     1,581,056 + 18,874,368 + 3,149,824 = 23,605,248 floats.
   // With tp = 1 the flag changes nothing.
   const model::GptConfig gpt2_small{12, 12, 768, 1024, 50257, 50304};
-  const std::size_t scratch = std::size_t{4} * 6 * 1024 * 1024;
+  const std::size_t scratch = std::size_t{2} * 4 * 6 * 1024 * 1024;  // the CPU backend's at tp = 2
   auto floats = [&](int tp, bool sp, model::Recompute recompute) {
     return model::activation_floats(gpt2_small, 4, 1024, scratch,
                                     {.tp = tp, .recompute = recompute, .sequence_parallel = sp});
