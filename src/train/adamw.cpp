@@ -13,7 +13,15 @@ AdamW::AdamW(const model::ParamTable& table, kernels::Backend& backend, AdamWSet
   for (const auto& t : table.tensors()) {
     const std::size_t begin = std::max(t.offset, shard_begin_);
     const std::size_t end = std::min(t.offset + t.count, shard_end);
-    if (begin < end) segments_.push_back({begin, end - begin, t.spec.weight_decay});
+    if (begin >= end) continue;
+    // AdamW is elementwise, so neighbouring tensors with the same decay are one update (e.g. a
+    // projection bias and the next LayerNorm's weight and bias): fewer launches, same bits.
+    if (!segments_.empty() && segments_.back().decay == t.spec.weight_decay &&
+        segments_.back().offset + segments_.back().count == begin) {
+      segments_.back().count += end - begin;
+    } else {
+      segments_.push_back({begin, end - begin, t.spec.weight_decay});
+    }
   }
   m_ = backend_.allocate(std::max<std::size_t>(state_count_, 1));
   v_ = backend_.allocate(std::max<std::size_t>(state_count_, 1));

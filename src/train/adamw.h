@@ -60,7 +60,8 @@ class AdamW {
   float* second_moment() { return v_; }
 
  private:
-  struct Segment {           // one tensor's overlap with the shard
+  struct Segment {           // a run of neighbouring tensors' overlap with the shard, one decay
+                             // setting: one kernel launch per run, not per tensor
     std::size_t offset = 0;  // arena offset of the first element
     std::size_t count = 0;
     bool decay = false;
