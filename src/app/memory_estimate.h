@@ -24,9 +24,10 @@ struct MemoryEstimate {
 };
 
 // attention_scratch: floats the backend asks for (Backend::attention_scratch_size for the
-// rank's heads; forward and backward share it). zero_shards: dp with parallel.zero = 1 (the AdamW state is one block of the
-// arena padded to a multiple of dp, parallel/zero_shard.h), 1 otherwise. master_weights:
-// train.precision is bf16 or fp16 (AdamW then holds fp32 master weights of its block too).
+// rank's heads; forward and backward share it). zero_shards: dp with parallel.zero = 1 (the
+// AdamW state is one block of the arena padded to a multiple of dp, parallel/zero_shard.h), 1
+// otherwise. master_weights: train.precision is bf16 or fp16 (AdamW then holds fp32 master
+// weights of its block too).
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
                                std::size_t attention_scratch, const model::GptLayout& layout = {},
                                int zero_shards = 1, bool master_weights = false);

@@ -73,9 +73,6 @@ LossScalerSettings scaler_settings(const io::TrainSection& t) {
   return s;
 }
 
-// What the data-parallel gradient reduction sends (parallel.grad_reduce).
-parallel::WirePrecision grad_reduce_wire(const io::RunConfig& c) { return kernels::parse_precision(c.parallel.grad_reduce); }
-
 std::size_t bucket_elems(double bucket_mb) {
   return static_cast<std::size_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
 }
@@ -88,6 +85,7 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
       ctx_(ctx),
       backend_(backend),
       precision_(kernels::parse_precision(config.train.precision)),
+      grad_reduce_(kernels::parse_precision(config.parallel.grad_reduce)),
       scaler_(scaler_settings(config.train)),
       zero_(config.parallel.zero == 1),
       shard_(shard_of(config, model_config, layout, ctx)),
@@ -100,7 +98,7 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
       loader_(dataset, geometry_of(config, ctx), config.run.seed),
       buckets_(ctx.data(), model_.gradients(),
                parallel::plan_buckets(model_.params().tensor_ends(), bucket_elems(config.parallel.bucket_mb)),
-               grad_reduce_wire(config)) {
+               grad_reduce_) {
   micro_batches_ = geometry_of(config, ctx).micro_batches_per_step();
   plan_ = plan_pipeline(config.parallel.schedule, ctx.grid().pp(), ctx.coord().pp_rank, micro_batches_,
                         layout.chunks);
@@ -146,7 +144,7 @@ StepResult Trainer::step(int64_t step_index) {
   reduce_embedding_gradient();
   if (zero_) {
     // This rank's block of the summed gradients lands in place at shard_.begin.
-    ctx_.data().reduce_scatter_sum_in_place(model_.gradients(), shard_.block, grad_reduce_wire(config_));
+    ctx_.data().reduce_scatter_sum_in_place(model_.gradients(), shard_.block, grad_reduce_);
   } else {
     buckets_.finish();
   }

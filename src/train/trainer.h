@@ -110,6 +110,7 @@ class Trainer {
   parallel::ParallelContext& ctx_;
   kernels::Backend& backend_;
   kernels::Precision precision_ = kernels::Precision::kFp32;  // train.precision
+  parallel::WirePrecision grad_reduce_ = kernels::Precision::kFp32;  // parallel.grad_reduce (data-parallel sums)
   LossScaler scaler_;  // used with fp16 only
   bool zero_ = false;          // parallel.zero = 1: optimizer state sharded over the data group
   parallel::ArenaShard shard_;  // this rank's block of the arenas (the whole arena without ZeRO)
