@@ -36,6 +36,7 @@ struct AttentionShape {
 constexpr AttentionShape kAttentionShapes[] = {
     {"B=2 T=37 C=48 NH=3", 2, 37, 48, 3},
     {"B=1 T=300 C=96 NH=4 (rows longer than a block)", 1, 300, 96, 4},
+    {"B=2 T=129 C=128 NH=2 (GPT-2's head size 64)", 2, 129, 128, 2},
 };
 
 struct RowShape {
@@ -134,6 +135,30 @@ TEST_F(TwinBackends, EmbeddingForwardMatchesCpu) {
   }
 }
 
+// B*T*C = 925200 > 1024 blocks * 256 threads: the forward's grid-stride loop takes several
+// turns (its i / C and bt % T cross rows and sequences mid-pass); C = 771 leaves the backward's
+// last block of 32 channels partial. Forward and backward add in the CPU's order: identical.
+TEST_F(TwinBackends, EmbeddingOverSeveralGridPassesMatchesCpu) {
+  const int B = 4, T = 300, C = 771, Vp = 64;
+  const int N = B * T;
+  auto tokens = twin_tokens(uniform_ids(count_of(N, 1), 0, Vp));
+  auto wte = twin(uniform(count_of(Vp, C), -1.0f, 1.0f));
+  auto wpe = twin(uniform(count_of(T, C), -1.0f, 1.0f));
+  auto out = twin(uniform(count_of(N, C), 5.0f, 9.0f));  // garbage: overwritten
+  run_on_both([&](Backend& b, Side side) {
+    b.embedding_forward(out.on(side), tokens.on(side), wte.on(side), wpe.on(side), B, T, C, 0, Vp);
+  });
+  expect_twins_agree(out, 0.0, "out");
+  auto dout = twin(uniform(count_of(N, C), -1.0f, 1.0f));
+  auto dwte = twin(uniform(count_of(Vp, C), -1.0f, 1.0f));
+  auto dwpe = twin(uniform(count_of(T, C), -1.0f, 1.0f));
+  run_on_both([&](Backend& b, Side side) {
+    b.embedding_backward(dwte.on(side), dwpe.on(side), dout.on(side), tokens.on(side), B, T, C, 0, Vp);
+  });
+  expect_twins_agree(dwte, kReductionTolerance, "dwte");
+  expect_twins_agree(dwpe, kReductionTolerance, "dwpe");
+}
+
 TEST_F(TwinBackends, EmbeddingBackwardAccumulatesLikeCpu) {
   for (const EmbeddingCase& c : kEmbeddingCases) {
     SCOPED_TRACE(c.name);
@@ -161,6 +186,9 @@ struct MatmulShape {
 constexpr MatmulShape kMatmulShapes[] = {
     {"N=74 C=48 OC=144", 74, 48, 144},
     {"N=74 C=48 OC=61 (an LM head)", 74, 48, 61},
+    // N*OC = 462600 > 1024 blocks * 256 threads: the bias broadcast's grid-stride loop takes
+    // several turns; OC = 771 leaves the last dbias block of 32 columns partial.
+    {"N=600 C=48 OC=771 (bias broadcast past one grid pass)", 600, 48, 771},
 };
 
 TEST_F(TwinBackends, MatmulForwardMatchesCpu) {
@@ -289,6 +317,16 @@ TEST_F(TwinBackends, FusedResidualLayernormMatchesCpuAndItsParts) {
                                      a.on(Side::kGpu), b.on(Side::kGpu), weight.on(Side::kGpu), bias.on(Side::kGpu),
                                      s.N, s.C);
     EXPECT_EQ(a.values(Side::kGpu), sum.values(Side::kGpu));
+    EXPECT_EQ(out.values(Side::kGpu), parts_out.values(Side::kGpu));
+
+    // The residual overwriting the other input (residual = b), also allowed by the contract.
+    gpu_->add(sum.on(Side::kGpu), a.on(Side::kGpu), b.on(Side::kGpu), n);
+    gpu_->layernorm_forward(parts_out.on(Side::kGpu), mean.on(Side::kGpu), rstd.on(Side::kGpu), sum.on(Side::kGpu),
+                            weight.on(Side::kGpu), bias.on(Side::kGpu), s.N, s.C);
+    gpu_->residual_layernorm_forward(b.on(Side::kGpu), out.on(Side::kGpu), mean.on(Side::kGpu), rstd.on(Side::kGpu),
+                                     a.on(Side::kGpu), b.on(Side::kGpu), weight.on(Side::kGpu), bias.on(Side::kGpu),
+                                     s.N, s.C);
+    EXPECT_EQ(b.values(Side::kGpu), sum.values(Side::kGpu));
     EXPECT_EQ(out.values(Side::kGpu), parts_out.values(Side::kGpu));
   }
 }
