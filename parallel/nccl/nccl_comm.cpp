@@ -61,7 +61,14 @@ class NcclRequest final : public CommRequest {
   bool test() override {
     if (done_ == nullptr) return true;
     const cudaError_t state = cudaEventQuery(done_);
-    if (state == cudaErrorNotReady) return false;
+    if (state == cudaErrorNotReady) {
+      // The runtime also records "not ready" as this thread's last error (PyTorch clears it the
+      // same way). Left there, the next kernel launch's CUDA_CHECK_LAUNCH (cudaGetLastError)
+      // would throw it as a failure: GradientBuckets::mark_final_from calls test() in the middle
+      // of backward. Clear it only if it is that error, so a real one is not swallowed.
+      if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+      return false;
+    }
     CUDA_CALL_CHECK(state);
     return true;  // complete; wait() still orders the compute stream after it
   }
