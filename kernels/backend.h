@@ -10,6 +10,12 @@
 // Every matrix is row-major. Every backward ACCUMULATES (+=) into its gradient outputs, so
 // micro-batch accumulation and residual branches need no extra pass; callers zero the
 // gradient buffers when a step starts.
+//
+// Activations and their gradients travel as ActPtr (kernels/act_ptr.h): fp32 buffers, or 16-bit
+// ones under mixed precision. The device kernels (kernels/cpu, kernels/cuda) compute on fp32
+// storage; RoundedStorageBackend gives every call 16-bit storage semantics on top of them,
+// widening 16-bit operands into fp32 workspace and narrowing the results. Statistics, weights,
+// weight gradients and workspaces are float* in every precision.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/act_ptr.h"
 #include "kernels/precision.h"
 
 namespace trident::kernels {
@@ -43,7 +50,7 @@ class Backend {
   // 64-byte aligned; contents undefined. Throws std::bad_alloc on failure.
   virtual float* allocate(std::size_t count) = 0;
   virtual void release(float* ptr) = 0;
-  virtual void fill_zero(float* ptr, std::size_t count) = 0;
+  virtual void fill_zero(ActPtr ptr, std::size_t count) = 0;  // count elements of ptr's storage
   virtual void copy_to_device(float* dst, const float* host_src, std::size_t count) = 0;
   virtual void copy_to_host(float* host_dst, const float* src, std::size_t count) = 0;
   // Token ids (inputs and targets) live in int32 device buffers of their own.
@@ -82,42 +89,42 @@ class Backend {
   // out[b,t,:] = (vocab_begin <= tok < vocab_end ? wte[tok - vocab_begin,:] : 0)
   //            + (wpe ? wpe[t,:] : 0),                                     tok = tokens[b,t].
   // wpe may be null (the position term is added on one rank only).
-  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
+  virtual void embedding_forward(ActPtr out, const int32_t* tokens, const float* wte,
                                  const float* wpe, int B, int T, int C, int vocab_begin,
                                  int vocab_end) = 0;
   // dwte[tok - vocab_begin,:] += dout[b,t,:] for owned tokens only (other rows untouched);
   // dwpe[t,:] += sum_b dout[b,t,:] when dwpe is not null.
-  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
+  virtual void embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
                                   const int32_t* tokens, int B, int T, int C, int vocab_begin,
                                   int vocab_end) = 0;
 
   // --- matmul ----------------------------------------------------------------------------------
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null).
-  virtual void matmul_forward(float* out, const float* inp, const float* weight,
+  virtual void matmul_forward(ActPtr out, ConstActPtr inp, const float* weight,
                               const float* bias, int N, int C, int OC) = 0;
   // dinp[N,C] += dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout.
   // dinp and dbias may be null (not needed).
-  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                               const float* inp, const float* weight, int N, int C, int OC) = 0;
+  virtual void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                               ConstActPtr inp, const float* weight, int N, int C, int OC) = 0;
 
   // --- layernorm (eps = 1e-5) --------------------------------------------------------------------
   // out = (inp - mean) * rstd * weight + bias, per row; saves mean[N], rstd[N] for backward.
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+  virtual void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                                  const float* weight, const float* bias, int N, int C) = 0;
-  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                  const float* inp, const float* weight, const float* mean,
+  virtual void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                                  ConstActPtr inp, const float* weight, const float* mean,
                                   const float* rstd, int N, int C) = 0;
   // Fused residual add + LayerNorm, one pass over the rows instead of two: residual[N,C] = a + b
   // (residual may alias a or b), then out = layernorm(residual) as layernorm_forward, reading
   // the residual as stored. Bit-identical to add(residual, a, b) then layernorm_forward on the
   // same backend. Backward needs nothing new: the add passes its gradient through.
-  virtual void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a,
-                                          const float* b, const float* weight, const float* bias, int N, int C) = 0;
+  virtual void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a,
+                                          ConstActPtr b, const float* weight, const float* bias, int N, int C) = 0;
 
   // --- GELU (tanh approximation, as GPT-2) -----------------------------------------------------
-  virtual void gelu_forward(float* out, const float* inp, std::size_t n) = 0;
+  virtual void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) = 0;
   // dinp += gelu'(inp) * dout
-  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) = 0;
+  virtual void gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) = 0;
 
   // --- causal multi-head self-attention ---------------------------------------------------------
   // qkv[B,T,3C] holds q, k, v for all heads: q = qkv[..., 0:C], k = [C:2C], v = [2C:3C], head h
@@ -132,13 +139,13 @@ class Backend {
   // row of scaled scores over its causal columns, lse = max + log(sum_t2 exp(S[t,t2] - max)), a
   // statistic kept for backward (fp32 like the LayerNorm mean and rstd, also under 16-bit
   // storage).
-  virtual void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B,
+  virtual void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B,
                                  int T, int C, int NH) = 0;
   // dqkv += gradient w.r.t. qkv, from the forward's out (as stored: rounded under 16-bit
   // storage) and lse. A backend may use out for the flash identity
   // rowsum(P * dP)[t] = dout[t] . out[t] (per head) instead of summing P * dP over the row.
-  virtual void attention_backward(float* dqkv, float* scratch, const float* dout,
-                                  const float* qkv, const float* out, const float* lse, int B,
+  virtual void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout,
+                                  ConstActPtr qkv, ConstActPtr out, const float* lse, int B,
                                   int T, int C, int NH) = 0;
   // Floats of scratch for forward and backward at this shape.
   virtual std::size_t attention_scratch_size(int B, int T, int NH) const = 0;
@@ -146,13 +153,13 @@ class Backend {
   // --- fused softmax + cross-entropy -------------------------------------------------------------
   // losses[n] = logsumexp(logits[n, 0:V]) - logits[n, targets[n]]; columns V..Vp are padding
   // and never take part. targets in [0, V).
-  virtual void cross_entropy_forward(float* losses, const float* logits,
+  virtual void cross_entropy_forward(float* losses, ConstActPtr logits,
                                      const int32_t* targets, int N, int V, int Vp) = 0;
   // dlogits[n,v] = (softmax(logits[n,0:V])[v] - [v == targets[n]]) * dloss   for v < V,
   //              = 0                                                           for V <= v < Vp.
   // Overwrites (does not accumulate): this is where backward starts. dlogits may alias logits.
   // dloss is the same for every row (the loss is a mean over the global batch's tokens).
-  virtual void cross_entropy_backward(float* dlogits, const float* logits,
+  virtual void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
                                       const int32_t* targets, float dloss, int N, int V,
                                       int Vp) = 0;
 
@@ -166,24 +173,24 @@ class Backend {
   //   3. loss_n = log(sumexp_n) + max_n - target_logit_n      (by the caller)
   //      cross_entropy_backward_sharded   (no reduction needed)
   // row_max[n] = max over the real local columns; -infinity when V_local == 0.
-  virtual void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+  virtual void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
                                      int Vp_local) = 0;
   // With the GLOBAL row max: row_sumexp[n] = sum over the real local columns of
   // exp(logits[n,v] - row_max[n]); target_logit[n] = logits[n, targets[n] - vocab_begin] when
   // the target is a real local column, else 0 (so the sum over ranks is the target's logit).
-  virtual void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
+  virtual void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits,
                                       const int32_t* targets, const float* row_max, int N,
                                       int V_local, int Vp_local, int vocab_begin) = 0;
   // With the GLOBAL row max and sum: dlogits[n,v] = (exp(l - max_n) / sum_n - [v is the
   // target]) * dloss on the real local columns, 0 on the padding. Overwrites; dlogits may alias
   // logits.
-  virtual void cross_entropy_backward_sharded(float* dlogits, const float* logits,
+  virtual void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits,
                                               const int32_t* targets, const float* row_max,
                                               const float* row_sumexp, float dloss, int N,
                                               int V_local, int Vp_local, int vocab_begin) = 0;
 
   // --- elementwise -----------------------------------------------------------------------------
-  virtual void add(float* out, const float* a, const float* b, std::size_t n) = 0;   // out = a+b
+  virtual void add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) = 0;   // out = a+b
   virtual void accumulate(float* dst, const float* src, std::size_t n) = 0;          // dst += src
   virtual void scale(float* x, float factor, std::size_t n) = 0;                     // x *= factor
   // Sum of squares in double precision (for the global gradient norm).
@@ -191,6 +198,11 @@ class Backend {
   // dst[i] = src[i] rounded to `precision`'s storage (kernels/precision.h; dst may alias src):
   // 16-bit storage of activations, and the compute copy of fp32 master weights. kFp32 copies.
   virtual void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) = 0;
+  // Between fp32 values and activation storage: dst[i] = src[i] rounded to dst's storage
+  // (kernels/precision.h's encodings; an fp32 dst is a copy), and dst[i] = the exact value of
+  // src[i]. The buffers may not overlap.
+  virtual void narrow(ActPtr dst, const float* src, std::size_t n) = 0;
+  virtual void widen(float* dst, ConstActPtr src, std::size_t n) = 0;
 
   // --- optimiser -------------------------------------------------------------------------------
   // m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; mhat = m/(1-b1^t); vhat = v/(1-b2^t);

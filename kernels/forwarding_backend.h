@@ -18,7 +18,7 @@ class ForwardingBackend : public Backend {
   std::string name() const override { return inner_.name(); }
   float* allocate(std::size_t n) override { return inner_.allocate(n); }
   void release(float* p) override { inner_.release(p); }
-  void fill_zero(float* p, std::size_t n) override { inner_.fill_zero(p, n); }
+  void fill_zero(ActPtr p, std::size_t n) override { inner_.fill_zero(p, n); }
   void copy_to_device(float* d, const float* s, std::size_t n) override { inner_.copy_to_device(d, s, n); }
   void copy_to_host(float* d, const float* s, std::size_t n) override { inner_.copy_to_host(d, s, n); }
   int32_t* allocate_tokens(std::size_t n) override { return inner_.allocate_tokens(n); }
@@ -32,78 +32,80 @@ class ForwardingBackend : public Backend {
   std::size_t device_bytes_high_water() const override { return inner_.device_bytes_high_water(); }
   void set_gemm_input_precision(Precision inputs) override { inner_.set_gemm_input_precision(inputs); }
 
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
+  void embedding_forward(ActPtr out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
                          int vocab_begin, int vocab_end) override {
     inner_.embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
   }
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C,
+  void embedding_backward(float* dwte, float* dwpe, ConstActPtr dout, const int32_t* tokens, int B, int T, int C,
                           int vocab_begin, int vocab_end) override {
     inner_.embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end);
   }
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+  void matmul_forward(ActPtr out, ConstActPtr inp, const float* weight, const float* bias, int N, int C,
                       int OC) override {
     inner_.matmul_forward(out, inp, weight, bias, N, C, OC);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+  void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                        const float* weight, int N, int C, int OC) override {
     inner_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+  void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, const float* weight,
                          const float* bias, int N, int C) override {
     inner_.layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
   }
-  void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a, const float* b,
+  void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
                                   const float* weight, const float* bias, int N, int C) override {
     inner_.residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C);
   }
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+  void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                           const float* weight, const float* mean, const float* rstd, int N, int C) override {
     inner_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   }
-  void gelu_forward(float* out, const float* inp, std::size_t n) override { inner_.gelu_forward(out, inp, n); }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override {
+  void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) override { inner_.gelu_forward(out, inp, n); }
+  void gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) override {
     inner_.gelu_backward(dinp, inp, dout, n);
   }
-  void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B, int T, int C,
+  void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C,
                          int NH) override {
     inner_.attention_forward(out, lse, scratch, qkv, B, T, C, NH);
   }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
+  void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,
                           const float* lse, int B, int T, int C, int NH) override {
     inner_.attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
   }
   std::size_t attention_scratch_size(int B, int T, int NH) const override {
     return inner_.attention_scratch_size(B, T, NH);
   }
-  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V,
+  void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N, int V,
                              int Vp) override {
     inner_.cross_entropy_forward(losses, logits, targets, N, V, Vp);
   }
-  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, float dloss, int N, int V,
+  void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
                               int Vp) override {
     inner_.cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
   }
-  void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local, int Vp_local) override {
+  void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local, int Vp_local) override {
     inner_.cross_entropy_row_max(row_max, logits, N, V_local, Vp_local);
   }
-  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits, const int32_t* targets,
+  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits, const int32_t* targets,
                               const float* row_max, int N, int V_local, int Vp_local, int vocab_begin) override {
     inner_.cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local, Vp_local,
                                   vocab_begin);
   }
-  void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,
+  void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                       const float* row_max, const float* row_sumexp, float dloss, int N, int V_local,
                                       int Vp_local, int vocab_begin) override {
     inner_.cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N, V_local, Vp_local,
                                           vocab_begin);
   }
-  void add(float* out, const float* a, const float* b, std::size_t n) override { inner_.add(out, a, b, n); }
+  void add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) override { inner_.add(out, a, b, n); }
   void accumulate(float* dst, const float* src, std::size_t n) override { inner_.accumulate(dst, src, n); }
   void scale(float* x, float factor, std::size_t n) override { inner_.scale(x, factor, n); }
   double sum_squares(const float* x, std::size_t n) override { return inner_.sum_squares(x, n); }
   void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) override {
     inner_.round_to_precision(dst, src, n, precision);
   }
+  void narrow(ActPtr dst, const float* src, std::size_t n) override { inner_.narrow(dst, src, n); }
+  void widen(float* dst, ConstActPtr src, std::size_t n) override { inner_.widen(dst, src, n); }
   void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                     const AdamWArgs& args) override {
     inner_.adamw_update(param, grad, m, v, n, args);

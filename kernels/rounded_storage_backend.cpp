@@ -1,5 +1,7 @@
 #include "kernels/rounded_storage_backend.h"
 
+#include <algorithm>  // std::max
+#include <array>
 #include <stdexcept>
 
 namespace trident::kernels {
@@ -7,6 +9,89 @@ namespace trident::kernels {
 namespace {
 std::size_t product(int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b); }
 }  // namespace
+
+// The fp32 views of one call's activation operands. Each operand is declared as read (an input),
+// written (an output the kernel overwrites) or both (an output it accumulates into, or one
+// aliasing an input); the same buffer declared twice gets one view, so aliasing the contract
+// allows (dlogits = logits, residual = a) is preserved. Then load() makes the views: an fp32
+// operand is its own view; a 16-bit one gets a slice of the workspace, widened when read. After
+// the inner call, store() rounds the written fp32 operands in place and narrows the written
+// 16-bit views into their buffers. No allocation per call: at most kMaxOperands operands.
+class RoundedStorageBackend::Staging {
+ public:
+  explicit Staging(RoundedStorageBackend& owner) : owner_(owner) {}
+
+  int input(ConstActPtr p, std::size_t n) { return declare(p.get(), nullptr, p.storage(), n, true, false); }
+  int output(ActPtr p, std::size_t n) { return declare(p.get(), p.get(), p.storage(), n, false, true); }
+  int accumulated(ActPtr p, std::size_t n) { return declare(p.get(), p.get(), p.storage(), n, true, true); }
+
+  void load() {
+    std::size_t floats = 0;
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (operands_[i].storage != Precision::kFp32) floats += operands_[i].n;
+    }
+    float* workspace = floats > 0 ? owner_.workspace(floats) : nullptr;
+    for (std::size_t i = 0; i < count_; ++i) {
+      Operand& o = operands_[i];
+      if (o.storage == Precision::kFp32) {
+        o.view = static_cast<float*>(const_cast<void*>(o.address));  // the buffer itself
+        continue;
+      }
+      o.view = workspace;
+      workspace += o.n;
+      if (o.read) owner_.inner().widen(o.view, ConstActPtr(static_cast<const uint16_t*>(o.address), o.storage), o.n);
+    }
+  }
+
+  float* operator[](int index) const { return index < 0 ? nullptr : operands_[static_cast<std::size_t>(index)].view; }
+
+  void store() {
+    for (std::size_t i = 0; i < count_; ++i) {
+      const Operand& o = operands_[i];
+      if (!o.written) continue;
+      if (o.storage == Precision::kFp32) {
+        owner_.inner().round_to_precision(o.view, o.view, o.n, owner_.precision_);
+      } else {
+        owner_.inner().narrow(ActPtr(static_cast<uint16_t*>(o.writable), o.storage), o.view, o.n);
+      }
+    }
+  }
+
+ private:
+  static constexpr std::size_t kMaxOperands = 4;
+  struct Operand {
+    const void* address = nullptr;
+    void* writable = nullptr;  // the same address, when some declaration may write it
+    Precision storage = Precision::kFp32;
+    std::size_t n = 0;
+    bool read = false, written = false;
+    float* view = nullptr;
+  };
+
+  int declare(const void* address, void* writable, Precision storage, std::size_t n, bool read, bool written) {
+    if (address == nullptr) return -1;  // an optional buffer not given (matmul's dinp)
+    if (storage != Precision::kFp32 && storage != owner_.precision_) {
+      throw std::logic_error(std::string("RoundedStorageBackend: ") + precision_name(storage) +
+                             " activations given to a " + precision_name(owner_.precision_) + " backend");
+    }
+    for (std::size_t i = 0; i < count_; ++i) {
+      Operand& o = operands_[i];
+      if (o.address != address) continue;
+      o.n = std::max(o.n, n);
+      o.read = o.read || read;
+      o.written = o.written || written;
+      if (writable != nullptr) o.writable = writable;
+      return static_cast<int>(i);
+    }
+    if (count_ == kMaxOperands) throw std::logic_error("RoundedStorageBackend: too many operands in one call");
+    operands_[count_] = Operand{address, writable, storage, n, read, written, nullptr};
+    return static_cast<int>(count_++);
+  }
+
+  RoundedStorageBackend& owner_;
+  std::array<Operand, kMaxOperands> operands_{};
+  std::size_t count_ = 0;
+};
 
 RoundedStorageBackend::RoundedStorageBackend(Backend& inner, Precision precision)
     : ForwardingBackend(inner), precision_(precision) {
@@ -16,90 +101,176 @@ RoundedStorageBackend::RoundedStorageBackend(Backend& inner, Precision precision
   inner.set_gemm_input_precision(precision);
 }
 
+RoundedStorageBackend::~RoundedStorageBackend() {
+  if (workspace_ != nullptr) inner().release(workspace_);
+}
+
 std::string RoundedStorageBackend::name() const {
-  return inner().name() + ", " + precision_name(precision_) + " storage emulated (fp32 kernels, rounded outputs)";
+  return inner().name() + ", " + precision_name(precision_) + " storage on fp32 kernels (rounded outputs)";
 }
 
-void RoundedStorageBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+float* RoundedStorageBackend::workspace(std::size_t floats) {
+  if (floats > workspace_floats_) {
+    // Grown on the first call of each larger shape, so after the first step nothing is
+    // allocated. Releasing on a device waits for the work queued on the old workspace.
+    if (workspace_ != nullptr) inner().release(workspace_);
+    workspace_ = nullptr;
+    workspace_ = inner().allocate(floats);
+    workspace_floats_ = floats;
+  }
+  return workspace_;
+}
+
+void RoundedStorageBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* wte, const float* wpe,
                                               int B, int T, int C, int vocab_begin, int vocab_end) {
-  inner().embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
-  store(out, product(B * T, C));
+  Staging s(*this);
+  const int o = s.output(out, product(B * T, C));
+  s.load();
+  inner().embedding_forward(s[o], tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
+  s.store();
 }
 
-void RoundedStorageBackend::matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+void RoundedStorageBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout, const int32_t* tokens,
+                                               int B, int T, int C, int vocab_begin, int vocab_end) {
+  Staging s(*this);
+  const int d = s.input(dout, product(B * T, C));
+  s.load();
+  inner().embedding_backward(dwte, dwpe, s[d], tokens, B, T, C, vocab_begin, vocab_end);  // fp32 gradients
+}
+
+void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, const float* weight, const float* bias,
                                            int N, int C, int OC) {
-  inner().matmul_forward(out, inp, weight, bias, N, C, OC);
-  store(out, product(N, OC));
+  Staging s(*this);
+  const int o = s.output(out, product(N, OC)), i = s.input(inp, product(N, C));
+  s.load();
+  inner().matmul_forward(s[o], s[i], weight, bias, N, C, OC);
+  s.store();
 }
 
-void RoundedStorageBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                            const float* inp, const float* weight, int N, int C, int OC) {
-  inner().matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-  if (dinp != nullptr) store(dinp, product(N, C));  // dweight, dbias: fp32 gradients
+void RoundedStorageBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                                            ConstActPtr inp, const float* weight, int N, int C, int OC) {
+  Staging s(*this);
+  const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, OC)), i = s.input(inp, product(N, C));
+  s.load();
+  inner().matmul_backward(s[di], dweight, dbias, s[d], s[i], weight, N, C, OC);  // dweight, dbias: fp32
+  s.store();
 }
 
-void RoundedStorageBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+void RoundedStorageBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                                               const float* weight, const float* bias, int N, int C) {
-  inner().layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
-  store(out, product(N, C));  // mean, rstd: fp32 statistics
+  Staging s(*this);
+  const int o = s.output(out, product(N, C)), i = s.input(inp, product(N, C));
+  s.load();
+  inner().layernorm_forward(s[o], mean, rstd, s[i], weight, bias, N, C);  // mean, rstd: fp32 statistics
+  s.store();
 }
 
-void RoundedStorageBackend::residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd,
-                                                       const float* a, const float* b, const float* weight,
+void RoundedStorageBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd,
+                                                       ConstActPtr a, ConstActPtr b, const float* weight,
                                                        const float* bias, int N, int C) {
   add(residual, a, b, product(N, C));
   layernorm_forward(out, mean, rstd, residual, weight, bias, N, C);
 }
 
-void RoundedStorageBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                               const float* inp, const float* weight, const float* mean,
+void RoundedStorageBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                                               ConstActPtr inp, const float* weight, const float* mean,
                                                const float* rstd, int N, int C) {
-  inner().layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
-  store(dinp, product(N, C));
+  Staging s(*this);
+  const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, C)), i = s.input(inp, product(N, C));
+  s.load();
+  inner().layernorm_backward(s[di], dweight, dbias, s[d], s[i], weight, mean, rstd, N, C);
+  s.store();
 }
 
-void RoundedStorageBackend::gelu_forward(float* out, const float* inp, std::size_t n) {
-  inner().gelu_forward(out, inp, n);
-  store(out, n);
+void RoundedStorageBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
+  Staging s(*this);
+  const int o = s.output(out, n), i = s.input(inp, n);
+  s.load();
+  inner().gelu_forward(s[o], s[i], n);
+  s.store();
 }
 
-void RoundedStorageBackend::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
-  inner().gelu_backward(dinp, inp, dout, n);
-  store(dinp, n);
+void RoundedStorageBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) {
+  Staging s(*this);
+  const int di = s.accumulated(dinp, n), i = s.input(inp, n), d = s.input(dout, n);
+  s.load();
+  inner().gelu_backward(s[di], s[i], s[d], n);
+  s.store();
 }
 
-void RoundedStorageBackend::attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B,
-                                              int T, int C, int NH) {
-  inner().attention_forward(out, lse, scratch, qkv, B, T, C, NH);
+void RoundedStorageBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T,
+                                              int C, int NH) {
+  Staging s(*this);
+  const int o = s.output(out, product(B * T, C)), q = s.input(qkv, product(B * T, 3 * C));
+  s.load();
   // lse: an fp32 statistic, as the LayerNorm mean and rstd. Rounded to 8 bits it would move every
   // recomputed probability by up to |lse| * 2^-9 relative, a coherent error across the row.
-  store(out, product(B * T, C));
+  inner().attention_forward(s[o], lse, scratch, s[q], B, T, C, NH);
+  s.store();
 }
 
-void RoundedStorageBackend::attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                                               const float* out, const float* lse, int B, int T, int C, int NH) {
-  inner().attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
-  store(dqkv, product(B * T, 3 * C));
+void RoundedStorageBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv,
+                                               ConstActPtr out, const float* lse, int B, int T, int C, int NH) {
+  Staging s(*this);
+  const int dq = s.accumulated(dqkv, product(B * T, 3 * C)), d = s.input(dout, product(B * T, C)),
+            q = s.input(qkv, product(B * T, 3 * C)), o = s.input(out, product(B * T, C));
+  s.load();
+  inner().attention_backward(s[dq], scratch, s[d], s[q], s[o], lse, B, T, C, NH);
+  s.store();
 }
 
-void RoundedStorageBackend::cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+void RoundedStorageBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N,
+                                                  int V, int Vp) {
+  Staging s(*this);
+  const int l = s.input(logits, product(N, Vp));
+  s.load();
+  inner().cross_entropy_forward(losses, s[l], targets, N, V, Vp);  // fp32 losses
+}
+
+void RoundedStorageBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                                    float dloss, int N, int V, int Vp) {
-  inner().cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
-  store(dlogits, product(N, Vp));
+  Staging s(*this);
+  const int l = s.input(logits, product(N, Vp)), d = s.output(dlogits, product(N, Vp));  // may be one buffer
+  s.load();
+  inner().cross_entropy_backward(s[d], s[l], targets, dloss, N, V, Vp);
+  s.store();
 }
 
-void RoundedStorageBackend::cross_entropy_backward_sharded(float* dlogits, const float* logits,
+void RoundedStorageBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
+                                                  int Vp_local) {
+  Staging s(*this);
+  const int l = s.input(logits, product(N, Vp_local));
+  s.load();
+  inner().cross_entropy_row_max(row_max, s[l], N, V_local, Vp_local);
+}
+
+void RoundedStorageBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits,
+                                                   const int32_t* targets, const float* row_max, int N, int V_local,
+                                                   int Vp_local, int vocab_begin) {
+  Staging s(*this);
+  const int l = s.input(logits, product(N, Vp_local));
+  s.load();
+  inner().cross_entropy_row_sums(row_sumexp, target_logit, s[l], targets, row_max, N, V_local, Vp_local, vocab_begin);
+}
+
+void RoundedStorageBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits,
                                                            const int32_t* targets, const float* row_max,
                                                            const float* row_sumexp, float dloss, int N, int V_local,
                                                            int Vp_local, int vocab_begin) {
-  inner().cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N, V_local, Vp_local,
+  Staging s(*this);
+  const int l = s.input(logits, product(N, Vp_local)), d = s.output(dlogits, product(N, Vp_local));
+  s.load();
+  inner().cross_entropy_backward_sharded(s[d], s[l], targets, row_max, row_sumexp, dloss, N, V_local, Vp_local,
                                         vocab_begin);
-  store(dlogits, product(N, Vp_local));
+  s.store();
 }
 
-void RoundedStorageBackend::add(float* out, const float* a, const float* b, std::size_t n) {
-  inner().add(out, a, b, n);
-  store(out, n);
+void RoundedStorageBackend::add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) {
+  Staging s(*this);
+  const int o = s.output(out, n), x = s.input(a, n), y = s.input(b, n);
+  s.load();
+  inner().add(s[o], s[x], s[y], n);
+  s.store();
 }
 
 }  // namespace trident::kernels

@@ -1,22 +1,30 @@
 // RoundedStorageBackend: 16-bit storage of activations on top of fp32 kernels.
 //
-// Wraps any backend and rounds what each kernel stores for the next one (its activation
-// outputs and activation gradients) to bf16 or fp16, while the fp32 side of mixed precision
-// stays fp32: LayerNorm statistics, attention's row log-sum-exp, token losses, the
-// cross-entropy row statistics, the weight and bias gradients (accumulated in fp32, as
-// Megatron-LM's main gradients), the gradient norm and AdamW. Every kernel still reads its
-// inputs and accumulates in fp32, so the numbers
-// are those of kernels that load 16-bit values, compute in fp32 and round once when storing:
+// Wraps any backend and gives every kernel call bf16 or fp16 storage semantics: what a kernel
+// stores for the next one (its activation outputs and activation gradients) is rounded to the
+// 16-bit format, while the fp32 side of mixed precision stays fp32: LayerNorm statistics,
+// attention's row log-sum-exp, token losses, the cross-entropy row statistics, the weight and
+// bias gradients (accumulated in fp32, as Megatron-LM's main gradients), the gradient norm and
+// AdamW. Every kernel reads its inputs and accumulates in fp32 and rounds once when storing:
 // the semantics of the GPU's bf16/fp16 kernels, and the CPU twin they are tested against.
+//
+// The activations themselves (kernels/act_ptr.h) come in either of two forms, and a call may
+// mix them:
+//   - 16-bit buffers (the model's activation arena under train.precision = bf16 | fp16 when its
+//     layout allows, src/model/gpt.h): half the memory. The operands are widened into an fp32
+//     workspace of this backend, the inner fp32 kernel runs there, and what it wrote is narrowed
+//     back. The workspace is the largest call's 16-bit operands (staging_floats()), grown on
+//     first use.
+//   - fp32 buffers holding rounded values (emulated storage: layouts whose communication still
+//     moves fp32 activations): the inner kernel runs in place and its outputs are rounded.
+// Both give the same bits. Native 16-bit kernels in a device backend will make the widening
+// unnecessary; until then it costs a pass over each 16-bit operand.
 //
 // `add` (the residual stream) is rounded; `accumulate` and `scale` are not: the model never
 // applies them to activations, only the trainer to fp32 gradient buffers.
-//
-// The wrapper changes numbers, not speed or memory: the buffers stay float. It is how
-// train.precision = bf16 | fp16 runs until the CUDA backend has kernels with 16-bit buffers
-// (docs/model.md, "Mixed precision").
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "kernels/forwarding_backend.h"
@@ -27,40 +35,58 @@ class RoundedStorageBackend final : public ForwardingBackend {
  public:
   // inner must outlive this. precision: kBf16 or kFp16 (kFp32 would round nothing).
   RoundedStorageBackend(Backend& inner, Precision precision);
+  ~RoundedStorageBackend() override;
+  RoundedStorageBackend(const RoundedStorageBackend&) = delete;
+  RoundedStorageBackend& operator=(const RoundedStorageBackend&) = delete;
+
   Precision precision() const { return precision_; }
   std::string name() const override;
+  // Floats of fp32 workspace held for widened 16-bit operands: the most one call has needed.
+  std::size_t staging_floats() const { return workspace_floats_; }
 
-  // The calls that store activations or their gradients; every other call is forwarded as is.
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
+  // The calls that read or store activations; every other call is forwarded as is.
+  void embedding_forward(ActPtr out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
                          int vocab_begin, int vocab_end) override;
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+  void embedding_backward(float* dwte, float* dwpe, ConstActPtr dout, const int32_t* tokens, int B, int T, int C,
+                          int vocab_begin, int vocab_end) override;
+  void matmul_forward(ActPtr out, ConstActPtr inp, const float* weight, const float* bias, int N, int C,
                       int OC) override;
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+  void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                        const float* weight, int N, int C, int OC) override;
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+  void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, const float* weight,
                          const float* bias, int N, int C) override;
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+  void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                           const float* weight, const float* mean, const float* rstd, int N, int C) override;
   // As its two parts: the residual is rounded when stored, and the LayerNorm reads the rounded
   // value (as a 16-bit kernel reads what it stored).
-  void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a, const float* b,
+  void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
                                   const float* weight, const float* bias, int N, int C) override;
-  void gelu_forward(float* out, const float* inp, std::size_t n) override;
-  void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override;
-  void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B, int T, int C,
+  void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) override;
+  void gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) override;
+  void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C,
                          int NH) override;
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
+  void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,
                           const float* lse, int B, int T, int C, int NH) override;
-  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, float dloss, int N, int V,
+  void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N, int V,
+                             int Vp) override;
+  void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
                               int Vp) override;
-  void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,
+  void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local, int Vp_local) override;
+  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits, const int32_t* targets,
+                              const float* row_max, int N, int V_local, int Vp_local, int vocab_begin) override;
+  void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                       const float* row_max, const float* row_sumexp, float dloss, int N, int V_local,
                                       int Vp_local, int vocab_begin) override;
-  void add(float* out, const float* a, const float* b, std::size_t n) override;
+  void add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) override;
 
  private:
-  void store(float* x, std::size_t n) { inner().round_to_precision(x, x, n, precision_); }
+  class Staging;  // one call's fp32 views of its operands (rounded_storage_backend.cpp)
+  // The workspace, grown to at least `floats`.
+  float* workspace(std::size_t floats);
+
   Precision precision_;
+  float* workspace_ = nullptr;
+  std::size_t workspace_floats_ = 0;
 };
 
 }  // namespace trident::kernels

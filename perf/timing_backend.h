@@ -19,66 +19,66 @@ class TimingBackend final : public kernels::ForwardingBackend {
 
   // Memory calls are forwarded untimed (ForwardingBackend); every kernel is timed.
   std::string name() const override { return "timed " + inner_.name(); }
-  void fill_zero(float* p, std::size_t n) override { timed("fill_zero", [&] { inner_.fill_zero(p, n); }); }
-  void embedding_forward(float* o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C,
+  void fill_zero(kernels::ActPtr p, std::size_t n) override { timed("fill_zero", [&] { inner_.fill_zero(p, n); }); }
+  void embedding_forward(kernels::ActPtr o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C,
                          int vb, int ve) override {
     timed("embedding_forward", [&] { inner_.embedding_forward(o, t, wte, wpe, B, T, C, vb, ve); });
   }
-  void embedding_backward(float* dwte, float* dwpe, const float* d, const int32_t* t, int B, int T, int C, int vb,
+  void embedding_backward(float* dwte, float* dwpe, kernels::ConstActPtr d, const int32_t* t, int B, int T, int C, int vb,
                           int ve) override {
     timed("embedding_backward", [&] { inner_.embedding_backward(dwte, dwpe, d, t, B, T, C, vb, ve); });
   }
-  void matmul_forward(float* o, const float* i, const float* w, const float* b, int N, int C, int OC) override {
+  void matmul_forward(kernels::ActPtr o, kernels::ConstActPtr i, const float* w, const float* b, int N, int C, int OC) override {
     timed("matmul_forward " + shape(C, OC), [&] { inner_.matmul_forward(o, i, w, b, N, C, OC); });
   }
-  void matmul_backward(float* di, float* dw, float* db, const float* d, const float* i, const float* w, int N, int C,
+  void matmul_backward(kernels::ActPtr di, float* dw, float* db, kernels::ConstActPtr d, kernels::ConstActPtr i, const float* w, int N, int C,
                        int OC) override {
     timed("matmul_backward " + shape(C, OC), [&] { inner_.matmul_backward(di, dw, db, d, i, w, N, C, OC); });
   }
-  void layernorm_forward(float* o, float* m, float* r, const float* i, const float* w, const float* b, int N,
+  void layernorm_forward(kernels::ActPtr o, float* m, float* r, kernels::ConstActPtr i, const float* w, const float* b, int N,
                          int C) override {
     timed("layernorm_forward", [&] { inner_.layernorm_forward(o, m, r, i, w, b, N, C); });
   }
-  void residual_layernorm_forward(float* res, float* o, float* m, float* r, const float* a, const float* b,
+  void residual_layernorm_forward(kernels::ActPtr res, kernels::ActPtr o, float* m, float* r, kernels::ConstActPtr a, kernels::ConstActPtr b,
                                   const float* w, const float* bias, int N, int C) override {
     timed("residual_layernorm_forward", [&] { inner_.residual_layernorm_forward(res, o, m, r, a, b, w, bias, N, C); });
   }
-  void layernorm_backward(float* di, float* dw, float* db, const float* d, const float* i, const float* w,
+  void layernorm_backward(kernels::ActPtr di, float* dw, float* db, kernels::ConstActPtr d, kernels::ConstActPtr i, const float* w,
                           const float* m, const float* r, int N, int C) override {
     timed("layernorm_backward", [&] { inner_.layernorm_backward(di, dw, db, d, i, w, m, r, N, C); });
   }
-  void gelu_forward(float* o, const float* i, std::size_t n) override {
+  void gelu_forward(kernels::ActPtr o, kernels::ConstActPtr i, std::size_t n) override {
     timed("gelu_forward", [&] { inner_.gelu_forward(o, i, n); });
   }
-  void gelu_backward(float* di, const float* i, const float* d, std::size_t n) override {
+  void gelu_backward(kernels::ActPtr di, kernels::ConstActPtr i, kernels::ConstActPtr d, std::size_t n) override {
     timed("gelu_backward", [&] { inner_.gelu_backward(di, i, d, n); });
   }
-  void attention_forward(float* o, float* lse, float* s, const float* qkv, int B, int T, int C, int NH) override {
+  void attention_forward(kernels::ActPtr o, float* lse, float* s, kernels::ConstActPtr qkv, int B, int T, int C, int NH) override {
     timed("attention_forward", [&] { inner_.attention_forward(o, lse, s, qkv, B, T, C, NH); });
   }
-  void attention_backward(float* dqkv, float* s, const float* d, const float* qkv, const float* o, const float* lse,
+  void attention_backward(kernels::ActPtr dqkv, float* s, kernels::ConstActPtr d, kernels::ConstActPtr qkv, kernels::ConstActPtr o, const float* lse,
                           int B, int T, int C, int NH) override {
     timed("attention_backward", [&] { inner_.attention_backward(dqkv, s, d, qkv, o, lse, B, T, C, NH); });
   }
-  void cross_entropy_forward(float* l, const float* lg, const int32_t* t, int N, int V, int Vp) override {
+  void cross_entropy_forward(float* l, kernels::ConstActPtr lg, const int32_t* t, int N, int V, int Vp) override {
     timed("cross_entropy_forward", [&] { inner_.cross_entropy_forward(l, lg, t, N, V, Vp); });
   }
-  void cross_entropy_backward(float* d, const float* lg, const int32_t* t, float s, int N, int V, int Vp) override {
+  void cross_entropy_backward(kernels::ActPtr d, kernels::ConstActPtr lg, const int32_t* t, float s, int N, int V, int Vp) override {
     timed("cross_entropy_backward", [&] { inner_.cross_entropy_backward(d, lg, t, s, N, V, Vp); });
   }
-  void cross_entropy_row_max(float* m, const float* lg, int N, int V, int Vp) override {
+  void cross_entropy_row_max(float* m, kernels::ConstActPtr lg, int N, int V, int Vp) override {
     timed("cross_entropy_row_max", [&] { inner_.cross_entropy_row_max(m, lg, N, V, Vp); });
   }
-  void cross_entropy_row_sums(float* s, float* tl, const float* lg, const int32_t* t, const float* m, int N, int V,
+  void cross_entropy_row_sums(float* s, float* tl, kernels::ConstActPtr lg, const int32_t* t, const float* m, int N, int V,
                               int Vp, int vb) override {
     timed("cross_entropy_row_sums", [&] { inner_.cross_entropy_row_sums(s, tl, lg, t, m, N, V, Vp, vb); });
   }
-  void cross_entropy_backward_sharded(float* d, const float* lg, const int32_t* t, const float* m, const float* s,
+  void cross_entropy_backward_sharded(kernels::ActPtr d, kernels::ConstActPtr lg, const int32_t* t, const float* m, const float* s,
                                       float dl, int N, int V, int Vp, int vb) override {
     timed("cross_entropy_backward_sharded",
           [&] { inner_.cross_entropy_backward_sharded(d, lg, t, m, s, dl, N, V, Vp, vb); });
   }
-  void add(float* o, const float* a, const float* b, std::size_t n) override {
+  void add(kernels::ActPtr o, kernels::ConstActPtr a, kernels::ConstActPtr b, std::size_t n) override {
     timed("add", [&] { inner_.add(o, a, b, n); });
   }
   void accumulate(float* d, const float* s, std::size_t n) override {
@@ -92,6 +92,12 @@ class TimingBackend final : public kernels::ForwardingBackend {
   }
   void round_to_precision(float* d, const float* s, std::size_t n, kernels::Precision p) override {
     timed("round_to_precision", [&] { inner_.round_to_precision(d, s, n, p); });
+  }
+  void narrow(kernels::ActPtr d, const float* s, std::size_t n) override {
+    timed("narrow", [&] { inner_.narrow(d, s, n); });
+  }
+  void widen(float* d, kernels::ConstActPtr s, std::size_t n) override {
+    timed("widen", [&] { inner_.widen(d, s, n); });
   }
   void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n,
                     const kernels::AdamWArgs& a) override {

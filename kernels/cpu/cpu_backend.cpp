@@ -61,7 +61,13 @@ void CpuBackend::copy_tokens_to_device(int32_t* dst, const int32_t* host_src, st
   if (count > 0) std::memcpy(dst, host_src, count * sizeof(int32_t));
 }
 
-void CpuBackend::fill_zero(float* ptr, std::size_t count) { cpu::fill_zero(ptr, count); }
+void CpuBackend::fill_zero(ActPtr ptr, std::size_t count) {
+  if (ptr.is_fp32()) {
+    cpu::fill_zero(ptr.f32(), count);
+  } else if (count > 0) {
+    std::memset(ptr.get(), 0, ptr.bytes(count));  // +0 is all zero bits in bf16 and fp16 too
+  }
+}
 
 void CpuBackend::copy_to_device(float* dst, const float* host_src, std::size_t count) {
   if (count > 0) std::memcpy(dst, host_src, count * sizeof(float));
@@ -71,101 +77,101 @@ void CpuBackend::copy_to_host(float* host_dst, const float* src, std::size_t cou
   if (count > 0) std::memcpy(host_dst, src, count * sizeof(float));
 }
 
-void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte,
+void CpuBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* wte,
                                    const float* wpe, int B, int T, int C, int vocab_begin,
                                    int vocab_end) {
-  cpu::embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
+  cpu::embedding_forward(out.f32(), tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
 }
 
-void CpuBackend::embedding_backward(float* dwte, float* dwpe, const float* dout,
+void CpuBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
                                     const int32_t* tokens, int B, int T, int C, int vocab_begin,
                                     int vocab_end) {
-  cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end);
+  cpu::embedding_backward(dwte, dwpe, dout.f32(), tokens, B, T, C, vocab_begin, vocab_end);
 }
 
-void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight,
+void CpuBackend::matmul_forward(ActPtr out, ConstActPtr inp, const float* weight,
                                 const float* bias, int N, int C, int OC) {
-  cpu::matmul_forward(out, inp, weight, bias, N, C, OC);
+  cpu::matmul_forward(out.f32(), inp.f32(), weight, bias, N, C, OC);
 }
 
-void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                 const float* inp, const float* weight, int N, int C, int OC) {
-  cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+void CpuBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                                 ConstActPtr inp, const float* weight, int N, int C, int OC) {
+  cpu::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight, N, C, OC);
 }
 
-void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+void CpuBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                                    const float* weight, const float* bias, int N, int C) {
-  cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  cpu::layernorm_forward(out.f32(), mean, rstd, inp.f32(), weight, bias, N, C);
 }
 
-void CpuBackend::residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a,
-                                            const float* b, const float* weight, const float* bias, int N, int C) {
-  cpu::residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C);
+void CpuBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a,
+                                            ConstActPtr b, const float* weight, const float* bias, int N, int C) {
+  cpu::residual_layernorm_forward(residual.f32(), out.f32(), mean, rstd, a.f32(), b.f32(), weight, bias, N, C);
 }
 
-void CpuBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                    const float* inp, const float* weight, const float* mean,
+void CpuBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                                    ConstActPtr inp, const float* weight, const float* mean,
                                     const float* rstd, int N, int C) {
-  cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  cpu::layernorm_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight, mean, rstd, N, C);
 }
 
-void CpuBackend::gelu_forward(float* out, const float* inp, std::size_t n) {
-  cpu::gelu_forward(out, inp, n);
+void CpuBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
+  cpu::gelu_forward(out.f32(), inp.f32(), n);
 }
 
-void CpuBackend::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
-  cpu::gelu_backward(dinp, inp, dout, n);
+void CpuBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) {
+  cpu::gelu_backward(dinp.f32(), inp.f32(), dout.f32(), n);
 }
 
-void CpuBackend::attention_forward(float* out, float* lse, float* scratch, const float* qkv,
+void CpuBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv,
                                    int B, int T, int C, int NH) {
-  cpu::attention_forward(out, lse, scratch, qkv, B, T, C, NH);
+  cpu::attention_forward(out.f32(), lse, scratch, qkv.f32(), B, T, C, NH);
 }
 
-void CpuBackend::attention_backward(float* dqkv, float* scratch, const float* dout,
-                                    const float* qkv, const float* /*out*/, const float* lse,
+void CpuBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout,
+                                    ConstActPtr qkv, ConstActPtr /*out*/, const float* lse,
                                     int B, int T, int C, int NH) {
-  cpu::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH);
+  cpu::attention_backward(dqkv.f32(), scratch, dout.f32(), qkv.f32(), lse, B, T, C, NH);
 }
 
 std::size_t CpuBackend::attention_scratch_size(int B, int T, int NH) const {
   return cpu::attention_scratch_size(B, T, NH);
 }
 
-void CpuBackend::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
+void CpuBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets,
                                        int N, int V, int Vp) {
-  cpu::cross_entropy_forward(losses, logits, targets, N, V, Vp);
+  cpu::cross_entropy_forward(losses, logits.f32(), targets, N, V, Vp);
 }
 
-void CpuBackend::cross_entropy_backward(float* dlogits, const float* logits,
+void CpuBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
                                         const int32_t* targets, float dloss, int N, int V,
                                         int Vp) {
-  cpu::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
+  cpu::cross_entropy_backward(dlogits.f32(), logits.f32(), targets, dloss, N, V, Vp);
 }
 
-void CpuBackend::cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+void CpuBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
                                        int Vp_local) {
-  cpu::cross_entropy_row_max(row_max, logits, N, V_local, Vp_local);
+  cpu::cross_entropy_row_max(row_max, logits.f32(), N, V_local, Vp_local);
 }
 
 void CpuBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit,
-                                        const float* logits, const int32_t* targets,
+                                        ConstActPtr logits, const int32_t* targets,
                                         const float* row_max, int N, int V_local, int Vp_local,
                                         int vocab_begin) {
-  cpu::cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local,
+  cpu::cross_entropy_row_sums(row_sumexp, target_logit, logits.f32(), targets, row_max, N, V_local,
                               Vp_local, vocab_begin);
 }
 
-void CpuBackend::cross_entropy_backward_sharded(float* dlogits, const float* logits,
+void CpuBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits,
                                                 const int32_t* targets, const float* row_max,
                                                 const float* row_sumexp, float dloss, int N,
                                                 int V_local, int Vp_local, int vocab_begin) {
-  cpu::cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N,
+  cpu::cross_entropy_backward_sharded(dlogits.f32(), logits.f32(), targets, row_max, row_sumexp, dloss, N,
                                       V_local, Vp_local, vocab_begin);
 }
 
-void CpuBackend::add(float* out, const float* a, const float* b, std::size_t n) {
-  cpu::add(out, a, b, n);
+void CpuBackend::add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) {
+  cpu::add(out.f32(), a.f32(), b.f32(), n);
 }
 
 void CpuBackend::accumulate(float* dst, const float* src, std::size_t n) {
@@ -178,6 +184,22 @@ double CpuBackend::sum_squares(const float* x, std::size_t n) { return cpu::sum_
 
 void CpuBackend::round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {
   cpu::round_to_precision(dst, src, n, precision);
+}
+
+void CpuBackend::narrow(ActPtr dst, const float* src, std::size_t n) {
+  if (dst.is_fp32()) {
+    if (n > 0) std::memcpy(dst.f32(), src, n * sizeof(float));
+    return;
+  }
+  cpu::encode_16bit(dst.bits16(), src, n, dst.storage());
+}
+
+void CpuBackend::widen(float* dst, ConstActPtr src, std::size_t n) {
+  if (src.is_fp32()) {
+    if (n > 0) std::memcpy(dst, src.f32(), n * sizeof(float));
+    return;
+  }
+  cpu::decode_16bit(dst, src.bits16(), n, src.storage());
 }
 
 void CpuBackend::adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,

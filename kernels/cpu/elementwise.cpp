@@ -118,4 +118,26 @@ void round_to_precision(float* dst, const float* src, std::size_t n, Precision p
   }
 }
 
+void encode_16bit(uint16_t* bits, const float* src, std::size_t n, Precision precision) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+  if (precision == Precision::kFp16) {
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; i++) bits[i] = encode_fp16(src[i]);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; i++) bits[i] = encode_bf16(src[i]);
+  }
+}
+
+void decode_16bit(float* dst, const uint16_t* bits, std::size_t n, Precision precision) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+  if (precision == Precision::kFp16) {
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; i++) dst[i] = decode_fp16(bits[i]);
+  } else {
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; i++) dst[i] = decode_bf16(bits[i]);
+  }
+}
+
 }  // namespace trident::kernels::cpu

@@ -25,6 +25,7 @@
 #include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
 #include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
 #include "kernels/cuda/matmul.cuh"       // matmul_forward, matmul_backward
+#include "kernels/cuda/wire_cast.cuh"    // encode_16bit, decode_16bit (16-bit activation storage)
 
 namespace trident::kernels::cuda {
 
@@ -129,9 +130,10 @@ void CudaBackend::release_tokens(int32_t* ptr) {
   release_bytes(ptr);
 }
 
-void CudaBackend::fill_zero(float* ptr, std::size_t count) {
+void CudaBackend::fill_zero(ActPtr ptr, std::size_t count) {
   if (count == 0) return;
-  CUDA_CHECK(cudaMemsetAsync(ptr, 0, count * sizeof(float), stream_));  // all-zero bits = 0.0f
+  // All-zero bits are +0 in fp32, bf16 and fp16 alike.
+  CUDA_CHECK(cudaMemsetAsync(ptr.get(), 0, ptr.bytes(count), stream_));
 }
 
 void CudaBackend::copy_to_device(float* dst, const float* host_src, std::size_t count) {
@@ -159,101 +161,101 @@ bool CudaBackend::is_device_memory(const void* ptr) const {
   return attributes.type == cudaMemoryTypeDevice;
 }
 
-void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte,
+void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* wte,
                                     const float* wpe, int B, int T, int C, int vocab_begin,
                                     int vocab_end) {
-  cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end, stream_);
+  cuda::embedding_forward(out.f32(), tokens, wte, wpe, B, T, C, vocab_begin, vocab_end, stream_);
 }
 
-void CudaBackend::embedding_backward(float* dwte, float* dwpe, const float* dout,
+void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
                                      const int32_t* tokens, int B, int T, int C, int vocab_begin,
                                      int vocab_end) {
-  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end, stream_);
+  cuda::embedding_backward(dwte, dwpe, dout.f32(), tokens, B, T, C, vocab_begin, vocab_end, stream_);
 }
 
-void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight,
+void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, const float* weight,
                                  const float* bias, int N, int C, int OC) {
-  cuda::matmul_forward(out, inp, weight, bias, N, C, OC, cublas_, stream_);
+  cuda::matmul_forward(out.f32(), inp.f32(), weight, bias, N, C, OC, cublas_, stream_);
 }
 
-void CudaBackend::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                  const float* inp, const float* weight, int N, int C, int OC) {
-  cuda::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, cublas_, stream_);
+void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                                  ConstActPtr inp, const float* weight, int N, int C, int OC) {
+  cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight, N, C, OC, cublas_, stream_);
 }
 
-void CudaBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+void CudaBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                                     const float* weight, const float* bias, int N, int C) {
-  cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, stream_);
+  cuda::layernorm_forward(out.f32(), mean, rstd, inp.f32(), weight, bias, N, C, stream_);
 }
 
-void CudaBackend::residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a,
-                                             const float* b, const float* weight, const float* bias, int N, int C) {
-  cuda::residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C, stream_);
+void CudaBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a,
+                                             ConstActPtr b, const float* weight, const float* bias, int N, int C) {
+  cuda::residual_layernorm_forward(residual.f32(), out.f32(), mean, rstd, a.f32(), b.f32(), weight, bias, N, C, stream_);
 }
 
-void CudaBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                                     const float* inp, const float* weight, const float* mean,
+void CudaBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                                     ConstActPtr inp, const float* weight, const float* mean,
                                      const float* rstd, int N, int C) {
-  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, stream_);
+  cuda::layernorm_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight, mean, rstd, N, C, stream_);
 }
 
-void CudaBackend::gelu_forward(float* out, const float* inp, std::size_t n) {
-  cuda::gelu_forward(out, inp, n, stream_);
+void CudaBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
+  cuda::gelu_forward(out.f32(), inp.f32(), n, stream_);
 }
 
-void CudaBackend::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
-  cuda::gelu_backward(dinp, inp, dout, n, stream_);
+void CudaBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) {
+  cuda::gelu_backward(dinp.f32(), inp.f32(), dout.f32(), n, stream_);
 }
 
-void CudaBackend::attention_forward(float* out, float* lse, float* scratch, const float* qkv,
+void CudaBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv,
                                     int B, int T, int C, int NH) {
-  cuda::attention_forward(out, lse, scratch, qkv, B, T, C, NH, cublas_, stream_);
+  cuda::attention_forward(out.f32(), lse, scratch, qkv.f32(), B, T, C, NH, cublas_, stream_);
 }
 
-void CudaBackend::attention_backward(float* dqkv, float* scratch, const float* dout,
-                                     const float* qkv, const float* /*out*/, const float* lse,
+void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout,
+                                     ConstActPtr qkv, ConstActPtr /*out*/, const float* lse,
                                      int B, int T, int C, int NH) {
-  cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_);
+  cuda::attention_backward(dqkv.f32(), scratch, dout.f32(), qkv.f32(), lse, B, T, C, NH, cublas_, stream_);
 }
 
 std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {
   return cuda::attention_scratch_size(B, T, NH);
 }
 
-void CudaBackend::cross_entropy_forward(float* losses, const float* logits, const int32_t* targets,
+void CudaBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets,
                                         int N, int V, int Vp) {
-  cuda::cross_entropy_forward(losses, logits, targets, N, V, Vp, stream_);
+  cuda::cross_entropy_forward(losses, logits.f32(), targets, N, V, Vp, stream_);
 }
 
-void CudaBackend::cross_entropy_backward(float* dlogits, const float* logits,
+void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
                                          const int32_t* targets, float dloss, int N, int V,
                                          int Vp) {
-  cuda::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp, stream_);
+  cuda::cross_entropy_backward(dlogits.f32(), logits.f32(), targets, dloss, N, V, Vp, stream_);
 }
 
-void CudaBackend::cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+void CudaBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
                                         int Vp_local) {
-  cuda::cross_entropy_row_max(row_max, logits, N, V_local, Vp_local, stream_);
+  cuda::cross_entropy_row_max(row_max, logits.f32(), N, V_local, Vp_local, stream_);
 }
 
 void CudaBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit,
-                                         const float* logits, const int32_t* targets,
+                                         ConstActPtr logits, const int32_t* targets,
                                          const float* row_max, int N, int V_local, int Vp_local,
                                          int vocab_begin) {
-  cuda::cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local,
+  cuda::cross_entropy_row_sums(row_sumexp, target_logit, logits.f32(), targets, row_max, N, V_local,
                                Vp_local, vocab_begin, stream_);
 }
 
-void CudaBackend::cross_entropy_backward_sharded(float* dlogits, const float* logits,
+void CudaBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits,
                                                  const int32_t* targets, const float* row_max,
                                                  const float* row_sumexp, float dloss, int N,
                                                  int V_local, int Vp_local, int vocab_begin) {
-  cuda::cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N,
+  cuda::cross_entropy_backward_sharded(dlogits.f32(), logits.f32(), targets, row_max, row_sumexp, dloss, N,
                                        V_local, Vp_local, vocab_begin, stream_);
 }
 
-void CudaBackend::add(float* out, const float* a, const float* b, std::size_t n) {
-  cuda::add(out, a, b, n, stream_);
+void CudaBackend::add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) {
+  cuda::add(out.f32(), a.f32(), b.f32(), n, stream_);
 }
 
 void CudaBackend::accumulate(float* dst, const float* src, std::size_t n) {
@@ -278,6 +280,24 @@ void CudaBackend::set_gemm_input_precision(Precision inputs) {
 
 void CudaBackend::round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {
   cuda::round_to_precision(dst, src, n, precision, stream_);
+}
+
+void CudaBackend::narrow(ActPtr dst, const float* src, std::size_t n) {
+  if (n == 0) return;
+  if (dst.is_fp32()) {
+    CUDA_CHECK(cudaMemcpyAsync(dst.f32(), src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  cuda::encode_16bit(dst.bits16(), src, n, dst.storage(), stream_);
+}
+
+void CudaBackend::widen(float* dst, ConstActPtr src, std::size_t n) {
+  if (n == 0) return;
+  if (src.is_fp32()) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src.f32(), n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  cuda::decode_16bit(dst, src.bits16(), n, src.storage(), stream_);
 }
 
 void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,

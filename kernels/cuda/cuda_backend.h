@@ -40,7 +40,7 @@ class CudaBackend final : public Backend {
   // read as soon as a copy returns.
   float* allocate(std::size_t count) override;
   void release(float* ptr) override;
-  void fill_zero(float* ptr, std::size_t count) override;
+  void fill_zero(ActPtr ptr, std::size_t count) override;
   void copy_to_device(float* dst, const float* host_src, std::size_t count) override;
   void copy_to_host(float* host_dst, const float* src, std::size_t count) override;
   int32_t* allocate_tokens(std::size_t count) override;
@@ -53,53 +53,55 @@ class CudaBackend final : public Backend {
   std::size_t device_bytes_high_water() const override { return high_water_bytes_; }
   void set_gemm_input_precision(Precision inputs) override;
 
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+  void embedding_forward(ActPtr out, const int32_t* tokens, const float* wte, const float* wpe,
                          int B, int T, int C, int vocab_begin, int vocab_end) override;
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+  void embedding_backward(float* dwte, float* dwpe, ConstActPtr dout, const int32_t* tokens, int B,
                           int T, int C, int vocab_begin, int vocab_end) override;
 
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+  void matmul_forward(ActPtr out, ConstActPtr inp, const float* weight, const float* bias, int N,
                       int C, int OC) override;
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, int N, int C, int OC) override;
+  void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                       ConstActPtr inp, const float* weight, int N, int C, int OC) override;
 
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+  void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                          const float* weight, const float* bias, int N, int C) override;
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                          const float* inp, const float* weight, const float* mean,
+  void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
+                          ConstActPtr inp, const float* weight, const float* mean,
                           const float* rstd, int N, int C) override;
-  void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a, const float* b,
+  void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
                                   const float* weight, const float* bias, int N, int C) override;
 
-  void gelu_forward(float* out, const float* inp, std::size_t n) override;
-  void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) override;
+  void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) override;
+  void gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) override;
 
-  void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B, int T,
+  void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T,
                          int C, int NH) override;
   // Does not read out (yet): the GEMM path sums rowsum(P * dP) itself, as the CPU twin.
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* out, const float* lse, int B, int T, int C,
+  void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv,
+                          ConstActPtr out, const float* lse, int B, int T, int C,
                           int NH) override;
   std::size_t attention_scratch_size(int B, int T, int NH) const override;
 
-  void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
+  void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N,
                              int V, int Vp) override;
-  void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets,
+  void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                               float dloss, int N, int V, int Vp) override;
-  void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
+  void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
                              int Vp_local) override;
-  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
+  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits,
                               const int32_t* targets, const float* row_max, int N, int V_local,
                               int Vp_local, int vocab_begin) override;
-  void cross_entropy_backward_sharded(float* dlogits, const float* logits, const int32_t* targets,
+  void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                       const float* row_max, const float* row_sumexp, float dloss,
                                       int N, int V_local, int Vp_local, int vocab_begin) override;
 
-  void add(float* out, const float* a, const float* b, std::size_t n) override;
+  void add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) override;
   void accumulate(float* dst, const float* src, std::size_t n) override;
   void scale(float* x, float factor, std::size_t n) override;
   double sum_squares(const float* x, std::size_t n) override;
   void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) override;
+  void narrow(ActPtr dst, const float* src, std::size_t n) override;
+  void widen(float* dst, ConstActPtr src, std::size_t n) override;
 
   void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
                            const AdamWArgs& args, Precision compute_precision) override;

@@ -30,7 +30,7 @@ MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, 
   m.parameters = shard.padded_size * sizeof(float);
   m.gradients = shard.padded_size * sizeof(float);
   m.optimizer = (master_weights ? 3 : 2) * std::min(shard.block, params) * sizeof(float);
-  m.activations = model::activation_floats(config, micro_batch, seq_len, attention_scratch, layout) * sizeof(float);
+  m.activations = model::activation_bytes(config, micro_batch, seq_len, attention_scratch, layout);
   m.stage = layout.pp_rank;
   m.layers = layout.stage(config).layers();
   m.slots = layout.slots;

@@ -36,6 +36,14 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
                   t.loss_scale, static_cast<long long>(t.loss_scale_window));
     out += line;
   }
+  if (t.precision != "fp32") {
+    // Where the 16-bit activations live (model::GptLayout::storage): their own buffers, or fp32
+    // buffers holding the rounded values where communication still moves fp32 activations.
+    const bool buffers16 = train::run_layout(setup.config, setup.stage_layers, 0, 0).storage != kernels::Precision::kFp32;
+    out += buffers16 ? "activation storage: " + t.precision + " buffers (half of fp32's memory)\n"
+                     : "activation storage: fp32 buffers holding " + t.precision +
+                           " values (tensor and pipeline parallelism still send fp32 activations)\n";
+  }
   if (grid.dp() > 1) {
     std::snprintf(line, sizeof line, "gradient reduction: over %d data ranks in %s (parallel.grad_reduce)%s\n", grid.dp(),
                   setup.config.parallel.grad_reduce.c_str(),

@@ -16,20 +16,22 @@ std::size_t region_rows(std::size_t bt, const GptLayout& layout) {
   return layout.sequence_parallel && layout.tp > 1 ? bt / static_cast<std::size_t>(layout.tp) : bt;
 }
 
-// Floats of one block's forward state for [B, T] other than its output `out`: what the shared
-// workspace holds under Recompute::kFull. Cl = C / tp channels are this rank's; R rows of the
+// One block's forward state for [B, T] other than its output `out`: what the shared workspace
+// holds under Recompute::kFull. Cl = C / tp channels are this rank's; R rows of the
 // sequence-parallel regions (B*T, or B*T / tp).
-std::size_t block_workspace_floats(const GptConfig& c, std::size_t B, std::size_t T, const GptLayout& layout) {
+ActivationSizes block_workspace(const GptConfig& c, std::size_t B, std::size_t T, const GptLayout& layout) {
   const int tp = layout.tp;
   const std::size_t btc = B * T * static_cast<std::size_t>(c.hidden);
   const std::size_t btcl = btc / static_cast<std::size_t>(tp);
   const std::size_t rows = region_rows(B * T, layout);
   // Attention keeps one log-sum-exp per row of each local head, not the T x T probabilities.
   const std::size_t lse = B * static_cast<std::size_t>(c.heads / tp) * T;
+  ActivationSizes w;
   // ln1 + ln2 (full rows: the column-parallel matmuls' inputs) = 2 BTC; residual2 = R C;
-  // qkv(3) + atty + up(4) + up_gelu(4) = 12 BTCl; 4 norm statistics per region row.
-  // (tp = 1: 15 BTC.)
-  return 2 * btc + rows * static_cast<std::size_t>(c.hidden) + 12 * btcl + 4 * rows + lse;
+  // qkv(3) + atty + up(4) + up_gelu(4) = 12 BTCl. (tp = 1: 15 BTC.)
+  w.stored = 2 * btc + rows * static_cast<std::size_t>(c.hidden) + 12 * btcl;
+  w.fp32 = 4 * rows + lse;  // 4 norm statistics per region row, and the lse
+  return w;
 }
 
 std::string block_name(int layer, const char* part) {
@@ -43,8 +45,8 @@ StageLayout GptLayout::stage(const GptConfig& config) const {
                       pp_rank, chunks);
 }
 
-std::size_t activation_floats(const GptConfig& c, int B, int T, std::size_t attention_scratch,
-                              const GptLayout& layout) {
+ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t attention_scratch,
+                                 const GptLayout& layout) {
   const int tp = layout.tp;
   const StageLayout stage = layout.stage(c);
   const auto b = static_cast<std::size_t>(B), t = static_cast<std::size_t>(T);
@@ -55,29 +57,58 @@ std::size_t activation_floats(const GptConfig& c, int B, int T, std::size_t atte
   const std::size_t rows = region_rows(bt, layout);
   const std::size_t rc = rows * static_cast<std::size_t>(c.hidden);
   const auto slots = static_cast<std::size_t>(layout.slots);
-  const std::size_t workspace = block_workspace_floats(c, b, t, layout);
+  const ActivationSizes workspace = block_workspace(c, b, t, layout);
   const std::size_t vocab_stats = tp > 1 ? 3 * bt : 0;  // row max, row sum of exp, target logit
+  const std::size_t local_vocab = static_cast<std::size_t>(c.padded_vocab / tp);
   const bool multi_chunk = stage.chunks.size() > 1;
-  std::size_t slot_floats = 0;
+  ActivationSizes slot;
   for (const ChunkLayout& chunk : stage.chunks) {
     const auto layers = static_cast<std::size_t>(chunk.layers());
     // Per slot: the chunk input, every block's output (the next block's input, or ln_f's),
     // under kNone each block's intermediates, with chunks the input gradient kept for its
-    // send; the last chunk adds the head's state.
-    const std::size_t head = chunk.last ? btc /*lnf, full rows*/ + 2 * rows +
-                                              bt * static_cast<std::size_t>(c.padded_vocab / tp) + bt /*losses*/ +
-                                              vocab_stats
-                                        : 0;
-    slot_floats += rc /*input*/ + (multi_chunk ? rc : 0) /*input gradient*/ + layers * rc /*outs*/ +
-                   (layout.recompute == Recompute::kNone ? layers * workspace : 0) + head;
+    // send; the last chunk adds the head's state: ln_f's output (full rows), its statistics,
+    // the logits (fp32 in every storage: see carve_activations), the losses and the
+    // vocabulary-parallel row statistics.
+    slot.stored += rc /*input*/ + (multi_chunk ? rc : 0) /*input gradient*/ + layers * rc /*outs*/;
+    if (layout.recompute == Recompute::kNone) {
+      slot.stored += layers * workspace.stored;
+      slot.fp32 += layers * workspace.fp32;
+    }
+    if (chunk.last) {
+      slot.stored += btc;
+      slot.fp32 += 2 * rows + bt * local_vocab + bt + vocab_stats;
+    }
   }
+  ActivationSizes total;
+  total.stored = slots * slot.stored;
+  total.fp32 = slots * slot.fp32;
   // kFull: one workspace shared by every block, chunk and slot.
-  const std::size_t shared_workspace =
-      layout.recompute == Recompute::kFull && stage.layers() > 0 ? workspace : 0;
-  // dresidual (R C) + dln (BTC); dqkv(3) + datty + dup_gelu(4) + dup(4) = 12 BTCl; the
-  // attention workspace, which forward uses as well
-  const std::size_t backward_scratch = rc + btc + 12 * btcl + attention_scratch;
-  return slots * slot_floats + shared_workspace + backward_scratch;
+  if (layout.recompute == Recompute::kFull && stage.layers() > 0) {
+    total.stored += workspace.stored;
+    total.fp32 += workspace.fp32;
+  }
+  // Backward scratch: dresidual (R C) + dln (BTC); dqkv(3) + datty + dup_gelu(4) + dup(4) =
+  // 12 BTCl; and the attention workspace, which forward uses as well.
+  total.stored += rc + btc + 12 * btcl;
+  total.fp32 += attention_scratch;
+  if (layout.storage != kernels::Precision::kFp32 && stage.layers() > 0) {
+    // The largest call's 16-bit operands, widened at once (16-bit storage is tp = 1, one
+    // stage): GELU backward's dinp, inp and dout, 3 x 4 BTC. Every other call reads and writes
+    // less (MLP-down's backward 9 BTC; the LM head's 2 BTC, its logits being fp32).
+    total.staging = 12 * btcl;
+  }
+  return total;
+}
+
+std::size_t activation_floats(const GptConfig& c, int B, int T, std::size_t attention_scratch,
+                              const GptLayout& layout) {
+  const ActivationSizes sizes = activation_sizes(c, B, T, attention_scratch, layout);
+  return sizes.stored + sizes.fp32;
+}
+
+std::size_t activation_bytes(const GptConfig& c, int B, int T, std::size_t attention_scratch,
+                             const GptLayout& layout) {
+  return activation_sizes(c, B, T, attention_scratch, layout).bytes(layout.storage);
 }
 
 ParamTable build_gpt_param_table(const GptConfig& c, const GptLayout& layout) {
@@ -166,6 +197,9 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
   if (tp_.size() != layout_.tp || tp_.rank() != layout_.tp_rank) {
     throw std::logic_error("Gpt: the tensor group does not match layout.tp / layout.tp_rank");
   }
+  if (layout_.storage != kernels::Precision::kFp32 && !layout_.allows_16bit_storage()) {
+    throw std::logic_error("Gpt: 16-bit activation buffers need tp = 1 and one pipeline stage with one chunk");
+  }
   if (sp_ && (B * T) % layout_.tp != 0) {
     throw std::logic_error("Gpt: sequence parallelism needs B*T = " + std::to_string(B * T) +
                            " divisible by tp = " + std::to_string(layout_.tp));
@@ -205,8 +239,10 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
     }
   }
   const std::size_t scratch = backend_.attention_scratch_size(B_, T_, local_heads_);
-  activation_count_ = activation_floats(config_, B_, T_, scratch, layout_);
-  activations_ = backend_.allocate(activation_count_);
+  activation_sizes_ = activation_sizes(config_, B_, T_, scratch, layout_);
+  const std::size_t stored_bytes = activation_sizes_.stored * kernels::precision_bytes(layout_.storage);
+  stored_arena_ = backend_.allocate((stored_bytes + sizeof(float) - 1) / sizeof(float));
+  fp32_arena_ = backend_.allocate(activation_sizes_.fp32);
   carve_activations();
   const auto n = static_cast<std::size_t>(B_) * T_;
   for (Slot& s : slots_) {
@@ -225,7 +261,8 @@ Gpt::~Gpt() {
     backend_.release_tokens(s.targets);
     backend_.release_tokens(s.tokens);
   }
-  backend_.release(activations_);
+  backend_.release(fp32_arena_);
+  backend_.release(static_cast<float*>(stored_arena_));
   backend_.release(grads_);
   backend_.release(params_);
 }
@@ -238,23 +275,33 @@ void Gpt::carve_activations() {
   // The sequence-parallel regions: this rank's rows (all of them without sequence parallelism).
   const auto rows = static_cast<std::size_t>(rows_);
   const std::size_t rc = rows * C;
-  float* cursor = activations_;
+  // Two cursors: the activations in the layout's storage, the statistics and workspace in fp32.
+  const kernels::ActPtr stored_begin = layout_.storage == kernels::Precision::kFp32
+                                           ? kernels::ActPtr(static_cast<float*>(stored_arena_))
+                                           : kernels::ActPtr(static_cast<uint16_t*>(stored_arena_), layout_.storage);
+  kernels::ActPtr cursor = stored_begin;
   auto take = [&cursor](std::size_t n) {
-    float* p = cursor;
-    cursor += n;
+    const kernels::ActPtr p = cursor;
+    cursor = cursor + n;
+    return p;
+  };
+  float* fp32_cursor = fp32_arena_;
+  auto take_fp32 = [&fp32_cursor](std::size_t n) {
+    float* p = fp32_cursor;
+    fp32_cursor += n;
     return p;
   };
   auto take_block = [&](LayerActivations& a) {
     a.ln1 = take(btc);  // full rows (gathered with sequence parallelism): the QKV matmul's input
-    a.ln1_mean = take(rows);
-    a.ln1_rstd = take(rows);
+    a.ln1_mean = take_fp32(rows);
+    a.ln1_rstd = take_fp32(rows);
     a.qkv = take(3 * btcl);
-    a.lse = take(b * static_cast<std::size_t>(local_heads_) * t);
+    a.lse = take_fp32(b * static_cast<std::size_t>(local_heads_) * t);
     a.atty = take(btcl);
     a.residual2 = take(rc);
     a.ln2 = take(btc);
-    a.ln2_mean = take(rows);
-    a.ln2_rstd = take(rows);
+    a.ln2_mean = take_fp32(rows);
+    a.ln2_rstd = take_fp32(rows);
     a.up = take(4 * btcl);
     a.up_gelu = take(4 * btcl);
   };
@@ -278,13 +325,16 @@ void Gpt::carve_activations() {
     }
     if (chunk.last) {
       s.lnf = take(btc);  // full rows: the LM head's input
-      s.lnf_mean = take(rows);
-      s.lnf_rstd = take(rows);
-      s.logits = take(bt * static_cast<std::size_t>(vocab_.size()));
-      s.losses = take(bt);
+      s.lnf_mean = take_fp32(rows);
+      s.lnf_rstd = take_fp32(rows);
+      // The logits stay fp32 (holding rounded values) under 16-bit storage: 16-bit logits would
+      // need an fp32 workspace of BT x Vp to widen them for the fp32 cross-entropy and LM-head
+      // kernels, twice their own 16-bit bytes, which is more than they would save.
+      s.logits = kernels::ActPtr(take_fp32(bt * static_cast<std::size_t>(vocab_.size())));
+      s.losses = take_fp32(bt);
       if (tp_.active()) {
-        s.row_max = take(bt);
-        s.row_sums = take(2 * bt);
+        s.row_max = take_fp32(bt);
+        s.row_sums = take_fp32(2 * bt);
       }
     }
   }
@@ -294,22 +344,23 @@ void Gpt::carve_activations() {
   datty_ = take(btcl);
   dup_gelu_ = take(4 * btcl);
   dup_ = take(4 * btcl);
-  attention_scratch_ = take(backend_.attention_scratch_size(B_, T_, local_heads_));
-  if (cursor != activations_ + activation_count_)
-    throw std::logic_error("Gpt: activation arena carved " + std::to_string(cursor - activations_) +
-                           " floats but activation_floats() sized " + std::to_string(activation_count_));
+  attention_scratch_ = take_fp32(backend_.attention_scratch_size(B_, T_, local_heads_));
+  if (cursor.get() != (stored_begin + activation_sizes_.stored).get() ||
+      fp32_cursor != fp32_arena_ + activation_sizes_.fp32) {
+    throw std::logic_error("Gpt: the activation arena was carved differently from activation_sizes()");
+  }
 }
 
-const float* Gpt::block_input(const Slot& s, int l) const {
+kernels::ConstActPtr Gpt::block_input(const Slot& s, int l) const {
   return l == 0 ? s.encoded : s.layers[static_cast<std::size_t>(l - 1)].out;
 }
 
-const float* Gpt::stage_output(int slot, int chunk) const {
+kernels::ConstActPtr Gpt::stage_output(int slot, int chunk) const {
   const Slot& s = slot_of(slot, chunk);
   return s.layers.empty() ? s.encoded : s.layers.back().out;
 }
 
-const float* Gpt::input_grad(int slot, int chunk) const {
+kernels::ConstActPtr Gpt::input_grad(int slot, int chunk) const {
   return stage_.chunks.size() > 1 ? slot_of(slot, chunk).input_grad : dresidual_;
 }
 
@@ -319,7 +370,7 @@ Gpt::LayerPointers Gpt::layer_pointers(float* arena, int local_layer) const {
           arena + o.ln2_w, arena + o.ln2_b, arena + o.up_w,  arena + o.up_b,  arena + o.down_w, arena + o.down_b};
 }
 
-void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivations& a) {
+void Gpt::block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
   const int N = B * T, R = rows_;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
@@ -330,8 +381,8 @@ void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivatio
   const bool adds_bias = tp_.rank() == 0;
   // A LayerNorm writes this rank's rows of `full`; then every rank gets the full rows for a
   // column-parallel matmul.
-  auto own_rows = [&](float* full) { return sp_ ? tp_.own_block(full, rc) : full; };
-  auto share_full_rows = [&](float* full) {
+  auto own_rows = [&](kernels::ActPtr full) { return sp_ ? tp_.own_block(full, rc) : full; };
+  auto share_full_rows = [&](kernels::ActPtr full) {
     if (sp_) {
       tp_.gather_from_sp_forward(full, rc);
     } else {
@@ -339,8 +390,9 @@ void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivatio
     }
   };
   // A row-parallel matmul into this rank's rows of `dst`, its partial sums combined.
-  auto row_parallel = [&](float* dst, const float* inp, const float* w, const float* bias, int in_channels) {
-    float* partial = sp_ ? dln_ : dst;  // full rows; dln_ is free between backward's kernels
+  auto row_parallel = [&](kernels::ActPtr dst, kernels::ConstActPtr inp, const float* w, const float* bias,
+                          int in_channels) {
+    const kernels::ActPtr partial = sp_ ? dln_ : dst;  // full rows; dln_ is free between backward's kernels
     backend_.matmul_forward(partial, inp, w, adds_bias ? bias : nullptr, N, in_channels, C);
     if (sp_) {
       tp_.scatter_to_sp_forward(partial, dst, rc);
@@ -363,7 +415,7 @@ void Gpt::block_forward(int local_layer, const float* x_in, const LayerActivatio
   backend_.add(a.out, a.out, a.residual2, rc);
 }
 
-float* Gpt::full_output_grad() {
+kernels::ActPtr Gpt::full_output_grad() {
   const std::size_t btc = static_cast<std::size_t>(B_) * T_ * config_.hidden;
   if (!sp_) {
     tp_.reduce_from_tp_backward(dresidual_, btc);
@@ -373,7 +425,7 @@ float* Gpt::full_output_grad() {
   return dln_;
 }
 
-const float* Gpt::own_input_grad() {
+kernels::ConstActPtr Gpt::own_input_grad() {
   const std::size_t btc = static_cast<std::size_t>(B_) * T_ * config_.hidden;
   if (!sp_) {
     tp_.copy_to_tp_backward(dln_, btc);  // each rank's dln_ covered its own channels only
@@ -384,7 +436,7 @@ const float* Gpt::own_input_grad() {
   return tp_.own_block(dln_, rc);
 }
 
-void Gpt::block_backward(int local_layer, const float* x_in, const LayerActivations& a) {
+void Gpt::block_backward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
   const int N = B * T, R = rows_;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
@@ -394,7 +446,7 @@ void Gpt::block_backward(int local_layer, const float* x_in, const LayerActivati
   // out = residual2 + down(gelu(up(ln2(residual2)))). The output gradient of the full rows is
   // the same on every tensor rank, so the replicated down bias gets the same (whole) gradient
   // everywhere.
-  const float* dout = full_output_grad();
+  kernels::ConstActPtr dout = full_output_grad();
   backend_.fill_zero(dup_gelu_, 4 * btcl);
   backend_.matmul_backward(dup_gelu_, g.down_w, g.down_b, dout, a.up_gelu, p.down_w, N, 4 * Cl, C);
   backend_.fill_zero(dup_, 4 * btcl);
@@ -434,7 +486,7 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
     // Vocabulary-parallel embedding: each rank looks up the tokens it owns (zero for the
     // others), tensor rank 0 adds the positions, and the all-reduce assembles the sum (with
     // sequence parallelism: the reduce-scatter, each rank keeping its rows).
-    float* lookup = sp_ ? dln_ : s.encoded;  // full rows
+    const kernels::ActPtr lookup = sp_ ? dln_ : s.encoded;  // full rows
     backend_.embedding_forward(lookup, s.tokens, params_ + wte_offset_,
                                tp_.rank() == 0 ? params_ + wpe_offset_ : nullptr, B, T, C, vocab_.begin, vocab_.end);
     if (sp_) {
@@ -490,7 +542,7 @@ void Gpt::head_backward(Slot& s, float dloss) {
   const int N = B_ * T_, C = config_.hidden;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
   // logits -> dlogits in place, then into ln_f and the tied embedding.
-  float* dlogits = s.logits;
+  const kernels::ActPtr dlogits = s.logits;
   if (tp_.active()) {
     backend_.cross_entropy_backward_sharded(dlogits, s.logits, s.targets, s.row_max, s.row_sums, dloss, N,
                                             vocab_.real, vocab_.size(), vocab_.begin);
@@ -500,7 +552,7 @@ void Gpt::head_backward(Slot& s, float dloss) {
   backend_.fill_zero(dln_, btc);
   backend_.matmul_backward(dln_, grads_ + wte_offset_, nullptr, dlogits, s.lnf, params_ + wte_offset_, N, C,
                            vocab_.size());
-  const float* dlnf = own_input_grad();
+  const kernels::ConstActPtr dlnf = own_input_grad();
   backend_.fill_zero(dresidual_, static_cast<std::size_t>(rows_) * C);
   backend_.layernorm_backward(dresidual_, grads_ + lnf_w_offset_, grads_ + lnf_b_offset_, dlnf,
                               s.layers.empty() ? s.encoded : s.layers.back().out, params_ + lnf_w_offset_, s.lnf_mean, s.lnf_rstd, rows_, C);
@@ -527,7 +579,7 @@ void Gpt::backward(int slot, int chunk_index, float dloss, const std::function<v
   const int layers = chunk.layers();
   for (int l = layers - 1; l >= 0; --l) {
     const LayerActivations& a = s.layers[static_cast<std::size_t>(l)];
-    const float* x_in = block_input(s, l);
+    const kernels::ConstActPtr x_in = block_input(s, l);
     // Under kFull the shared workspace holds the last forward's last block; every other block
     // (and that one too when another slot ran forward since) is re-run from its kept input:
     // same kernels, same inputs, hence the same bits as kNone. The re-run also rewrites a.out,

@@ -73,6 +73,14 @@ struct GptLayout {
   Recompute recompute = Recompute::kNone;
   // Sequence parallelism (tp > 1 only; with tp = 1 it changes nothing). Requires B*T % tp == 0.
   bool sequence_parallel = false;
+  // Storage of the activations and their gradients: kFp32, or kBf16 / kFp16 for 16-bit buffers
+  // (half their memory), which need a backend with 16-bit semantics
+  // (kernels::RoundedStorageBackend of the same precision). 16-bit buffers need
+  // allows_16bit_storage(): the tensor-parallel collectives and the pipeline sends still move
+  // fp32 activations, so those layouts keep fp32 buffers holding the rounded values (the same
+  // numbers, twice the memory).
+  kernels::Precision storage = kernels::Precision::kFp32;
+  bool allows_16bit_storage() const { return tp == 1 && pp == 1 && chunks == 1; }
   StageLayout stage(const GptConfig& config) const;
 };
 
@@ -85,12 +93,30 @@ struct GptOptions {
   parallel::TensorParallel tensor_parallel{nullptr};
 };
 
-// Floats of the activation arena for micro-batches [B, T] on this layout (forward state kept
-// for backward in every slot, plus the shared backward scratch and attention workspace). Used
-// for allocation and for the memory estimate alike. attention_scratch:
-// Backend::attention_scratch_size(B, T, heads/tp).
+// The activation arena for micro-batches [B, T] on this layout (forward state kept for backward
+// in every slot, plus the shared backward scratch and attention workspace), used for allocation
+// and for the memory estimate alike. attention_scratch: Backend::attention_scratch_size(B, T,
+// heads/tp).
+//   stored:  elements in layout.storage: the activations and their gradients;
+//   fp32:    floats whatever the storage: LayerNorm statistics, attention's lse and workspace,
+//            token losses and the vocabulary-parallel row statistics;
+//   staging: under 16-bit storage, the floats of fp32 workspace the backend widens one call's
+//            16-bit operands into (kernels::RoundedStorageBackend::staging_floats() after a
+//            step: the largest call's operands); 0 for fp32 storage.
+struct ActivationSizes {
+  std::size_t stored = 0, fp32 = 0, staging = 0;
+  std::size_t bytes(kernels::Precision storage) const {
+    return stored * kernels::precision_bytes(storage) + (fp32 + staging) * sizeof(float);
+  }
+};
+ActivationSizes activation_sizes(const GptConfig& config, int B, int T, std::size_t attention_scratch,
+                                 const GptLayout& layout = {});
+// Elements of the arena (stored + fp32): its floats under fp32 storage.
 std::size_t activation_floats(const GptConfig& config, int B, int T, std::size_t attention_scratch,
                               const GptLayout& layout = {});
+// Bytes of the arena in layout.storage, with the staging workspace.
+std::size_t activation_bytes(const GptConfig& config, int B, int T, std::size_t attention_scratch,
+                             const GptLayout& layout = {});
 
 // The parameter table of this layout's rank in forward order: wte (first and last stage), wpe
 // (first), the blocks of every chunk in order, ln_f (last). Requires heads and padded_vocab divisible by tp.
@@ -110,9 +136,11 @@ class Gpt {
   float* parameters() { return params_; }
   float* gradients() { return grads_; }
   std::size_t arena_size() const { return arena_size_; }
-  std::size_t activation_bytes() const { return activation_count_ * sizeof(float); }
-  // Floats of one stage boundary activation (and of its gradient): B * T * C, or this rank's
-  // rows of it, B * T / tp * C, with sequence parallelism.
+  // Bytes of the activation arena, with the staging workspace the backend holds for 16-bit
+  // storage (activation_bytes() of this layout).
+  std::size_t activation_bytes() const { return activation_sizes_.bytes(layout_.storage); }
+  // Elements of one stage boundary activation (and of its gradient): B * T * C, or this rank's
+  // rows of it, B * T / tp * C, with sequence parallelism. fp32 (16-bit storage is one stage).
   std::size_t boundary_floats() const { return static_cast<std::size_t>(rows_) * config_.hidden; }
   // Whether sequence parallelism is on (layout.sequence_parallel and tp > 1).
   bool sequence_parallel() const { return sp_; }
@@ -155,35 +183,38 @@ class Gpt {
   // parallelism.
   void reduce_sequence_parallel_gradients();
 
-  float* stage_input(int slot, int chunk) { return slot_of(slot, chunk).encoded; }
-  float* stage_input(int slot) { return stage_input(slot, 0); }
-  const float* stage_output(int slot, int chunk) const;
-  const float* stage_output(int slot) const { return stage_output(slot, 0); }
+  kernels::ActPtr stage_input(int slot, int chunk) { return slot_of(slot, chunk).encoded; }
+  kernels::ActPtr stage_input(int slot) { return stage_input(slot, 0); }
+  kernels::ConstActPtr stage_output(int slot, int chunk) const;
+  kernels::ConstActPtr stage_output(int slot) const { return stage_output(slot, 0); }
   // Where the next backward reads d(loss)/d(chunk output) (fill right before it).
-  float* output_grad(int /*slot*/, int /*chunk*/) { return dresidual_; }
-  float* output_grad() { return dresidual_; }
+  kernels::ActPtr output_grad(int /*slot*/, int /*chunk*/) { return dresidual_; }
+  kernels::ActPtr output_grad() { return dresidual_; }
   // d(loss)/d(chunk input) left by the backward of (slot, chunk).
-  const float* input_grad(int slot, int chunk) const;
-  const float* input_grad() const { return dresidual_; }
+  kernels::ConstActPtr input_grad(int slot, int chunk) const;
+  kernels::ConstActPtr input_grad() const { return dresidual_; }
 
  private:
   struct LayerPointers {
     float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
     float *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
   };
+  // Activations in the layout's storage; the statistics (means, rstds, attention's lse
+  // [B, NH/tp, T]) in fp32.
   struct LayerActivations {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *lse, *atty, *residual2;  // lse: attention's [B, NH/tp, T]
-    float *ln2, *ln2_mean, *ln2_rstd, *up, *up_gelu, *out;
+    kernels::ActPtr ln1, qkv, atty, residual2, ln2, up, up_gelu, out;
+    float *ln1_mean, *ln1_rstd, *lse, *ln2_mean, *ln2_rstd;
   };
   // One micro-batch's forward state on this stage (one chunk of it).
   struct Slot {
-    float* encoded = nullptr;  // input of the chunk's first block (embeddings, or received)
-    float* input_grad = nullptr;  // chunks > 1: d(loss)/d(encoded), kept for a deferred send
+    kernels::ActPtr encoded;     // input of the chunk's first block (embeddings, or received)
+    kernels::ActPtr input_grad;  // chunks > 1: d(loss)/d(encoded), kept for a deferred send
     // Per local block. kNone: each block owns all its tensors. kFull: every view points into
     // the shared workspace except `out`, the block's own slot of the kept residual stream.
     std::vector<LayerActivations> layers;
     // last chunk only
-    float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr, *losses = nullptr;
+    kernels::ActPtr lnf, logits;
+    float *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
     // vocabulary-parallel cross-entropy (tp > 1): row max, then row sum of exp and the target's
     // logit side by side so that one all-reduce combines both
     float *row_max = nullptr, *row_sums = nullptr;
@@ -198,7 +229,7 @@ class Gpt {
   LayerPointers layer_pointers(float* arena, int local_layer) const;
   void carve_activations();
   // The residual stream entering local block `l` of a slot.
-  const float* block_input(const Slot& s, int l) const;
+  kernels::ConstActPtr block_input(const Slot& s, int l) const;
   Slot& slot_of(int slot, int chunk) {
     return slots_[static_cast<std::size_t>(chunk) * static_cast<std::size_t>(layout_.slots) +
                   static_cast<std::size_t>(slot)];
@@ -209,18 +240,18 @@ class Gpt {
   }
   // One block's forward from x_in, writing every tensor of a (a.out last). The only forward
   // code of a block: forward() and the recomputation in backward() both run it.
-  void block_forward(int local_layer, const float* x_in, const LayerActivations& a);
+  void block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a);
   // One block's backward: dresidual_ holds d(loss)/d(a.out) on entry and d(loss)/d(x_in) on
   // return; gradients accumulate into the block's tensors. a must hold this block's forward.
-  void block_backward(int local_layer, const float* x_in, const LayerActivations& a);
+  void block_backward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a);
   // Backward through scatter_to_sp / reduce_from_tp: d(loss)/d(the full rows of a row-parallel
   // matmul's output) from dresidual_ (this rank's rows with sequence parallelism: all-gathered
   // into dln_). The same on every tensor rank.
-  float* full_output_grad();
+  kernels::ActPtr full_output_grad();
   // Backward through gather_from_sp / copy_to_tp: dln_ holds this rank's partial d(loss)/d(the
   // full rows of a column-parallel matmul's input); returns the summed gradient of the rows
   // this rank's LayerNorm produced (all rows without sequence parallelism).
-  const float* own_input_grad();
+  kernels::ConstActPtr own_input_grad();
   // The loss of each row from the statistics the tensor group combined (vocabulary-parallel).
   double sharded_loss_sum(Slot& s);
   // Cross-entropy, LM head and ln_f backward of the last stage: leaves d(loss)/d(stage
@@ -250,8 +281,10 @@ class Gpt {
   std::vector<LayerOffsets> layer_offsets_;  // per local block (every chunk's, in order)
   std::vector<int> chunk_first_block_;       // per chunk: the local index of its first block
 
-  float* activations_ = nullptr;
-  std::size_t activation_count_ = 0;
+  // The arena: the activations in layout_.storage, and the fp32 statistics and workspace.
+  void* stored_arena_ = nullptr;
+  float* fp32_arena_ = nullptr;
+  ActivationSizes activation_sizes_;
   std::vector<Slot> slots_;  // chunk-major: slots_[chunk * layout_.slots + slot]
   // kFull: the slot and chunk whose last block's forward the shared workspace still holds (-1:
   // none), so that backward may skip re-running it.
@@ -263,8 +296,8 @@ class Gpt {
   // between two kernels' uses (dresidual_, which carries the gradient, is never touched).
   // attention_scratch_ is the attention workspace of forward and backward alike (the T x T
   // scores of one layer at a time), holding nothing between calls.
-  float *dresidual_ = nullptr, *dln_ = nullptr, *dqkv_ = nullptr, *datty_ = nullptr,
-        *dup_gelu_ = nullptr, *dup_ = nullptr, *attention_scratch_ = nullptr;
+  kernels::ActPtr dresidual_, dln_, dqkv_, datty_, dup_gelu_, dup_;
+  float* attention_scratch_ = nullptr;
   std::vector<float> host_losses_;
   std::vector<float> host_row_max_, host_row_sums_;
 };

@@ -14,6 +14,7 @@
 //   fp32 sums): kReductionTolerance, as in fp32.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,6 +143,61 @@ TEST_F(Bf16StorageTwins, GeluAndCrossEntropyBackward) {
     b.cross_entropy_backward(dlogits.on(side), logits.on(side), targets.on(side), 1.0f / 37.0f, N, V, Vp);
   });
   expect_twins_agree(dlogits, kOneBf16Unit, "dlogits");
+}
+
+// --- 16-bit buffers on the device (the model's arena under bf16) --------------------------------
+// A bf16 buffer travels in a float twin, two patterns per float (n even).
+std::vector<float> packed(const std::vector<float>& values) {
+  std::vector<uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = encode_bf16(values[i]);
+  std::vector<float> f(bits.size() / 2);
+  std::memcpy(f.data(), bits.data(), f.size() * sizeof(float));
+  return f;
+}
+std::vector<float> unpacked(const std::vector<float>& f) {
+  std::vector<uint16_t> bits(f.size() * 2);
+  std::memcpy(bits.data(), f.data(), f.size() * sizeof(float));
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = decode_bf16(bits[i]);
+  return values;
+}
+ActPtr bf16_at(TwinFloats& t, Side side) { return ActPtr(reinterpret_cast<uint16_t*>(t.on(side)), Precision::kBf16); }
+
+TEST_F(Bf16StorageTwins, DeviceNarrowAndWidenGiveTheCpuEncoding) {
+  const std::size_t n = 4096;
+  auto x = twin(uniform(n, -3.0f, 3.0f));
+  auto bits = twin(std::vector<float>(n / 2, 0.0f));
+  auto back = twin(std::vector<float>(n, 0.0f));
+  run_on_both([&](Backend& b, Side side) {
+    b.narrow(bf16_at(bits, side), x.on(side), n);
+    b.widen(back.on(side), ConstActPtr(bf16_at(bits, side)), n);
+  });
+  EXPECT_EQ(bits.values(Side::kGpu), bits.values(Side::kCpu));  // the same patterns, bit for bit
+  expect_twins_agree(back, 0.0, "widened");
+}
+
+TEST_F(Bf16StorageTwins, SixteenBitBuffersGiveTheBitsOfRoundedFp32BuffersOnTheDevice) {
+  // The same GPU kernels on the same values: 16-bit buffers widened into the workspace and
+  // narrowed back must store exactly what fp32 buffers holding the rounded values store.
+  const int N = 74, C = 48, OC = 144;
+  const auto inp_h = bf16_uniform(count_of(N, C), -1.0f, 1.0f), dout_h = bf16_uniform(count_of(N, OC), -1.0f, 1.0f);
+  const auto dinp_h = bf16_uniform(count_of(N, C), -1.0f, 1.0f);  // accumulated into
+  auto weight = twin(bf16_uniform(count_of(OC, C), -1.0f, 1.0f));
+  auto inp = twin(inp_h), dout = twin(dout_h), dinp = twin(dinp_h), out = twin(std::vector<float>(count_of(N, OC)));
+  auto inp16 = twin(packed(inp_h)), dout16 = twin(packed(dout_h)), dinp16 = twin(packed(dinp_h));
+  auto out16 = twin(std::vector<float>(count_of(N, OC) / 2));
+  auto dw = twin(std::vector<float>(count_of(OC, C), 0.0f)), dw16 = twin(std::vector<float>(count_of(OC, C), 0.0f));
+  const Side g = Side::kGpu;
+  gpu16_->matmul_forward(out.on(g), inp.on(g), weight.on(g), nullptr, N, C, OC);
+  gpu16_->matmul_forward(bf16_at(out16, g), ConstActPtr(bf16_at(inp16, g)), weight.on(g), nullptr, N, C, OC);
+  gpu16_->matmul_backward(dinp.on(g), dw.on(g), nullptr, dout.on(g), inp.on(g), weight.on(g), N, C, OC);
+  gpu16_->matmul_backward(bf16_at(dinp16, g), dw16.on(g), nullptr, ConstActPtr(bf16_at(dout16, g)),
+                          ConstActPtr(bf16_at(inp16, g)), weight.on(g), N, C, OC);
+  gpu16_->synchronize();
+  EXPECT_EQ(unpacked(out16.values(g)), out.values(g));
+  EXPECT_EQ(unpacked(dinp16.values(g)), dinp.values(g));
+  EXPECT_EQ(dw16.values(g), dw.values(g));
+  EXPECT_EQ(gpu16_->staging_floats(), count_of(N, C) * 2 + count_of(N, OC));
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ TEST(TensorParallel, SequenceParallelOperatorsSplitTheAllReduce) {
   std::vector<float> own(block), full(block * n, -1.0f);
   tp.scatter_to_sp_forward(partial.data(), own.data(), block);
   for (size_t j = 0; j < block; ++j) EXPECT_FLOAT_EQ(own[j], summed[comm.rank() * block + j]);
-  std::copy(own.begin(), own.end(), tp.own_block(full.data(), block));
+  std::copy(own.begin(), own.end(), tp.own_block(full.data(), block).f32());
   tp.gather_from_sp_forward(full.data(), block);
   for (size_t i = 0; i < full.size(); ++i) EXPECT_FLOAT_EQ(full[i], summed[i]) << i;
   // Backward: scatter_to_sp gathers the rows' gradients; gather_from_sp sums the own rows.
@@ -124,7 +124,7 @@ TEST(TensorParallel, SequenceParallelOperatorsSplitTheAllReduce) {
   for (size_t i = 0; i < grads.size(); ++i) EXPECT_FLOAT_EQ(grads[i], summed[i]) << i;
   grads = partial;
   tp.gather_from_sp_backward(grads.data(), block);
-  const float* mine = tp.own_block(grads.data(), block);
+  const float* mine = tp.own_block(grads.data(), block).f32();
   for (size_t j = 0; j < block; ++j) EXPECT_FLOAT_EQ(mine[j], summed[comm.rank() * block + j]);
 }
 

@@ -44,7 +44,8 @@ for run in qbf16 qover; do
   "$CHECK_METRICS" compare qfp32/metrics.jsonl $run/metrics.jsonl loss 0 > /dev/null \
     && fail "$run: losses identical to fp32 (no rounding applied?)" || pass "$run: losses differ from fp32"
 done
-grep -q "^precision: bf16 activations" qbf16.log && grep -q "bf16 storage emulated" qbf16.log \
+grep -q "^precision: bf16 activations" qbf16.log && grep -q "bf16 storage on fp32 kernels" qbf16.log \
+  && grep -q "^activation storage: bf16 buffers" qbf16.log \
   && pass "bf16 run says its precision" || fail "bf16 banner"
 grep -q '^step [0-9]*: fp16 gradients overflowed at loss scale 1.67772e+07: update skipped, scale now 8.38861e+06' qover.log \
   && grep -q '"loss_scale": 16777216, "skipped": 1' qover/metrics.jsonl \

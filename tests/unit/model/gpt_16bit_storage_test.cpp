@@ -1,0 +1,129 @@
+// 16-bit activation buffers (GptLayout::storage = bf16 | fp16) against fp32 buffers holding the
+// rounded values. Both run through RoundedStorageBackend, which widens 16-bit operands for the
+// fp32 kernels and narrows what they store: the numbers must be the same to the bit (a 16-bit
+// buffer holds exactly the rounded value), while the arena takes half the bytes for the
+// activations, and the staging workspace the backend grows is exactly what the estimate says.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/rounded_storage_backend.h"
+#include "src/model/gpt.h"
+#include "tests/unit/model/tiny_gpt.h"
+
+using namespace trident;
+
+using test_support::init_with_noise;
+using test_support::random_tokens;
+using test_support::tiny_config;
+
+namespace {
+
+struct StorageRun {
+  std::vector<double> losses;      // per micro-batch
+  std::vector<float> gradients;    // the whole gradient arena
+  std::size_t activation_bytes = 0;
+  std::size_t staging_floats = 0;  // what the backend grew to
+};
+
+constexpr int kB = 2, kT = 7;
+
+std::size_t cpu_scratch(const model::GptConfig& config) {
+  return kernels::make_backend(kernels::Device::kCpu, 1)->attention_scratch_size(kB, kT, config.heads);
+}
+
+// Two accumulated micro-batches, twice (a second step reuses the grown workspace).
+StorageRun train_two_steps(const model::GptConfig& config, kernels::Precision precision, kernels::Precision storage,
+        model::Recompute recompute) {
+  auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
+  kernels::RoundedStorageBackend backend(*cpu, precision);
+  model::Gpt gpt(config, backend, kB, kT, {.layout = {.recompute = recompute, .storage = storage}});
+  init_with_noise(gpt, backend, 7);
+  const auto tokens = random_tokens(2 * kB * kT, config.vocab, 11);
+  const auto targets = random_tokens(2 * kB * kT, config.vocab, 12);
+  StorageRun r;
+  for (int step = 0; step < 2; ++step) {
+    gpt.zero_gradients();
+    for (int m = 0; m < 2; ++m) {
+      r.losses.push_back(gpt.forward(tokens.data() + m * kB * kT, targets.data() + m * kB * kT));
+      gpt.backward(1.0f / (2 * kB * kT), {});
+    }
+  }
+  r.gradients.resize(gpt.params().total_count());
+  backend.copy_to_host(r.gradients.data(), gpt.gradients(), r.gradients.size());
+  r.activation_bytes = gpt.activation_bytes();
+  r.staging_floats = backend.staging_floats();
+  return r;
+}
+
+class Gpt16BitStorage : public ::testing::TestWithParam<kernels::Precision> {};
+
+TEST_P(Gpt16BitStorage, LossesAndGradientsAreBitIdenticalToRoundedFp32Buffers) {
+  const kernels::Precision p = GetParam();
+  for (model::Recompute recompute : {model::Recompute::kNone, model::Recompute::kFull}) {
+    const auto config = tiny_config(2);
+    const StorageRun emulated = train_two_steps(config, p, kernels::Precision::kFp32, recompute);
+    const StorageRun buffers = train_two_steps(config, p, p, recompute);
+    ASSERT_EQ(emulated.losses.size(), buffers.losses.size());
+    for (std::size_t m = 0; m < emulated.losses.size(); ++m) EXPECT_EQ(emulated.losses[m], buffers.losses[m]) << m;
+    ASSERT_EQ(emulated.gradients.size(), buffers.gradients.size());
+    std::size_t nonzero = 0;
+    for (std::size_t i = 0; i < emulated.gradients.size(); ++i) {
+      ASSERT_EQ(emulated.gradients[i], buffers.gradients[i]) << "element " << i;
+      nonzero += buffers.gradients[i] != 0.0f;
+    }
+    EXPECT_GT(nonzero, emulated.gradients.size() / 2);  // the comparison covers real gradients
+    // fp32 buffers never stage; the 16-bit ones staged exactly the estimated workspace.
+    EXPECT_EQ(emulated.staging_floats, 0u);
+    const auto sizes = model::activation_sizes(config, kB, kT, cpu_scratch(config),
+                                               {.recompute = recompute, .storage = p});
+    EXPECT_EQ(buffers.staging_floats, sizes.staging);
+    EXPECT_EQ(buffers.activation_bytes, sizes.bytes(p));
+  }
+}
+
+TEST_P(Gpt16BitStorage, LossesDifferFromFp32) {
+  // The storage rounding is applied at all (else the comparison above proves nothing).
+  const auto config = tiny_config(2);
+  const StorageRun rounded = train_two_steps(config, GetParam(), GetParam(), model::Recompute::kNone);
+  auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
+  model::Gpt gpt(config, *cpu, kB, kT);
+  init_with_noise(gpt, *cpu, 7);
+  const auto tokens = random_tokens(2 * kB * kT, config.vocab, 11);
+  const auto targets = random_tokens(2 * kB * kT, config.vocab, 12);
+  EXPECT_NE(gpt.forward(tokens.data(), targets.data()), rounded.losses[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Bf16AndFp16, Gpt16BitStorage,
+                         ::testing::Values(kernels::Precision::kBf16, kernels::Precision::kFp16),
+                         [](const auto& param_info) { return std::string(kernels::precision_name(param_info.param)); });
+
+TEST(Gpt16BitStorageSizes, ActivationsTakeHalfTheBytesAtGpt2Scale) {
+  // GPT-2 124M, micro-batch 8, sequence 1024: the activations and their gradients halve; the
+  // fp32 statistics, the logits and the attention workspace stay; the staging workspace is GELU
+  // backward's three [8192, 3072] operands.
+  const model::GptConfig gpt2{12, 12, 768, 1024, 50257, 50304};
+  const std::size_t scratch = 2ull * 8 * 12 * 1024 * 1024;
+  const auto fp32 = model::activation_sizes(gpt2, 8, 1024, scratch, {});
+  const auto bf16 = model::activation_sizes(gpt2, 8, 1024, scratch, {.storage = kernels::Precision::kBf16});
+  EXPECT_EQ(fp32.stored, bf16.stored);
+  EXPECT_EQ(fp32.fp32, bf16.fp32);
+  EXPECT_EQ(fp32.staging, 0u);
+  EXPECT_EQ(bf16.staging, 12 * 8192ull * 768);
+  EXPECT_EQ(bf16.bytes(kernels::Precision::kBf16), 2 * bf16.stored + 4 * (bf16.fp32 + bf16.staging));
+  EXPECT_LT(bf16.bytes(kernels::Precision::kBf16), fp32.bytes(kernels::Precision::kFp32));
+  EXPECT_EQ(model::activation_floats(gpt2, 8, 1024, scratch, {}), fp32.stored + fp32.fp32);
+}
+
+TEST(Gpt16BitStorageSizes, LayoutsWithCommunicationOfActivationsRefuse16BitBuffers) {
+  const auto config = tiny_config(2);
+  auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
+  kernels::RoundedStorageBackend backend(*cpu, kernels::Precision::kBf16);
+  model::GptLayout two_stages{.pp = 2, .storage = kernels::Precision::kBf16};
+  EXPECT_FALSE(two_stages.allows_16bit_storage());
+  EXPECT_THROW(model::Gpt(config, backend, kB, kT, {.layout = two_stages}), std::logic_error);
+  EXPECT_TRUE(model::GptLayout{}.allows_16bit_storage());
+}
+
+}  // namespace
