@@ -53,6 +53,9 @@ class Backend {
   virtual void fill_zero(ActPtr ptr, std::size_t count) = 0;  // count elements of ptr's storage
   virtual void copy_to_device(float* dst, const float* host_src, std::size_t count) = 0;
   virtual void copy_to_host(float* host_dst, const float* src, std::size_t count) = 0;
+  // The same for raw bytes (16-bit activations staged through host memory).
+  virtual void copy_bytes_to_device(void* dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void copy_bytes_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
   // Token ids (inputs and targets) live in int32 device buffers of their own.
   virtual int32_t* allocate_tokens(std::size_t count) = 0;
   virtual void release_tokens(int32_t* ptr) = 0;

@@ -21,6 +21,8 @@ class ForwardingBackend : public Backend {
   void fill_zero(ActPtr p, std::size_t n) override { inner_.fill_zero(p, n); }
   void copy_to_device(float* d, const float* s, std::size_t n) override { inner_.copy_to_device(d, s, n); }
   void copy_to_host(float* d, const float* s, std::size_t n) override { inner_.copy_to_host(d, s, n); }
+  void copy_bytes_to_device(void* d, const void* s, std::size_t n) override { inner_.copy_bytes_to_device(d, s, n); }
+  void copy_bytes_to_host(void* d, const void* s, std::size_t n) override { inner_.copy_bytes_to_host(d, s, n); }
   int32_t* allocate_tokens(std::size_t n) override { return inner_.allocate_tokens(n); }
   void release_tokens(int32_t* p) override { inner_.release_tokens(p); }
   void copy_tokens_to_device(int32_t* d, const int32_t* s, std::size_t n) override {

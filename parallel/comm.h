@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/act_ptr.h"
 #include "kernels/precision.h"
 
 namespace trident::parallel {
@@ -60,8 +61,10 @@ class Comm {
   // In place over data[count * size]: every rank's own block is copied to all ranks.
   virtual void all_gather_in_place(float* data, std::size_t count) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
-  virtual void send(const float* data, std::size_t count, int peer) = 0;
-  virtual void recv(float* data, std::size_t count, int peer) = 0;
+  // Point-to-point (pipeline boundaries): `count` elements in the buffer's storage precision,
+  // fp32 or 16-bit activations (kernels/act_ptr.h; a float* converts). Both sides must agree.
+  virtual void send(kernels::ConstActPtr data, std::size_t count, int peer) = 0;
+  virtual void recv(kernels::ActPtr data, std::size_t count, int peer) = 0;
   virtual void barrier() = 0;
 };
 

@@ -59,8 +59,10 @@ class CountingComm final : public Comm {
   void broadcast(void* d, std::size_t bytes, int root) override {
     timed(bytes, [&] { inner_->broadcast(d, bytes, root); });
   }
-  void send(const float* d, std::size_t n, int peer) override { timed(n * 4, [&] { inner_->send(d, n, peer); }); }
-  void recv(float* d, std::size_t n, int peer) override { timed(0, [&] { inner_->recv(d, n, peer); }); }
+  void send(kernels::ConstActPtr d, std::size_t n, int peer) override {
+    timed(d.bytes(n), [&] { inner_->send(d, n, peer); });
+  }
+  void recv(kernels::ActPtr d, std::size_t n, int peer) override { timed(0, [&] { inner_->recv(d, n, peer); }); }
   void barrier() override { timed(0, [&] { inner_->barrier(); }); }
 
   // Used by the counting request of a non-blocking call.

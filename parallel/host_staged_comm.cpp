@@ -116,12 +116,24 @@ void HostStagedComm::broadcast(void* data, std::size_t bytes, int root) {
   inner_->broadcast(data, bytes, root);
 }
 
-void HostStagedComm::send(const float* data, std::size_t count, int peer) {
-  inner_->send(readable(data, count), count, peer);
+void HostStagedComm::send(kernels::ConstActPtr data, std::size_t count, int peer) {
+  if (data.is_fp32()) return inner_->send(readable(data.f32(), count), count, peer);
+  if (count == 0 || !memory_.is_device_memory(data.get())) return inner_->send(data, count, peer);
+  // 16-bit activations: their bytes, staged as they are.
+  host_bits_.resize(count);
+  memory_.copy_bytes_to_host(host_bits_.data(), data.get(), data.bytes(count));
+  inner_->send(kernels::ConstActPtr(host_bits_.data(), data.storage()), count, peer);
 }
 
-void HostStagedComm::recv(float* data, std::size_t count, int peer) {
-  staged(data, count, false, true, [&](float* h) { inner_->recv(h, count, peer); });
+void HostStagedComm::recv(kernels::ActPtr data, std::size_t count, int peer) {
+  if (data.is_fp32()) {
+    float* device = data.f32();
+    return staged(device, count, false, true, [&](float* h) { inner_->recv(h, count, peer); });
+  }
+  if (count == 0 || !memory_.is_device_memory(data.get())) return inner_->recv(data, count, peer);
+  host_bits_.resize(count);
+  inner_->recv(kernels::ActPtr(host_bits_.data(), data.storage()), count, peer);
+  memory_.copy_bytes_to_device(data.get(), host_bits_.data(), data.bytes(count));
 }
 
 }  // namespace trident::parallel

@@ -26,6 +26,8 @@ class DeviceMemory {
   virtual bool is_device_memory(const void* ptr) const = 0;
   virtual void copy_to_host(float* host, const float* device, std::size_t count) = 0;
   virtual void copy_to_device(float* device, const float* host, std::size_t count) = 0;
+  virtual void copy_bytes_to_host(void* host, const void* device, std::size_t bytes) = 0;
+  virtual void copy_bytes_to_device(void* device, const void* host, std::size_t bytes) = 0;
 };
 
 // A backend's memory as DeviceMemory.
@@ -38,6 +40,12 @@ class BackendMemory final : public DeviceMemory {
   }
   void copy_to_device(float* device, const float* host, std::size_t count) override {
     backend_.copy_to_device(device, host, count);
+  }
+  void copy_bytes_to_host(void* host, const void* device, std::size_t bytes) override {
+    backend_.copy_bytes_to_host(host, device, bytes);
+  }
+  void copy_bytes_to_device(void* device, const void* host, std::size_t bytes) override {
+    backend_.copy_bytes_to_device(device, host, bytes);
   }
 
  private:
@@ -64,8 +72,8 @@ class HostStagedComm final : public Comm {
   void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) override;
   void all_gather_in_place(float* data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
-  void send(const float* data, std::size_t count, int peer) override;
-  void recv(float* data, std::size_t count, int peer) override;
+  void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
+  void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   void barrier() override { inner_->barrier(); }
 
  private:
@@ -79,6 +87,7 @@ class HostStagedComm final : public Comm {
   std::unique_ptr<Comm> inner_;
   DeviceMemory& memory_;
   std::vector<float> host_, host_extra_;  // reused between blocking calls
+  std::vector<uint16_t> host_bits_;        // 16-bit activations of send / recv
 };
 
 }  // namespace trident::parallel

@@ -200,17 +200,20 @@ void MpiComm::broadcast(void* data, std::size_t bytes, int root) {
   }
 }
 
-void MpiComm::send(const float* data, std::size_t count, int peer) {
+void MpiComm::send(kernels::ConstActPtr data, std::size_t count, int peer) {
+  // 16-bit activations travel as their bit patterns: nothing is computed on them.
+  const MPI_Datatype type = data.is_fp32() ? MPI_FLOAT : MPI_UINT16_T;
   for (std::size_t done = 0; done < count; done += kMaxCount) {
     const std::size_t n = std::min(kMaxCount, count - done);
-    TRIDENT_MPI_CHECK(MPI_Send(data + done, as_count(n), MPI_FLOAT, peer, 0, comm_));
+    TRIDENT_MPI_CHECK(MPI_Send((data + done).get(), as_count(n), type, peer, 0, comm_));
   }
 }
 
-void MpiComm::recv(float* data, std::size_t count, int peer) {
+void MpiComm::recv(kernels::ActPtr data, std::size_t count, int peer) {
+  const MPI_Datatype type = data.is_fp32() ? MPI_FLOAT : MPI_UINT16_T;
   for (std::size_t done = 0; done < count; done += kMaxCount) {
     const std::size_t n = std::min(kMaxCount, count - done);
-    TRIDENT_MPI_CHECK(MPI_Recv(data + done, as_count(n), MPI_FLOAT, peer, 0, comm_, MPI_STATUS_IGNORE));
+    TRIDENT_MPI_CHECK(MPI_Recv((data + done).get(), as_count(n), type, peer, 0, comm_, MPI_STATUS_IGNORE));
   }
 }
 

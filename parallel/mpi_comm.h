@@ -34,8 +34,8 @@ class MpiComm final : public Comm {
   void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) override;
   void all_gather_in_place(float* data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
-  void send(const float* data, std::size_t count, int peer) override;
-  void recv(float* data, std::size_t count, int peer) override;
+  void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
+  void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   void barrier() override;
 
  private:

@@ -77,6 +77,14 @@ void CpuBackend::copy_to_host(float* host_dst, const float* src, std::size_t cou
   if (count > 0) std::memcpy(host_dst, src, count * sizeof(float));
 }
 
+void CpuBackend::copy_bytes_to_device(void* dst, const void* host_src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, host_src, bytes);
+}
+
+void CpuBackend::copy_bytes_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(host_dst, src, bytes);
+}
+
 void CpuBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* wte,
                                    const float* wpe, int B, int T, int C, int vocab_begin,
                                    int vocab_end) {

@@ -144,6 +144,14 @@ void CudaBackend::copy_to_host(float* host_dst, const float* src, std::size_t co
   copy_and_wait(host_dst, src, count * sizeof(float), cudaMemcpyDeviceToHost, stream_);
 }
 
+void CudaBackend::copy_bytes_to_device(void* dst, const void* host_src, std::size_t bytes) {
+  copy_and_wait(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_);
+}
+
+void CudaBackend::copy_bytes_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  copy_and_wait(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_);
+}
+
 void CudaBackend::copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) {
   copy_and_wait(dst, host_src, count * sizeof(int32_t), cudaMemcpyHostToDevice, stream_);
 }

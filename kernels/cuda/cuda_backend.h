@@ -43,6 +43,8 @@ class CudaBackend final : public Backend {
   void fill_zero(ActPtr ptr, std::size_t count) override;
   void copy_to_device(float* dst, const float* host_src, std::size_t count) override;
   void copy_to_host(float* host_dst, const float* src, std::size_t count) override;
+  void copy_bytes_to_device(void* dst, const void* host_src, std::size_t bytes) override;
+  void copy_bytes_to_host(void* host_dst, const void* src, std::size_t bytes) override;
   int32_t* allocate_tokens(std::size_t count) override;
   void release_tokens(int32_t* ptr) override;
   void copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) override;

@@ -208,20 +208,32 @@ void NcclComm::broadcast(void* data, std::size_t bytes, int root) {
   before_compute();
 }
 
-void NcclComm::send(const float* data, std::size_t count, int peer) {
+namespace {
+// NCCL's element type of an activation buffer (send and receive compute nothing on it).
+ncclDataType_t nccl_type(kernels::Precision storage) {
+  switch (storage) {
+    case kernels::Precision::kBf16: return ncclBfloat16;
+    case kernels::Precision::kFp16: return ncclFloat16;
+    case kernels::Precision::kFp32: break;
+  }
+  return ncclFloat32;
+}
+}  // namespace
+
+void NcclComm::send(kernels::ConstActPtr data, std::size_t count, int peer) {
   if (count == 0) return;
-  if (!on_device(data)) return host_->send(data, count, peer);
+  if (!on_device(data.get())) return host_->send(data, count, peer);
   after_compute();
-  NCCL_CHECK(ncclSend(data, count, ncclFloat32, peer, comm_, stream_));
+  NCCL_CHECK(ncclSend(data.get(), count, nccl_type(data.storage()), peer, comm_, stream_));
   // The buffer may be overwritten by the next kernels only once it has left.
   before_compute();
 }
 
-void NcclComm::recv(float* data, std::size_t count, int peer) {
+void NcclComm::recv(kernels::ActPtr data, std::size_t count, int peer) {
   if (count == 0) return;
-  if (!on_device(data)) return host_->recv(data, count, peer);
+  if (!on_device(data.get())) return host_->recv(data, count, peer);
   after_compute();
-  NCCL_CHECK(ncclRecv(data, count, ncclFloat32, peer, comm_, stream_));
+  NCCL_CHECK(ncclRecv(data.get(), count, nccl_type(data.storage()), peer, comm_, stream_));
   before_compute();
 }
 

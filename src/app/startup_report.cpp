@@ -42,7 +42,7 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
     const bool buffers16 = train::run_layout(setup.config, setup.stage_layers, 0, 0).storage != kernels::Precision::kFp32;
     out += buffers16 ? "activation storage: " + t.precision + " buffers (half of fp32's memory)\n"
                      : "activation storage: fp32 buffers holding " + t.precision +
-                           " values (tensor and pipeline parallelism still send fp32 activations)\n";
+                           " values (tensor parallelism still moves fp32 activations)\n";
   }
   if (grid.dp() > 1) {
     std::snprintf(line, sizeof line, "gradient reduction: over %d data ranks in %s (parallel.grad_reduce)%s\n", grid.dp(),

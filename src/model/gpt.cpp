@@ -91,11 +91,12 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
   // 12 BTCl; and the attention workspace, which forward uses as well.
   total.stored += rc + btc + 12 * btcl;
   total.fp32 += attention_scratch;
-  if (layout.storage != kernels::Precision::kFp32 && stage.layers() > 0) {
-    // The largest call's 16-bit operands, widened at once (16-bit storage is tp = 1, one
-    // stage): GELU backward's dinp, inp and dout, 3 x 4 BTC. Every other call reads and writes
-    // less (MLP-down's backward 9 BTC; the LM head's 2 BTC, its logits being fp32).
-    total.staging = 12 * btcl;
+  if (layout.storage != kernels::Precision::kFp32) {
+    // The largest call's 16-bit operands, widened at once (16-bit storage is tp = 1): GELU
+    // backward's dinp, inp and dout, 3 x 4 BTC. Every other call reads and writes less
+    // (MLP-down's backward 9 BTC; ln_f's backward 3 BTC; the LM head's 2 BTC, its logits being
+    // fp32; the embedding's BTC), which matters only to a stage without blocks.
+    total.staging = stage.layers() > 0 ? 12 * btcl : stage.last ? 3 * btc : stage.first ? btc : 0;
   }
   return total;
 }
@@ -194,11 +195,11 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
       sp_(layout_.sequence_parallel && layout_.tp > 1),
       rows_(sp_ ? B * T / layout_.tp : B * T),
       table_(build_gpt_param_table(config, layout_)) {
+  if (layout_.storage != kernels::Precision::kFp32 && !layout_.allows_16bit_storage()) {
+    throw std::logic_error("Gpt: 16-bit activation buffers need tp = 1 (the tensor-parallel collectives move fp32)");
+  }
   if (tp_.size() != layout_.tp || tp_.rank() != layout_.tp_rank) {
     throw std::logic_error("Gpt: the tensor group does not match layout.tp / layout.tp_rank");
-  }
-  if (layout_.storage != kernels::Precision::kFp32 && !layout_.allows_16bit_storage()) {
-    throw std::logic_error("Gpt: 16-bit activation buffers need tp = 1 and one pipeline stage with one chunk");
   }
   if (sp_ && (B * T) % layout_.tp != 0) {
     throw std::logic_error("Gpt: sequence parallelism needs B*T = " + std::to_string(B * T) +

@@ -75,12 +75,12 @@ struct GptLayout {
   bool sequence_parallel = false;
   // Storage of the activations and their gradients: kFp32, or kBf16 / kFp16 for 16-bit buffers
   // (half their memory), which need a backend with 16-bit semantics
-  // (kernels::RoundedStorageBackend of the same precision). 16-bit buffers need
-  // allows_16bit_storage(): the tensor-parallel collectives and the pipeline sends still move
-  // fp32 activations, so those layouts keep fp32 buffers holding the rounded values (the same
-  // numbers, twice the memory).
+  // (kernels::RoundedStorageBackend of the same precision). Pipeline stages send them as they
+  // are stored. 16-bit buffers need allows_16bit_storage(): the tensor-parallel collectives
+  // still move fp32 activations, so tp > 1 keeps fp32 buffers holding the rounded values (the
+  // same numbers, twice the memory).
   kernels::Precision storage = kernels::Precision::kFp32;
-  bool allows_16bit_storage() const { return tp == 1 && pp == 1 && chunks == 1; }
+  bool allows_16bit_storage() const { return tp == 1; }
   StageLayout stage(const GptConfig& config) const;
 };
 
@@ -140,7 +140,7 @@ class Gpt {
   // storage (activation_bytes() of this layout).
   std::size_t activation_bytes() const { return activation_sizes_.bytes(layout_.storage); }
   // Elements of one stage boundary activation (and of its gradient): B * T * C, or this rank's
-  // rows of it, B * T / tp * C, with sequence parallelism. fp32 (16-bit storage is one stage).
+  // rows of it, B * T / tp * C, with sequence parallelism; in the layout's storage.
   std::size_t boundary_floats() const { return static_cast<std::size_t>(rows_) * config_.hidden; }
   // Whether sequence parallelism is on (layout.sequence_parallel and tp > 1).
   bool sequence_parallel() const { return sp_; }

@@ -216,18 +216,18 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
     const model::ChunkLayout& part = stage.chunks[static_cast<std::size_t>(chunk)];
     switch (a.kind) {
       case ActionKind::kRecvForward:
-        pipe.recv(model_.stage_input(slot, chunk).f32(), boundary, peer(a));
+        pipe.recv(model_.stage_input(slot, chunk), boundary, peer(a));
         break;
       case ActionKind::kForward:
         if (part.first || part.last) loader_.load_train(step_index, a.micro_batch, tokens_.data(), targets_.data());
         loss_sum += model_.forward(slot, chunk, tokens_.data(), targets_.data());
         break;
       case ActionKind::kSendForward:
-        pipe.send(model_.stage_output(slot, chunk).f32(), boundary, peer(a));
+        pipe.send(model_.stage_output(slot, chunk), boundary, peer(a));
         break;
       case ActionKind::kRecvBackward:
         // Receives come right before their compute: this lands where that backward reads it.
-        pipe.recv(model_.output_grad(slot, chunk).f32(), boundary, peer(a));
+        pipe.recv(model_.output_grad(slot, chunk), boundary, peer(a));
         break;
       case ActionKind::kBackward:
         if (i == last_backward && !zero_) {
@@ -237,7 +237,7 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
         }
         break;
       case ActionKind::kSendBackward:
-        pipe.send(model_.input_grad(slot, chunk).f32(), boundary, peer(a));
+        pipe.send(model_.input_grad(slot, chunk), boundary, peer(a));
         break;
     }
   }
@@ -269,10 +269,10 @@ double Trainer::evaluate() {
         const model::ChunkLayout& part = stage.chunks[static_cast<std::size_t>(chunk)];
         const parallel::PipelineAction recv{ActionKind::kRecvForward, static_cast<int>(micro), chunk};
         const parallel::PipelineAction send{ActionKind::kSendForward, static_cast<int>(micro), chunk};
-        if (!part.first) pipe.recv(model_.stage_input(0, chunk).f32(), boundary, parallel::pipeline_peer(stages, me, recv).stage);
+        if (!part.first) pipe.recv(model_.stage_input(0, chunk), boundary, parallel::pipeline_peer(stages, me, recv).stage);
         if (part.first || part.last) loader_.load_validation(batch, micro, tokens_.data(), targets_.data());
         loss_sum += model_.forward(0, chunk, tokens_.data(), targets_.data());
-        if (!part.last) pipe.send(model_.stage_output(0, chunk).f32(), boundary, parallel::pipeline_peer(stages, me, send).stage);
+        if (!part.last) pipe.send(model_.stage_output(0, chunk), boundary, parallel::pipeline_peer(stages, me, send).stage);
       }
     }
   }

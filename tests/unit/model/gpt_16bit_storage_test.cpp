@@ -116,14 +116,16 @@ TEST(Gpt16BitStorageSizes, ActivationsTakeHalfTheBytesAtGpt2Scale) {
   EXPECT_EQ(model::activation_floats(gpt2, 8, 1024, scratch, {}), fp32.stored + fp32.fp32);
 }
 
-TEST(Gpt16BitStorageSizes, LayoutsWithCommunicationOfActivationsRefuse16BitBuffers) {
+TEST(Gpt16BitStorageSizes, TensorParallelLayoutsRefuse16BitBuffers) {
   const auto config = tiny_config(2);
   auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
   kernels::RoundedStorageBackend backend(*cpu, kernels::Precision::kBf16);
-  model::GptLayout two_stages{.pp = 2, .storage = kernels::Precision::kBf16};
-  EXPECT_FALSE(two_stages.allows_16bit_storage());
-  EXPECT_THROW(model::Gpt(config, backend, kB, kT, {.layout = two_stages}), std::logic_error);
+  // Tensor parallelism's collectives move fp32 activations; pipeline stages send 16 bits.
+  model::GptLayout two_tensor_ranks{.tp = 2, .storage = kernels::Precision::kBf16};
+  EXPECT_FALSE(two_tensor_ranks.allows_16bit_storage());
+  EXPECT_THROW(model::Gpt(config, backend, kB, kT, {.layout = two_tensor_ranks}), std::logic_error);
   EXPECT_TRUE(model::GptLayout{}.allows_16bit_storage());
+  EXPECT_TRUE((model::GptLayout{.pp = 2, .chunks = 2}.allows_16bit_storage()));
 }
 
 }  // namespace

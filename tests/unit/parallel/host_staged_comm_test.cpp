@@ -33,6 +33,16 @@ class FakeDevice final : public DeviceMemory {
     std::memcpy(device, host, n * sizeof(float));
     ++copies_out;
   }
+  void copy_bytes_to_host(void* host, const void* device, std::size_t bytes) override {
+    EXPECT_TRUE(is_device_memory(device));
+    std::memcpy(host, device, bytes);
+    ++copies_in;
+  }
+  void copy_bytes_to_device(void* device, const void* host, std::size_t bytes) override {
+    EXPECT_TRUE(is_device_memory(device));
+    std::memcpy(device, host, bytes);
+    ++copies_out;
+  }
 };
 
 // Rank 0 of two identical ranks. Fails the test if it is handed device memory.
@@ -93,16 +103,25 @@ class TwinComm final : public Comm {
     for (std::size_t i = 0; i < n; ++i) d[n + i] = d[i];
   }
   void broadcast(void* d, std::size_t, int) override { host(d); }
-  void send(const float* d, std::size_t n, int) override {
-    host(d);
-    sent.assign(d, d + n);
+  void send(kernels::ConstActPtr d, std::size_t n, int) override {
+    host(d.get());
+    const auto* bytes = static_cast<const unsigned char*>(d.get());
+    sent_bytes.assign(bytes, bytes + d.bytes(n));
+    if (d.is_fp32()) sent.assign(d.f32(), d.f32() + n);
   }
-  void recv(float* d, std::size_t n, int) override {
-    host(d);
-    for (std::size_t i = 0; i < n; ++i) d[i] = 7.0f;
+  void recv(kernels::ActPtr d, std::size_t n, int) override {
+    host(d.get());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (d.is_fp32()) {
+        d.f32()[i] = 7.0f;
+      } else {
+        d.bits16()[i] = static_cast<uint16_t>(0x4000u + i);
+      }
+    }
   }
   void barrier() override {}
   std::vector<float> sent;
+  std::vector<unsigned char> sent_bytes;
   WirePrecision last_wire = WirePrecision::kFp32;
 
  private:
@@ -151,6 +170,28 @@ TEST(HostStagedComm, DeviceBuffersAreStagedAndResultsCopiedBack) {
   EXPECT_EQ(f.twin->sent, (std::vector<float>{1.0f, 2.0f}));
   f.comm->recv(f.at(60), 2, 1);
   EXPECT_EQ(f.device.arena[61], 7.0f);
+}
+
+TEST(HostStagedComm, SixteenBitActivationsAreStagedAsTheirBytes) {
+  // Pipeline boundaries in bf16: an odd count of 16-bit patterns (not a whole number of floats)
+  // leaves and arrives bit for bit, and the bytes next to the buffer are untouched.
+  Fixture f;
+  const uint16_t patterns[3] = {0x3f80, 0xbf00, 0x7fc1};
+  std::memcpy(f.at(4), patterns, sizeof patterns);
+  f.comm->send(kernels::ConstActPtr(reinterpret_cast<const uint16_t*>(f.at(4)), kernels::Precision::kBf16), 3, 1);
+  ASSERT_EQ(f.twin->sent_bytes.size(), sizeof patterns);
+  EXPECT_EQ(std::memcmp(f.twin->sent_bytes.data(), patterns, sizeof patterns), 0);
+  f.device.arena[21] = 5.0f;  // bytes 4..7 of the receive range: patterns 2 and 3
+  f.comm->recv(kernels::ActPtr(reinterpret_cast<uint16_t*>(f.at(20)), kernels::Precision::kBf16), 3, 1);
+  uint16_t received[4];
+  std::memcpy(received, f.at(20), sizeof received);
+  EXPECT_EQ(received[0], 0x4000u);
+  EXPECT_EQ(received[1], 0x4001u);
+  EXPECT_EQ(received[2], 0x4002u);
+  uint16_t untouched[2];
+  const float five = 5.0f;
+  std::memcpy(untouched, &five, sizeof untouched);
+  EXPECT_EQ(received[3], untouched[1]);  // the fourth pattern is not part of the message
 }
 
 TEST(HostStagedComm, NonBlockingResultsArriveAtTheWait) {
