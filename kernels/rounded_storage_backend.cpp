@@ -114,7 +114,6 @@ float* RoundedStorageBackend::workspace(std::size_t floats) {
     // Grown on the first call of each larger shape, so after the first step nothing is
     // allocated. Releasing on a device waits for the work queued on the old workspace.
     if (workspace_ != nullptr) inner().release(workspace_);
-    workspace_ = nullptr;
     workspace_ = inner().allocate(floats);
     workspace_floats_ = floats;
   }
