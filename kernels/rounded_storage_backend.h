@@ -10,13 +10,14 @@
 //
 // The activations themselves (kernels/act_ptr.h) come in either of two forms, and a call may
 // mix them:
-//   - 16-bit buffers (the model's activation arena under train.precision = bf16 | fp16 when its
-//     layout allows, src/model/gpt.h): half the memory. The operands are widened into an fp32
+//   - 16-bit buffers (the model's activation arena under train.precision = bf16 | fp16,
+//     src/model/gpt.h): half the memory. The operands are widened into an fp32
 //     workspace of this backend, the inner fp32 kernel runs there, and what it wrote is narrowed
 //     back. The workspace is the largest call's 16-bit operands (staging_floats()), grown on
 //     first use.
-//   - fp32 buffers holding rounded values (emulated storage: layouts whose communication still
-//     moves fp32 activations): the inner kernel runs in place and its outputs are rounded.
+//   - fp32 buffers holding rounded values (emulated storage: the model's logits, and the twin
+//     the 16-bit buffers are tested against): the inner kernel runs in place and its outputs
+//     are rounded.
 // Both give the same bits. Native 16-bit kernels in a device backend will make the widening
 // unnecessary; until then it costs a pass over each 16-bit operand.
 //

@@ -1,6 +1,8 @@
 #include "parallel/comm.h"
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace trident::parallel {
 
@@ -18,6 +20,22 @@ std::string agree_on_error(Comm& comm, const std::string& local_error) {
   const int best = comm.all_reduce_max(mine);
   if (best == 0) return "";
   return broadcast_string(comm, local_error, comm.size() - best);
+}
+
+WirePrecision in_place_wire(kernels::ConstActPtr data, WirePrecision wire) {
+  if (data.is_fp32()) return wire;
+  if (wire != WirePrecision::kFp32 && wire != data.storage()) {
+    throw std::logic_error(std::string("reduce_scatter_sum_in_place: ") + kernels::precision_name(data.storage()) +
+                           " buffer with a " + kernels::precision_name(wire) + " wire");
+  }
+  return data.storage();
+}
+
+void require_same_storage(kernels::ConstActPtr send, kernels::ConstActPtr recv, const char* what) {
+  if (send.storage() != recv.storage()) {
+    throw std::logic_error(std::string(what) + ": send buffer in " + kernels::precision_name(send.storage()) +
+                           ", receive buffer in " + kernels::precision_name(recv.storage()));
+  }
 }
 
 }  // namespace trident::parallel

@@ -44,22 +44,28 @@ class Comm {
   // What this group is ("data", "tensor", ...), for messages.
   virtual const std::string& name() const = 0;
 
+  // Buffers of activations are ActPtr (kernels/act_ptr.h; a float* converts as fp32): a 16-bit
+  // buffer travels in its own format and its sums are formed as the 16-bit wire's (rounded to
+  // the format after every addition, as NCCL's 16-bit reductions do), half of fp32's bytes.
+  // Operands of one call share one storage precision.
+
   // In-place sums over the group.
-  virtual void all_reduce_sum(float* data, std::size_t count) = 0;
+  virtual void all_reduce_sum(kernels::ActPtr data, std::size_t count) = 0;
   virtual void all_reduce_sum(double* data, std::size_t count) = 0;
   virtual std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) = 0;
   virtual int all_reduce_max(int value) = 0;
   virtual void all_reduce_max(float* data, std::size_t count) = 0;
   // recv[count] = the sum over ranks of the rank-th block of send[count * size].
-  virtual void reduce_scatter_sum(const float* send, float* recv, std::size_t count) = 0;
+  virtual void reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) = 0;
   // recv[count * size] = every rank's send[count], in rank order.
-  virtual void all_gather(const float* send, float* recv, std::size_t count) = 0;
+  virtual void all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) = 0;
   // In place over data[count * size] (as NCCL's in-place forms): afterwards the rank's own
   // block data[rank*count, (rank+1)*count) holds the sum of that block over the group; the
-  // other blocks are unspecified.
-  virtual void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) = 0;
+  // other blocks are unspecified. `wire` is what an fp32 buffer's values travel as; a 16-bit
+  // buffer always travels as itself (in_place_wire).
+  virtual void reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) = 0;
   // In place over data[count * size]: every rank's own block is copied to all ranks.
-  virtual void all_gather_in_place(float* data, std::size_t count) = 0;
+  virtual void all_gather_in_place(kernels::ActPtr data, std::size_t count) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   // Point-to-point (pipeline boundaries): `count` elements in the buffer's storage precision,
   // fp32 or 16-bit activations (kernels/act_ptr.h; a float* converts). Both sides must agree.
@@ -75,5 +81,11 @@ std::string broadcast_string(Comm& comm, const std::string& value, int root);
 // any member failed, every member gets the text of the lowest failing rank; else "". Lets a
 // check that only some ranks can make (a file, a device) fail on every rank with one message.
 std::string agree_on_error(Comm& comm, const std::string& local_error);
+
+// The format reduce_scatter_sum_in_place's values travel as: `wire` for an fp32 buffer, the
+// buffer's own for a 16-bit one (std::logic_error if `wire` names the other 16-bit format).
+WirePrecision in_place_wire(kernels::ConstActPtr data, WirePrecision wire);
+// std::logic_error unless send and recv have one storage precision (`what` names the call).
+void require_same_storage(kernels::ConstActPtr send, kernels::ConstActPtr recv, const char* what);
 
 }  // namespace trident::parallel

@@ -2,7 +2,7 @@
 // rank hands to its collectives and point-to-point calls, and the wall time spent inside them
 // (for non-blocking calls: the time spent waiting). The trainer reports them per step, against
 // the analytic counts of docs/parallelism.md. Bytes are payload (count x 4, or x 2 for gradients
-// reduced in 16 bits), not the bytes on the network, which depend on the library's algorithm.
+// reduced in 16 bits and 16-bit activations), not the bytes on the network, which depend on the library's algorithm.
 #pragma once
 
 #include <chrono>
@@ -34,7 +34,9 @@ class CountingComm final : public Comm {
   int size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
 
-  void all_reduce_sum(float* d, std::size_t n) override { timed(n * 4, [&] { inner_->all_reduce_sum(d, n); }); }
+  void all_reduce_sum(kernels::ActPtr d, std::size_t n) override {
+    timed(d.bytes(n), [&] { inner_->all_reduce_sum(d, n); });
+  }
   void all_reduce_sum(double* d, std::size_t n) override { timed(n * 8, [&] { inner_->all_reduce_sum(d, n); }); }
   std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n, WirePrecision wire) override;
   int all_reduce_max(int v) override {
@@ -43,18 +45,18 @@ class CountingComm final : public Comm {
     return r;
   }
   void all_reduce_max(float* d, std::size_t n) override { timed(n * 4, [&] { inner_->all_reduce_max(d, n); }); }
-  void reduce_scatter_sum(const float* s, float* r, std::size_t n) override {
-    timed(n * 4 * static_cast<std::size_t>(size()), [&] { inner_->reduce_scatter_sum(s, r, n); });
+  void reduce_scatter_sum(kernels::ConstActPtr s, kernels::ActPtr r, std::size_t n) override {
+    timed(s.bytes(n) * static_cast<std::size_t>(size()), [&] { inner_->reduce_scatter_sum(s, r, n); });
   }
-  void all_gather(const float* s, float* r, std::size_t n) override {
-    timed(n * 4, [&] { inner_->all_gather(s, r, n); });
+  void all_gather(kernels::ConstActPtr s, kernels::ActPtr r, std::size_t n) override {
+    timed(s.bytes(n), [&] { inner_->all_gather(s, r, n); });
   }
-  void reduce_scatter_sum_in_place(float* d, std::size_t n, WirePrecision wire) override {
-    timed(n * kernels::precision_bytes(wire) * static_cast<std::size_t>(size()),
+  void reduce_scatter_sum_in_place(kernels::ActPtr d, std::size_t n, WirePrecision wire) override {
+    timed(n * kernels::precision_bytes(in_place_wire(d, wire)) * static_cast<std::size_t>(size()),
           [&] { inner_->reduce_scatter_sum_in_place(d, n, wire); });
   }
-  void all_gather_in_place(float* d, std::size_t n) override {
-    timed(n * 4, [&] { inner_->all_gather_in_place(d, n); });
+  void all_gather_in_place(kernels::ActPtr d, std::size_t n) override {
+    timed(d.bytes(n), [&] { inner_->all_gather_in_place(d, n); });
   }
   void broadcast(void* d, std::size_t bytes, int root) override {
     timed(bytes, [&] { inner_->broadcast(d, bytes, root); });

@@ -43,20 +43,36 @@ class StagedRequest final : public CommRequest {
 
 }  // namespace
 
+kernels::ActPtr HostStagedComm::HostCopy::view(kernels::Precision storage, std::size_t count) {
+  if (storage == kernels::Precision::kFp32) {
+    if (f32.size() < count) f32.resize(count);
+    return f32.data();
+  }
+  if (bits16.size() < count) bits16.resize(count);
+  return {bits16.data(), storage};
+}
+
 template <class Op>
-void HostStagedComm::staged(float* data, std::size_t count, bool in, bool out, Op&& op) {
-  if (count == 0 || !memory_.is_device_memory(data)) {
+void HostStagedComm::staged(kernels::ActPtr data, std::size_t count, bool in, bool out, Op&& op) {
+  if (count == 0 || !memory_.is_device_memory(data.get())) {
     op(data);
     return;
   }
-  host_.resize(count);
-  if (in) memory_.copy_to_host(host_.data(), data, count);
-  op(host_.data());
-  if (out) memory_.copy_to_device(data, host_.data(), count);
+  const kernels::ActPtr host = host_.view(data.storage(), count);
+  if (in) memory_.copy_bytes_to_host(host.get(), data.get(), data.bytes(count));
+  op(host);
+  if (out) memory_.copy_bytes_to_device(data.get(), host.get(), data.bytes(count));
 }
 
-void HostStagedComm::all_reduce_sum(float* data, std::size_t count) {
-  staged(data, count, true, true, [&](float* h) { inner_->all_reduce_sum(h, count); });
+kernels::ConstActPtr HostStagedComm::readable(kernels::ConstActPtr send, std::size_t count) {
+  if (count == 0 || !memory_.is_device_memory(send.get())) return send;
+  const kernels::ActPtr host = host_extra_.view(send.storage(), count);
+  memory_.copy_bytes_to_host(host.get(), send.get(), send.bytes(count));
+  return host;
+}
+
+void HostStagedComm::all_reduce_sum(kernels::ActPtr data, std::size_t count) {
+  staged(data, count, true, true, [&](kernels::ActPtr h) { inner_->all_reduce_sum(h, count); });
 }
 
 void HostStagedComm::all_reduce_sum(double* data, std::size_t count) {
@@ -75,65 +91,46 @@ std::unique_ptr<CommRequest> HostStagedComm::iall_reduce_sum(float* data, std::s
 }
 
 void HostStagedComm::all_reduce_max(float* data, std::size_t count) {
-  staged(data, count, true, true, [&](float* h) { inner_->all_reduce_max(h, count); });
+  staged(data, count, true, true, [&](kernels::ActPtr h) { inner_->all_reduce_max(h.f32(), count); });
 }
 
-const float* HostStagedComm::readable(const float* send, std::size_t count) {
-  if (count == 0 || !memory_.is_device_memory(send)) return send;
-  host_extra_.resize(count);
-  memory_.copy_to_host(host_extra_.data(), send, count);
-  return host_extra_.data();
+void HostStagedComm::reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
+  const kernels::ConstActPtr from = readable(send, count * static_cast<std::size_t>(size()));
+  staged(recv, count, false, true, [&](kernels::ActPtr h) { inner_->reduce_scatter_sum(from, h, count); });
 }
 
-void HostStagedComm::reduce_scatter_sum(const float* send, float* recv, std::size_t count) {
-  const float* from = readable(send, count * static_cast<std::size_t>(size()));
-  staged(recv, count, false, true, [&](float* h) { inner_->reduce_scatter_sum(from, h, count); });
-}
-
-void HostStagedComm::all_gather(const float* send, float* recv, std::size_t count) {
-  const float* from = readable(send, count);
+void HostStagedComm::all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
+  const kernels::ConstActPtr from = readable(send, count);
   staged(recv, count * static_cast<std::size_t>(size()), false, true,
-         [&](float* h) { inner_->all_gather(from, h, count); });
+         [&](kernels::ActPtr h) { inner_->all_gather(from, h, count); });
 }
 
-void HostStagedComm::reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) {
+void HostStagedComm::reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) {
   staged(data, count * static_cast<std::size_t>(size()), true, true,
-         [&](float* h) { inner_->reduce_scatter_sum_in_place(h, count, wire); });
+         [&](kernels::ActPtr h) { inner_->reduce_scatter_sum_in_place(h, count, wire); });
 }
 
-void HostStagedComm::all_gather_in_place(float* data, std::size_t count) {
+void HostStagedComm::all_gather_in_place(kernels::ActPtr data, std::size_t count) {
   staged(data, count * static_cast<std::size_t>(size()), true, true,
-         [&](float* h) { inner_->all_gather_in_place(h, count); });
+         [&](kernels::ActPtr h) { inner_->all_gather_in_place(h, count); });
 }
 
 void HostStagedComm::broadcast(void* data, std::size_t bytes, int root) {
   if (bytes > 0 && memory_.is_device_memory(data)) {
     if (bytes % sizeof(float) != 0) throw std::logic_error("HostStagedComm: device broadcast of a partial float");
     staged(static_cast<float*>(data), bytes / sizeof(float), true, true,
-           [&](float* h) { inner_->broadcast(h, bytes, root); });
+           [&](kernels::ActPtr h) { inner_->broadcast(h.get(), bytes, root); });
     return;
   }
   inner_->broadcast(data, bytes, root);
 }
 
 void HostStagedComm::send(kernels::ConstActPtr data, std::size_t count, int peer) {
-  if (data.is_fp32()) return inner_->send(readable(data.f32(), count), count, peer);
-  if (count == 0 || !memory_.is_device_memory(data.get())) return inner_->send(data, count, peer);
-  // 16-bit activations: their bytes, staged as they are.
-  host_bits_.resize(count);
-  memory_.copy_bytes_to_host(host_bits_.data(), data.get(), data.bytes(count));
-  inner_->send(kernels::ConstActPtr(host_bits_.data(), data.storage()), count, peer);
+  inner_->send(readable(data, count), count, peer);
 }
 
 void HostStagedComm::recv(kernels::ActPtr data, std::size_t count, int peer) {
-  if (data.is_fp32()) {
-    float* device = data.f32();
-    return staged(device, count, false, true, [&](float* h) { inner_->recv(h, count, peer); });
-  }
-  if (count == 0 || !memory_.is_device_memory(data.get())) return inner_->recv(data, count, peer);
-  host_bits_.resize(count);
-  inner_->recv(kernels::ActPtr(host_bits_.data(), data.storage()), count, peer);
-  memory_.copy_bytes_to_device(data.get(), host_bits_.data(), data.bytes(count));
+  staged(data, count, false, true, [&](kernels::ActPtr h) { inner_->recv(h, count, peer); });
 }
 
 }  // namespace trident::parallel

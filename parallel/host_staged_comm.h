@@ -61,33 +61,39 @@ class HostStagedComm final : public Comm {
   int size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
 
-  void all_reduce_sum(float* data, std::size_t count) override;
+  void all_reduce_sum(kernels::ActPtr data, std::size_t count) override;
   // Doubles are host scalars in Trident (the gradient norm); a device buffer is a logic error.
   void all_reduce_sum(double* data, std::size_t count) override;
   std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
   int all_reduce_max(int value) override { return inner_->all_reduce_max(value); }
   void all_reduce_max(float* data, std::size_t count) override;
-  void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
-  void all_gather(const float* send, float* recv, std::size_t count) override;
-  void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) override;
-  void all_gather_in_place(float* data, std::size_t count) override;
+  void reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
+  void all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
+  void reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) override;
+  void all_gather_in_place(kernels::ActPtr data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   void barrier() override { inner_->barrier(); }
 
  private:
-  // Runs op on a host view of data[count]: the data itself when it is host memory, else a host
-  // copy (copied in when `in`, copied back when `out`).
+  // Runs op on a host view of data[count] (an ActPtr in data's storage precision): the data
+  // itself when it is host memory, else a host copy of its bytes (copied in when `in`, copied
+  // back when `out`).
   template <class Op>
-  void staged(float* data, std::size_t count, bool in, bool out, Op&& op);
-  // A host-readable view of an input buffer: itself, or a copy in host_extra_.
-  const float* readable(const float* send, std::size_t count);
+  void staged(kernels::ActPtr data, std::size_t count, bool in, bool out, Op&& op);
+  // A host-readable view of an input buffer: itself, or a copy of its bytes.
+  kernels::ConstActPtr readable(kernels::ConstActPtr send, std::size_t count);
 
+  // Host copies reused between blocking calls, one pair per width.
+  struct HostCopy {
+    std::vector<float> f32;
+    std::vector<uint16_t> bits16;
+    kernels::ActPtr view(kernels::Precision storage, std::size_t count);
+  };
   std::unique_ptr<Comm> inner_;
   DeviceMemory& memory_;
-  std::vector<float> host_, host_extra_;  // reused between blocking calls
-  std::vector<uint16_t> host_bits_;        // 16-bit activations of send / recv
+  HostCopy host_, host_extra_;
 };
 
 }  // namespace trident::parallel

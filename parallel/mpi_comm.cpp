@@ -107,10 +107,12 @@ std::vector<uint16_t>& MpiComm::wire_buffer(const float* data, std::size_t count
   return buffer;
 }
 
-void MpiComm::all_reduce_sum(float* data, std::size_t count) {
+void MpiComm::all_reduce_sum(kernels::ActPtr data, std::size_t count) {
+  const MPI_Datatype type = element_type(data.storage());
+  const MPI_Op sum = sum_op(data.storage());
   for (std::size_t done = 0; done < count; done += kMaxCount) {
     const std::size_t n = std::min(kMaxCount, count - done);
-    TRIDENT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, as_count(n), MPI_FLOAT, MPI_SUM, comm_));
+    TRIDENT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, (data + done).get(), as_count(n), type, sum, comm_));
   }
 }
 
@@ -158,38 +160,48 @@ void MpiComm::all_reduce_max(float* data, std::size_t count) {
   }
 }
 
-void MpiComm::reduce_scatter_sum(const float* send, float* recv, std::size_t count) {
+void MpiComm::reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
+  require_same_storage(send, recv, "reduce_scatter_sum");
   if (count > kMaxCount) throw std::length_error("reduce_scatter_sum: block too large for MPI");
-  TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, comm_));
+  TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(send.get(), recv.get(), as_count(count), element_type(recv.storage()),
+                                             sum_op(recv.storage()), comm_));
 }
 
-void MpiComm::all_gather(const float* send, float* recv, std::size_t count) {
+void MpiComm::all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
+  require_same_storage(send, recv, "all_gather");
   if (count > kMaxCount) throw std::length_error("all_gather: block too large for MPI");
-  TRIDENT_MPI_CHECK(MPI_Allgather(send, as_count(count), MPI_FLOAT, recv, as_count(count), MPI_FLOAT, comm_));
+  const MPI_Datatype type = element_type(recv.storage());
+  TRIDENT_MPI_CHECK(MPI_Allgather(send.get(), as_count(count), type, recv.get(), as_count(count), type, comm_));
 }
 
-void MpiComm::reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) {
+void MpiComm::reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) {
+  wire = in_place_wire(data, wire);
   if (size_ == 1) return;
   if (count > kMaxCount) throw std::length_error("reduce_scatter_sum_in_place: block too large for MPI");
-  if (wire != WirePrecision::kFp32) {
+  const kernels::ActPtr own = data + static_cast<std::size_t>(rank_) * count;
+  if (data.is_fp32() && wire != WirePrecision::kFp32) {
+    float* values = data.f32();
     const std::size_t total = count * static_cast<std::size_t>(size_);
-    uint16_t* encoded = wire_buffer(data, total).data();
-    encode(encoded, data, total, wire);
+    uint16_t* encoded = wire_buffer(values, total).data();
+    encode(encoded, values, total, wire);
     // The in-place form leaves this rank's summed block at the start of the buffer.
     TRIDENT_MPI_CHECK(
         MPI_Reduce_scatter_block(MPI_IN_PLACE, encoded, as_count(count), MPI_UINT16_T, wire_sum(wire), comm_));
-    decode(data + static_cast<std::size_t>(rank_) * count, encoded, count, wire);
+    decode(own.f32(), encoded, count, wire);
     return;
   }
+  // The buffer travels as it is stored (fp32, or 16-bit activations summed in their format).
   // MPI's in-place form leaves the result at the start of the buffer: move it to our block.
-  TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, as_count(count), MPI_FLOAT, MPI_SUM, comm_));
-  if (rank_ != 0) std::memmove(data + static_cast<std::size_t>(rank_) * count, data, count * sizeof(float));
+  TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data.get(), as_count(count), element_type(data.storage()),
+                                             sum_op(data.storage()), comm_));
+  if (rank_ != 0) std::memmove(own.get(), data.get(), data.bytes(count));
 }
 
-void MpiComm::all_gather_in_place(float* data, std::size_t count) {
+void MpiComm::all_gather_in_place(kernels::ActPtr data, std::size_t count) {
   if (size_ == 1) return;
   if (count > kMaxCount) throw std::length_error("all_gather_in_place: block too large for MPI");
-  TRIDENT_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, as_count(count), MPI_FLOAT, comm_));
+  TRIDENT_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.get(), as_count(count),
+                                  element_type(data.storage()), comm_));
 }
 
 void MpiComm::broadcast(void* data, std::size_t bytes, int root) {

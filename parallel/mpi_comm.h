@@ -24,15 +24,15 @@ class MpiComm final : public Comm {
   const std::string& name() const override { return name_; }
   MPI_Comm handle() const { return comm_; }
 
-  void all_reduce_sum(float* data, std::size_t count) override;
+  void all_reduce_sum(kernels::ActPtr data, std::size_t count) override;
   void all_reduce_sum(double* data, std::size_t count) override;
   std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
   int all_reduce_max(int value) override;
   void all_reduce_max(float* data, std::size_t count) override;
-  void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
-  void all_gather(const float* send, float* recv, std::size_t count) override;
-  void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) override;
-  void all_gather_in_place(float* data, std::size_t count) override;
+  void reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
+  void all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
+  void reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) override;
+  void all_gather_in_place(kernels::ActPtr data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
@@ -43,6 +43,13 @@ class MpiComm final : public Comm {
   // round back), and a buffer of encoded values per reduced buffer. Gradient buckets reduce
   // the same ranges every step, so the buffers are allocated in the first step and reused.
   MPI_Op wire_sum(WirePrecision wire) const { return wire == WirePrecision::kFp16 ? fp16_sum_ : bf16_sum_; }
+  // The element type and sum of a buffer in its storage precision (MPI_FLOAT, MPI_SUM for fp32).
+  static MPI_Datatype element_type(kernels::Precision storage) {
+    return storage == kernels::Precision::kFp32 ? MPI_FLOAT : MPI_UINT16_T;
+  }
+  MPI_Op sum_op(kernels::Precision storage) const {
+    return storage == kernels::Precision::kFp32 ? MPI_SUM : wire_sum(storage);
+  }
   std::vector<uint16_t>& wire_buffer(const float* data, std::size_t count);
 
   MPI_Comm comm_;

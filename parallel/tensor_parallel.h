@@ -41,15 +41,15 @@ class TensorParallel {
   int rank() const { return comm_ ? comm_->rank() : 0; }
   bool active() const { return size() > 1; }
 
-  // The activations are ActPtr (kernels/act_ptr.h); the collectives move fp32 activations only
-  // so far (a 16-bit buffer in an active group throws std::logic_error: such layouts keep fp32
-  // activation buffers, src/model/gpt.h). Counts are elements.
+  // The activations are ActPtr (kernels/act_ptr.h) and move in their storage precision: 16-bit
+  // buffers travel and sum as 16 bits (comm.h), as Megatron-LM's bf16 all-reduces do. Counts
+  // are elements.
   void copy_to_tp_forward(kernels::ActPtr, std::size_t) const {}
   void copy_to_tp_backward(kernels::ActPtr grad, std::size_t count) const {
-    if (active()) comm_->all_reduce_sum(grad.f32(), count);
+    if (active()) comm_->all_reduce_sum(grad, count);
   }
   void reduce_from_tp_forward(kernels::ActPtr partial, std::size_t count) const {
-    if (active()) comm_->all_reduce_sum(partial.f32(), count);
+    if (active()) comm_->all_reduce_sum(partial, count);
   }
   void reduce_from_tp_backward(kernels::ActPtr, std::size_t) const {}
 
@@ -60,20 +60,20 @@ class TensorParallel {
 
   // In place over full[count * size]: the own block, filled by the caller, is copied to all.
   void gather_from_sp_forward(kernels::ActPtr full, std::size_t count) const {
-    group().all_gather_in_place(full.f32(), count);
+    group().all_gather_in_place(full, count);
   }
   // In place over full_grad[count * size]: afterwards the own block holds the group's sum of
   // that block; the other blocks are unspecified.
   void gather_from_sp_backward(kernels::ActPtr full_grad, std::size_t count) const {
-    group().reduce_scatter_sum_in_place(full_grad.f32(), count, WirePrecision::kFp32);
+    group().reduce_scatter_sum_in_place(full_grad, count, full_grad.storage());
   }
   // own[count] = the group's sum of the own block of partial_full[count * size].
   void scatter_to_sp_forward(kernels::ConstActPtr partial_full, kernels::ActPtr own, std::size_t count) const {
-    group().reduce_scatter_sum(partial_full.f32(), own.f32(), count);
+    group().reduce_scatter_sum(partial_full, own, count);
   }
   // full_grad[count * size] = every rank's own_grad[count], in rank order.
   void scatter_to_sp_backward(kernels::ConstActPtr own_grad, kernels::ActPtr full_grad, std::size_t count) const {
-    group().all_gather(own_grad.f32(), full_grad.f32(), count);
+    group().all_gather(own_grad, full_grad, count);
   }
 
   // For the vocabulary-parallel cross-entropy: per-row statistics combined over the group.

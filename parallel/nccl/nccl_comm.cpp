@@ -47,6 +47,17 @@ void order(cudaStream_t from, cudaStream_t to) {
   CUDA_CALL_CHECK(cudaEventDestroy(event));
 }
 
+// NCCL's element type of a buffer in its storage precision. 16-bit sums are NCCL's own: each
+// addition rounded to the format, as comm.h's 16-bit wire describes.
+ncclDataType_t nccl_type(kernels::Precision storage) {
+  switch (storage) {
+    case kernels::Precision::kBf16: return ncclBfloat16;
+    case kernels::Precision::kFp16: return ncclFloat16;
+    case kernels::Precision::kFp32: break;
+  }
+  return ncclFloat32;
+}
+
 // A queued all-reduce: its completion event, which the compute stream waits for in wait().
 class NcclRequest final : public CommRequest {
  public:
@@ -126,10 +137,10 @@ void NcclComm::reduce_16bit(float* data, std::size_t count, WirePrecision wire, 
 void NcclComm::after_compute() { order(compute_, stream_); }
 void NcclComm::before_compute() { order(stream_, compute_); }
 
-void NcclComm::all_reduce_sum(float* data, std::size_t count) {
-  if (count == 0 || !on_device(data)) return host_->all_reduce_sum(data, count);
+void NcclComm::all_reduce_sum(kernels::ActPtr data, std::size_t count) {
+  if (count == 0 || !on_device(data.get())) return host_->all_reduce_sum(data, count);
   after_compute();
-  NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_));
+  NCCL_CHECK(ncclAllReduce(data.get(), data.get(), count, nccl_type(data.storage()), ncclSum, comm_, stream_));
   before_compute();
 }
 
@@ -161,31 +172,36 @@ void NcclComm::all_reduce_max(float* data, std::size_t count) {
   before_compute();
 }
 
-void NcclComm::reduce_scatter_sum(const float* send, float* recv, std::size_t count) {
+void NcclComm::reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
+  require_same_storage(send, recv, "reduce_scatter_sum");
   if (count == 0) return;
-  if (!on_device(send) || !on_device(recv)) return host_->reduce_scatter_sum(send, recv, count);
+  if (!on_device(send.get()) || !on_device(recv.get())) return host_->reduce_scatter_sum(send, recv, count);
   after_compute();
-  NCCL_CHECK(ncclReduceScatter(send, recv, count, ncclFloat32, ncclSum, comm_, stream_));
+  NCCL_CHECK(ncclReduceScatter(send.get(), recv.get(), count, nccl_type(recv.storage()), ncclSum, comm_, stream_));
   before_compute();
 }
 
-void NcclComm::all_gather(const float* send, float* recv, std::size_t count) {
+void NcclComm::all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
+  require_same_storage(send, recv, "all_gather");
   if (count == 0) return;
-  if (!on_device(send) || !on_device(recv)) return host_->all_gather(send, recv, count);
+  if (!on_device(send.get()) || !on_device(recv.get())) return host_->all_gather(send, recv, count);
   after_compute();
-  NCCL_CHECK(ncclAllGather(send, recv, count, ncclFloat32, comm_, stream_));
+  NCCL_CHECK(ncclAllGather(send.get(), recv.get(), count, nccl_type(recv.storage()), comm_, stream_));
   before_compute();
 }
 
-void NcclComm::reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) {
-  if (count == 0 || !on_device(data)) return host_->reduce_scatter_sum_in_place(data, count, wire);
+void NcclComm::reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) {
+  wire = in_place_wire(data, wire);
+  if (count == 0 || !on_device(data.get())) return host_->reduce_scatter_sum_in_place(data, count, wire);
   after_compute();
   // NCCL's in-place form: the receive buffer is the rank's own block of the send buffer.
   const std::size_t own_offset = static_cast<std::size_t>(rank()) * count;
-  if (wire == WirePrecision::kFp32 || size() == 1) {
-    NCCL_CHECK(ncclReduceScatter(data, data + own_offset, count, ncclFloat32, ncclSum, comm_, stream_));
+  if (!data.is_fp32() || wire == WirePrecision::kFp32 || size() == 1) {
+    // As stored: fp32, or 16-bit activations summed in their format.
+    NCCL_CHECK(ncclReduceScatter(data.get(), (data + own_offset).get(), count, nccl_type(data.storage()), ncclSum,
+                                 comm_, stream_));
   } else {
-    reduce_16bit(data, count * static_cast<std::size_t>(size()), wire, own_offset, count,
+    reduce_16bit(data.f32(), count * static_cast<std::size_t>(size()), wire, own_offset, count,
                  [&](uint16_t* packed, ncclDataType_t type) {
                    NCCL_CHECK(ncclReduceScatter(packed, packed + own_offset, count, type, ncclSum, comm_, stream_));
                  });
@@ -193,11 +209,11 @@ void NcclComm::reduce_scatter_sum_in_place(float* data, std::size_t count, WireP
   before_compute();
 }
 
-void NcclComm::all_gather_in_place(float* data, std::size_t count) {
-  if (count == 0 || !on_device(data)) return host_->all_gather_in_place(data, count);
+void NcclComm::all_gather_in_place(kernels::ActPtr data, std::size_t count) {
+  if (count == 0 || !on_device(data.get())) return host_->all_gather_in_place(data, count);
   after_compute();
-  const float* own = data + static_cast<std::size_t>(rank()) * count;
-  NCCL_CHECK(ncclAllGather(own, data, count, ncclFloat32, comm_, stream_));
+  const kernels::ActPtr own = data + static_cast<std::size_t>(rank()) * count;
+  NCCL_CHECK(ncclAllGather(own.get(), data.get(), count, nccl_type(data.storage()), comm_, stream_));
   before_compute();
 }
 
@@ -207,18 +223,6 @@ void NcclComm::broadcast(void* data, std::size_t bytes, int root) {
   NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_));
   before_compute();
 }
-
-namespace {
-// NCCL's element type of an activation buffer (send and receive compute nothing on it).
-ncclDataType_t nccl_type(kernels::Precision storage) {
-  switch (storage) {
-    case kernels::Precision::kBf16: return ncclBfloat16;
-    case kernels::Precision::kFp16: return ncclFloat16;
-    case kernels::Precision::kFp32: break;
-  }
-  return ncclFloat32;
-}
-}  // namespace
 
 void NcclComm::send(kernels::ConstActPtr data, std::size_t count, int peer) {
   if (count == 0) return;

@@ -48,15 +48,15 @@ class NcclComm final : public Comm {
   int size() const override { return host_->size(); }
   const std::string& name() const override { return host_->name(); }
 
-  void all_reduce_sum(float* data, std::size_t count) override;
+  void all_reduce_sum(kernels::ActPtr data, std::size_t count) override;
   void all_reduce_sum(double* data, std::size_t count) override;  // host scalars: MPI
   std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
   int all_reduce_max(int value) override { return host_->all_reduce_max(value); }
   void all_reduce_max(float* data, std::size_t count) override;
-  void reduce_scatter_sum(const float* send, float* recv, std::size_t count) override;
-  void all_gather(const float* send, float* recv, std::size_t count) override;
-  void reduce_scatter_sum_in_place(float* data, std::size_t count, WirePrecision wire) override;
-  void all_gather_in_place(float* data, std::size_t count) override;
+  void reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
+  void all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
+  void reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) override;
+  void all_gather_in_place(kernels::ActPtr data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;

@@ -1,6 +1,7 @@
 #include "src/app/startup_report.h"
 
 #include <cstdio>
+#include <string>
 
 #include "parallel/pipeline_schedule.h"
 #include "src/app/memory_estimate.h"
@@ -37,12 +38,13 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
     out += line;
   }
   if (t.precision != "fp32") {
-    // Where the 16-bit activations live (model::GptLayout::storage): their own buffers, or fp32
-    // buffers holding the rounded values where communication still moves fp32 activations.
-    const bool buffers16 = train::run_layout(setup.config, setup.stage_layers, 0, 0).storage != kernels::Precision::kFp32;
-    out += buffers16 ? "activation storage: " + t.precision + " buffers (half of fp32's memory)\n"
-                     : "activation storage: fp32 buffers holding " + t.precision +
-                           " values (tensor parallelism still moves fp32 activations)\n";
+    // Where the activations travel, they travel as stored: half of fp32's bytes there too.
+    const char* moved = grid.tp() > 1 && grid.pp() > 1 ? "; the tensor and pipeline groups move them as "
+                        : grid.tp() > 1                ? "; the tensor group moves them as "
+                        : grid.pp() > 1                ? "; pipeline stages send them as "
+                                                       : nullptr;
+    out += "activation storage: " + t.precision + " buffers (half of fp32's memory)" +
+           (moved ? moved + t.precision : std::string()) + "\n";
   }
   if (grid.dp() > 1) {
     std::snprintf(line, sizeof line, "gradient reduction: over %d data ranks in %s (parallel.grad_reduce)%s\n", grid.dp(),

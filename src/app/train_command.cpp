@@ -114,8 +114,8 @@ int train_command(const std::vector<std::string>& args) {
     }
   }
   // bf16 / fp16: 16-bit storage semantics on the fp32 kernels (kernels/rounded_storage_backend.h)
-  // for the model's 16-bit activation buffers (or fp32 ones holding rounded values, on layouts
-  // that need them), until the device backends have kernels that read 16-bit buffers.
+  // for the model's 16-bit activation buffers, until the device backends have kernels that read
+  // 16-bit buffers.
   const kernels::Precision precision = kernels::parse_precision(c.train.precision);
   std::unique_ptr<kernels::RoundedStorageBackend> rounded;
   if (precision != kernels::Precision::kFp32) rounded = std::make_unique<kernels::RoundedStorageBackend>(*backend, precision);

@@ -92,11 +92,16 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
   total.stored += rc + btc + 12 * btcl;
   total.fp32 += attention_scratch;
   if (layout.storage != kernels::Precision::kFp32) {
-    // The largest call's 16-bit operands, widened at once (16-bit storage is tp = 1): GELU
-    // backward's dinp, inp and dout, 3 x 4 BTC. Every other call reads and writes less
-    // (MLP-down's backward 9 BTC; ln_f's backward 3 BTC; the LM head's 2 BTC, its logits being
-    // fp32; the embedding's BTC), which matters only to a stage without blocks.
-    total.staging = stage.layers() > 0 ? 12 * btcl : stage.last ? 3 * btc : stage.first ? btc : 0;
+    // The largest call's 16-bit operands, widened at once. In a block: GELU backward's dinp,
+    // inp and dout (12 BTCl), the MLP-up backward's dinp and inp of full rows with its dout
+    // (2 BTC + 4 BTCl), MLP-down's backward (BTC + 8 BTCl), or a LayerNorm backward's three
+    // region buffers (3 RC): which is largest depends on tp (tp = 1: 12 BTC). Without blocks:
+    // ln_f's backward (3 RC) or the LM head's backward (2 BTC, its logits being fp32), and the
+    // embedding's BTC.
+    const std::size_t head = stage.last ? std::max(3 * rc, 2 * btc) : 0;
+    const std::size_t embedding = stage.first ? btc : 0;
+    total.staging = stage.layers() > 0 ? std::max({12 * btcl, 2 * btc + 4 * btcl, btc + 8 * btcl, 3 * rc})
+                                       : std::max(head, embedding);
   }
   return total;
 }
@@ -195,9 +200,6 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
       sp_(layout_.sequence_parallel && layout_.tp > 1),
       rows_(sp_ ? B * T / layout_.tp : B * T),
       table_(build_gpt_param_table(config, layout_)) {
-  if (layout_.storage != kernels::Precision::kFp32 && !layout_.allows_16bit_storage()) {
-    throw std::logic_error("Gpt: 16-bit activation buffers need tp = 1 (the tensor-parallel collectives move fp32)");
-  }
   if (tp_.size() != layout_.tp || tp_.rank() != layout_.tp_rank) {
     throw std::logic_error("Gpt: the tensor group does not match layout.tp / layout.tp_rank");
   }

@@ -75,12 +75,9 @@ struct GptLayout {
   bool sequence_parallel = false;
   // Storage of the activations and their gradients: kFp32, or kBf16 / kFp16 for 16-bit buffers
   // (half their memory), which need a backend with 16-bit semantics
-  // (kernels::RoundedStorageBackend of the same precision). Pipeline stages send them as they
-  // are stored. 16-bit buffers need allows_16bit_storage(): the tensor-parallel collectives
-  // still move fp32 activations, so tp > 1 keeps fp32 buffers holding the rounded values (the
-  // same numbers, twice the memory).
+  // (kernels::RoundedStorageBackend of the same precision). Pipeline stages send them and the
+  // tensor-parallel collectives move and sum them as they are stored.
   kernels::Precision storage = kernels::Precision::kFp32;
-  bool allows_16bit_storage() const { return tp == 1; }
   StageLayout stage(const GptConfig& config) const;
 };
 

@@ -24,10 +24,8 @@ model::GptLayout run_layout(const io::RunConfig& c, const std::vector<int>& stag
       plan_pipeline(c.parallel.schedule, c.parallel.pp, pp_rank, micro_batches_per_step(c), layout.chunks).slots;
   layout.recompute = c.train.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone;
   layout.sequence_parallel = c.parallel.sequence_parallel;
-  // bf16 / fp16: 16-bit activation buffers where the layout allows them; elsewhere fp32 buffers
-  // hold the rounded values (the same numbers: model::GptLayout::storage).
-  const kernels::Precision precision = kernels::parse_precision(c.train.precision);
-  if (layout.allows_16bit_storage()) layout.storage = precision;
+  // bf16 / fp16: 16-bit activation buffers on every layout (model::GptLayout::storage).
+  layout.storage = kernels::parse_precision(c.train.precision);
   return layout;
 }
 

@@ -271,3 +271,100 @@ TEST(MpiComm, Fp16WireOverflowsToInfinity) {
   EXPECT_TRUE(std::isinf(data[1]) && data[1] < 0);
   EXPECT_EQ(data[2], static_cast<float>(comm.size()));
 }
+
+// --- 16-bit activations (tensor parallelism on bf16 / fp16 buffers) -------------------------------
+
+namespace {
+// A buffer of 16-bit values, as the model's arena holds them.
+struct Buffer16 {
+  Buffer16(std::size_t n, Precision p) : bits(n), storage(p) {}
+  trident::kernels::ActPtr ptr() { return {bits.data(), storage}; }
+  float at(std::size_t i) const { return trident::kernels::decode_16bit(bits[i], storage); }
+  void set(std::size_t i, float v) { bits[i] = trident::kernels::encode_16bit(v, storage); }
+  std::vector<uint16_t> bits;
+  Precision storage;
+};
+}  // namespace
+
+// Sums of 16-bit buffers are 16-bit values, rounded after each addition (as the wire's), within
+// the wire's bound of the exact sum, and the same every time; the sum of exact small values is
+// exact.
+TEST(MpiComm, SixteenBitActivationAllReduceSumsInTheFormat) {
+  auto comm = make_world();
+  const int n = comm.size();
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    Buffer16 small(5, p);
+    for (std::size_t i = 0; i < 5; ++i) small.set(i, static_cast<float>(i) + 0.5f);
+    comm.all_reduce_sum(small.ptr(), 5);
+    for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(small.at(i), static_cast<float>(n) * (static_cast<float>(i) + 0.5f));
+
+    std::mt19937 rng(static_cast<unsigned>(29 + comm.rank()));
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    Buffer16 first(3001, p);
+    std::vector<float> exact(3001);
+    for (std::size_t i = 0; i < exact.size(); ++i) {
+      first.set(i, uniform(rng));
+      exact[i] = first.at(i);
+    }
+    Buffer16 second = first;
+    comm.all_reduce_sum(exact.data(), exact.size());
+    comm.all_reduce_sum(first.ptr(), exact.size());
+    comm.all_reduce_sum(second.ptr(), exact.size());
+    // n - 1 roundings of partial sums of magnitude below n, each at most half a unit of the
+    // format relative to n: below n^2 / 2 units; the bound allows n^2.
+    const float unit = p == Precision::kBf16 ? 0x1p-8f : 0x1p-11f;
+    const float bound = static_cast<float>(n) * unit * static_cast<float>(n);
+    for (std::size_t i = 0; i < exact.size(); ++i) {
+      ASSERT_EQ(first.bits[i], second.bits[i]) << "not deterministic at " << i;
+      ASSERT_NEAR(first.at(i), exact[i], bound) << i;
+    }
+  }
+}
+
+TEST(MpiComm, SixteenBitActivationReduceScatterAndAllGather) {
+  auto comm = make_world();
+  const int n = comm.size();
+  const auto r = static_cast<std::size_t>(comm.rank());
+  const std::size_t block = 3;  // odd: blocks are not whole floats
+  const std::size_t total = block * static_cast<std::size_t>(n);
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    // Every rank holds j + 1 at full index j; the own block of the sum is n (j + 1).
+    Buffer16 full(total, p), own(block, p);
+    for (std::size_t j = 0; j < total; ++j) full.set(j, static_cast<float>(j + 1));
+    comm.reduce_scatter_sum(full.ptr(), own.ptr(), block);
+    for (std::size_t k = 0; k < block; ++k) EXPECT_EQ(own.at(k), static_cast<float>(n * static_cast<int>(r * block + k + 1)));
+
+    comm.reduce_scatter_sum_in_place(full.ptr(), block, Precision::kFp32);  // the buffer's own format
+    for (std::size_t k = 0; k < block; ++k) EXPECT_EQ(full.at(r * block + k), own.at(k));
+
+    // Rank q contributes 10 q + k; everyone receives every block in rank order, bit for bit.
+    Buffer16 mine(block, p), gathered(total, p), in_place(total, p);
+    for (std::size_t k = 0; k < block; ++k) {
+      mine.set(k, static_cast<float>(10 * r + k));
+      in_place.set(r * block + k, static_cast<float>(10 * r + k));
+    }
+    comm.all_gather(mine.ptr(), gathered.ptr(), block);
+    comm.all_gather_in_place(in_place.ptr(), block);
+    for (std::size_t j = 0; j < total; ++j) {
+      EXPECT_EQ(gathered.at(j), static_cast<float>(10 * (j / block) + j % block)) << j;
+      EXPECT_EQ(in_place.bits[j], gathered.bits[j]) << j;
+    }
+  }
+  // Operands in different formats, or an in-place wire naming the other format: logic errors.
+  Buffer16 bf(total, Precision::kBf16), fp(total, Precision::kFp16);
+  EXPECT_THROW(comm.all_gather(bf.ptr(), fp.ptr(), block), std::logic_error);
+  EXPECT_THROW(comm.reduce_scatter_sum_in_place(bf.ptr(), block, Precision::kFp16), std::logic_error);
+}
+
+// The tensor-parallel operators pass 16-bit buffers through in their format.
+TEST(TensorParallel, SixteenBitActivationsMoveAsSixteenBits) {
+  auto comm = make_world();
+  const TensorParallel tp(&comm);
+  const int n = comm.size();
+  Buffer16 partial(4, Precision::kBf16);
+  for (std::size_t i = 0; i < 4; ++i) partial.set(i, 1.5f);
+  tp.reduce_from_tp_forward(partial.ptr(), 4);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(partial.at(i), 1.5f * static_cast<float>(n));
+  tp.copy_to_tp_backward(partial.ptr(), 4);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(partial.at(i), 1.5f * static_cast<float>(n * n));
+}

@@ -1,6 +1,6 @@
 # Mixed precision (train.precision = bf16 | fp16) on the CPU twin, with 16-bit storage over the
 # fp32 kernels (kernels/rounded_storage_backend.h: 16-bit activation buffers widened for each
-# kernel, or on tp > 1 fp32 buffers holding rounded values):
+# kernel):
 # - the quickstart model trained to its plateau (600 steps: around step 200 the loss falls
 #   steeply and a small perturbation shifts the fall by several steps, so an earlier comparison
 #   would measure timing, not precision): the bf16 validation loss ends within 2% of fp32 (the
@@ -9,10 +9,11 @@
 #   scale backs off, and training still ends within 2% of fp32;
 # - restart: bf16 on dp = 2 with ZeRO-1 (master weights sharded) and fp16 (loss-scaler state,
 #   growing every 3 clean steps so that the count matters) resume bit-identically;
-# - layouts: bf16 on tp = 2 and pp = 2 against one rank within 1e-3 relative (pp = 2 sends its
-#   16-bit activations as they are: half of fp32's pipeline bytes). fp32 layouts agree
-#   to ~1e-6; rounding to 8 significant bits can turn such a difference into one bf16 unit of
-#   an activation (2^-8), measured up to 6e-5 on the loss here;
+# - layouts: bf16 on tp = 2 (with and without sequence parallelism) and pp = 2 against one
+#   rank within 1e-3 relative; their collectives and sends move the 16-bit activations as they
+#   are (tensor sums rounded to bf16 as NCCL's are): half of fp32's tensor and pipeline bytes.
+#   fp32 layouts agree to ~1e-6; rounding to 8 significant bits can turn such a difference
+#   into one bf16 unit of an activation (2^-8), measured up to 6e-5 on the loss here;
 # - gradients reduced in the deck's precision (parallel.grad_reduce = auto): bf16 on dp = 2
 #   within 1e-3 of one rank, differing from the fp32 reduction (which matches one rank), at half
 #   its data-parallel bytes;
@@ -80,7 +81,8 @@ grep -q '"skipped": 1' fp16.straight/metrics.jsonl && [ "$(grep -o '"loss_scale"
 
 # Layouts against one rank, bf16.
 mpi 1 train deck.ini --train.precision=bf16 --run.dir=one $common > one.log 2>&1 || fail "bf16 one rank"
-for spec in "tp2:--parallel.tp=2" "pp2:--parallel.pp=2" "dp2:--parallel.dp=2" "dp2fp32:--parallel.dp=2 --parallel.grad_reduce=fp32"; do
+for spec in "tp2:--parallel.tp=2" "tp2sp:--parallel.tp=2 --parallel.sequence_parallel=true" "pp2:--parallel.pp=2" \
+            "dp2:--parallel.dp=2" "dp2fp32:--parallel.dp=2 --parallel.grad_reduce=fp32"; do
   IFS=: read -r name flags <<< "$spec"
   mpi 2 train deck.ini --train.precision=bf16 --run.dir=$name $flags $common > $name.log 2>&1 \
     || { tail -5 $name.log; fail "bf16 $name"; continue; }
@@ -88,15 +90,21 @@ for spec in "tp2:--parallel.tp=2" "pp2:--parallel.pp=2" "dp2:--parallel.dp=2" "d
     && pass "bf16 $name matches one rank: $out" || fail "bf16 $name: $out"
 done
 
-# Where the activations live: 16-bit buffers on pp = 2 (sent as 16 bits), fp32 buffers holding
-# the rounded values on tp = 2.
-grep -q "^activation storage: bf16 buffers" pp2.log && grep -q "^activation storage: fp32 buffers holding bf16" tp2.log \
-  && pass "bf16 activation storage: 16-bit buffers on pp = 2, fp32 buffers on tp = 2" || fail "activation storage lines"
+# 16-bit buffers on every layout, moved as 16 bits: half the pipeline bytes on pp = 2, and half
+# the tensor group's (its fp32 vocabulary statistics, 12 bytes per row, aside) on tp = 2.
+grep -q "^activation storage: bf16 buffers.*pipeline stages send them as bf16" pp2.log \
+  && grep -q "^activation storage: bf16 buffers.*the tensor group moves them as bf16" tp2.log \
+  && pass "bf16 activation storage: 16-bit buffers on pp = 2 and tp = 2" || fail "activation storage lines"
 mpi 2 train deck.ini --parallel.pp=2 --run.dir=pp2fp32 $common > pp2fp32.log 2>&1 || fail "fp32 pp2"
-pipe_mb() { awk '$1 == "pipeline" && $3 == "MB" { print $2; exit }' "$1"; }
-awk -v a="$(pipe_mb pp2.log)" -v b="$(pipe_mb pp2fp32.log)" 'BEGIN { exit !(a > 0 && a < 0.55 * b) }' \
-  && pass "pp2: bf16 boundaries send $(pipe_mb pp2.log) MB per step against $(pipe_mb pp2fp32.log) MB in fp32" \
-  || fail "pp2: pipeline bytes $(pipe_mb pp2.log) MB (bf16) vs $(pipe_mb pp2fp32.log) MB (fp32)"
+mpi 2 train deck.ini --parallel.tp=2 --run.dir=tp2fp32 $common > tp2fp32.log 2>&1 || fail "fp32 tp2"
+group_mb() { awk -v g="$1" '$1 == g && $3 == "MB" { print $2; exit }' "$2"; }
+for spec in "pipeline:pp2" "tensor:tp2"; do
+  IFS=: read -r group name <<< "$spec"
+  a=$(group_mb $group $name.log) b=$(group_mb $group ${name}fp32.log)
+  awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && a < 0.55 * b) }' \
+    && pass "$name: bf16 activations move $a MB per step in the $group group against $b MB in fp32" \
+    || fail "$name: $group bytes $a MB (bf16) vs $b MB (fp32)"
+done
 
 # The bf16 reduction really rounds (the fp32 one gives other losses) and sends half the bytes
 # (the data group's payload in the communication report).

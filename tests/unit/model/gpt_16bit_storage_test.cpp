@@ -116,16 +116,31 @@ TEST(Gpt16BitStorageSizes, ActivationsTakeHalfTheBytesAtGpt2Scale) {
   EXPECT_EQ(model::activation_floats(gpt2, 8, 1024, scratch, {}), fp32.stored + fp32.fp32);
 }
 
-TEST(Gpt16BitStorageSizes, TensorParallelLayoutsRefuse16BitBuffers) {
-  const auto config = tiny_config(2);
-  auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
-  kernels::RoundedStorageBackend backend(*cpu, kernels::Precision::kBf16);
-  // Tensor parallelism's collectives move fp32 activations; pipeline stages send 16 bits.
-  model::GptLayout two_tensor_ranks{.tp = 2, .storage = kernels::Precision::kBf16};
-  EXPECT_FALSE(two_tensor_ranks.allows_16bit_storage());
-  EXPECT_THROW(model::Gpt(config, backend, kB, kT, {.layout = two_tensor_ranks}), std::logic_error);
-  EXPECT_TRUE(model::GptLayout{}.allows_16bit_storage());
-  EXPECT_TRUE((model::GptLayout{.pp = 2, .chunks = 2}.allows_16bit_storage()));
+TEST(Gpt16BitStorageSizes, StagingFollowsTheLargestCallOnEveryTensorLayout) {
+  // GPT-2 124M, micro-batch 8, T 1024 (BTC = 8192 x 768). The largest call's 16-bit operands:
+  // tp 1 and 2, GELU backward's 12 BTC / tp; tp 4, a three-way tie at 3 BTC; tp 8, a LayerNorm
+  // backward's three full-row buffers (3 BTC) or, with sequence parallelism, the MLP-up
+  // backward's 2 BTC + 4 BTC / 8.
+  const model::GptConfig gpt2{12, 16, 768, 1024, 50257, 50304};
+  const std::size_t btc = 8192ull * 768, scratch = 0;
+  auto staging = [&](int tp, bool sp) {
+    return model::activation_sizes(gpt2, 8, 1024, scratch,
+                                   {.tp = tp, .sequence_parallel = sp, .storage = kernels::Precision::kBf16})
+        .staging;
+  };
+  EXPECT_EQ(staging(1, false), 12 * btc);
+  EXPECT_EQ(staging(2, false), 6 * btc);
+  EXPECT_EQ(staging(4, true), 3 * btc);
+  EXPECT_EQ(staging(8, false), 3 * btc);
+  EXPECT_EQ(staging(8, true), 2 * btc + btc / 2);
+  // A last stage without blocks: ln_f's backward, or with sequence parallelism the LM head's.
+  const model::GptLayout head_only{.pp = 2, .pp_rank = 1, .layers_per_stage = {12, 0},
+                                   .storage = kernels::Precision::kBf16};
+  EXPECT_EQ(model::activation_sizes(gpt2, 8, 1024, scratch, head_only).staging, 3 * btc);
+  model::GptLayout head_only_sp = head_only;
+  head_only_sp.tp = 4;
+  head_only_sp.sequence_parallel = true;
+  EXPECT_EQ(model::activation_sizes(gpt2, 8, 1024, scratch, head_only_sp).staging, 2 * btc);
 }
 
 }  // namespace

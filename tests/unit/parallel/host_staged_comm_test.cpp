@@ -52,9 +52,9 @@ class TwinComm final : public Comm {
   int rank() const override { return 0; }
   int size() const override { return 2; }
   const std::string& name() const override { return name_; }
-  void all_reduce_sum(float* d, std::size_t n) override {
-    host(d);
-    for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
+  void all_reduce_sum(kernels::ActPtr d, std::size_t n) override {
+    host(d.get());
+    for (std::size_t i = 0; i < n; ++i) set(d, i, 2 * get(d, i));
   }
   void all_reduce_sum(double* d, std::size_t n) override {
     for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
@@ -83,24 +83,27 @@ class TwinComm final : public Comm {
   }
   int all_reduce_max(int v) override { return v; }
   void all_reduce_max(float* d, std::size_t) override { host(d); }
-  void reduce_scatter_sum(const float* s, float* r, std::size_t n) override {
-    host(s);
-    host(r);
-    for (std::size_t i = 0; i < n; ++i) r[i] = 2 * s[i];  // rank 0's block
+  void reduce_scatter_sum(kernels::ConstActPtr s, kernels::ActPtr r, std::size_t n) override {
+    host(s.get());
+    host(r.get());
+    for (std::size_t i = 0; i < n; ++i) set(r, i, 2 * get(s, i));  // rank 0's block
   }
-  void all_gather(const float* s, float* r, std::size_t n) override {
-    host(s);
-    host(r);
-    for (std::size_t i = 0; i < n; ++i) r[i] = r[n + i] = s[i];
+  void all_gather(kernels::ConstActPtr s, kernels::ActPtr r, std::size_t n) override {
+    host(s.get());
+    host(r.get());
+    for (std::size_t i = 0; i < n; ++i) {
+      set(r, i, get(s, i));
+      set(r, n + i, get(s, i));
+    }
   }
-  void reduce_scatter_sum_in_place(float* d, std::size_t n, WirePrecision wire) override {
-    host(d);
+  void reduce_scatter_sum_in_place(kernels::ActPtr d, std::size_t n, WirePrecision wire) override {
+    host(d.get());
     last_wire = wire;
-    for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
+    for (std::size_t i = 0; i < n; ++i) set(d, i, 2 * get(d, i));
   }
-  void all_gather_in_place(float* d, std::size_t n) override {
-    host(d);
-    for (std::size_t i = 0; i < n; ++i) d[n + i] = d[i];
+  void all_gather_in_place(kernels::ActPtr d, std::size_t n) override {
+    host(d.get());
+    for (std::size_t i = 0; i < n; ++i) set(d, n + i, get(d, i));
   }
   void broadcast(void* d, std::size_t, int) override { host(d); }
   void send(kernels::ConstActPtr d, std::size_t n, int) override {
@@ -126,6 +129,17 @@ class TwinComm final : public Comm {
 
  private:
   void host(const void* p) const { EXPECT_FALSE(device_.is_device_memory(p)) << "device memory reached MPI"; }
+  // Element i of an fp32 or 16-bit buffer, as a float.
+  static float get(kernels::ConstActPtr p, std::size_t i) {
+    return p.is_fp32() ? p.f32()[i] : kernels::decode_16bit(p.bits16()[i], p.storage());
+  }
+  static void set(kernels::ActPtr p, std::size_t i, float v) {
+    if (p.is_fp32()) {
+      p.f32()[i] = v;
+    } else {
+      p.bits16()[i] = kernels::encode_16bit(v, p.storage());
+    }
+  }
   const FakeDevice& device_;
   std::string name_ = "twin";
 };
@@ -192,6 +206,51 @@ TEST(HostStagedComm, SixteenBitActivationsAreStagedAsTheirBytes) {
   const float five = 5.0f;
   std::memcpy(untouched, &five, sizeof untouched);
   EXPECT_EQ(received[3], untouched[1]);  // the fourth pattern is not part of the message
+}
+
+TEST(HostStagedComm, SixteenBitCollectivesAreStagedAsTheirBytes) {
+  // Tensor parallelism on bf16 activations: odd counts of 16-bit values reach the inner
+  // communicator as 16-bit host copies, the results come back, and the 16 bits after each
+  // range are untouched.
+  Fixture f;
+  const auto bf16 = kernels::Precision::kBf16;
+  auto at16 = [&](std::size_t float_index) {
+    return kernels::ActPtr(reinterpret_cast<uint16_t*>(f.at(float_index)), bf16);
+  };
+  auto value = [&](kernels::ActPtr p, std::size_t i) { return kernels::decode_16bit(p.bits16()[i], bf16); };
+  auto fill = [&](kernels::ActPtr p, std::size_t n, float first) {
+    for (std::size_t i = 0; i < n + 1; ++i) p.bits16()[i] = kernels::encode_16bit(first + static_cast<float>(i), bf16);
+  };
+  const kernels::ActPtr a = at16(2);
+  fill(a, 3, 1.0f);
+  f.comm->all_reduce_sum(a, 3);
+  EXPECT_EQ(value(a, 0), 2.0f);
+  EXPECT_EQ(value(a, 2), 6.0f);
+  EXPECT_EQ(value(a, 3), 4.0f);  // not part of the call
+
+  const kernels::ActPtr send = at16(10), recv = at16(20);
+  fill(send, 6, 1.0f);
+  fill(recv, 3, 100.0f);
+  f.comm->reduce_scatter_sum(send, recv, 3);  // send 2 x 3 values, recv 3
+  EXPECT_EQ(value(recv, 0), 2.0f);
+  EXPECT_EQ(value(recv, 2), 6.0f);
+  EXPECT_EQ(value(recv, 3), 103.0f);
+
+  fill(recv, 6, 100.0f);
+  f.comm->all_gather(send, recv, 3);
+  EXPECT_EQ(value(recv, 1), 2.0f);
+  EXPECT_EQ(value(recv, 4), 2.0f);
+  EXPECT_EQ(value(recv, 6), 106.0f);
+
+  const kernels::ActPtr d = at16(30);
+  fill(d, 6, 1.0f);
+  f.comm->reduce_scatter_sum_in_place(d, 3, WirePrecision::kFp32);
+  EXPECT_EQ(value(d, 2), 6.0f);
+  EXPECT_EQ(value(d, 6), 7.0f);
+  fill(d, 6, 1.0f);
+  f.comm->all_gather_in_place(d, 3);
+  EXPECT_EQ(value(d, 4), 2.0f);
+  EXPECT_EQ(value(d, 6), 7.0f);
 }
 
 TEST(HostStagedComm, NonBlockingResultsArriveAtTheWait) {
