@@ -36,9 +36,17 @@ struct AdamWArgs {
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;  // already 0 for tensors that are not decayed (biases, norms)
+  float weight_decay = 0.0f;
   int step = 1;               // 1-based step number, for bias correction
+  // Which elements decay, so that one call covers tensors with and without decay (biases and
+  // norms are not decayed): bit i % 32 of decay_mask[i / 32] set means element i of the call
+  // takes weight_decay, clear means 0. Backend memory from allocate_tokens holding the words'
+  // bit patterns (adamw_decay_mask_words(n) of them). Null: every element takes weight_decay.
+  const int32_t* decay_mask = nullptr;
 };
+
+// Words of an AdamW decay mask for n elements.
+inline std::size_t adamw_decay_mask_words(std::size_t n) { return (n + 31) / 32; }
 
 class Backend {
  public:

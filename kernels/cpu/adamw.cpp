@@ -7,6 +7,7 @@
 #include "kernels/cpu/adamw.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cpu/simd_dispatch.h"  // TRIDENT_SIMD_CLONES
 
@@ -29,38 +30,84 @@ struct Scalars {
 
 // One element: updates m[i], v[i] and returns the new parameter value. The only copy of the
 // arithmetic, so the plain and the master-weight updates agree bit for bit.
-inline float updated(const Scalars& k, float param, float g, float& m, float& v) {
+inline float updated(const Scalars& k, float wd, float param, float g, float& m, float& v) {
   const float mi = k.beta1 * m + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v + (1.0f - k.beta2) * g * g;
   m = mi;
   v = vi;
   const float mhat = mi * k.inv_bc1;
   const float vhat = vi * k.inv_bc2;
-  return param - k.lr * (mhat / (std::sqrt(vhat) + k.eps) + k.wd * param);
+  return param - k.lr * (mhat / (std::sqrt(vhat) + k.eps) + wd * param);
+}
+
+// The update of elements [begin, end) with one weight decay: the vectorised loops.
+TRIDENT_SIMD_CLONES
+void update_range(const Scalars& k, float wd, float* param, const float* grad, float* m, float* v,
+                  std::ptrdiff_t begin, std::ptrdiff_t end) {
+#pragma omp parallel for simd schedule(static)
+  for (std::ptrdiff_t i = begin; i < end; i++) param[i] = updated(k, wd, param[i], grad[i], m[i], v[i]);
+}
+
+TRIDENT_SIMD_CLONES
+void update_master_range(const Scalars& k, float wd, float* master, float* compute, const float* grad, float* m,
+                         float* v, std::ptrdiff_t begin, std::ptrdiff_t end, Precision precision) {
+#pragma omp parallel for simd schedule(static)
+  for (std::ptrdiff_t i = begin; i < end; i++) {
+    const float p = updated(k, wd, master[i], grad[i], m[i], v[i]);
+    master[i] = p;
+    compute[i] = round_to_precision(p, precision);
+  }
+}
+
+// Calls run(begin, end, decays) for each maximal run of elements of [0, n) with one decay bit
+// (AdamWArgs::decay_mask), or once for all of them without a mask. The CPU does not need one
+// pass (launches cost nothing here), and a per-element bit in the vectorised loop costs up to a
+// third of its speed, so the mask is turned back into runs: whole words of equal bits at a
+// time, bit by bit only inside the words where a tensor ends.
+template <class Run>
+void for_each_decay_run(const int32_t* decay_mask, std::size_t n, Run&& run) {
+  if (decay_mask == nullptr) {
+    run(std::size_t{0}, n, true);
+    return;
+  }
+  const auto* words = reinterpret_cast<const uint32_t*>(decay_mask);
+  auto bit = [words](std::size_t i) { return ((words[i / 32] >> (i % 32)) & 1u) != 0; };
+  std::size_t begin = 0;
+  while (begin < n) {
+    const bool decays = bit(begin);
+    const uint32_t uniform = decays ? ~0u : 0u;
+    std::size_t end = begin + 1;
+    while (end < n) {
+      if (end % 32 == 0 && end + 32 <= n && words[end / 32] == uniform) {
+        end += 32;
+      } else if (bit(end) == decays) {
+        ++end;
+      } else {
+        break;
+      }
+    }
+    run(begin, end, decays);
+    begin = end;
+  }
 }
 
 }  // namespace
 
-TRIDENT_SIMD_CLONES
-void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
-                  const AdamWArgs& args) {
+void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n, const AdamWArgs& args) {
   const Scalars k(args);
-  const auto count = static_cast<std::ptrdiff_t>(n);
-#pragma omp parallel for simd schedule(static)
-  for (std::ptrdiff_t i = 0; i < count; i++) param[i] = updated(k, param[i], grad[i], m[i], v[i]);
+  for_each_decay_run(args.decay_mask, n, [&](std::size_t begin, std::size_t end, bool decays) {
+    update_range(k, decays ? k.wd : 0.0f, param, grad, m, v, static_cast<std::ptrdiff_t>(begin),
+                 static_cast<std::ptrdiff_t>(end));
+  });
 }
 
-TRIDENT_SIMD_CLONES
 void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
                          const AdamWArgs& args, Precision precision) {
   const Scalars k(args);
-  const auto count = static_cast<std::ptrdiff_t>(n);
-#pragma omp parallel for simd schedule(static)
-  for (std::ptrdiff_t i = 0; i < count; i++) {
-    const float p = updated(k, master[i], grad[i], m[i], v[i]);
-    master[i] = p;
-    compute[i] = round_to_precision(p, precision);
-  }
+  for_each_decay_run(args.decay_mask, n, [&](std::size_t begin, std::size_t end, bool decays) {
+    update_master_range(k, decays ? k.wd : 0.0f, master, compute, grad, m, v, static_cast<std::ptrdiff_t>(begin),
+                        static_cast<std::ptrdiff_t>(end), precision);
+  });
 }
 
 }  // namespace trident::kernels::cpu

@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>  // __float2half_rn
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/adamw.cuh"
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
@@ -29,22 +30,31 @@ struct AdamWConstants {
   float weight_decay;
   float inv_bias_correction1;  // 1 / (1 - beta1^step)
   float inv_bias_correction2;  // 1 / (1 - beta2^step)
+  const uint32_t* decay_mask;  // AdamWArgs::decay_mask (device memory), or null
+
+  // Element i's weight decay: 0 where the mask clears its bit (as the CPU twin).
+  __device__ __forceinline__ float decay(std::size_t i) const {
+    if (decay_mask == nullptr) return weight_decay;
+    return (__ldg(decay_mask + (i >> 5)) >> (i & 31)) & 1u ? weight_decay : 0.0f;
+  }
 };
 
 // One element: updates m, v and returns the new parameter (the only copy of the arithmetic).
-__device__ __forceinline__ float updated(const AdamWConstants& k, float param, float g, float& m, float& v) {
+__device__ __forceinline__ float updated(const AdamWConstants& k, float wd, float param, float g, float& m, float& v) {
   const float mi = k.beta1 * m + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v + (1.0f - k.beta2) * g * g;
   m = mi;
   v = vi;
   const float mhat = mi * k.inv_bias_correction1;
   const float vhat = vi * k.inv_bias_correction2;
-  return param - k.lr * (mhat / (sqrtf(vhat) + k.eps) + k.weight_decay * param);
+  return param - k.lr * (mhat / (sqrtf(vhat) + k.eps) + wd * param);
 }
 
 __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, std::size_t n,
                              AdamWConstants k) {
-  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) param[i] = updated(k, param[i], grad[i], m[i], v[i]);
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) {
+    param[i] = updated(k, k.decay(i), param[i], grad[i], m[i], v[i]);
+  }
 }
 
 template <Precision P>
@@ -58,7 +68,7 @@ template <Precision P>
 __global__ void adamw_master_kernel(float* master, float* compute, const float* grad, float* m, float* v,
                                     std::size_t n, AdamWConstants k) {
   for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) {
-    const float p = updated(k, master[i], grad[i], m[i], v[i]);
+    const float p = updated(k, k.decay(i), master[i], grad[i], m[i], v[i]);
     master[i] = p;
     compute[i] = stored<P>(p);
   }
@@ -71,6 +81,7 @@ AdamWConstants constants_of(const AdamWArgs& args) {
   k.beta2 = args.beta2;
   k.eps = args.eps;
   k.weight_decay = args.weight_decay;
+  k.decay_mask = reinterpret_cast<const uint32_t*>(args.decay_mask);
   k.inv_bias_correction1 =
       static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta1), args.step)));
   k.inv_bias_correction2 =

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "parallel/zero_shard.h"
+#include "src/train/adamw.h"  // adamw_state_bytes
 
 namespace trident::app {
 
@@ -29,7 +30,7 @@ MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, 
   const parallel::ArenaShard shard = parallel::shard_arena(params, zero_shards, 0);
   m.parameters = shard.padded_size * sizeof(float);
   m.gradients = shard.padded_size * sizeof(float);
-  m.optimizer = (master_weights ? 3 : 2) * std::min(shard.block, params) * sizeof(float);
+  m.optimizer = train::adamw_state_bytes(std::min(shard.block, params), master_weights);
   m.activations = model::activation_bytes(config, micro_batch, seq_len, attention_scratch, layout);
   m.stage = layout.pp_rank;
   m.layers = layout.stage(config).layers();

@@ -1,8 +1,24 @@
 #include "src/train/adamw.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace trident::train {
+
+namespace {
+// Sets bits [begin, end) of a bit mask: whole words at a time between the partial ends (a
+// GPT-2 range has ~10^8 elements).
+void set_bits(std::vector<uint32_t>& mask, std::size_t begin, std::size_t end) {
+  while (begin < end && begin % 32 != 0) {
+    mask[begin / 32] |= 1u << (begin % 32);
+    ++begin;
+  }
+  for (; begin + 32 <= end; begin += 32) mask[begin / 32] = ~0u;
+  for (; begin < end; ++begin) mask[begin / 32] |= 1u << (begin % 32);
+}
+}  // namespace
 
 AdamW::AdamW(const model::ParamTable& table, kernels::Backend& backend, AdamWSettings settings,
              std::size_t shard_begin, std::size_t shard_end, kernels::Precision compute_precision)
@@ -10,19 +26,21 @@ AdamW::AdamW(const model::ParamTable& table, kernels::Backend& backend, AdamWSet
   shard_end = std::min(shard_end, table.total_count());
   shard_begin_ = std::min(shard_begin, shard_end);
   state_count_ = shard_end - shard_begin_;
+  // The decay mask of the range: one bit per element, set inside tensors that decay. With it
+  // one update covers every tensor of the range (one kernel launch per step, not one per run
+  // of tensors with the same decay), with the same bits.
+  std::vector<uint32_t> mask(kernels::adamw_decay_mask_words(state_count_), 0u);
   for (const auto& t : table.tensors()) {
+    if (!t.spec.weight_decay) continue;
     const std::size_t begin = std::max(t.offset, shard_begin_);
     const std::size_t end = std::min(t.offset + t.count, shard_end);
-    if (begin >= end) continue;
-    // AdamW is elementwise, so neighbouring tensors with the same decay are one update (e.g. a
-    // projection bias and the next LayerNorm's weight and bias): fewer launches, same bits.
-    if (!segments_.empty() && segments_.back().decay == t.spec.weight_decay &&
-        segments_.back().offset + segments_.back().count == begin) {
-      segments_.back().count += end - begin;
-    } else {
-      segments_.push_back({begin, end - begin, t.spec.weight_decay});
-    }
+    if (begin < end) set_bits(mask, begin - shard_begin_, end - shard_begin_);  // outside the shard: begin >= end
   }
+  decay_mask_ = backend_.allocate_tokens(std::max<std::size_t>(mask.size(), 1));
+  // The words travel as the int32 bit patterns the backend's token memory holds.
+  std::vector<int32_t> words(mask.size());
+  std::memcpy(words.data(), mask.data(), mask.size() * sizeof(uint32_t));
+  backend_.copy_tokens_to_device(decay_mask_, words.data(), words.size());
   m_ = backend_.allocate(std::max<std::size_t>(state_count_, 1));
   v_ = backend_.allocate(std::max<std::size_t>(state_count_, 1));
   backend_.fill_zero(m_, state_count_);
@@ -37,6 +55,7 @@ AdamW::~AdamW() {
   if (master_ != nullptr) backend_.release(master_);
   backend_.release(v_);
   backend_.release(m_);
+  backend_.release_tokens(decay_mask_);
 }
 
 void AdamW::update(float* params, const float* shard_grads, double lr, int64_t step_number) {
@@ -46,15 +65,12 @@ void AdamW::update(float* params, const float* shard_grads, double lr, int64_t s
   args.beta2 = static_cast<float>(settings_.beta2);
   args.eps = static_cast<float>(settings_.eps);
   args.step = static_cast<int>(step_number);
-  for (const Segment& s : segments_) {
-    args.weight_decay = s.decay ? static_cast<float>(settings_.weight_decay) : 0.0f;
-    const std::size_t local = s.offset - shard_begin_;
-    if (master_ == nullptr) {
-      backend_.adamw_update(params + s.offset, shard_grads + local, m_ + local, v_ + local, s.count, args);
-    } else {
-      backend_.adamw_update_master(master_ + local, params + s.offset, shard_grads + local, m_ + local, v_ + local,
-                                   s.count, args, precision_);
-    }
+  args.weight_decay = static_cast<float>(settings_.weight_decay);
+  args.decay_mask = decay_mask_;
+  if (master_ == nullptr) {
+    backend_.adamw_update(params + shard_begin_, shard_grads, m_, v_, state_count_, args);
+  } else {
+    backend_.adamw_update_master(master_, params + shard_begin_, shard_grads, m_, v_, state_count_, args, precision_);
   }
 }
 

@@ -11,12 +11,17 @@
 
 #include <cstdint>
 #include <limits>
-#include <vector>
 
 #include "kernels/backend.h"
 #include "src/model/param_table.h"
 
 namespace trident::train {
+
+// Bytes of AdamW's state for `count` elements: two fp32 moments, fp32 master weights in mixed
+// precision, and one bit per element saying whether it decays.
+inline std::size_t adamw_state_bytes(std::size_t count, bool master_weights) {
+  return (master_weights ? 3 : 2) * count * sizeof(float) + kernels::adamw_decay_mask_words(count) * sizeof(int32_t);
+}
 
 struct AdamWSettings {
   double beta1 = 0.9;
@@ -51,8 +56,8 @@ class AdamW {
     return master_ != nullptr ? master_ : params + shard_begin_;
   }
   kernels::Precision compute_precision() const { return precision_; }
-  // Moments, and master weights in mixed precision.
-  std::size_t state_bytes() const { return (master_ != nullptr ? 3 : 2) * state_count_ * sizeof(float); }
+  // Moments, master weights in mixed precision, and the decay mask.
+  std::size_t state_bytes() const { return adamw_state_bytes(state_count_, master_ != nullptr); }
   // The moments of arena elements [shard_begin(), shard_begin() + state_count()) (checkpoints).
   std::size_t shard_begin() const { return shard_begin_; }
   std::size_t state_count() const { return state_count_; }
@@ -60,21 +65,15 @@ class AdamW {
   float* second_moment() { return v_; }
 
  private:
-  struct Segment {           // a run of neighbouring tensors' overlap with the shard, one decay
-                             // setting: one kernel launch per run, not per tensor
-    std::size_t offset = 0;  // arena offset of the first element
-    std::size_t count = 0;
-    bool decay = false;
-  };
   kernels::Backend& backend_;
   AdamWSettings settings_;
   std::size_t shard_begin_ = 0;
   std::size_t state_count_ = 0;
-  std::vector<Segment> segments_;
   kernels::Precision precision_ = kernels::Precision::kFp32;
   float* m_ = nullptr;
   float* v_ = nullptr;
   float* master_ = nullptr;  // fp32 master weights (mixed precision only)
+  int32_t* decay_mask_ = nullptr;  // kernels::AdamWArgs::decay_mask of the range
 };
 
 }  // namespace trident::train

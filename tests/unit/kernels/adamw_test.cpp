@@ -117,5 +117,71 @@ TEST(CpuAdamW, MasterUpdateIsTheUpdateThenTheRounding) {
   }
 }
 
+// The decay mask: one call over runs with and without decay gives, bit for bit, what one call
+// per run (weight_decay or 0) gives, for the plain and the master-weight update. The runs cross
+// word boundaries and end mid-word.
+TEST(CpuAdamW, DecayMaskCallEqualsOneCallPerRun) {
+  const std::vector<std::size_t> ends = {5, 32, 33, 70, 96, 131};  // run j decays when j is odd
+  const std::size_t n = ends.back();
+  std::mt19937 rng(23);
+  cpu::CpuBackend backend(kTestThreads);
+  const auto start = random_floats(n, rng);
+  const auto grad = random_floats(n, rng);
+  std::vector<uint32_t> words(adamw_decay_mask_words(n), 0u);
+  for (std::size_t j = 0, begin = 0; j < ends.size(); begin = ends[j++]) {
+    if (j % 2 == 1) {
+      for (std::size_t i = begin; i < ends[j]; ++i) words[i / 32] |= 1u << (i % 32);
+    }
+  }
+  std::vector<int32_t> mask(words.size());
+  std::memcpy(mask.data(), words.data(), words.size() * sizeof(uint32_t));
+  AdamWArgs args;
+  args.lr = 0.05f;
+  args.weight_decay = 0.3f;
+  for (bool master : {false, true}) {
+    std::vector<float> p1 = start, m1(n, 0.1f), v1(n, 0.2f), c1(n), p2 = start, m2 = m1, v2 = v1, c2(n);
+    for (int step = 1; step <= 3; ++step) {
+      args.step = step;
+      AdamWArgs masked = args;
+      masked.decay_mask = mask.data();
+      if (master) {
+        backend.adamw_update_master(p1.data(), c1.data(), grad.data(), m1.data(), v1.data(), n, masked,
+                                    Precision::kBf16);
+      } else {
+        backend.adamw_update(p1.data(), grad.data(), m1.data(), v1.data(), n, masked);
+      }
+      for (std::size_t j = 0, begin = 0; j < ends.size(); begin = ends[j++]) {
+        AdamWArgs run = args;
+        run.weight_decay = j % 2 == 1 ? args.weight_decay : 0.0f;
+        const std::size_t count = ends[j] - begin;
+        if (master) {
+          backend.adamw_update_master(p2.data() + begin, c2.data() + begin, grad.data() + begin, m2.data() + begin,
+                                      v2.data() + begin, count, run, Precision::kBf16);
+        } else {
+          backend.adamw_update(p2.data() + begin, grad.data() + begin, m2.data() + begin, v2.data() + begin, count,
+                               run);
+        }
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(p1[i], p2[i]) << "element " << i << (master ? " (master)" : "");
+      ASSERT_EQ(m1[i], m2[i]) << i;
+      ASSERT_EQ(v1[i], v2[i]) << i;
+      if (master) {
+        ASSERT_EQ(c1[i], c2[i]) << i;
+      }
+    }
+  }
+  // The mask matters: without it every element decays, and the runs without decay differ.
+  std::vector<float> all = start, masked = start, m(n, 0.0f), v(n, 0.0f), m3(n, 0.0f), v3(n, 0.0f);
+  args.step = 1;
+  backend.adamw_update(all.data(), grad.data(), m.data(), v.data(), n, args);
+  AdamWArgs with_mask = args;
+  with_mask.decay_mask = mask.data();
+  backend.adamw_update(masked.data(), grad.data(), m3.data(), v3.data(), n, with_mask);
+  EXPECT_NE(all[0], masked[0]);   // run 0: no decay under the mask
+  EXPECT_EQ(all[10], masked[10]); // run 1 decays either way
+}
+
 }  // namespace
 }  // namespace trident::kernels::test

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -89,5 +90,48 @@ TEST(MasterWeights, Fp32HasNoneAndReadsTheArena) {
   EXPECT_EQ(adamw.fp32_parameters(params.data()), params.data() + 2);
   adamw.adopt_parameters(params.data(), params.size());  // nothing to do
   EXPECT_EQ(params[0], 0.5f);
-  EXPECT_EQ(adamw.state_bytes(), 2 * 8 * sizeof(float));
+  EXPECT_EQ(adamw.state_bytes(), 2 * 8 * sizeof(float) + sizeof(int32_t));  // moments and one mask word
+}
+
+// ZeRO-1 shards: an AdamW over any block of the arena (tensors before, after, and cut by it)
+// updates exactly the elements the whole-range AdamW does, with each tensor's decay (the decay
+// mask of a block starts at the block).
+TEST(AdamWShards, EveryBlockMatchesTheWholeRange) {
+  model::ParamTable table;
+  const int sizes[] = {40, 3, 37, 5, 64, 9};
+  const char* names[] = {"t0", "t1", "t2", "t3", "t4", "t5"};
+  for (int t = 0; t < 6; ++t) {
+    model::TensorSpec spec;
+    spec.name = names[t];
+    spec.global_shape = {sizes[t]};
+    spec.weight_decay = t % 2 == 0;
+    table.add(spec);
+  }
+  const std::size_t n = table.total_count();
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> start(n), grads(n);
+  for (auto& x : start) x = uniform(rng);
+  for (auto& x : grads) x = uniform(rng);
+  const train::AdamWSettings settings{.weight_decay = 0.5};
+  std::vector<float> whole = start;
+  train::AdamW all(table, *backend, settings);
+  for (int step = 1; step <= 2; ++step) all.update(whole.data(), grads.data(), 0.1, step);
+  for (const auto& [begin, end] : std::vector<std::pair<std::size_t, std::size_t>>{
+           {0, 33}, {33, 90}, {45, 50}, {90, n}, {100, n + 20}}) {
+    std::vector<float> params = start;
+    train::AdamW block(table, *backend, settings, begin, end);
+    for (int step = 1; step <= 2; ++step) block.update(params.data(), grads.data() + begin, 0.1, step);
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool inside = i >= begin && i < end;
+      ASSERT_EQ(params[i], inside ? whole[i] : start[i]) << "block [" << begin << ", " << end << "), element " << i;
+    }
+  }
+  // The per-tensor decay is applied: a decayed tensor moves differently without decay.
+  std::vector<float> undecayed = start;
+  train::AdamW plain(table, *backend, {});
+  for (int step = 1; step <= 2; ++step) plain.update(undecayed.data(), grads.data(), 0.1, step);
+  EXPECT_NE(whole[0], undecayed[0]);    // t0 decays
+  EXPECT_EQ(whole[40], undecayed[40]);  // t1 does not
 }
