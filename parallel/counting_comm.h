@@ -1,8 +1,9 @@
 // CountingComm: a Comm that forwards to another and adds up, per group, the payload bytes each
 // rank hands to its collectives and point-to-point calls, and the wall time spent inside them
 // (for non-blocking calls: the time spent waiting). The trainer reports them per step, against
-// the analytic counts of docs/parallelism.md. Bytes are payload (count x 4, or x 2 for gradients
-// reduced in 16 bits and 16-bit activations), not the bytes on the network, which depend on the library's algorithm.
+// the analytic counts of docs/parallelism.md. Bytes are payload (count x 4, or x 2 for 16-bit
+// activations and gradients reduced in 16 bits), not the bytes on the network, which depend on
+// the library's algorithm.
 #pragma once
 
 #include <chrono>

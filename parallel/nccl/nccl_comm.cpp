@@ -130,7 +130,7 @@ void NcclComm::reduce_16bit(float* data, std::size_t count, WirePrecision wire, 
                             std::size_t result_count, Reduce&& reduce) {
   uint16_t* packed = wire_buffer(data, count);
   kernels::cuda::encode_16bit(packed, data, count, wire, stream_);
-  reduce(packed, wire == WirePrecision::kFp16 ? ncclFloat16 : ncclBfloat16);
+  reduce(packed, nccl_type(wire));
   kernels::cuda::decode_16bit(data + result_offset, packed + result_offset, result_count, wire, stream_);
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 namespace trident::train {
@@ -37,10 +36,9 @@ AdamW::AdamW(const model::ParamTable& table, kernels::Backend& backend, AdamWSet
     if (begin < end) set_bits(mask, begin - shard_begin_, end - shard_begin_);  // outside the shard: begin >= end
   }
   decay_mask_ = backend_.allocate_tokens(std::max<std::size_t>(mask.size(), 1));
-  // The words travel as the int32 bit patterns the backend's token memory holds.
-  std::vector<int32_t> words(mask.size());
-  std::memcpy(words.data(), mask.data(), mask.size() * sizeof(uint32_t));
-  backend_.copy_tokens_to_device(decay_mask_, words.data(), words.size());
+  // The backend's token memory is int32: the words go as their bit patterns (reading a uint32_t
+  // through its signed type is allowed aliasing).
+  backend_.copy_tokens_to_device(decay_mask_, reinterpret_cast<const int32_t*>(mask.data()), mask.size());
   m_ = backend_.allocate(std::max<std::size_t>(state_count_, 1));
   v_ = backend_.allocate(std::max<std::size_t>(state_count_, 1));
   backend_.fill_zero(m_, state_count_);

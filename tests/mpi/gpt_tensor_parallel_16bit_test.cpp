@@ -47,7 +47,7 @@ struct RunResult {
   std::size_t staging_estimate = 0;
   std::size_t arena_bytes = 0, arena_estimate = 0;
   double tensor_bytes = 0.0;      // the tensor group's payload
-  float first_gradient_sum = 0.0f;
+  float gradient_abs_sum = 0.0f;
 };
 
 // Two micro-batches on this rank's slice of the model (tp = world size when `tensor`, else the
@@ -79,7 +79,7 @@ RunResult run(kernels::Precision precision, bool tensor, bool sp, model::Recompu
   }
   std::vector<float> grads(gpt.params().total_count());
   backend.copy_to_host(grads.data(), gpt.gradients(), grads.size());
-  for (float g : grads) r.first_gradient_sum += std::fabs(g);
+  for (float g : grads) r.gradient_abs_sum += std::fabs(g);
   r.staging = rounded ? rounded->staging_floats() : 0;
   const auto sizes =
       model::activation_sizes(config(), kB, kT, cpu->attention_scratch_size(kB, kT, config().heads / layout.tp), layout);
@@ -120,8 +120,8 @@ TEST_P(TensorParallel16Bit, MatchesOneRankAndMovesHalfTheBytes) {
         EXPECT_NE(tensor.losses[m], fp32_one.losses[m]) << "micro-batch " << m;
         EXPECT_EQ(tensor.losses[m], again.losses[m]) << "not deterministic, micro-batch " << m;
       }
-      EXPECT_EQ(tensor.first_gradient_sum, again.first_gradient_sum);
-      EXPECT_GT(tensor.first_gradient_sum, 0.0f);
+      EXPECT_EQ(tensor.gradient_abs_sum, again.gradient_abs_sum);
+      EXPECT_GT(tensor.gradient_abs_sum, 0.0f);
       EXPECT_EQ(tensor.staging, tensor.staging_estimate);
       EXPECT_EQ(tensor.arena_bytes, tensor.arena_estimate);
       EXPECT_LT(tensor.arena_bytes, fp32_tensor.arena_bytes);
