@@ -12,10 +12,12 @@
 // gradient buffers when a step starts.
 //
 // Activations and their gradients travel as ActPtr (kernels/act_ptr.h): fp32 buffers, or 16-bit
-// ones under mixed precision. The device kernels (kernels/cpu, kernels/cuda) compute on fp32
-// storage; RoundedStorageBackend gives every call 16-bit storage semantics on top of them,
-// widening 16-bit operands into fp32 workspace and narrowing the results. Statistics, weights,
-// weight gradients and workspaces are float* in every precision.
+// ones under mixed precision. So do the weights the kernels read (embedding tables, matmul
+// weights and biases, LayerNorm parameters): the model's compute copy, 16-bit under mixed
+// precision (the fp32 master weights stay with AdamW). The device kernels (kernels/cpu,
+// kernels/cuda) compute on fp32 storage; RoundedStorageBackend gives every call 16-bit storage
+// semantics on top of them, widening 16-bit operands into fp32 workspace and narrowing the
+// results. Statistics, weight gradients and workspaces are float* in every precision.
 #pragma once
 
 #include <cstddef>
@@ -100,8 +102,8 @@ class Backend {
   // out[b,t,:] = (vocab_begin <= tok < vocab_end ? wte[tok - vocab_begin,:] : 0)
   //            + (wpe ? wpe[t,:] : 0),                                     tok = tokens[b,t].
   // wpe may be null (the position term is added on one rank only).
-  virtual void embedding_forward(ActPtr out, const int32_t* tokens, const float* wte,
-                                 const float* wpe, int B, int T, int C, int vocab_begin,
+  virtual void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte,
+                                 ConstActPtr wpe, int B, int T, int C, int vocab_begin,
                                  int vocab_end) = 0;
   // dwte[tok - vocab_begin,:] += dout[b,t,:] for owned tokens only (other rows untouched);
   // dwpe[t,:] += sum_b dout[b,t,:] when dwpe is not null.
@@ -111,26 +113,26 @@ class Backend {
 
   // --- matmul ----------------------------------------------------------------------------------
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null).
-  virtual void matmul_forward(ActPtr out, ConstActPtr inp, const float* weight,
-                              const float* bias, int N, int C, int OC) = 0;
+  virtual void matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
+                              ConstActPtr bias, int N, int C, int OC) = 0;
   // dinp[N,C] += dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout.
   // dinp and dbias may be null (not needed).
   virtual void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                               ConstActPtr inp, const float* weight, int N, int C, int OC) = 0;
+                               ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) = 0;
 
   // --- layernorm (eps = 1e-5) --------------------------------------------------------------------
   // out = (inp - mean) * rstd * weight + bias, per row; saves mean[N], rstd[N] for backward.
   virtual void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
-                                 const float* weight, const float* bias, int N, int C) = 0;
+                                 ConstActPtr weight, ConstActPtr bias, int N, int C) = 0;
   virtual void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                  ConstActPtr inp, const float* weight, const float* mean,
+                                  ConstActPtr inp, ConstActPtr weight, const float* mean,
                                   const float* rstd, int N, int C) = 0;
   // Fused residual add + LayerNorm, one pass over the rows instead of two: residual[N,C] = a + b
   // (residual may alias a or b), then out = layernorm(residual) as layernorm_forward, reading
   // the residual as stored. Bit-identical to add(residual, a, b) then layernorm_forward on the
   // same backend. Backward needs nothing new: the add passes its gradient through.
   virtual void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a,
-                                          ConstActPtr b, const float* weight, const float* bias, int N, int C) = 0;
+                                          ConstActPtr b, ConstActPtr weight, ConstActPtr bias, int N, int C) = 0;
 
   // --- GELU (tanh approximation, as GPT-2) -----------------------------------------------------
   virtual void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) = 0;
@@ -221,9 +223,11 @@ class Backend {
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                             const AdamWArgs& args) = 0;
   // Mixed precision in one pass: the same update applied to the fp32 master weights, then
-  // compute[i] = master[i] rounded to `compute_precision` (the model's copy). Bit-identical to
-  // adamw_update(master, ...) followed by round_to_precision(compute, master, ...).
-  virtual void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v,
+  // compute[i] = master[i] rounded to `compute_precision` (the model's copy): its bit pattern
+  // when compute is a 16-bit buffer (whose storage must be compute_precision: std::logic_error
+  // otherwise), the rounded float when it is fp32. Bit-identical to adamw_update(master, ...)
+  // followed by narrow(compute, master, ...) (or round_to_precision for an fp32 compute).
+  virtual void adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v,
                                    std::size_t n, const AdamWArgs& args, Precision compute_precision) = 0;
 };
 

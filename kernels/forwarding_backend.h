@@ -34,7 +34,7 @@ class ForwardingBackend : public Backend {
   std::size_t device_bytes_high_water() const override { return inner_.device_bytes_high_water(); }
   void set_gemm_input_precision(Precision inputs) override { inner_.set_gemm_input_precision(inputs); }
 
-  void embedding_forward(ActPtr out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
+  void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe, int B, int T, int C,
                          int vocab_begin, int vocab_end) override {
     inner_.embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
   }
@@ -42,24 +42,24 @@ class ForwardingBackend : public Backend {
                           int vocab_begin, int vocab_end) override {
     inner_.embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end);
   }
-  void matmul_forward(ActPtr out, ConstActPtr inp, const float* weight, const float* bias, int N, int C,
+  void matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias, int N, int C,
                       int OC) override {
     inner_.matmul_forward(out, inp, weight, bias, N, C, OC);
   }
   void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
-                       const float* weight, int N, int C, int OC) override {
+                       ConstActPtr weight, int N, int C, int OC) override {
     inner_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
   }
-  void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, const float* weight,
-                         const float* bias, int N, int C) override {
+  void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, ConstActPtr weight,
+                         ConstActPtr bias, int N, int C) override {
     inner_.layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
   }
   void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
-                                  const float* weight, const float* bias, int N, int C) override {
+                                  ConstActPtr weight, ConstActPtr bias, int N, int C) override {
     inner_.residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C);
   }
   void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
-                          const float* weight, const float* mean, const float* rstd, int N, int C) override {
+                          ConstActPtr weight, const float* mean, const float* rstd, int N, int C) override {
     inner_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   }
   void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) override { inner_.gelu_forward(out, inp, n); }
@@ -112,7 +112,7 @@ class ForwardingBackend : public Backend {
                     const AdamWArgs& args) override {
     inner_.adamw_update(param, grad, m, v, n, args);
   }
-  void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+  void adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v, std::size_t n,
                            const AdamWArgs& args, Precision compute_precision) override {
     inner_.adamw_update_master(master, compute, grad, m, v, n, args, compute_precision);
   }

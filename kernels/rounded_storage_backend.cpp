@@ -14,7 +14,8 @@ std::size_t product(int a, int b) { return static_cast<std::size_t>(a) * static_
 // written (an output the kernel overwrites) or both (an output it accumulates into, or one
 // aliasing an input); the same buffer declared twice gets one view, so aliasing the contract
 // allows (dlogits = logits, residual = a) is preserved. Then load() makes the views: an fp32
-// operand is its own view; a 16-bit one gets a slice of the workspace, widened when read. After
+// operand is its own view; a 16-bit one (an activation, or a weight of a 16-bit compute copy)
+// gets a slice of the workspace, widened when read. After
 // the inner call, store() rounds the written fp32 operands in place and narrows the written
 // 16-bit views into their buffers. No allocation per call: at most kMaxOperands operands.
 class RoundedStorageBackend::Staging {
@@ -120,12 +121,13 @@ float* RoundedStorageBackend::workspace(std::size_t floats) {
   return workspace_;
 }
 
-void RoundedStorageBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* wte, const float* wpe,
+void RoundedStorageBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe,
                                               int B, int T, int C, int vocab_begin, int vocab_end) {
   Staging s(*this);
-  const int o = s.output(out, product(B * T, C));
+  const int o = s.output(out, product(B * T, C)), w = s.input(wte, product(vocab_end - vocab_begin, C)),
+            p = s.input(wpe, product(T, C));
   s.load();
-  inner().embedding_forward(s[o], tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
+  inner().embedding_forward(s[o], tokens, s[w], s[p], B, T, C, vocab_begin, vocab_end);
   s.store();
 }
 
@@ -137,47 +139,51 @@ void RoundedStorageBackend::embedding_backward(float* dwte, float* dwpe, ConstAc
   inner().embedding_backward(dwte, dwpe, s[d], tokens, B, T, C, vocab_begin, vocab_end);  // fp32 gradients
 }
 
-void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, const float* weight, const float* bias,
+void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
                                            int N, int C, int OC) {
   Staging s(*this);
-  const int o = s.output(out, product(N, OC)), i = s.input(inp, product(N, C));
+  const int o = s.output(out, product(N, OC)), i = s.input(inp, product(N, C)), w = s.input(weight, product(OC, C)),
+            b = s.input(bias, static_cast<std::size_t>(OC));
   s.load();
-  inner().matmul_forward(s[o], s[i], weight, bias, N, C, OC);
+  inner().matmul_forward(s[o], s[i], s[w], s[b], N, C, OC);
   s.store();
 }
 
 void RoundedStorageBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                            ConstActPtr inp, const float* weight, int N, int C, int OC) {
+                                            ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
   Staging s(*this);
-  const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, OC)), i = s.input(inp, product(N, C));
+  const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, OC)), i = s.input(inp, product(N, C)),
+            w = s.input(weight, product(OC, C));
   s.load();
-  inner().matmul_backward(s[di], dweight, dbias, s[d], s[i], weight, N, C, OC);  // dweight, dbias: fp32
+  inner().matmul_backward(s[di], dweight, dbias, s[d], s[i], s[w], N, C, OC);  // dweight, dbias: fp32
   s.store();
 }
 
 void RoundedStorageBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
-                                              const float* weight, const float* bias, int N, int C) {
+                                              ConstActPtr weight, ConstActPtr bias, int N, int C) {
   Staging s(*this);
-  const int o = s.output(out, product(N, C)), i = s.input(inp, product(N, C));
+  const int o = s.output(out, product(N, C)), i = s.input(inp, product(N, C)),
+            w = s.input(weight, static_cast<std::size_t>(C)), b = s.input(bias, static_cast<std::size_t>(C));
   s.load();
-  inner().layernorm_forward(s[o], mean, rstd, s[i], weight, bias, N, C);  // mean, rstd: fp32 statistics
+  inner().layernorm_forward(s[o], mean, rstd, s[i], s[w], s[b], N, C);  // mean, rstd: fp32 statistics
   s.store();
 }
 
 void RoundedStorageBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd,
-                                                       ConstActPtr a, ConstActPtr b, const float* weight,
-                                                       const float* bias, int N, int C) {
+                                                       ConstActPtr a, ConstActPtr b, ConstActPtr weight,
+                                                       ConstActPtr bias, int N, int C) {
   add(residual, a, b, product(N, C));
   layernorm_forward(out, mean, rstd, residual, weight, bias, N, C);
 }
 
 void RoundedStorageBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                               ConstActPtr inp, const float* weight, const float* mean,
+                                               ConstActPtr inp, ConstActPtr weight, const float* mean,
                                                const float* rstd, int N, int C) {
   Staging s(*this);
-  const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, C)), i = s.input(inp, product(N, C));
+  const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, C)), i = s.input(inp, product(N, C)),
+            w = s.input(weight, static_cast<std::size_t>(C));
   s.load();
-  inner().layernorm_backward(s[di], dweight, dbias, s[d], s[i], weight, mean, rstd, N, C);
+  inner().layernorm_backward(s[di], dweight, dbias, s[d], s[i], s[w], mean, rstd, N, C);
   s.store();
 }
 

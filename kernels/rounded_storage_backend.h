@@ -18,8 +18,10 @@
 //   - fp32 buffers holding rounded values (emulated storage: the model's logits, and the twin
 //     the 16-bit buffers are tested against): the inner kernel runs in place and its outputs
 //     are rounded.
-// Both give the same bits. Native 16-bit kernels in a device backend will make the widening
-// unnecessary; until then it costs a pass over each 16-bit operand.
+// Both give the same bits. The weights a kernel reads come the same two ways: the model's 16-bit
+// compute copy (widened like an activation operand) or fp32 buffers holding rounded values (read
+// in place). Native 16-bit kernels in a device backend will make the widening unnecessary; until
+// then it costs a pass over each 16-bit operand.
 //
 // `add` (the residual stream) is rounded; `accumulate` and `scale` are not: the model never
 // applies them to activations, only the trainer to fp32 gradient buffers.
@@ -42,26 +44,27 @@ class RoundedStorageBackend final : public ForwardingBackend {
 
   Precision precision() const { return precision_; }
   std::string name() const override;
-  // Floats of fp32 workspace held for widened 16-bit operands: the most one call has needed.
+  // Floats of fp32 workspace held for widened 16-bit operands (activations and weights): the
+  // most one call has needed.
   std::size_t staging_floats() const { return workspace_floats_; }
 
   // The calls that read or store activations; every other call is forwarded as is.
-  void embedding_forward(ActPtr out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
+  void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe, int B, int T, int C,
                          int vocab_begin, int vocab_end) override;
   void embedding_backward(float* dwte, float* dwpe, ConstActPtr dout, const int32_t* tokens, int B, int T, int C,
                           int vocab_begin, int vocab_end) override;
-  void matmul_forward(ActPtr out, ConstActPtr inp, const float* weight, const float* bias, int N, int C,
+  void matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias, int N, int C,
                       int OC) override;
   void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
-                       const float* weight, int N, int C, int OC) override;
-  void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, const float* weight,
-                         const float* bias, int N, int C) override;
+                       ConstActPtr weight, int N, int C, int OC) override;
+  void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, ConstActPtr weight,
+                         ConstActPtr bias, int N, int C) override;
   void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
-                          const float* weight, const float* mean, const float* rstd, int N, int C) override;
+                          ConstActPtr weight, const float* mean, const float* rstd, int N, int C) override;
   // As its two parts: the residual is rounded when stored, and the LayerNorm reads the rounded
   // value (as a 16-bit kernel reads what it stored).
   void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
-                                  const float* weight, const float* bias, int N, int C) override;
+                                  ConstActPtr weight, ConstActPtr bias, int N, int C) override;
   void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) override;
   void gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) override;
   void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C,

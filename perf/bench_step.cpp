@@ -52,7 +52,7 @@ void BM_TrainStep(benchmark::State& state) {
   model::Gpt gpt(config, *backend, B, T);
   std::vector<float> init(gpt.params().total_count());
   model::initialize_parameters(gpt.params(), 1, init.data());
-  backend->copy_to_device(gpt.parameters(), init.data(), init.size());
+  gpt.set_parameters(0, init.data(), init.size());
   train::AdamW optimizer(gpt.params(), *backend, {0.9, 0.95, 1e-8, 0.1});
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> token(0, config.vocab - 1);

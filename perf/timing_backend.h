@@ -20,7 +20,7 @@ class TimingBackend final : public kernels::ForwardingBackend {
   // Memory calls are forwarded untimed (ForwardingBackend); every kernel is timed.
   std::string name() const override { return "timed " + inner_.name(); }
   void fill_zero(kernels::ActPtr p, std::size_t n) override { timed("fill_zero", [&] { inner_.fill_zero(p, n); }); }
-  void embedding_forward(kernels::ActPtr o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C,
+  void embedding_forward(kernels::ActPtr o, const int32_t* t, kernels::ConstActPtr wte, kernels::ConstActPtr wpe, int B, int T, int C,
                          int vb, int ve) override {
     timed("embedding_forward", [&] { inner_.embedding_forward(o, t, wte, wpe, B, T, C, vb, ve); });
   }
@@ -28,22 +28,22 @@ class TimingBackend final : public kernels::ForwardingBackend {
                           int ve) override {
     timed("embedding_backward", [&] { inner_.embedding_backward(dwte, dwpe, d, t, B, T, C, vb, ve); });
   }
-  void matmul_forward(kernels::ActPtr o, kernels::ConstActPtr i, const float* w, const float* b, int N, int C, int OC) override {
+  void matmul_forward(kernels::ActPtr o, kernels::ConstActPtr i, kernels::ConstActPtr w, kernels::ConstActPtr b, int N, int C, int OC) override {
     timed("matmul_forward " + shape(C, OC), [&] { inner_.matmul_forward(o, i, w, b, N, C, OC); });
   }
-  void matmul_backward(kernels::ActPtr di, float* dw, float* db, kernels::ConstActPtr d, kernels::ConstActPtr i, const float* w, int N, int C,
+  void matmul_backward(kernels::ActPtr di, float* dw, float* db, kernels::ConstActPtr d, kernels::ConstActPtr i, kernels::ConstActPtr w, int N, int C,
                        int OC) override {
     timed("matmul_backward " + shape(C, OC), [&] { inner_.matmul_backward(di, dw, db, d, i, w, N, C, OC); });
   }
-  void layernorm_forward(kernels::ActPtr o, float* m, float* r, kernels::ConstActPtr i, const float* w, const float* b, int N,
+  void layernorm_forward(kernels::ActPtr o, float* m, float* r, kernels::ConstActPtr i, kernels::ConstActPtr w, kernels::ConstActPtr b, int N,
                          int C) override {
     timed("layernorm_forward", [&] { inner_.layernorm_forward(o, m, r, i, w, b, N, C); });
   }
   void residual_layernorm_forward(kernels::ActPtr res, kernels::ActPtr o, float* m, float* r, kernels::ConstActPtr a, kernels::ConstActPtr b,
-                                  const float* w, const float* bias, int N, int C) override {
+                                  kernels::ConstActPtr w, kernels::ConstActPtr bias, int N, int C) override {
     timed("residual_layernorm_forward", [&] { inner_.residual_layernorm_forward(res, o, m, r, a, b, w, bias, N, C); });
   }
-  void layernorm_backward(kernels::ActPtr di, float* dw, float* db, kernels::ConstActPtr d, kernels::ConstActPtr i, const float* w,
+  void layernorm_backward(kernels::ActPtr di, float* dw, float* db, kernels::ConstActPtr d, kernels::ConstActPtr i, kernels::ConstActPtr w,
                           const float* m, const float* r, int N, int C) override {
     timed("layernorm_backward", [&] { inner_.layernorm_backward(di, dw, db, d, i, w, m, r, N, C); });
   }
@@ -103,7 +103,7 @@ class TimingBackend final : public kernels::ForwardingBackend {
                     const kernels::AdamWArgs& a) override {
     timed("adamw_update", [&] { inner_.adamw_update(p, g, m, v, n, a); });
   }
-  void adamw_update_master(float* master, float* c, const float* g, float* m, float* v, std::size_t n,
+  void adamw_update_master(float* master, kernels::ActPtr c, const float* g, float* m, float* v, std::size_t n,
                            const kernels::AdamWArgs& a, kernels::Precision p) override {
     timed("adamw_update_master", [&] { inner_.adamw_update_master(master, c, g, m, v, n, a, p); });
   }

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/simd_dispatch.h"  // TRIDENT_SIMD_CLONES
 
@@ -59,6 +61,18 @@ void update_master_range(const Scalars& k, float wd, float* master, float* compu
   }
 }
 
+// The same with a 16-bit compute copy: its bit patterns (encode_16bit rounds as above).
+TRIDENT_SIMD_CLONES
+void update_master16_range(const Scalars& k, float wd, float* master, uint16_t* compute, const float* grad, float* m,
+                           float* v, std::ptrdiff_t begin, std::ptrdiff_t end, Precision precision) {
+#pragma omp parallel for simd schedule(static)
+  for (std::ptrdiff_t i = begin; i < end; i++) {
+    const float p = updated(k, wd, master[i], grad[i], m[i], v[i]);
+    master[i] = p;
+    compute[i] = encode_16bit(p, precision);
+  }
+}
+
 // Calls run(begin, end, decays) for each maximal run of elements of [0, n) with one decay bit
 // (AdamWArgs::decay_mask), or once for all of them without a mask. The CPU does not need one
 // pass (launches cost nothing here), and looking the bit up inside the vectorised loop made it
@@ -101,12 +115,20 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::size
   });
 }
 
-void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+void adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v, std::size_t n,
                          const AdamWArgs& args, Precision precision) {
   const Scalars k(args);
+  if (!compute.is_fp32() && compute.storage() != precision) {
+    throw std::logic_error(std::string("adamw_update_master: a ") + precision_name(compute.storage()) +
+                           " compute copy cannot hold " + precision_name(precision) + " values");
+  }
   for_each_decay_run(args.decay_mask, n, [&](std::size_t begin, std::size_t end, bool decays) {
-    update_master_range(k, decays ? k.wd : 0.0f, master, compute, grad, m, v, static_cast<std::ptrdiff_t>(begin),
-                        static_cast<std::ptrdiff_t>(end), precision);
+    const auto b = static_cast<std::ptrdiff_t>(begin), e = static_cast<std::ptrdiff_t>(end);
+    if (compute.is_fp32()) {
+      update_master_range(k, decays ? k.wd : 0.0f, master, compute.f32(), grad, m, v, b, e, precision);
+    } else {
+      update_master16_range(k, decays ? k.wd : 0.0f, master, compute.bits16(), grad, m, v, b, e, precision);
+    }
   });
 }
 

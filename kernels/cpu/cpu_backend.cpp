@@ -85,10 +85,10 @@ void CpuBackend::copy_bytes_to_host(void* host_dst, const void* src, std::size_t
   if (bytes > 0) std::memcpy(host_dst, src, bytes);
 }
 
-void CpuBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* wte,
-                                   const float* wpe, int B, int T, int C, int vocab_begin,
+void CpuBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte,
+                                   ConstActPtr wpe, int B, int T, int C, int vocab_begin,
                                    int vocab_end) {
-  cpu::embedding_forward(out.f32(), tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
+  cpu::embedding_forward(out.f32(), tokens, wte.f32(), wpe.f32(), B, T, C, vocab_begin, vocab_end);
 }
 
 void CpuBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
@@ -97,30 +97,30 @@ void CpuBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
   cpu::embedding_backward(dwte, dwpe, dout.f32(), tokens, B, T, C, vocab_begin, vocab_end);
 }
 
-void CpuBackend::matmul_forward(ActPtr out, ConstActPtr inp, const float* weight,
-                                const float* bias, int N, int C, int OC) {
-  cpu::matmul_forward(out.f32(), inp.f32(), weight, bias, N, C, OC);
+void CpuBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
+                                ConstActPtr bias, int N, int C, int OC) {
+  cpu::matmul_forward(out.f32(), inp.f32(), weight.f32(), bias.f32(), N, C, OC);
 }
 
 void CpuBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                 ConstActPtr inp, const float* weight, int N, int C, int OC) {
-  cpu::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight, N, C, OC);
+                                 ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
+  cpu::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC);
 }
 
 void CpuBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
-                                   const float* weight, const float* bias, int N, int C) {
-  cpu::layernorm_forward(out.f32(), mean, rstd, inp.f32(), weight, bias, N, C);
+                                   ConstActPtr weight, ConstActPtr bias, int N, int C) {
+  cpu::layernorm_forward(out.f32(), mean, rstd, inp.f32(), weight.f32(), bias.f32(), N, C);
 }
 
 void CpuBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a,
-                                            ConstActPtr b, const float* weight, const float* bias, int N, int C) {
-  cpu::residual_layernorm_forward(residual.f32(), out.f32(), mean, rstd, a.f32(), b.f32(), weight, bias, N, C);
+                                            ConstActPtr b, ConstActPtr weight, ConstActPtr bias, int N, int C) {
+  cpu::residual_layernorm_forward(residual.f32(), out.f32(), mean, rstd, a.f32(), b.f32(), weight.f32(), bias.f32(), N, C);
 }
 
 void CpuBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                    ConstActPtr inp, const float* weight, const float* mean,
+                                    ConstActPtr inp, ConstActPtr weight, const float* mean,
                                     const float* rstd, int N, int C) {
-  cpu::layernorm_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight, mean, rstd, N, C);
+  cpu::layernorm_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), mean, rstd, N, C);
 }
 
 void CpuBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
@@ -215,7 +215,7 @@ void CpuBackend::adamw_update(float* param, const float* grad, float* m, float* 
   cpu::adamw_update(param, grad, m, v, n, args);
 }
 
-void CpuBackend::adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v,
+void CpuBackend::adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v,
                                      std::size_t n, const AdamWArgs& args, Precision compute_precision) {
   cpu::adamw_update_master(master, compute, grad, m, v, n, args, compute_precision);
 }

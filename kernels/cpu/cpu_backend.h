@@ -28,23 +28,23 @@ class CpuBackend final : public Backend {
   void copy_tokens_to_device(int32_t* dst, const int32_t* host_src, std::size_t count) override;
   void synchronize() override {}
 
-  void embedding_forward(ActPtr out, const int32_t* tokens, const float* wte, const float* wpe,
+  void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe,
                          int B, int T, int C, int vocab_begin, int vocab_end) override;
   void embedding_backward(float* dwte, float* dwpe, ConstActPtr dout, const int32_t* tokens,
                           int B, int T, int C, int vocab_begin, int vocab_end) override;
 
-  void matmul_forward(ActPtr out, ConstActPtr inp, const float* weight, const float* bias, int N,
+  void matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias, int N,
                       int C, int OC) override;
   void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                       ConstActPtr inp, const float* weight, int N, int C, int OC) override;
+                       ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) override;
 
   void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
-                         const float* weight, const float* bias, int N, int C) override;
+                         ConstActPtr weight, ConstActPtr bias, int N, int C) override;
   void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                          ConstActPtr inp, const float* weight, const float* mean,
+                          ConstActPtr inp, ConstActPtr weight, const float* mean,
                           const float* rstd, int N, int C) override;
   void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
-                                  const float* weight, const float* bias, int N, int C) override;
+                                  ConstActPtr weight, ConstActPtr bias, int N, int C) override;
 
   void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) override;
   void gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) override;
@@ -78,7 +78,7 @@ class CpuBackend final : public Backend {
   void narrow(ActPtr dst, const float* src, std::size_t n) override;
   void widen(float* dst, ConstActPtr src, std::size_t n) override;
 
-  void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+  void adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v, std::size_t n,
                            const AdamWArgs& args, Precision compute_precision) override;
   void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                     const AdamWArgs& args) override;

@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/adamw.cuh"
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
@@ -57,20 +59,27 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
   }
 }
 
+// The compute copy's value: master rounded to P (an fp32 copy holds the rounded float).
 template <Precision P>
-__device__ __forceinline__ float stored(float x) {
+__device__ __forceinline__ float rounded(float x) {
   if constexpr (P == Precision::kBf16) return __bfloat162float(__float2bfloat16_rn(x));
   if constexpr (P == Precision::kFp16) return __half2float(__float2half_rn(x));
   return x;
 }
 
-template <Precision P>
-__global__ void adamw_master_kernel(float* master, float* compute, const float* grad, float* m, float* v,
+// Stores a value of the compute copy in its storage: the float as is, or its 16-bit pattern
+// (exact: the value is already representable).
+__device__ __forceinline__ void store(float* dst, float x) { *dst = x; }
+__device__ __forceinline__ void store(__nv_bfloat16* dst, float x) { *dst = __float2bfloat16_rn(x); }
+__device__ __forceinline__ void store(__half* dst, float x) { *dst = __float2half_rn(x); }
+
+template <Precision P, class Stored>
+__global__ void adamw_master_kernel(float* master, Stored* compute, const float* grad, float* m, float* v,
                                     std::size_t n, AdamWConstants k) {
   for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) {
     const float p = updated(k, k.decay(i), master[i], grad[i], m[i], v[i]);
     master[i] = p;
-    compute[i] = stored<P>(p);
+    store(compute + i, rounded<P>(p));
   }
 }
 
@@ -98,20 +107,37 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::size
   CUDA_CHECK_LAUNCH();
 }
 
-void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+void adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v, std::size_t n,
                          const AdamWArgs& args, Precision precision, cudaStream_t stream) {
   if (n == 0) return;
+  if (!compute.is_fp32() && compute.storage() != precision) {
+    throw std::logic_error(std::string("adamw_update_master: a ") + precision_name(compute.storage()) +
+                           " compute copy cannot hold " + precision_name(precision) + " values");
+  }
   const AdamWConstants k = constants_of(args);
   const auto blocks = elementwise_blocks(n);
+  if (!compute.is_fp32()) {
+    void* bits = compute.bits16();
+    if (precision == Precision::kBf16) {
+      adamw_master_kernel<Precision::kBf16><<<blocks, kElementwiseThreads, 0, stream>>>(
+          master, static_cast<__nv_bfloat16*>(bits), grad, m, v, n, k);
+    } else {
+      adamw_master_kernel<Precision::kFp16><<<blocks, kElementwiseThreads, 0, stream>>>(
+          master, static_cast<__half*>(bits), grad, m, v, n, k);
+    }
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  float* values = compute.f32();
   switch (precision) {
     case Precision::kBf16:
-      adamw_master_kernel<Precision::kBf16><<<blocks, kElementwiseThreads, 0, stream>>>(master, compute, grad, m, v, n, k);
+      adamw_master_kernel<Precision::kBf16><<<blocks, kElementwiseThreads, 0, stream>>>(master, values, grad, m, v, n, k);
       break;
     case Precision::kFp16:
-      adamw_master_kernel<Precision::kFp16><<<blocks, kElementwiseThreads, 0, stream>>>(master, compute, grad, m, v, n, k);
+      adamw_master_kernel<Precision::kFp16><<<blocks, kElementwiseThreads, 0, stream>>>(master, values, grad, m, v, n, k);
       break;
     case Precision::kFp32:
-      adamw_master_kernel<Precision::kFp32><<<blocks, kElementwiseThreads, 0, stream>>>(master, compute, grad, m, v, n, k);
+      adamw_master_kernel<Precision::kFp32><<<blocks, kElementwiseThreads, 0, stream>>>(master, values, grad, m, v, n, k);
       break;
   }
   CUDA_CHECK_LAUNCH();

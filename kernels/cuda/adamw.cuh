@@ -13,8 +13,9 @@ namespace trident::kernels::cuda {
 void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                   const AdamWArgs& args, cudaStream_t stream);
 // The same update of fp32 master weights; compute[i] = master[i] rounded to `precision` in the
-// same pass (__float2bfloat16_rn / __float2half_rn).
-void adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v, std::size_t n,
+// same pass (__float2bfloat16_rn / __float2half_rn): the rounded float in an fp32 compute, the
+// 16-bit value in a 16-bit one (whose storage must be `precision`: std::logic_error otherwise).
+void adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v, std::size_t n,
                          const AdamWArgs& args, Precision precision, cudaStream_t stream);
 
 }  // namespace trident::kernels::cuda

@@ -169,10 +169,10 @@ bool CudaBackend::is_device_memory(const void* ptr) const {
   return attributes.type == cudaMemoryTypeDevice;
 }
 
-void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* wte,
-                                    const float* wpe, int B, int T, int C, int vocab_begin,
+void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte,
+                                    ConstActPtr wpe, int B, int T, int C, int vocab_begin,
                                     int vocab_end) {
-  cuda::embedding_forward(out.f32(), tokens, wte, wpe, B, T, C, vocab_begin, vocab_end, stream_);
+  cuda::embedding_forward(out.f32(), tokens, wte.f32(), wpe.f32(), B, T, C, vocab_begin, vocab_end, stream_);
 }
 
 void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
@@ -181,30 +181,30 @@ void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
   cuda::embedding_backward(dwte, dwpe, dout.f32(), tokens, B, T, C, vocab_begin, vocab_end, stream_);
 }
 
-void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, const float* weight,
-                                 const float* bias, int N, int C, int OC) {
-  cuda::matmul_forward(out.f32(), inp.f32(), weight, bias, N, C, OC, cublas_, stream_);
+void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
+                                 ConstActPtr bias, int N, int C, int OC) {
+  cuda::matmul_forward(out.f32(), inp.f32(), weight.f32(), bias.f32(), N, C, OC, cublas_, stream_);
 }
 
 void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                  ConstActPtr inp, const float* weight, int N, int C, int OC) {
-  cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight, N, C, OC, cublas_, stream_);
+                                  ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
+  cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC, cublas_, stream_);
 }
 
 void CudaBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
-                                    const float* weight, const float* bias, int N, int C) {
-  cuda::layernorm_forward(out.f32(), mean, rstd, inp.f32(), weight, bias, N, C, stream_);
+                                    ConstActPtr weight, ConstActPtr bias, int N, int C) {
+  cuda::layernorm_forward(out.f32(), mean, rstd, inp.f32(), weight.f32(), bias.f32(), N, C, stream_);
 }
 
 void CudaBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a,
-                                             ConstActPtr b, const float* weight, const float* bias, int N, int C) {
-  cuda::residual_layernorm_forward(residual.f32(), out.f32(), mean, rstd, a.f32(), b.f32(), weight, bias, N, C, stream_);
+                                             ConstActPtr b, ConstActPtr weight, ConstActPtr bias, int N, int C) {
+  cuda::residual_layernorm_forward(residual.f32(), out.f32(), mean, rstd, a.f32(), b.f32(), weight.f32(), bias.f32(), N, C, stream_);
 }
 
 void CudaBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                     ConstActPtr inp, const float* weight, const float* mean,
+                                     ConstActPtr inp, ConstActPtr weight, const float* mean,
                                      const float* rstd, int N, int C) {
-  cuda::layernorm_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight, mean, rstd, N, C, stream_);
+  cuda::layernorm_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), mean, rstd, N, C, stream_);
 }
 
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
@@ -313,7 +313,7 @@ void CudaBackend::adamw_update(float* param, const float* grad, float* m, float*
   cuda::adamw_update(param, grad, m, v, n, args, stream_);
 }
 
-void CudaBackend::adamw_update_master(float* master, float* compute, const float* grad, float* m, float* v,
+void CudaBackend::adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v,
                                       std::size_t n, const AdamWArgs& args, Precision compute_precision) {
   cuda::adamw_update_master(master, compute, grad, m, v, n, args, compute_precision, stream_);
 }

@@ -19,6 +19,11 @@
 //      (CUBLASLT_EPILOGUE_BIAS): no broadcast pass, half the input bytes.
 //   4  variant 3 with CUBLASLT_EPILOGUE_GELU_BIAS: the MLP's matmul + GELU in one kernel.
 //      (Timed at every shape; in GPT-2 only the 768 -> 3072 fc layer is followed by GELU.)
+//   5  cuBLASLt with every operand 16-bit: bf16 inp, W and bias (the model's 16-bit activation
+//      buffer and compute copy of the weights, as they are stored under train.precision =
+//      bf16), fp32 accumulation, bf16 out rounded once by the epilogue. The native path that
+//      would replace today's widen, TF32 GEMM, narrow; reference: the twin's fp32 result rounded
+//      to bf16 (round_to_bf16), as RoundedStorageBackend stores it.
 //
 // The row-major -> column-major mapping (kernels/cuda/gemm.cu): the buffer of a row-major
 // r x c matrix is the column-major c x r matrix. So in cuBLASLt's column-major terms
@@ -35,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -43,7 +49,7 @@
 #include "kernels/cpu/matmul.h"           // cpu::matmul_forward (the reference)
 #include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, grid_first_index, grid_stride
 #include "kernels/cuda/matmul.cuh"        // cuda::matmul_forward (variants 1, 2)
-#include "kernels/precision.h"            // round_to_bf16
+#include "kernels/precision.h"            // round_to_bf16, decode_bf16
 #include "perf/kernels/playground.cuh"    // harness
 
 namespace {
@@ -74,13 +80,16 @@ pg::DeviceBuffer<__nv_bfloat16> to_bf16(const pg::DeviceBuffer<float>& src, cuda
 // algorithm chosen once (by the heuristic, its first answer), then run() queues it.
 class LtBf16Matmul {
  public:
+  // out_type: CUDA_R_32F (variants 3, 4) or CUDA_R_16BF (5); bias_type likewise, the bias
+  // pointer's element type (fp32 with an fp32 output; bf16 with bf16, the default pairing).
   LtBf16Matmul(cublasLtHandle_t lt, int N, int C, int OC, cublasLtEpilogue_t epilogue,
-               const float* bias)
+               const void* bias, cudaDataType_t out_type = CUDA_R_32F,
+               cudaDataType_t bias_data_type = CUDA_R_32F)
       : lt_(lt) {
     PG_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t transa = CUBLAS_OP_T;
     const cublasOperation_t transb = CUBLAS_OP_N;
-    const std::int32_t bias_type = CUDA_R_32F;
+    const std::int32_t bias_type = bias_data_type;
     PG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &transa,
                                                    sizeof transa));
     PG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &transb,
@@ -94,7 +103,7 @@ class LtBf16Matmul {
     // Layouts describe the stored (column-major) matrices before op(): see the file comment.
     PG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, C, OC, C));   // W buffer
     PG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, C, N, C));    // inp buffer
-    PG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, CUDA_R_32F, OC, N, OC));   // out buffer
+    PG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, out_type, OC, N, OC));     // out buffer
     PG_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference_));
     const std::size_t workspace = kLtWorkspaceBytes;
     PG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -125,7 +134,7 @@ class LtBf16Matmul {
   bool available() const { return available_; }
 
   // out = epilogue(inp @ weight^T + bias), queued on `stream`; C = D = out with beta = 0.
-  void run(float* out, const __nv_bfloat16* inp, const __nv_bfloat16* weight, void* workspace,
+  void run(void* out, const __nv_bfloat16* inp, const __nv_bfloat16* weight, void* workspace,
            cudaStream_t stream) const {
     const float alpha = 1.0f;
     const float beta = 0.0f;
@@ -183,15 +192,20 @@ int run_shape(const pg::Args& args, const Context& ctx, int N, const Shape& shap
   tk::cpu::matmul_forward(ref.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
   std::vector<float> gelu_ref(out_count);
   tk::cpu::gelu_forward(gelu_ref.data(), ref.data(), out_count);
+  std::vector<float> bf16_ref = bf16_values(ref);
 
   const pg::DeviceBuffer<float> d_inp = pg::upload(inp);
   const pg::DeviceBuffer<float> d_weight = pg::upload(weight);
   const pg::DeviceBuffer<float> d_bias = pg::upload(bias);
   const pg::DeviceBuffer<__nv_bfloat16> d_inp_bf16 = to_bf16(d_inp, ctx.stream);
   const pg::DeviceBuffer<__nv_bfloat16> d_weight_bf16 = to_bf16(d_weight, ctx.stream);
+  const pg::DeviceBuffer<__nv_bfloat16> d_bias_bf16 = to_bf16(d_bias, ctx.stream);
   const pg::DeviceBuffer<float> d_out(out_count);
+  const pg::DeviceBuffer<__nv_bfloat16> d_out_bf16(out_count);
   const LtBf16Matmul lt_bias(ctx.lt, N, C, OC, CUBLASLT_EPILOGUE_BIAS, d_bias.data());
   const LtBf16Matmul lt_gelu_bias(ctx.lt, N, C, OC, CUBLASLT_EPILOGUE_GELU_BIAS, d_bias.data());
+  const LtBf16Matmul lt_all_bf16(ctx.lt, N, C, OC, CUBLASLT_EPILOGUE_BIAS, d_bias_bf16.data(), CUDA_R_16BF,
+                                 CUDA_R_16BF);
 
   // Variants 1-3: exact inputs, exact products (8-bit x 8-bit significands fit in fp32's 24),
   // fp32 accumulation; only the order of the C additions differs from the twin (OpenBLAS
@@ -206,6 +220,11 @@ int run_shape(const pg::Args& args, const Context& ctx, int N, const Shape& shap
   // max |x| ~ max |GELU(x)| (symmetric pre-activations). 1e-3 covers that 4x over, and still
   // fails a wrong layout or a missing bias (the bias alone is ~1/40 of max |ref|).
   constexpr double kGeluTolerance = 1e-3;
+  // Variant 5: the same exact products and fp32 sums, rounded once to bf16. Where the GPU's and
+  // the twin's sums straddle a bf16 rounding midpoint the stored values differ by one bf16 unit,
+  // at most 2^-7 of max |ref| (layernorm_forward.cu says why not 2^-8); a layout or bias error
+  // is still O(1). Values left unrounded cannot occur: the output is bf16 storage.
+  constexpr double kBf16OutTolerance = 1.0 / 128.0;
 
   // Runs once on an output poisoned with NaN, validates against `expected`, then times.
   auto measure = [&](const std::vector<float>& expected, double tolerance, auto&& launch) {
@@ -240,6 +259,29 @@ int run_shape(const pg::Args& args, const Context& ctx, int N, const Shape& shap
     };
   };
 
+  // Variant 5 writes bf16: validated on its widened values.
+  auto measure_bf16_out = [&](const LtBf16Matmul& plan) {
+    const LtBf16Matmul* matmul = &plan;
+    return [&, matmul](int reps) {
+      auto launch = [&, matmul] {
+        matmul->run(d_out_bf16.data(), d_inp_bf16.data(), d_weight_bf16.data(), ctx.lt_workspace, ctx.stream);
+      };
+      PG_CUDA_CHECK(cudaMemsetAsync(d_out_bf16.data(), 0xff, d_out_bf16.bytes(), ctx.stream));  // NaN patterns
+      launch();
+      const std::vector<__nv_bfloat16> stored = pg::download(d_out_bf16);
+      std::vector<float> widened(stored.size());
+      for (std::size_t i = 0; i < stored.size(); ++i) {
+        std::uint16_t bits = 0;
+        std::memcpy(&bits, &stored[i], sizeof bits);
+        widened[i] = tk::decode_bf16(bits);
+      }
+      pg::Outcome outcome;
+      outcome.checks.push_back(pg::validate("out (bf16)", widened, bf16_ref, kBf16OutTolerance));
+      outcome.median_ms = ctx.timer.median_ms(reps, launch);
+      return outcome;
+    };
+  };
+
   const std::vector<pg::Variant> variants = {
       {"production cuda::matmul_forward, fp32 (CUBLAS_DEFAULT_MATH)",
        measure(ref, kExactInputTolerance, production(ctx.fp32_cublas))},
@@ -251,6 +293,8 @@ int run_shape(const pg::Args& args, const Context& ctx, int N, const Shape& shap
       {"cuBLASLt bf16 in, fp32 out, fused bias + GELU epilogue",
        lt_gelu_bias.available() ? Run(measure(gelu_ref, kGeluTolerance, lt_run(lt_gelu_bias)))
                                 : Run(unavailable)},
+      {"cuBLASLt bf16 in, bf16 bias, bf16 out, fp32 accumulate",
+       lt_all_bf16.available() ? Run(measure_bf16_out(lt_all_bf16)) : Run(unavailable)},
   };
   const double flops = 2.0 * N * static_cast<double>(C) * OC;
   return pg::run_variants(args, variants, pg::Workload{0.0, flops});

@@ -28,7 +28,9 @@ MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, 
   // The same shard arithmetic the trainer allocates with: padded arenas, and AdamW state for
   // rank 0's block (the largest; a last block may be partly padding, which has no state).
   const parallel::ArenaShard shard = parallel::shard_arena(params, zero_shards, 0);
-  m.parameters = shard.padded_size * sizeof(float);
+  // The parameter arena is the compute copy, in the activation storage (16 bits under mixed
+  // precision); the gradients are fp32 in every precision.
+  m.parameters = shard.padded_size * kernels::precision_bytes(layout.storage);
   m.gradients = shard.padded_size * sizeof(float);
   m.optimizer = train::adamw_state_bytes(std::min(shard.block, params), master_weights);
   m.activations = model::activation_bytes(config, micro_batch, seq_len, attention_scratch, layout);

@@ -12,8 +12,8 @@
 namespace trident::app {
 
 struct MemoryEstimate {
-  std::size_t parameters = 0;   // bytes, fp32
-  std::size_t gradients = 0;
+  std::size_t parameters = 0;   // bytes: the compute copy (fp32, or 16-bit under mixed precision)
+  std::size_t gradients = 0;    // fp32
   std::size_t optimizer = 0;    // AdamW first and second moments (and fp32 master weights)
   std::size_t activations = 0;  // forward state of the micro-batches in flight plus backward scratch
                                 // and the attention workspace (one layer's T x T at a time)

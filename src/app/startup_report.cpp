@@ -49,7 +49,9 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
   if (grid.dp() > 1) {
     std::snprintf(line, sizeof line, "gradient reduction: over %d data ranks in %s (parallel.grad_reduce)%s\n", grid.dp(),
                   setup.config.parallel.grad_reduce.c_str(),
-                  setup.config.parallel.zero == 1 ? ", ZeRO-1 reduce-scatter" : ", buckets overlapping backward");
+                  setup.config.parallel.zero == 1
+                      ? (", ZeRO-1 reduce-scatter, then an all-gather of the " + t.precision + " weights").c_str()
+                      : ", buckets overlapping backward");
     out += line;
   }
   if (grid.pp() > 1) {

@@ -5,6 +5,7 @@
 #include <stdexcept>  // std::logic_error
 #include <string>
 #include <utility>  // std::swap
+#include <vector>
 
 namespace trident::model {
 
@@ -32,6 +33,53 @@ ActivationSizes block_workspace(const GptConfig& c, std::size_t B, std::size_t T
   w.stored = 2 * btc + rows * static_cast<std::size_t>(c.hidden) + 12 * btcl;
   w.fp32 = 4 * rows + lse;  // 4 norm statistics per region row, and the lse
   return w;
+}
+
+// Under 16-bit storage: the largest call's 16-bit operands, activations and weights alike, which
+// kernels::RoundedStorageBackend widens at once into its fp32 workspace. Each term is one call of
+// this stage as Gpt makes it, summing the sizes the call declares (an operand given twice, as a
+// residual add's output and input, counts once; the logits are fp32 and not staged). Which term
+// is largest depends on tp, sequence parallelism, the micro-batch and the vocabulary, so all are
+// listed. N = B*T rows, Cl = C/tp, R the sequence-parallel rows, Vl the local vocabulary rows.
+std::size_t staging_floats(const GptConfig& c, std::size_t N, std::size_t T, const GptLayout& layout,
+                           const StageLayout& stage) {
+  const auto tp = static_cast<std::size_t>(layout.tp);
+  const auto C = static_cast<std::size_t>(c.hidden);
+  const std::size_t Cl = C / tp;
+  const std::size_t nc = N * C, ncl = N * Cl, rc = region_rows(N, layout) * C;
+  const std::size_t vocab_rows = static_cast<std::size_t>(c.padded_vocab) / tp;
+  // Replicated biases of the row-parallel matmuls and the position table: tensor rank 0 only.
+  const std::size_t rank0_bias = layout.tp_rank == 0 ? C : 0;
+  std::size_t most = 0;
+  auto call = [&most](std::size_t floats) { most = std::max(most, floats); };
+  if (stage.layers() > 0) {
+    call(2 * rc + 2 * C);                           // ln1 / ln2 forward: out, inp, weight, bias
+    call(3 * ncl + nc + 3 * Cl * C + 3 * Cl);       // QKV forward
+    call(4 * ncl);                                  // attention forward: out, qkv
+    call(nc + ncl + Cl * C + rank0_bias);           // attention projection forward
+    call(2 * rc);                                   // residual adds: out (= a), b
+    call(4 * ncl + nc + 4 * Cl * C + 4 * Cl);       // MLP-up forward
+    call(8 * ncl);                                  // GELU forward
+    call(nc + 4 * ncl + 4 * Cl * C + rank0_bias);   // MLP-down forward
+    call(8 * ncl + nc + 4 * Cl * C);                // MLP-down backward: dinp, dout, inp, weight
+    call(12 * ncl);                                 // GELU backward
+    call(2 * nc + 4 * ncl + 4 * Cl * C);            // MLP-up backward
+    call(3 * rc + C);                               // LayerNorm backward: dinp, dout, inp, weight
+    call(2 * ncl + nc + Cl * C);                    // attention projection backward
+    call(8 * ncl);                                  // attention backward: dqkv, dout, qkv, out
+    call(2 * nc + 3 * ncl + 3 * Cl * C);            // QKV backward
+  }
+  if (stage.first) {
+    call(nc + vocab_rows * C + (layout.tp_rank == 0 ? T * C : 0));  // embedding forward: out, wte, wpe
+    call(nc);                                                        // embedding backward: dout
+  }
+  if (stage.last) {
+    call(2 * rc + 2 * C);                // ln_f forward
+    call(nc + vocab_rows * C);           // LM head forward: ln_f's output, wte
+    call(2 * nc + vocab_rows * C);       // LM head backward: dinp, inp, wte
+    call(3 * rc + C);                    // ln_f backward
+  }
+  return most;
 }
 
 std::string block_name(int layer, const char* part) {
@@ -91,18 +139,7 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
   // 12 BTCl; and the attention workspace, which forward uses as well.
   total.stored += rc + btc + 12 * btcl;
   total.fp32 += attention_scratch;
-  if (layout.storage != kernels::Precision::kFp32) {
-    // The largest call's 16-bit operands, widened at once. In a block: GELU backward's dinp,
-    // inp and dout (12 BTCl), the MLP-up backward's dinp and inp of full rows with its dout
-    // (2 BTC + 4 BTCl), MLP-down's backward (BTC + 8 BTCl), or a LayerNorm backward's three
-    // region buffers (3 RC): which is largest depends on tp (tp = 1: 12 BTC). Without blocks:
-    // ln_f's backward (3 RC) or the LM head's backward (2 BTC, its logits being fp32), and the
-    // embedding's BTC.
-    const std::size_t head = stage.last ? std::max(3 * rc, 2 * btc) : 0;
-    const std::size_t embedding = stage.first ? btc : 0;
-    total.staging = stage.layers() > 0 ? std::max({12 * btcl, 2 * btc + 4 * btcl, btc + 8 * btcl, 3 * rc})
-                                       : std::max(head, embedding);
-  }
+  if (layout.storage != kernels::Precision::kFp32) total.staging = staging_floats(c, bt, t, layout, stage);
   return total;
 }
 
@@ -208,7 +245,12 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
                            " divisible by tp = " + std::to_string(layout_.tp));
   }
   arena_size_ = std::max(options.arena_size, table_.total_count());
-  params_ = backend_.allocate(arena_size_);
+  if (layout_.storage == kernels::Precision::kFp32) {
+    params_ = backend_.allocate(arena_size_);
+  } else {
+    // Two 16-bit values per float of the allocation.
+    params_ = kernels::ActPtr(reinterpret_cast<uint16_t*>(backend_.allocate((arena_size_ + 1) / 2)), layout_.storage);
+  }
   grads_ = backend_.allocate(arena_size_);
   backend_.fill_zero(params_, arena_size_);
   backend_.fill_zero(grads_, arena_size_);
@@ -267,7 +309,7 @@ Gpt::~Gpt() {
   backend_.release(fp32_arena_);
   backend_.release(static_cast<float*>(stored_arena_));
   backend_.release(grads_);
-  backend_.release(params_);
+  backend_.release(static_cast<float*>(params_.get()));
 }
 
 void Gpt::carve_activations() {
@@ -367,7 +409,21 @@ kernels::ConstActPtr Gpt::input_grad(int slot, int chunk) const {
   return stage_.chunks.size() > 1 ? slot_of(slot, chunk).input_grad : dresidual_;
 }
 
-Gpt::LayerPointers Gpt::layer_pointers(float* arena, int local_layer) const {
+void Gpt::set_parameters(std::size_t offset, const float* host_values, std::size_t count) {
+  if (offset > arena_size_ || count > arena_size_ - offset) {
+    throw std::logic_error("Gpt::set_parameters: elements beyond the parameter arena");
+  }
+  if (params_.is_fp32()) {
+    backend_.copy_to_device(params_.f32() + offset, host_values, count);
+    return;
+  }
+  std::vector<uint16_t> bits(count);
+  for (std::size_t i = 0; i < count; ++i) bits[i] = kernels::encode_16bit(host_values[i], layout_.storage);
+  backend_.copy_bytes_to_device((params_ + offset).get(), bits.data(), params_.bytes(count));
+}
+
+template <class Ptr>
+Gpt::LayerTensors<Ptr> Gpt::layer_tensors(Ptr arena, int local_layer) const {
   const LayerOffsets& o = layer_offsets_[static_cast<std::size_t>(local_layer)];
   return {arena + o.ln1_w, arena + o.ln1_b,  arena + o.qkv_w, arena + o.qkv_b, arena + o.proj_w, arena + o.proj_b,
           arena + o.ln2_w, arena + o.ln2_b, arena + o.up_w,  arena + o.up_b,  arena + o.down_w, arena + o.down_b};
@@ -378,7 +434,7 @@ void Gpt::block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerA
   const int N = B * T, R = rows_;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
   const std::size_t rc = static_cast<std::size_t>(R) * C;  // this rank's rows (btc without sp_)
-  const LayerPointers p = layer_pointers(params_, local_layer);
+  const auto p = layer_tensors<kernels::ConstActPtr>(params_, local_layer);
   // A replicated bias of a row-parallel matmul joins the partial sums on one tensor rank only
   // (with sequence parallelism too: before the reduce-scatter, so it is counted once).
   const bool adds_bias = tp_.rank() == 0;
@@ -393,10 +449,10 @@ void Gpt::block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerA
     }
   };
   // A row-parallel matmul into this rank's rows of `dst`, its partial sums combined.
-  auto row_parallel = [&](kernels::ActPtr dst, kernels::ConstActPtr inp, const float* w, const float* bias,
-                          int in_channels) {
+  auto row_parallel = [&](kernels::ActPtr dst, kernels::ConstActPtr inp, kernels::ConstActPtr w,
+                          kernels::ConstActPtr bias, int in_channels) {
     const kernels::ActPtr partial = sp_ ? dln_ : dst;  // full rows; dln_ is free between backward's kernels
-    backend_.matmul_forward(partial, inp, w, adds_bias ? bias : nullptr, N, in_channels, C);
+    backend_.matmul_forward(partial, inp, w, adds_bias ? bias : kernels::ConstActPtr(), N, in_channels, C);
     if (sp_) {
       tp_.scatter_to_sp_forward(partial, dst, rc);
     } else {
@@ -444,8 +500,8 @@ void Gpt::block_backward(int local_layer, kernels::ConstActPtr x_in, const Layer
   const int N = B * T, R = rows_;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
   const std::size_t btcl = static_cast<std::size_t>(N) * Cl;
-  const LayerPointers p = layer_pointers(params_, local_layer);
-  const LayerPointers g = layer_pointers(grads_, local_layer);
+  const auto p = layer_tensors<kernels::ConstActPtr>(params_, local_layer);
+  const auto g = layer_tensors<float*>(grads_, local_layer);
   // out = residual2 + down(gelu(up(ln2(residual2)))). The output gradient of the full rows is
   // the same on every tensor rank, so the replicated down bias gets the same (whole) gradient
   // everywhere.
@@ -491,7 +547,8 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
     // sequence parallelism: the reduce-scatter, each rank keeping its rows).
     const kernels::ActPtr lookup = sp_ ? dln_ : s.encoded;  // full rows
     backend_.embedding_forward(lookup, s.tokens, params_ + wte_offset_,
-                               tp_.rank() == 0 ? params_ + wpe_offset_ : nullptr, B, T, C, vocab_.begin, vocab_.end);
+                               tp_.rank() == 0 ? params_ + wpe_offset_ : kernels::ActPtr(), B, T, C, vocab_.begin,
+                               vocab_.end);
     if (sp_) {
       tp_.scatter_to_sp_forward(lookup, s.encoded, rc);
     } else {

@@ -73,10 +73,11 @@ struct GptLayout {
   Recompute recompute = Recompute::kNone;
   // Sequence parallelism (tp > 1 only; with tp = 1 it changes nothing). Requires B*T % tp == 0.
   bool sequence_parallel = false;
-  // Storage of the activations and their gradients: kFp32, or kBf16 / kFp16 for 16-bit buffers
-  // (half their memory), which need a backend with 16-bit semantics
-  // (kernels::RoundedStorageBackend of the same precision). Pipeline stages send them and the
-  // tensor-parallel collectives move and sum them as they are stored.
+  // Storage of the activations, their gradients and the parameter arena (the compute copy of the
+  // weights that the kernels read): kFp32, or kBf16 / kFp16 for 16-bit buffers (half their
+  // memory), which need a backend with 16-bit semantics (kernels::RoundedStorageBackend of the
+  // same precision). Pipeline stages send the activations and the tensor-parallel collectives
+  // move and sum them as they are stored. The gradient arena is fp32 in every storage.
   kernels::Precision storage = kernels::Precision::kFp32;
   StageLayout stage(const GptConfig& config) const;
 };
@@ -130,7 +131,12 @@ class Gpt {
   const GptConfig& config() const { return config_; }
   const StageLayout& stage() const { return stage_; }
   const ParamTable& params() const { return table_; }
-  float* parameters() { return params_; }
+  // The parameter arena in layout.storage: the weights the kernels read. Under 16-bit storage
+  // this is the compute copy, rounded from the fp32 master weights that AdamW keeps.
+  kernels::ActPtr parameters() { return params_; }
+  // Sets arena elements [offset, offset + count) from fp32 host values, rounded to the arena's
+  // storage (initialisation, checkpoint loading, tests).
+  void set_parameters(std::size_t offset, const float* host_values, std::size_t count);
   float* gradients() { return grads_; }
   std::size_t arena_size() const { return arena_size_; }
   // Bytes of the activation arena, with the staging workspace the backend holds for 16-bit
@@ -192,9 +198,12 @@ class Gpt {
   kernels::ConstActPtr input_grad() const { return dresidual_; }
 
  private:
-  struct LayerPointers {
-    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    float *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
+  // One block's tensors in an arena: the weights (kernels::ConstActPtr, in the arena's storage)
+  // or their gradients (float*).
+  template <class Ptr>
+  struct LayerTensors {
+    Ptr ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
+    Ptr ln2_w, ln2_b, up_w, up_b, down_w, down_b;
   };
   // Activations in the layout's storage; the statistics (means, rstds, attention's lse
   // [B, NH/tp, T]) in fp32.
@@ -223,7 +232,8 @@ class Gpt {
   struct LayerOffsets {
     std::size_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, up_w, up_b, down_w, down_b;
   };
-  LayerPointers layer_pointers(float* arena, int local_layer) const;
+  template <class Ptr>
+  LayerTensors<Ptr> layer_tensors(Ptr arena, int local_layer) const;
   void carve_activations();
   // The residual stream entering local block `l` of a slot.
   kernels::ConstActPtr block_input(const Slot& s, int l) const;
@@ -271,7 +281,7 @@ class Gpt {
   std::vector<std::pair<std::size_t, std::size_t>> sp_partial_grads_;
   std::size_t arena_size_ = 0;
   ParamTable table_;
-  float* params_ = nullptr;
+  kernels::ActPtr params_;  // in layout_.storage
   float* grads_ = nullptr;
   // Offsets of the stage's non-block tensors (absent ones unused).
   std::size_t wte_offset_ = 0, wpe_offset_ = 0, lnf_w_offset_ = 0, lnf_b_offset_ = 0;

@@ -56,7 +56,7 @@ AdamW::~AdamW() {
   backend_.release_tokens(decay_mask_);
 }
 
-void AdamW::update(float* params, const float* shard_grads, double lr, int64_t step_number) {
+void AdamW::update(kernels::ActPtr params, const float* shard_grads, double lr, int64_t step_number) {
   kernels::AdamWArgs args;
   args.lr = static_cast<float>(lr);
   args.beta1 = static_cast<float>(settings_.beta1);
@@ -66,16 +66,18 @@ void AdamW::update(float* params, const float* shard_grads, double lr, int64_t s
   args.weight_decay = static_cast<float>(settings_.weight_decay);
   args.decay_mask = decay_mask_;
   if (master_ == nullptr) {
-    backend_.adamw_update(params + shard_begin_, shard_grads, m_, v_, state_count_, args);
+    backend_.adamw_update(params.f32() + shard_begin_, shard_grads, m_, v_, state_count_, args);
   } else {
     backend_.adamw_update_master(master_, params + shard_begin_, shard_grads, m_, v_, state_count_, args, precision_);
   }
 }
 
-void AdamW::adopt_parameters(float* params, std::size_t count) {
+void AdamW::adopt_parameters(std::size_t offset, const float* host_values, std::size_t count) {
   if (master_ == nullptr) return;
-  backend_.round_to_precision(master_, params + shard_begin_, state_count_, kernels::Precision::kFp32);  // a copy
-  backend_.round_to_precision(params, params, count, precision_);
+  const std::size_t begin = std::max(offset, shard_begin_);
+  const std::size_t end = std::min(offset + count, shard_begin_ + state_count_);
+  if (begin >= end) return;
+  backend_.copy_to_device(master_ + (begin - shard_begin_), host_values + (begin - offset), end - begin);
 }
 
 }  // namespace trident::train

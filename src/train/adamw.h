@@ -42,18 +42,19 @@ class AdamW {
   ~AdamW();
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
-  // One update of the shard's parameters: params is the whole arena; shard_grads[i] is the
-  // gradient of arena element shard_begin + i. step_number is 1-based (bias correction). With
-  // master weights the update goes to them and params[shard] receives their rounded values.
-  void update(float* params, const float* shard_grads, double lr, int64_t step_number);
-  // After the parameters were set (initialised or loaded) in fp32: takes the master weights from
-  // params[shard], then rounds all `count` elements of the arena to the compute precision (every
-  // replica rounds the same values alike). Nothing to do in fp32.
-  void adopt_parameters(float* params, std::size_t count);
+  // One update of the shard's parameters: params is the whole arena (the model's, in the compute
+  // precision: 16-bit with master weights); shard_grads[i] is the gradient of arena element
+  // shard_begin + i. step_number is 1-based (bias correction). With master weights the update
+  // goes to them and params[shard] receives their rounded values.
+  void update(kernels::ActPtr params, const float* shard_grads, double lr, int64_t step_number);
+  // With master weights: takes those of arena elements [offset, offset + count) that lie in this
+  // range from their fp32 host values (initialisation, checkpoint loading; the model's arena is
+  // set from the same values, model::Gpt::set_parameters). Nothing to do in fp32.
+  void adopt_parameters(std::size_t offset, const float* host_values, std::size_t count);
   // fp32 values of arena elements [shard_begin(), shard_begin() + state_count()): the master
-  // weights, or params + shard_begin() when there are none.
-  const float* fp32_parameters(const float* params) const {
-    return master_ != nullptr ? master_ : params + shard_begin_;
+  // weights, or the fp32 arena's own elements when there are none.
+  const float* fp32_parameters(kernels::ActPtr params) const {
+    return master_ != nullptr ? master_ : params.f32() + shard_begin_;
   }
   kernels::Precision compute_precision() const { return precision_; }
   // Moments, master weights in mixed precision, and the decay mask.

@@ -119,10 +119,10 @@ void Trainer::initialize_parameters() {
       const std::size_t count = std::min(kChunk, t.count - begin);
       host.resize(count);
       model::initialize_tensor_range(model_.params(), t, config_.run.seed, begin, count, host.data());
-      backend_.copy_to_device(model_.parameters() + t.offset + begin, host.data(), count);
+      model_.set_parameters(t.offset + begin, host.data(), count);
+      optimizer_.adopt_parameters(t.offset + begin, host.data(), count);
     }
   }
-  optimizer_.adopt_parameters(model_.parameters(), model_.arena_size());
 }
 
 StepResult Trainer::step(int64_t step_index) {

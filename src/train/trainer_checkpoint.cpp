@@ -131,12 +131,15 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
   if (step == attributes.end()) throw io::UserError("checkpoint '" + path + "': no step attribute");
   const model::ParamTable& table = model_.params();
   // Every parameter this rank holds, and the moments of the arena block it holds (all of them
-  // without ZeRO-1): straight into the arenas on the CPU backend, else through host staging.
+  // without ZeRO-1): straight into the arenas on the CPU backend, else through host staging. The
+  // parameters also go through staging under mixed precision: the file holds fp32 values, which
+  // become the master weights and, rounded, the 16-bit arena.
   const std::size_t state_begin = optimizer_.shard_begin(), state_end = state_begin + optimizer_.state_count();
   const bool host = backend_.device() == kernels::Device::kCpu;
-  std::vector<float> staging(host ? 0 : table.total_count() + 2 * optimizer_.state_count());
-  float* params = host ? model_.parameters() : staging.data();
-  float* m = host ? optimizer_.first_moment() : params + table.total_count();
+  const bool params_direct = host && model_.parameters().is_fp32();
+  std::vector<float> staging((params_direct ? 0 : table.total_count()) + (host ? 0 : 2 * optimizer_.state_count()));
+  float* params = params_direct ? model_.parameters().f32() : staging.data();
+  float* m = host ? optimizer_.first_moment() : staging.data() + (params_direct ? 0 : table.total_count());
   float* v = host ? optimizer_.second_moment() : m + optimizer_.state_count();
   std::vector<io::TensorSliceRead> reads;
   for (const model::ParamTensor& t : table.tensors()) {
@@ -153,12 +156,14 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
     }
   }
   io::read_param_slices(path, ctx_.world_handle(), reads);
+  if (!params_direct) {
+    model_.set_parameters(0, params, table.total_count());
+    optimizer_.adopt_parameters(0, params, table.total_count());
+  }
   if (!host) {
-    backend_.copy_to_device(model_.parameters(), params, table.total_count());
     backend_.copy_to_device(optimizer_.first_moment(), m, optimizer_.state_count());
     backend_.copy_to_device(optimizer_.second_moment(), v, optimizer_.state_count());
   }
-  optimizer_.adopt_parameters(model_.parameters(), model_.arena_size());
   // fp16 resumes its loss scale when an fp16 run wrote the checkpoint; from another precision it
   // starts at train.loss_scale.
   const auto clean = attributes.find("loss_scale_clean_steps");

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -529,11 +530,13 @@ TEST_F(TwinBackends, AdamwUpdateMasterMatchesCpu) {
   for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
     SCOPED_TRACE(precision_name(p));
     const std::size_t n = kLargeLength;
-    auto master = twin(uniform(n, -1.0f, 1.0f));
+    const auto master_start = uniform(n, -1.0f, 1.0f), m_start = uniform(n, -0.1f, 0.1f);
+    const auto v_start = uniform(n, 0.0f, 0.01f);
+    auto master = twin(master_start);
     auto compute = twin(uniform(n, 5.0f, 9.0f));  // overwritten
     auto grad = twin(uniform(n, -1.0f, 1.0f));
-    auto m = twin(uniform(n, -0.1f, 0.1f));
-    auto v = twin(uniform(n, 0.0f, 0.01f));
+    auto m = twin(m_start);
+    auto v = twin(v_start);
     AdamWArgs args;
     args.lr = 3e-3f;
     args.weight_decay = 0.1f;
@@ -545,6 +548,23 @@ TEST_F(TwinBackends, AdamwUpdateMasterMatchesCpu) {
     expect_twins_agree(m, kElementwiseTolerance, "m");
     expect_twins_agree(v, kElementwiseTolerance, "v");
     expect_twins_agree(compute, p == Precision::kBf16 ? 0.0079 : 0.00098, "compute copy");
+    // A 16-bit compute copy (the model's arena under mixed precision), from the same state: on
+    // each side the same masters and, as bit patterns, exactly the values of the fp32 copy.
+    auto master16 = twin(master_start), m16 = twin(m_start), v16 = twin(v_start);
+    auto compute16 = twin(std::vector<float>((n + 1) / 2, 0.0f));  // two 16-bit values per float
+    run_on_both([&](Backend& b, Side side) {
+      b.adamw_update_master(master16.on(side), ActPtr(reinterpret_cast<uint16_t*>(compute16.on(side)), p),
+                            grad.on(side), m16.on(side), v16.on(side), n, args, p);
+    });
+    for (const Side side : {Side::kCpu, Side::kGpu}) {
+      EXPECT_EQ(master16.values(side), master.values(side));
+      const std::vector<float> packed = compute16.values(side), copy = compute.values(side);
+      std::vector<uint16_t> bits(2 * packed.size());
+      std::memcpy(bits.data(), packed.data(), packed.size() * sizeof(float));
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(decode_16bit(bits[i], p), copy[i]) << (side == Side::kGpu ? "gpu" : "cpu") << " at " << i;
+      }
+    }
   }
 }
 

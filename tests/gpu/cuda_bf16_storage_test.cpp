@@ -14,6 +14,7 @@
 //   fp32 sums): kReductionTolerance, as in fp32.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -198,6 +199,20 @@ TEST_F(Bf16StorageTwins, SixteenBitBuffersGiveTheBitsOfRoundedFp32BuffersOnTheDe
   EXPECT_EQ(unpacked(dinp16.values(g)), dinp.values(g));
   EXPECT_EQ(dw16.values(g), dw.values(g));
   EXPECT_EQ(gpu16_->staging_floats(), count_of(N, C) * 2 + count_of(N, OC));
+  // The same with the weight as a 16-bit buffer (the model's compute copy under bf16): widened
+  // like the activations, the same bits again; the workspace grows by the weight.
+  auto weight16 = twin(packed(weight.values(Side::kCpu)));
+  auto out16w = twin(std::vector<float>(count_of(N, OC) / 2)), dinp16w = twin(packed(dinp_h));
+  auto dw16w = twin(std::vector<float>(count_of(OC, C), 0.0f));
+  const ConstActPtr w16(bf16_at(weight16, g));
+  gpu16_->matmul_forward(bf16_at(out16w, g), ConstActPtr(bf16_at(inp16, g)), w16, nullptr, N, C, OC);
+  gpu16_->matmul_backward(bf16_at(dinp16w, g), dw16w.on(g), nullptr, ConstActPtr(bf16_at(dout16, g)),
+                          ConstActPtr(bf16_at(inp16, g)), w16, N, C, OC);
+  gpu16_->synchronize();
+  EXPECT_EQ(unpacked(out16w.values(g)), out.values(g));
+  EXPECT_EQ(unpacked(dinp16w.values(g)), dinp.values(g));
+  EXPECT_EQ(dw16w.values(g), dw.values(g));
+  EXPECT_EQ(gpu16_->staging_floats(), count_of(N, C) * 2 + count_of(N, OC) + count_of(OC, C));
 }
 
 }  // namespace

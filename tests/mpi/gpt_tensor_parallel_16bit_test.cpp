@@ -69,7 +69,7 @@ RunResult run(kernels::Precision precision, bool tensor, bool sp, model::Recompu
                  {.layout = layout, .tensor_parallel = parallel::TensorParallel(tensor ? &group : nullptr)});
   std::vector<float> host(gpt.params().total_count());
   model::initialize_parameters(gpt.params(), 1234, host.data());
-  backend.copy_to_device(gpt.parameters(), host.data(), host.size());
+  gpt.set_parameters(0, host.data(), host.size());
   const auto in = tokens(3), out = tokens(4);
   RunResult r;
   gpt.zero_gradients();

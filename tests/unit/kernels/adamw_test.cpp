@@ -1,7 +1,9 @@
 // adamw_update against a hand-worked example and a double-precision update over several steps.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 #include <cmath>
 #include <random>
@@ -114,6 +116,22 @@ TEST(CpuAdamW, MasterUpdateIsTheUpdateThenTheRounding) {
     EXPECT_EQ(std::memcmp(copy.data(), two_pass_copy.data(), n * sizeof(float)), 0) << precision_name(p);
     EXPECT_EQ(std::memcmp(m1.data(), m2.data(), n * sizeof(float)), 0);
     EXPECT_EQ(std::memcmp(v1.data(), v2.data(), n * sizeof(float)), 0);
+    if (p == Precision::kFp32) continue;
+    // A 16-bit compute copy (the model's arena under mixed precision) receives the same values
+    // as their bit patterns, and the masters the same update.
+    auto master16 = param, m3 = m0, v3 = v0;
+    std::vector<uint16_t> copy16(n);
+    backend.adamw_update_master(master16.data(), ActPtr(copy16.data(), p), grad.data(), m3.data(), v3.data(), n,
+                                args, p);
+    EXPECT_EQ(std::memcmp(master16.data(), two_pass.data(), n * sizeof(float)), 0) << precision_name(p);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(copy16[i], encode_16bit(two_pass[i], p)) << precision_name(p) << " at " << i;
+    }
+    // A compute copy of the other 16-bit format cannot hold these values.
+    const Precision other = p == Precision::kBf16 ? Precision::kFp16 : Precision::kBf16;
+    EXPECT_THROW(backend.adamw_update_master(master16.data(), ActPtr(copy16.data(), other), grad.data(), m3.data(),
+                                             v3.data(), n, args, p),
+                 std::logic_error);
   }
 }
 

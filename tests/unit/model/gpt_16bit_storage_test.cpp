@@ -39,7 +39,7 @@ StorageRun train_two_steps(const model::GptConfig& config, kernels::Precision pr
   auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
   kernels::RoundedStorageBackend backend(*cpu, precision);
   model::Gpt gpt(config, backend, kB, kT, {.layout = {.recompute = recompute, .storage = storage}});
-  init_with_noise(gpt, backend, 7);
+  init_with_noise(gpt, 7, precision);  // the fp32 arena holds the rounded weights, as the 16-bit one
   const auto tokens = random_tokens(2 * kB * kT, config.vocab, 11);
   const auto targets = random_tokens(2 * kB * kT, config.vocab, 12);
   StorageRun r;
@@ -89,7 +89,7 @@ TEST_P(Gpt16BitStorage, LossesDifferFromFp32) {
   const StorageRun rounded = train_two_steps(config, GetParam(), GetParam(), model::Recompute::kNone);
   auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
   model::Gpt gpt(config, *cpu, kB, kT);
-  init_with_noise(gpt, *cpu, 7);
+  init_with_noise(gpt, 7);
   const auto tokens = random_tokens(2 * kB * kT, config.vocab, 11);
   const auto targets = random_tokens(2 * kB * kT, config.vocab, 12);
   EXPECT_NE(gpt.forward(tokens.data(), targets.data()), rounded.losses[0]);
@@ -117,10 +117,11 @@ TEST(Gpt16BitStorageSizes, ActivationsTakeHalfTheBytesAtGpt2Scale) {
 }
 
 TEST(Gpt16BitStorageSizes, StagingFollowsTheLargestCallOnEveryTensorLayout) {
-  // GPT-2 124M, micro-batch 8, T 1024 (BTC = 8192 x 768). The largest call's 16-bit operands:
-  // tp 1 and 2, GELU backward's 12 BTC / tp; tp 4, a three-way tie at 3 BTC; tp 8, a LayerNorm
-  // backward's three full-row buffers (3 BTC) or, with sequence parallelism, the MLP-up
-  // backward's 2 BTC + 4 BTC / 8.
+  // GPT-2 124M, micro-batch 8, T 1024 (BTC = 8192 x 768). The largest call's 16-bit operands,
+  // activations and weights: tp 1 and 2, GELU backward's 12 BTC / tp; tp 4 with sequence
+  // parallelism, the LM head's backward (dinp and inp, 2 BTC, and its vocabulary shard of wte,
+  // 12576 x 768); tp 8, a LayerNorm backward's three full-row buffers and its weight (3 BTC + C)
+  // or, with sequence parallelism, the LM head's backward again.
   const model::GptConfig gpt2{12, 16, 768, 1024, 50257, 50304};
   const std::size_t btc = 8192ull * 768, scratch = 0;
   auto staging = [&](int tp, bool sp) {
@@ -130,17 +131,24 @@ TEST(Gpt16BitStorageSizes, StagingFollowsTheLargestCallOnEveryTensorLayout) {
   };
   EXPECT_EQ(staging(1, false), 12 * btc);
   EXPECT_EQ(staging(2, false), 6 * btc);
-  EXPECT_EQ(staging(4, true), 3 * btc);
-  EXPECT_EQ(staging(8, false), 3 * btc);
-  EXPECT_EQ(staging(8, true), 2 * btc + btc / 2);
-  // A last stage without blocks: ln_f's backward, or with sequence parallelism the LM head's.
+  EXPECT_EQ(staging(4, true), 2 * btc + 12576 * 768);
+  EXPECT_EQ(staging(8, false), 3 * btc + 768);
+  EXPECT_EQ(staging(8, true), 2 * btc + 6288 * 768);
+  // A last stage without blocks: the LM head's backward (ln_f's, 3 BTC + C, is smaller).
   const model::GptLayout head_only{.pp = 2, .pp_rank = 1, .layers_per_stage = {12, 0},
                                    .storage = kernels::Precision::kBf16};
-  EXPECT_EQ(model::activation_sizes(gpt2, 8, 1024, scratch, head_only).staging, 3 * btc);
+  EXPECT_EQ(model::activation_sizes(gpt2, 8, 1024, scratch, head_only).staging, 2 * btc + 50304 * 768);
   model::GptLayout head_only_sp = head_only;
   head_only_sp.tp = 4;
   head_only_sp.sequence_parallel = true;
-  EXPECT_EQ(model::activation_sizes(gpt2, 8, 1024, scratch, head_only_sp).staging, 2 * btc);
+  EXPECT_EQ(model::activation_sizes(gpt2, 8, 1024, scratch, head_only_sp).staging, 2 * btc + 12576 * 768);
+  // A first stage: the embedding's output with its wte shard and, on tensor rank 0 only, wpe.
+  const model::GptLayout embedding_only{.tp = 2, .tp_rank = 1, .pp = 2, .layers_per_stage = {0, 12},
+                                        .storage = kernels::Precision::kBf16};
+  EXPECT_EQ(model::activation_sizes(gpt2, 8, 1024, scratch, embedding_only).staging, btc + 25152 * 768);
+  model::GptLayout embedding_rank0 = embedding_only;
+  embedding_rank0.tp_rank = 0;
+  EXPECT_EQ(model::activation_sizes(gpt2, 8, 1024, scratch, embedding_rank0).staging, btc + 25152 * 768 + 1024 * 768);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ TEST(GptGradient, EveryTensorMatchesCentralFiniteDifferences) {
   const auto config = tiny_config();
   const int B = 2, T = 5;
   model::Gpt gpt(config, *backend, B, T);
-  init_with_noise(gpt, *backend, 3);
+  init_with_noise(gpt, 3);
   const auto tokens = random_tokens(B * T, config.vocab, 1);
   const auto targets = random_tokens(B * T, config.vocab, 2);
   const double n_tokens = B * T;
@@ -30,7 +30,7 @@ TEST(GptGradient, EveryTensorMatchesCentralFiniteDifferences) {
   gpt.backward(static_cast<float>(1.0 / n_tokens), {});
   std::vector<float> grads(gpt.gradients(), gpt.gradients() + gpt.params().total_count());
 
-  float* params = gpt.parameters();
+  float* params = gpt.parameters().f32();
   auto loss = [&] { return gpt.forward(tokens.data(), targets.data()) / n_tokens; };
   std::mt19937 rng(11);
   int checked = 0;
@@ -64,7 +64,7 @@ TEST(GptGradient, PaddedVocabularyRowsGetNoGradient) {
   auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
   const auto config = tiny_config();
   model::Gpt gpt(config, *backend, 2, 5);
-  init_with_noise(gpt, *backend, 3);
+  init_with_noise(gpt, 3);
   const auto tokens = random_tokens(10, config.vocab, 1);
   gpt.zero_gradients();
   gpt.forward(tokens.data(), tokens.data());
@@ -83,13 +83,13 @@ TEST(GptGradient, TwoMicroBatchesAccumulateToTheGradientOfOneBatch) {
   const auto targets = random_tokens(4 * T, config.vocab, 8);
 
   model::Gpt whole(config, *backend, 4, T);
-  init_with_noise(whole, *backend, 9);
+  init_with_noise(whole, 9);
   whole.zero_gradients();
   const double loss_whole = whole.forward(tokens.data(), targets.data());
   whole.backward(1.0f / (4 * T), {});
 
   model::Gpt half(config, *backend, 2, T);
-  init_with_noise(half, *backend, 9);
+  init_with_noise(half, 9);
   half.zero_gradients();
   double loss_halves = 0;
   std::vector<size_t> final_offsets;

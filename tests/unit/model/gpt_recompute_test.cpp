@@ -30,7 +30,7 @@ AccumulatedStep accumulate_two_micro_batches(const model::GptConfig& config, mod
   auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
   const int B = 2, T = 5;
   model::Gpt gpt(config, *backend, B, T, {.layout = {.recompute = recompute}});
-  init_with_noise(gpt, *backend, 3);
+  init_with_noise(gpt, 3);
   const auto tokens = random_tokens(2 * B * T, config.vocab, 1);
   const auto targets = random_tokens(2 * B * T, config.vocab, 2);
   AccumulatedStep step;

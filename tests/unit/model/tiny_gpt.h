@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/precision.h"
 #include "src/model/gpt.h"
 
 namespace trident::test_support {
@@ -22,14 +23,15 @@ inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
 }
 
 // GPT-2 initialisation plus noise, so that norms and biases are not at their trivial values
-// and every tensor's gradient is exercised.
-inline void init_with_noise(model::Gpt& gpt, kernels::Backend& backend, uint64_t seed) {
+// and every tensor's gradient is exercised. rounded: the precision the values are rounded to
+// first (an fp32 arena then holds what a 16-bit one would; a 16-bit arena rounds anyway).
+inline void init_with_noise(model::Gpt& gpt, uint64_t seed, kernels::Precision rounded = kernels::Precision::kFp32) {
   std::vector<float> host(gpt.params().total_count());
   model::initialize_parameters(gpt.params(), seed, host.data());
   std::mt19937 rng(5);
   std::normal_distribution<float> noise(0.0f, 0.1f);
-  for (auto& v : host) v += noise(rng);
-  backend.copy_to_device(gpt.parameters(), host.data(), host.size());
+  for (auto& v : host) v = kernels::round_to_precision(v + noise(rng), rounded);
+  gpt.set_parameters(0, host.data(), host.size());
 }
 
 }  // namespace trident::test_support
