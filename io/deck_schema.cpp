@@ -69,6 +69,10 @@ std::vector<KeySpec> make_schema() {
       choice_key("run.device", "cpu", {"cpu", "cuda", "auto"},
                  "Where the kernels run: cpu, cuda (fails without a GPU), or auto (cuda when a "
                  "GPU is visible, else cpu)."),
+      choice_key("run.attention", "gemm", {"gemm", "flash"},
+                 "Attention kernels: gemm (the scores through a T x T workspace per head, one layer "
+                 "at a time; every device) or flash (tiled, online softmax, nothing T x T; CUDA only, "
+                 "model.hidden / model.heads = 64)."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
       bool_key("run.save_final", "true",

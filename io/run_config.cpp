@@ -1,5 +1,6 @@
 // Typed values of a resolved deck, and the checks between keys that need neither the world
 // size nor the dataset (those are made where the layout and the data are known).
+#include <algorithm>  // std::max
 #include <charconv>  // std::from_chars
 #include <cstdint>   // int64_t, uint64_t
 #include <limits>    // std::numeric_limits
@@ -70,6 +71,15 @@ void check_micro_batch_divides_global(const ResolvedDeck& deck, const TrainSecti
 
 void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
   check_heads_divide_hidden(deck, config.model);
+  // The flash kernels keep a head's 64 channels per row in registers (kernels/cuda/flash_attention.cu).
+  constexpr int kFlashHeadSize = 64;
+  if (config.run.attention == "flash" && config.model.hidden / config.model.heads != kFlashHeadSize) {
+    throw UserError(quoted(deck, "run.attention") + " needs heads of 64 channels, but " +
+                    quoted(deck, "model.hidden") + " / " + quoted(deck, "model.heads") + " = " +
+                    std::to_string(config.model.hidden / config.model.heads) +
+                    " (use run.attention = gemm, or model.heads = " +
+                    std::to_string(std::max(1, config.model.hidden / kFlashHeadSize)) + ")");
+  }
   check_micro_batch_divides_global(deck, config.train);
   if (config.train.seq_len > config.model.context) {
     throw UserError(quoted(deck, "train.seq_len") + " is larger than " +
@@ -100,6 +110,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.dir = deck.value("run.dir");
   config.run.seed = static_cast<uint64_t>(int64_value(deck, "run.seed"));
   config.run.device = deck.value("run.device");
+  config.run.attention = deck.value("run.attention");
   config.run.threads = int_value(deck, "run.threads");
   config.run.save_final = deck.value("run.save_final") == "true";
   config.run.restart = deck.value("run.restart");

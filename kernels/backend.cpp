@@ -16,9 +16,12 @@ bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 #endif
 
-std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused]] int gpu) {
+std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused]] int gpu, BackendOptions options) {
   switch (device) {
     case Device::kCpu:
+      if (options.attention == AttentionKernel::kFlash) {
+        throw std::runtime_error("the CPU backend has no flash attention kernel (run.attention = flash needs CUDA)");
+      }
       return std::make_unique<cpu::CpuBackend>(threads);
     case Device::kCuda:
 #ifdef TRIDENT_HAVE_CUDA
@@ -27,7 +30,7 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused
                                  std::to_string(cuda_device_count()) +
                                  " are; check nvidia-smi and CUDA_VISIBLE_DEVICES); use run.device = cpu");
       }
-      return std::make_unique<cuda::CudaBackend>(gpu);
+      return std::make_unique<cuda::CudaBackend>(gpu, options.attention);
 #else
       throw std::runtime_error("this build has no CUDA backend (configure with -DTRIDENT_CUDA=ON)");
 #endif

@@ -231,10 +231,29 @@ class Backend {
                                    std::size_t n, const AdamWArgs& args, Precision compute_precision) = 0;
 };
 
+// Which attention kernels a backend runs (run.attention; docs/model.md, "Attention kernels"):
+//   kGemm:  the scores through a T x T workspace per (batch, head), GEMMs and row kernels
+//           (every backend; attention_scratch_size is 2 B NH T^2 floats);
+//   kFlash: tiled, online softmax, nothing T x T anywhere (the CUDA backend, head size 64;
+//           attention_scratch_size is B NH T floats).
+enum class AttentionKernel { kGemm, kFlash };
+
+// Floats of attention workspace of the flash kernels: one row statistic per (batch, head,
+// query). For memory estimates made without the backend (trident check).
+inline std::size_t flash_attention_scratch_floats(int B, int T, int NH) {
+  return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T);
+}
+
+// Choices a deck makes about a backend's kernels.
+struct BackendOptions {
+  AttentionKernel attention = AttentionKernel::kGemm;
+};
+
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the
 // index among the visible CUDA devices (the rank's node-local rank, src/app/device_choice.h).
-// Throws std::runtime_error when the device is not available in this build or machine.
-std::unique_ptr<Backend> make_backend(Device device, int threads, int gpu = 0);
+// Throws std::runtime_error when the device is not available in this build or machine, or has
+// no kernel for an option (flash attention on the CPU).
+std::unique_ptr<Backend> make_backend(Device device, int threads, int gpu = 0, BackendOptions options = {});
 
 // True when this build has the CUDA backend compiled in.
 bool cuda_compiled();

@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/adamw.cuh"          // adamw_update
 #include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
+#include "kernels/cuda/flash_attention.cuh"  // flash_attention_forward/backward, its scratch size
 #include "kernels/cuda/cross_entropy.cuh"  // cross_entropy_forward/backward, sharded pieces
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"     // CUDA_CHECK, CUBLAS_CHECK
@@ -57,7 +58,8 @@ void copy_and_wait(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
+CudaBackend::CudaBackend(int device_index, AttentionKernel attention)
+    : device_index_(device_index), attention_(attention) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -71,7 +73,7 @@ CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
   cudaDeviceProp props{};
   CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));
   name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major) +
-          std::to_string(props.minor) + ")";
+          std::to_string(props.minor) + (attention == AttentionKernel::kFlash ? ", flash attention" : "") + ")";
 
   CUDA_CHECK(cudaStreamCreate(&stream_));
   try {
@@ -217,17 +219,28 @@ void CudaBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, 
 
 void CudaBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv,
                                     int B, int T, int C, int NH) {
+  if (attention_ == AttentionKernel::kFlash) {
+    cuda::flash_attention_forward(out.f32(), lse, qkv.f32(), B, T, C, NH, stream_);
+    return;
+  }
   cuda::attention_forward(out.f32(), lse, scratch, qkv.f32(), B, T, C, NH, cublas_, stream_);
 }
 
 void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout,
-                                     ConstActPtr qkv, ConstActPtr /*out*/, const float* lse,
+                                     ConstActPtr qkv, ConstActPtr out, const float* lse,
                                      int B, int T, int C, int NH) {
+  if (attention_ == AttentionKernel::kFlash) {
+    // The flash identity rowsum(P * dP) = dout . out needs the forward's out.
+    cuda::flash_attention_backward(dqkv.f32(), scratch, dout.f32(), qkv.f32(), out.f32(), lse, B, T, C, NH,
+                                   stream_);
+    return;
+  }
   cuda::attention_backward(dqkv.f32(), scratch, dout.f32(), qkv.f32(), lse, B, T, C, NH, cublas_, stream_);
 }
 
 std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {
-  return cuda::attention_scratch_size(B, T, NH);
+  return attention_ == AttentionKernel::kFlash ? cuda::flash_attention_scratch_size(B, T, NH)
+                                               : cuda::attention_scratch_size(B, T, NH);
 }
 
 void CudaBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets,

@@ -25,12 +25,15 @@ class CudaBackend final : public Backend {
  public:
   // Makes device_index the current device of the calling thread and creates the stream, the
   // cuBLAS handle and the scratch on it. Throws std::runtime_error when the device is missing.
-  explicit CudaBackend(int device_index);
+  // attention: the GEMM path (kernels/cuda/attention.cuh) or flash attention
+  // (flash_attention.cuh, head size 64: other sizes throw std::logic_error when called).
+  explicit CudaBackend(int device_index, AttentionKernel attention = AttentionKernel::kGemm);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   int device_index() const { return device_index_; }
+  AttentionKernel attention_kernel() const { return attention_; }
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
@@ -112,6 +115,7 @@ class CudaBackend final : public Backend {
 
  private:
   int device_index_;                       // the CUDA device this backend runs on
+  AttentionKernel attention_;              // GEMM path or flash attention (run.attention)
   std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
   cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_ (fp32, or TF32: set_gemm_input_precision)

@@ -14,8 +14,9 @@
 //      batched cuBLAS GEMM S = scale Q K^T over the full T x T square into its scratch
 //      (B*NH*T*T floats in global memory), a causal softmax kernel in place that also writes
 //      lse, then O = P V. fp32 (CUBLAS_DEFAULT_MATH).
-//   2  fused causal attention in the flash manner, fp32, hs = 64 only: see the comment on
-//      flash_attention_forward_kernel. The T x T matrix never reaches global memory, and key
+//   2  production cuda::flash_attention_forward (kernels/cuda/flash_attention.cu, chosen by
+//      run.attention = flash): fused causal attention in the flash manner, fp32, hs = 64 only.
+//      The T x T matrix never reaches global memory, and key
 //      tiles above the diagonal are never touched. It writes the same out and lse as 1, so it
 //      can stand in for it under the Backend contract (it needs none of the scratch).
 //
@@ -35,152 +36,13 @@
 
 #include "kernels/cpu/attention.h"      // cpu::attention_forward (the reference)
 #include "kernels/cuda/attention.cuh"   // cuda::attention_forward (variant 1)
+#include "kernels/cuda/flash_attention.cuh"  // cuda::flash_attention_forward (variant 2)
 #include "perf/kernels/playground.cuh"  // harness
 
 namespace {
 
 namespace pg = trident::playground;
 namespace tk = trident::kernels;
-
-// ---- variant 2: flash-style fused attention ---------------------------------------------------
-
-constexpr int kHeadSize = 64;   // hs: q, o and a row of scores live in registers, so fixed
-constexpr int kQueryTile = 64;  // queries per block = threads per block (one query per thread)
-constexpr int kKeyTile = 64;    // keys per shared-memory tile
-// With equal tiles, the key tiles a block visits, k0 = 0, 64, ..., up to its last query, all
-// start at or before the block's first query q0: every thread's first key (k0 <= q0 <= t) is
-// unmasked in every tile, so a tile's max is finite for every query (see the kernel).
-static_assert(kQueryTile == kKeyTile, "the finite-max argument needs equal tiles");
-
-// One block per (query tile, head, batch element), one thread per query row t.
-//
-// Online softmax: for the scores s_j = scale * q . k_j of one query over the keys seen so far,
-// keep the running max m, the running sum l = sum_j exp(s_j - m) and the running output
-// o = sum_j exp(s_j - m) v_j. A new tile of keys with max m_tile gives m' = max(m, m_tile);
-// the old terms are rescaled by exp(m - m') (0 on the first tile, where m = -inf) and the new
-// ones added with exp(s_j - m'). After the last tile, out = o / l, which equals
-// sum_j softmax(s)_j v_j exactly in real arithmetic: every term carries the same factor
-// exp(-m_final) in o and l; and lse = m + log(l) = log sum_j exp(s_j). No exponent ever
-// exceeds 0, so nothing overflows.
-//
-// Per tile: the block loads K and V of kKeyTile keys into shared memory (coalesced: consecutive
-// threads read consecutive channels of one key), synchronises, and each thread computes its
-// kKeyTile scores from its q in registers (every thread reads the same K element at once: a
-// shared-memory broadcast), then updates m, l, o. Causality: key tiles start at 0 and stop at
-// the block's last query, so tiles wholly above the diagonal are skipped; inside the diagonal
-// tile, keys k0 + j > t get s = -inf (weight exp(-inf) = 0). Queries past T (T not a multiple
-// of 64) compute nothing and write nothing, but still reach every __syncthreads.
-//
-// Registers: q[64] + o[64] + s[64] per thread (launch bounds of 64 threads leave 255).
-__global__ void __launch_bounds__(kQueryTile)
-    flash_attention_forward_kernel(float* __restrict__ out, float* __restrict__ lse,
-                                   const float* __restrict__ qkv, int T, int C, float scale) {
-  __shared__ __align__(16) float k_tile[kKeyTile][kHeadSize];
-  __shared__ __align__(16) float v_tile[kKeyTile][kHeadSize];
-
-  const int q0 = static_cast<int>(blockIdx.x) * kQueryTile;
-  const int h = static_cast<int>(blockIdx.y);
-  const int b = static_cast<int>(blockIdx.z);
-  const int t = q0 + static_cast<int>(threadIdx.x);
-  const bool active = t < T;
-  const std::size_t ld = 3 * static_cast<std::size_t>(C);  // floats between tokens in qkv
-  const float* qkv_b = qkv + static_cast<std::size_t>(b) * T * ld;
-  const std::size_t head_offset = static_cast<std::size_t>(h) * kHeadSize;
-
-  // q of this query; rows are 16-byte aligned because 3C and h*hs are multiples of 4.
-  float q[kHeadSize];
-  if (active) {
-    const float4* q4 = reinterpret_cast<const float4*>(qkv_b + t * ld + head_offset);
-#pragma unroll
-    for (int c = 0; c < kHeadSize / 4; c++) {
-      const float4 v = q4[c];
-      q[4 * c] = v.x;
-      q[4 * c + 1] = v.y;
-      q[4 * c + 2] = v.z;
-      q[4 * c + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int c = 0; c < kHeadSize; c++) q[c] = 0.0f;
-  }
-
-  float o[kHeadSize];
-#pragma unroll
-  for (int c = 0; c < kHeadSize; c++) o[c] = 0.0f;
-  float m = -INFINITY;  // running max of the scores
-  float l = 0.0f;       // running sum of exp(s - m)
-
-  const int last_query = min(q0 + kQueryTile, T) - 1;
-  for (int k0 = 0; k0 <= last_query; k0 += kKeyTile) {
-    __syncthreads();  // every thread is done with the previous tile
-    for (int i = static_cast<int>(threadIdx.x); i < kKeyTile * kHeadSize; i += kQueryTile) {
-      const int r = i / kHeadSize;
-      const int c = i % kHeadSize;
-      const int key = k0 + r;
-      float k_value = 0.0f;  // keys past T (last tile of a ragged T) are zeros, and masked
-      float v_value = 0.0f;
-      if (key < T) {
-        const float* row = qkv_b + static_cast<std::size_t>(key) * ld + head_offset;
-        k_value = row[C + c];
-        v_value = row[2 * C + c];
-      }
-      k_tile[r][c] = k_value;
-      v_tile[r][c] = v_value;
-    }
-    __syncthreads();  // the tile is complete
-    if (!active) continue;
-
-    float s[kKeyTile];
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kKeyTile; j++) {
-      float dot = 0.0f;
-#pragma unroll
-      for (int c = 0; c < kHeadSize; c++) dot += q[c] * k_tile[j][c];
-      // k0 + j <= t < T, so a kept key is also a real one.
-      s[j] = k0 + j <= t ? scale * dot : -INFINITY;
-      tile_max = fmaxf(tile_max, s[j]);
-    }
-    // tile_max is finite: key k0 <= t is kept (static_assert above).
-    const float m_new = fmaxf(m, tile_max);
-    const float correction = expf(m - m_new);  // expf(-inf) = 0 on the first tile
-    l *= correction;
-#pragma unroll
-    for (int c = 0; c < kHeadSize; c++) o[c] *= correction;
-#pragma unroll
-    for (int j = 0; j < kKeyTile; j++) {
-      const float p = expf(s[j] - m_new);  // 0 for masked keys
-      l += p;
-#pragma unroll
-      for (int c = 0; c < kHeadSize; c++) o[c] += p * v_tile[j][c];
-    }
-    m = m_new;
-  }
-
-  if (active) {
-    // lse[b, h, t] of [B, NH, T]; gridDim.y is NH.
-    lse[(static_cast<std::size_t>(b) * gridDim.y + h) * T + t] = m + logf(l);
-    const float inv_l = 1.0f / l;  // l >= 1: the max term contributes exp(0)
-    float4* y = reinterpret_cast<float4*>(out + (static_cast<std::size_t>(b) * T + t) * C +
-                                          head_offset);
-#pragma unroll
-    for (int c = 0; c < kHeadSize / 4; c++) {
-      y[c] = make_float4(o[4 * c] * inv_l, o[4 * c + 1] * inv_l, o[4 * c + 2] * inv_l,
-                         o[4 * c + 3] * inv_l);
-    }
-  }
-}
-
-bool flash_supported(int C, int NH) { return NH > 0 && C % NH == 0 && C / NH == kHeadSize; }
-
-// out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C]; requires flash_supported(C, NH).
-void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
-                             cudaStream_t stream) {
-  const dim3 grid((T + kQueryTile - 1) / kQueryTile, NH, B);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadSize));  // as the twin
-  flash_attention_forward_kernel<<<grid, kQueryTile, 0, stream>>>(out, lse, qkv, T, C, scale);
-  PG_CHECK_LAUNCH();
-}
 
 }  // namespace
 
@@ -255,8 +117,7 @@ int main(int argc, char** argv) {
                                 T, C, NH, cublas.get(), stream.get());
   };
   auto flash = [&](int batch) {
-    flash_attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), batch, T, C, NH,
-                            stream.get());
+    tk::cuda::flash_attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), batch, T, C, NH, stream.get());
   };
   auto unsupported = [hs](int) {
     return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");
@@ -266,7 +127,7 @@ int main(int argc, char** argv) {
   const std::vector<pg::Variant> variants = {
       {"production cuda::attention_forward (cuBLAS + softmax, fp32)", measure(production)},
       {"flash-style fused causal attention, fp32, 64x64 tiles",
-       flash_supported(C, NH) ? Run(measure(flash)) : Run(unsupported)},
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure(flash)) : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;

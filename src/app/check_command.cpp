@@ -88,16 +88,17 @@ int check_command(const std::vector<std::string>& raw_args) {
     throw io::UserError("data.path '" + c.data.path + "': no such file (make one with `trident prepare`, or set "
                         "data.generate = synthetic)");
   }
-  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  // The attention workspace the run's kernels will ask for: the GEMM path's (every backend's
+  // the same size; the CPU one answers), or the flash kernels'.
+  const int micro_batch = static_cast<int>(c.train.micro_batch), local_heads = c.model.heads / c.parallel.tp;
+  const std::size_t attention_scratch =
+      c.run.attention == "flash"
+          ? kernels::flash_attention_scratch_floats(micro_batch, c.train.seq_len, local_heads)
+          : kernels::make_backend(kernels::Device::kCpu, 1)->attention_scratch_size(micro_batch, c.train.seq_len,
+                                                                                   local_heads);
   const parallel::RankGrid grid(c.parallel.tp, c.parallel.dp, c.parallel.pp);
-  std::printf("%s", startup_report(setup, grid,
-                                   backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
-                                                                   c.train.seq_len, c.model.heads / c.parallel.tp))
-                        .c_str());
-  std::printf("%s", memory_alternatives(setup, grid,
-                                        backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
-                                                                        c.train.seq_len, c.model.heads / c.parallel.tp))
-                        .c_str());
+  std::printf("%s", startup_report(setup, grid, attention_scratch).c_str());
+  std::printf("%s", memory_alternatives(setup, grid, attention_scratch).c_str());
   std::printf("%s", data_note.c_str());
   std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);
   return 0;

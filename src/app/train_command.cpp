@@ -97,7 +97,14 @@ int train_command(const std::vector<std::string>& args) {
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const bool nccl = c.parallel.comm == "nccl";
   const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
-  auto backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu);
+  const kernels::BackendOptions kernel_options{
+      .attention = c.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm};
+  if (kernel_options.attention == kernels::AttentionKernel::kFlash && device.device == kernels::Device::kCpu) {
+    // Every rank chose the same device (choose_device_collectively): all refuse alike.
+    throw io::UserError("run.attention = flash: only the CUDA backend has flash attention, and this run is on the "
+                        "CPU (" + device.reason + "); use run.attention = gemm");
+  }
+  auto backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu, kernel_options);
   // On GPUs the groups talk NCCL on device memory, or (parallel.comm = mpi) MPI on host copies
   // of the device buffers. CPU runs use MPI on their own memory.
   parallel::BackendMemory backend_memory(*backend);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/backend.h"              // Backend, AdamWArgs
@@ -444,6 +445,60 @@ TEST_F(TwinBackends, AttentionBackwardAccumulatesLikeCpu) {
     // then the same reductions as before in other orders.
     expect_twins_agree(dqkv, kReductionTolerance, "dqkv");
   }
+}
+
+// Flash attention (run.attention = flash): the same contract, another algorithm (online
+// softmax, P rebuilt tile by tile, D = dout . out), against the CPU twin at head size 64; the
+// ragged lengths end mid-tile. Forward from the same qkv; backward from the CPU forward's out
+// and lse, so that its own error is measured alone. tests/unit/kernels/
+// flash_attention_replay_test.cpp replays the same per-thread code on the host at 1e-5; here
+// the device's FMA contraction and expf add their few ulps.
+TEST_F(TwinBackends, FlashAttentionMatchesCpu) {
+  auto flash = make_backend(Device::kCuda, kCpuThreads, 0, {.attention = AttentionKernel::kFlash});
+  const AttentionShape shapes[] = {{"B=2 T=129 C=128 NH=2", 2, 129, 128, 2},
+                                   {"B=1 T=300 C=192 NH=3", 1, 300, 192, 3},
+                                   {"B=1 T=64 C=64 NH=1 (one tile)", 1, 64, 64, 1}};
+  for (const AttentionShape& s : shapes) {
+    SCOPED_TRACE(s.name);
+    EXPECT_EQ(flash->attention_scratch_size(s.B, s.T, s.NH), count_of(s.B * s.NH, s.T));
+    auto qkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), -2.0f, 2.0f));
+    auto out = twin(uniform(count_of(s.B * s.T, s.C), 5.0f, 9.0f));
+    auto lse = twin(uniform(count_of(s.B * s.NH, s.T), 5.0f, 9.0f));
+    BackendFloats cpu_scratch(*cpu_, uniform(cpu_->attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
+    BackendFloats gpu_scratch(*gpu_, uniform(flash->attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
+    cpu_->attention_forward(out.on(Side::kCpu), lse.on(Side::kCpu), cpu_scratch.get(), qkv.on(Side::kCpu), s.B, s.T,
+                            s.C, s.NH);
+    flash->attention_forward(out.on(Side::kGpu), lse.on(Side::kGpu), gpu_scratch.get(), qkv.on(Side::kGpu), s.B,
+                             s.T, s.C, s.NH);
+    flash->synchronize();
+    expect_twins_agree(out, kReductionTolerance, "flash out");
+    expect_twins_agree(lse, kReductionTolerance, "flash lse");
+
+    auto cpu_out = twin(out.values(Side::kCpu)), cpu_lse = twin(lse.values(Side::kCpu));
+    auto dout = twin(uniform(count_of(s.B * s.T, s.C), -1.0f, 1.0f));
+    const std::vector<float> dqkv_start = uniform(count_of(s.B * s.T, 3 * s.C), -1.0f, 1.0f);
+    auto dqkv = twin(dqkv_start);
+    cpu_->attention_backward(dqkv.on(Side::kCpu), cpu_scratch.get(), dout.on(Side::kCpu), qkv.on(Side::kCpu),
+                             cpu_out.on(Side::kCpu), cpu_lse.on(Side::kCpu), s.B, s.T, s.C, s.NH);
+    flash->attention_backward(dqkv.on(Side::kGpu), gpu_scratch.get(), dout.on(Side::kGpu), qkv.on(Side::kGpu),
+                              cpu_out.on(Side::kGpu), cpu_lse.on(Side::kGpu), s.B, s.T, s.C, s.NH);
+    flash->synchronize();
+    expect_twins_agree(dqkv, kReductionTolerance, "flash dqkv");
+    // No atomics: a second backward from the same state gives the same bits.
+    auto repeat = twin(dqkv_start);
+    flash->attention_backward(repeat.on(Side::kGpu), gpu_scratch.get(), dout.on(Side::kGpu), qkv.on(Side::kGpu),
+                              cpu_out.on(Side::kGpu), cpu_lse.on(Side::kGpu), s.B, s.T, s.C, s.NH);
+    flash->synchronize();
+    EXPECT_EQ(repeat.values(Side::kGpu), dqkv.values(Side::kGpu));
+  }
+  // Head sizes other than 64 are refused, not computed wrongly.
+  BackendFloats scratch(*gpu_, std::vector<float>(count_of(2 * 3, 37)));
+  auto qkv = twin(uniform(count_of(2 * 37, 3 * 48), -1.0f, 1.0f));
+  auto out = twin(uniform(count_of(2 * 37, 48), -1.0f, 1.0f));
+  auto lse = twin(uniform(count_of(2 * 3, 37), -1.0f, 1.0f));
+  EXPECT_THROW(flash->attention_forward(out.on(Side::kGpu), lse.on(Side::kGpu), scratch.get(), qkv.on(Side::kGpu), 2,
+                                        37, 48, 3),
+               std::logic_error);
 }
 
 // --- elementwise -------------------------------------------------------------------------------

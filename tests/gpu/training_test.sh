@@ -4,6 +4,8 @@
 # - run.device = auto takes the GPU;
 # - the quickstart to its plateau (600 steps) in bf16 and in fp16: within 2% of the fp32
 #   validation loss on the GPU;
+# - run.attention = flash at head size 64: 10 fp32 steps within 1e-4 of the CPU, 10 bf16
+#   steps within 1e-2 of the CPU's bf16 (one bf16 unit of the stored activations is 2^-8);
 # - tp = 2 and pp = 2 with parallel.comm = mpi, two ranks sharing one GPU, against one rank on
 #   it: within 1e-4 (cuBLAS may pick other kernels, with other summation orders, for the
 #   halved shapes of tp = 2, so not bit-identical);
@@ -49,6 +51,22 @@ for p in bf16 fp16; do
   within_percent "$val" "$ref" 2 && pass "$p on the GPU: validation loss $val within 2% of fp32 $ref" \
     || fail "$p on the GPU: validation loss $val not within 2% of fp32 $ref"
 done
+
+# Flash attention (run.attention = flash) on a model with GPT-2's head size 64 (hidden 128,
+# 2 heads), 10 fp32 steps against the CPU within 1e-4; also in bf16 against the CPU's bf16.
+flash="--model.hidden=128 --model.heads=2 $short"
+mpi 1 train quick.ini $flash --run.device=cpu --run.dir=fcpu > fcpu.log 2>&1 || fail "hs 64 on the CPU"
+mpi 1 train quick.ini $flash --run.device=cuda --run.attention=flash --run.dir=fgpu > fgpu.log 2>&1 \
+  || { tail -20 fgpu.log; fail "flash attention on the GPU"; }
+grep -q "^backend.*flash attention" fgpu.log || fail "the flash run does not say so"
+out=$("$CHECK_METRICS" compare fcpu/metrics.jsonl fgpu/metrics.jsonl loss 1e-4) \
+  && pass "flash attention, fp32 GPU against CPU: $out" || fail "flash attention, fp32 GPU against CPU: $out"
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cpu --run.dir=fcpu16 > fcpu16.log 2>&1 \
+  || fail "hs 64 bf16 on the CPU"
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention=flash --run.dir=fgpu16 \
+  > fgpu16.log 2>&1 || { tail -20 fgpu16.log; fail "flash attention bf16 on the GPU"; }
+out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl fgpu16/metrics.jsonl loss 1e-2) \
+  && pass "flash attention, bf16 GPU against bf16 CPU: $out" || fail "flash attention, bf16: $out"
 
 common="--train.eval_batches=0 --run.device=cuda --run.restart=none"
 mpi 1 train deck.ini $common --run.dir=one > one.log 2>&1 || fail "tiny model, one rank on the GPU"

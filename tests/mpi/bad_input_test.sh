@@ -32,6 +32,9 @@ expect_user_error unknown_key_in_deck 2 "train.bogus_key" train unknown.ini
 expect_user_error malformed_value 2 "optim.lr" train good.ini --optim.lr=fast
 expect_user_error out_of_range 2 "train.micro_batch" train good.ini --train.micro_batch=0
 expect_user_error bad_choice 2 "run.device" train good.ini --run.device=tpu
+# Flash attention: only the CUDA backend has it (after the device is chosen, on every rank).
+expect_user_error flash_on_cpu 2 "run.attention = flash: only the CUDA backend" train good.ini --run.device=cpu \
+  --run.attention=flash --model.hidden=128 --model.heads=2
 expect_user_error bad_precision 2 "train.precision" train good.ini --train.precision=fp8
 expect_user_error bad_loss_scale 2 "train.loss_scale" train good.ini --train.precision=fp16 --train.loss_scale=0.5
 expect_user_error bad_comm 2 "parallel.comm" train good.ini --parallel.comm=gloo

@@ -93,6 +93,14 @@ TEST(RunConfig, HeadsMustDivideHidden) {
             "of 10)");
 }
 
+TEST(RunConfig, FlashAttentionNeedsHeadsOf64Channels) {
+  EXPECT_EQ(config_of({}).run.attention, "gemm");  // the default
+  EXPECT_EQ(config_of({"--run.attention=flash"}).run.attention, "flash");  // 768 / 12 = 64
+  EXPECT_EQ(config_error({"--run.attention=flash", "--model.heads=8"}),
+            "run.attention = flash needs heads of 64 channels, but model.hidden = 768 / model.heads = 8 = 96 "
+            "(use run.attention = gemm, or model.heads = 12)");
+}
+
 TEST(RunConfig, MicroBatchMustDivideGlobalBatch) {
   EXPECT_EQ(config_error({"--train.global_batch=10", "--train.micro_batch=4"}),
             "train.global_batch = 10 is not a multiple of train.micro_batch = 4 (use "

@@ -1,0 +1,229 @@
+// Flash attention, fp32, hs = 64, in the manner of FlashAttention (Dao et al.): tiled, online
+// softmax, causal, the T x T matrices never in global memory. The per-thread math and the index
+// arithmetic are in flash_attention_math.h (shared with a host replay test); this file holds
+// the kernels, which add only the block structure (which thread, which tile, when to sync), and
+// the launchers.
+//
+// Forward: one block per (64-query tile, head, batch element), one thread per query row; K and
+// V tiles of 64 keys through shared memory; running max m, sum l and output o per row (online
+// softmax); at the end out = o / l and L = m + log(l), the row log-sum-exp that backward needs.
+// Backward, three kernels, no atomics (each dqkv element written by one thread, every sum in a
+// fixed order: the same bits on every run):
+//   (a) D[b,h,t] = dout[t] . out[t] over the head's channels (= rowsum(P * dP));
+//   (b) dK, dV: one block per 64-key tile, one thread per key, walking the query tiles at and
+//       after the diagonal and recomputing P = exp(S - L), dP, dS = P (dP - D);
+//   (c) dQ: one block per 64-query tile, one thread per query, walking the key tiles up to the
+//       diagonal the same way.
+// Both backward passes recompute S and dP (six products instead of four): the price of having
+// no atomics. Correctness first, not yet fast: 64 threads per block, scalar fp32 FMAs from
+// shared memory (perf/kernels/README.md lists what would make it fast: tensor cores, a warp
+// per 16-row slice, larger tiles, cp.async). Measured against the GEMM path by
+// perf/kernels/attention_forward.cu and attention_backward.cu (variant 2 of each).
+#include "kernels/cuda/flash_attention.cuh"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/backend.h"                   // flash_attention_scratch_floats
+#include "kernels/cuda/cuda_check.h"           // CUDA_CHECK, CUDA_CHECK_LAUNCH
+#include "kernels/cuda/flash_attention_math.h"  // the per-thread math and indices
+
+namespace trident::kernels::cuda {
+
+namespace {
+
+using namespace flash;  // kHeadSize, kTile, kPadded, kPart*, the tile functions
+
+__global__ void __launch_bounds__(kTile)
+    flash_forward_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv, int T,
+                         int C, int NH, float scale) {
+  __shared__ float k_tile[kTile * kHeadSize];
+  __shared__ float v_tile[kTile * kHeadSize];
+  const int q0 = static_cast<int>(blockIdx.x) * kTile;
+  const int h = static_cast<int>(blockIdx.y);
+  const int b = static_cast<int>(blockIdx.z);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int t = q0 + tid;
+  const bool active = t < T;
+
+  float q[kHeadSize];
+  float o[kHeadSize];
+  const float* q_row = qkv + qkv_index(b, active ? t : 0, kPartQ, h, T, C);
+#pragma unroll
+  for (int c = 0; c < kHeadSize; c++) {
+    q[c] = active ? q_row[c] : 0.0f;
+    o[c] = 0.0f;
+  }
+  float m = -INFINITY;
+  float l = 0.0f;
+
+  // Key tiles from 0 to the block's last query: tiles wholly above the diagonal are skipped.
+  const int last_query = min(q0 + kTile, T) - 1;
+  for (int k0 = 0; k0 <= last_query; k0 += kTile) {
+    __syncthreads();  // everyone is done with the previous tile
+    for (int i = tid; i < kTile * kHeadSize; i += kTile) {
+      load_qkv_tile_element(k_tile, kHeadSize, qkv, b, k0, kPartK, h, T, C, i);
+      load_qkv_tile_element(v_tile, kHeadSize, qkv, b, k0, kPartV, h, T, C, i);
+    }
+    __syncthreads();  // the tile is complete
+    if (active) forward_tile_update(q, k_tile, v_tile, k0, t, scale, m, l, o);
+  }
+  if (active) forward_finish(out, lse, o, m, l, b, t, h, T, C, NH);
+}
+
+// Thread index -> (b, h, t) in D's own [B, NH, T] order (so the store is coalesced).
+__global__ void flash_delta_kernel(float* __restrict__ delta, const float* __restrict__ dout,
+                                   const float* __restrict__ out, int B, int T, int C, int NH) {
+  const std::size_t index = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= static_cast<std::size_t>(B) * NH * T) return;
+  const int t = static_cast<int>(index % T);
+  const int h = static_cast<int>((index / T) % NH);
+  const int b = static_cast<int>(index / (static_cast<std::size_t>(T) * NH));
+  delta[index] = row_delta(dout, out, b, t, h, T, C);
+}
+
+__global__ void __launch_bounds__(kTile)
+    flash_dkdv_kernel(float* __restrict__ dqkv, const float* __restrict__ qkv, const float* __restrict__ dout,
+                      const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
+                      float scale) {
+  extern __shared__ float shared[];
+  float* k_own = shared;                          // [kTile][kPadded]
+  float* v_own = k_own + kTile * kPadded;         // [kTile][kPadded]
+  float* q_tile = v_own + kTile * kPadded;        // [kTile][kHeadSize]
+  float* do_tile = q_tile + kTile * kHeadSize;    // [kTile][kHeadSize]
+  float* lse_tile = do_tile + kTile * kHeadSize;  // [kTile]
+  float* delta_tile = lse_tile + kTile;           // [kTile]
+
+  const int k0 = static_cast<int>(blockIdx.x) * kTile;
+  const int h = static_cast<int>(blockIdx.y);
+  const int b = static_cast<int>(blockIdx.z);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int key = k0 + tid;
+  const bool active = key < T;
+
+  for (int i = tid; i < kTile * kHeadSize; i += kTile) {
+    load_qkv_tile_element(k_own, kPadded, qkv, b, k0, kPartK, h, T, C, i);
+    load_qkv_tile_element(v_own, kPadded, qkv, b, k0, kPartV, h, T, C, i);
+  }
+  float dk[kHeadSize];
+  float dv[kHeadSize];
+#pragma unroll
+  for (int c = 0; c < kHeadSize; c++) {
+    dk[c] = 0.0f;
+    dv[c] = 0.0f;
+  }
+  // Query tiles at and after the key tile (earlier queries never see these keys). k0 < T, so
+  // the loop runs at least once and its first __syncthreads publishes k_own and v_own.
+  for (int q0 = k0; q0 < T; q0 += kTile) {
+    __syncthreads();  // everyone is done with the previous query tile
+    for (int i = tid; i < kTile * kHeadSize; i += kTile) {
+      load_qkv_tile_element(q_tile, kHeadSize, qkv, b, q0, kPartQ, h, T, C, i);
+      load_row_tile_element(do_tile, kHeadSize, dout, b, q0, h, T, C, i);
+    }
+    load_stat_element(lse_tile, lse, b, h, q0, T, NH, tid);  // kTile threads, kTile rows
+    load_stat_element(delta_tile, delta, b, h, q0, T, NH, tid);
+    __syncthreads();  // the tiles are complete
+    if (active) {
+      dkdv_tile_update(k_own + tid * kPadded, v_own + tid * kPadded, q_tile, do_tile, lse_tile, delta_tile, q0,
+                       key, T, scale, dk, dv);
+    }
+  }
+  if (active) {
+    accumulate_row(dqkv + qkv_index(b, key, kPartK, h, T, C), dk, scale);
+    accumulate_row(dqkv + qkv_index(b, key, kPartV, h, T, C), dv, 1.0f);
+  }
+}
+
+__global__ void __launch_bounds__(kTile)
+    flash_dq_kernel(float* __restrict__ dqkv, const float* __restrict__ qkv, const float* __restrict__ dout,
+                    const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
+                    float scale) {
+  __shared__ float k_tile[kTile * kHeadSize];
+  __shared__ float v_tile[kTile * kHeadSize];
+  const int q0 = static_cast<int>(blockIdx.x) * kTile;
+  const int h = static_cast<int>(blockIdx.y);
+  const int b = static_cast<int>(blockIdx.z);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int t = q0 + tid;
+  const bool active = t < T;
+  const int t_safe = active ? t : 0;  // inactive threads read a real row and never use it
+
+  float q[kHeadSize];
+  float do_t[kHeadSize];
+  float dq[kHeadSize];
+  const float* q_row = qkv + qkv_index(b, t_safe, kPartQ, h, T, C);
+  const float* do_row = dout + row_index(b, t_safe, h, T, C);
+#pragma unroll
+  for (int c = 0; c < kHeadSize; c++) {
+    q[c] = q_row[c];
+    do_t[c] = do_row[c];
+    dq[c] = 0.0f;
+  }
+  const float lse_t = lse[stat_index(b, h, t_safe, T, NH)];
+  const float delta_t = delta[stat_index(b, h, t_safe, T, NH)];
+
+  const int last_query = min(q0 + kTile, T) - 1;
+  for (int k0 = 0; k0 <= last_query; k0 += kTile) {
+    __syncthreads();
+    for (int i = tid; i < kTile * kHeadSize; i += kTile) {
+      load_qkv_tile_element(k_tile, kHeadSize, qkv, b, k0, kPartK, h, T, C, i);
+      load_qkv_tile_element(v_tile, kHeadSize, qkv, b, k0, kPartV, h, T, C, i);
+    }
+    __syncthreads();
+    if (active) dq_tile_update(q, do_t, lse_t, delta_t, k_tile, v_tile, k0, t, scale, dq);
+  }
+  if (active) accumulate_row(dqkv + qkv_index(b, t, kPartQ, h, T, C), dq, scale);
+}
+
+float flash_scale() { return 1.0f / std::sqrt(static_cast<float>(kHeadSize)); }  // as the twin
+
+dim3 tile_grid(int B, int T, int NH) {
+  return dim3(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(NH), static_cast<unsigned>(B));
+}
+
+void require_supported(int C, int NH) {
+  if (!flash_attention_supported(C, NH)) {
+    throw std::logic_error("flash attention: head size C / NH = " + std::to_string(NH > 0 ? C / NH : 0) +
+                           " (C = " + std::to_string(C) + ", NH = " + std::to_string(NH) + "); the kernels need " +
+                           std::to_string(kHeadSize));
+  }
+}
+
+}  // namespace
+
+bool flash_attention_supported(int C, int NH) { return NH > 0 && C % NH == 0 && C / NH == flash::kHeadSize; }
+
+std::size_t flash_attention_scratch_size(int B, int T, int NH) { return flash_attention_scratch_floats(B, T, NH); }
+
+void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
+                             cudaStream_t stream) {
+  require_supported(C, NH);
+  if (B == 0 || T == 0) return;
+  flash_forward_kernel<<<tile_grid(B, T, NH), kTile, 0, stream>>>(out, lse, qkv, T, C, NH, flash_scale());
+  CUDA_CHECK_LAUNCH();
+}
+
+void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                              const float* out, const float* lse, int B, int T, int C, int NH,
+                              cudaStream_t stream) {
+  require_supported(C, NH);
+  if (B == 0 || T == 0) return;
+  float* delta = scratch;
+  const std::size_t rows = flash_attention_scratch_size(B, T, NH);
+  constexpr int kDeltaThreads = 256;
+  const auto delta_blocks = static_cast<unsigned>((rows + kDeltaThreads - 1) / kDeltaThreads);
+  flash_delta_kernel<<<delta_blocks, kDeltaThreads, 0, stream>>>(delta, dout, out, B, T, C, NH);
+  CUDA_CHECK_LAUNCH();
+  // 66,560 bytes of dynamic shared memory: above the default 48 KiB, so opted in.
+  constexpr std::size_t kDkdvBytes = kDkdvSharedFloats * sizeof(float);
+  CUDA_CHECK(cudaFuncSetAttribute(flash_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(kDkdvBytes)));
+  const dim3 grid = tile_grid(B, T, NH);
+  flash_dkdv_kernel<<<grid, kTile, kDkdvBytes, stream>>>(dqkv, qkv, dout, lse, delta, T, C, NH, flash_scale());
+  CUDA_CHECK_LAUNCH();
+  flash_dq_kernel<<<grid, kTile, 0, stream>>>(dqkv, qkv, dout, lse, delta, T, C, NH, flash_scale());
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trident::kernels::cuda
