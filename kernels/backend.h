@@ -93,6 +93,12 @@ class Backend {
   // bf16 rounding (2^-9) of what attention stores. kFp32 (the default) keeps plain fp32 math.
   // The CPU backend ignores it.
   virtual void set_gemm_input_precision(Precision /*inputs*/) {}
+  // True when matmul_forward and matmul_backward compute on 16-bit operands themselves: out, inp,
+  // weight and bias (forward), dinp, dout, inp and weight (backward) all 16-bit of one precision,
+  // dweight and dbias fp32, products accumulated in fp32 and each stored value rounded once.
+  // RoundedStorageBackend then passes such calls through instead of widening them. The CUDA
+  // backend does (cuBLAS on the tensor cores); the CPU backend computes on fp32 only.
+  virtual bool matmul_reads_16bit() const { return false; }
 
   // --- embeddings ------------------------------------------------------------------------------
   // Vocabulary-parallel: this rank owns the token rows [vocab_begin, vocab_end) of the table, and

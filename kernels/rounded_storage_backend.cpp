@@ -107,7 +107,11 @@ RoundedStorageBackend::~RoundedStorageBackend() {
 }
 
 std::string RoundedStorageBackend::name() const {
-  return inner().name() + ", " + precision_name(precision_) + " storage on fp32 kernels (rounded outputs)";
+  const std::string p = precision_name(precision_);
+  if (inner().matmul_reads_16bit()) {
+    return inner().name() + ", " + p + " storage: " + p + " matmuls, the other kernels on fp32 (rounded outputs)";
+  }
+  return inner().name() + ", " + p + " storage on fp32 kernels (rounded outputs)";
 }
 
 float* RoundedStorageBackend::workspace(std::size_t floats) {
@@ -139,8 +143,19 @@ void RoundedStorageBackend::embedding_backward(float* dwte, float* dwpe, ConstAc
   inner().embedding_backward(dwte, dwpe, s[d], tokens, B, T, C, vocab_begin, vocab_end);  // fp32 gradients
 }
 
+bool RoundedStorageBackend::all_16bit(std::initializer_list<ConstActPtr> operands) const {
+  for (ConstActPtr p : operands) {
+    if (p.storage() != precision_) return false;
+  }
+  return true;
+}
+
 void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
                                            int N, int C, int OC) {
+  if (inner().matmul_reads_16bit() && all_16bit({out, inp, weight}) && (!bias || all_16bit({bias}))) {
+    inner().matmul_forward(out, inp, weight, bias, N, C, OC);  // native 16-bit: nothing to widen
+    return;
+  }
   Staging s(*this);
   const int o = s.output(out, product(N, OC)), i = s.input(inp, product(N, C)), w = s.input(weight, product(OC, C)),
             b = s.input(bias, static_cast<std::size_t>(OC));
@@ -151,6 +166,10 @@ void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstAct
 
 void RoundedStorageBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                             ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
+  if (inner().matmul_reads_16bit() && all_16bit({dout, inp, weight}) && (!dinp || all_16bit({dinp}))) {
+    inner().matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    return;
+  }
   Staging s(*this);
   const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, OC)), i = s.input(inp, product(N, C)),
             w = s.input(weight, product(OC, C));

@@ -18,7 +18,10 @@
 //   - fp32 buffers holding rounded values (emulated storage: the model's logits, and the twin
 //     the 16-bit buffers are tested against): the inner kernel runs in place and its outputs
 //     are rounded.
-// Both give the same bits. The weights a kernel reads come the same two ways: the model's 16-bit
+// Both give the same bits. Matmuls whose operands are all 16-bit go straight to an inner backend
+// that computes on 16 bits itself (Backend::matmul_reads_16bit: the CUDA backend), without the
+// widening: same semantics (fp32 accumulation, one rounding), other summation order. The
+// weights a kernel reads come the same two ways: the model's 16-bit
 // compute copy (widened like an activation operand) or fp32 buffers holding rounded values (read
 // in place). Native 16-bit kernels in a device backend will make the widening unnecessary; until
 // then it costs a pass over each 16-bit operand.
@@ -28,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 
 #include "kernels/forwarding_backend.h"
@@ -85,6 +89,8 @@ class RoundedStorageBackend final : public ForwardingBackend {
 
  private:
   class Staging;  // one call's fp32 views of its operands (rounded_storage_backend.cpp)
+  // Whether every operand is a 16-bit buffer of this backend's precision (null ones are not).
+  bool all_16bit(std::initializer_list<ConstActPtr> operands) const;
   // The workspace, grown to at least `floats`.
   float* workspace(std::size_t floats);
 

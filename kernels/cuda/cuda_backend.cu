@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>  // cudaMalloc, cudaMemcpyAsync, cudaStreamCreate
 
 #include <algorithm>  // std::max
+#include <initializer_list>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -25,7 +26,7 @@
 #include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
 #include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
 #include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
-#include "kernels/cuda/matmul.cuh"       // matmul_forward, matmul_backward
+#include "kernels/cuda/matmul.cuh"       // matmul_forward/backward, their 16-bit forms
 #include "kernels/cuda/wire_cast.cuh"    // encode_16bit, decode_16bit (16-bit activation storage)
 
 namespace trident::kernels::cuda {
@@ -54,6 +55,23 @@ void copy_and_wait(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind
   if (bytes == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// The one 16-bit precision of a native 16-bit call's operands (null ones aside); a mix of
+// formats, or an fp32 operand among them, is a caller's bug (RoundedStorageBackend widens
+// those calls instead).
+Precision one_16bit_precision(std::initializer_list<ConstActPtr> operands, const char* call) {
+  Precision found = Precision::kFp32;
+  for (ConstActPtr p : operands) {
+    if (!p) continue;
+    if (p.is_fp32() || (found != Precision::kFp32 && p.storage() != found)) {
+      throw std::logic_error(std::string("CudaBackend::") + call +
+                             ": 16-bit operands must all be 16-bit of one format (fp32 and 16-bit, or bf16 "
+                             "and fp16, mixed)");
+    }
+    found = p.storage();
+  }
+  return found;
 }
 
 }  // namespace
@@ -185,11 +203,22 @@ void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
 
 void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
                                  ConstActPtr bias, int N, int C, int OC) {
+  if (!out.is_fp32()) {
+    const Precision p = one_16bit_precision({out, inp, weight, bias}, "matmul_forward");
+    cuda::matmul_forward_16bit(out.get(), inp.get(), weight.get(), bias.get(), N, C, OC, p, cublas_, stream_);
+    return;
+  }
   cuda::matmul_forward(out.f32(), inp.f32(), weight.f32(), bias.f32(), N, C, OC, cublas_, stream_);
 }
 
 void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                   ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
+  if (!dout.is_fp32()) {
+    const Precision p = one_16bit_precision({dinp, dout, inp, weight}, "matmul_backward");
+    cuda::matmul_backward_16bit(dinp.get(), dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p,
+                                cublas_, stream_);
+    return;
+  }
   cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC, cublas_, stream_);
 }
 

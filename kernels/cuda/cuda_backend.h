@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
   void* device_stream() const override { return stream_; }
   std::size_t device_bytes_high_water() const override { return high_water_bytes_; }
   void set_gemm_input_precision(Precision inputs) override;
+  // matmul_forward / matmul_backward take 16-bit operands natively (cublasGemmEx, matmul.cu).
+  bool matmul_reads_16bit() const override { return true; }
 
   void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe,
                          int B, int T, int C, int vocab_begin, int vocab_end) override;

@@ -38,4 +38,13 @@ void sgemm_row_major_batched(cublasHandle_t handle, cublasOperation_t trans_a,
                                          batch));
 }
 
+void gemm_row_major_ex(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b, int M, int N,
+                       int K, float alpha, const void* A, cudaDataType_t a_type, int lda, const void* B, int ldb,
+                       float beta, void* C, cudaDataType_t c_type, int ldc) {
+  if (M == 0 || N == 0) return;
+  // The mapping of sgemm_row_major: B's buffer first. A and B share a_type.
+  CUBLAS_CHECK(cublasGemmEx(handle, trans_b, trans_a, N, M, K, &alpha, B, a_type, ldb, A, a_type, lda, &beta, C,
+                            c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace trident::kernels::cuda

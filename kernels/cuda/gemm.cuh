@@ -23,4 +23,12 @@ void sgemm_row_major_batched(cublasHandle_t handle, cublasOperation_t trans_a,
                              long long stride_b, float beta, float* C, int ldc, long long stride_c,
                              int batch);
 
+// The same row-major GEMM on other element types (cublasGemmEx): A and B of a_type (CUDA_R_16BF,
+// CUDA_R_16F or CUDA_R_32F), C of c_type, products accumulated in fp32 (CUBLAS_COMPUTE_32F) and
+// alpha * op(A) op(B) + beta * C rounded once into C's type. With 16-bit A and B this runs on the
+// tensor cores whatever the handle's math mode; the products of 16-bit values are exact in fp32.
+void gemm_row_major_ex(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b, int M, int N,
+                       int K, float alpha, const void* A, cudaDataType_t a_type, int lda, const void* B, int ldb,
+                       float beta, void* C, cudaDataType_t c_type, int ldc);
+
 }  // namespace trident::kernels::cuda

@@ -10,10 +10,19 @@
 // fp32 math (CUBLAS_DEFAULT_MATH, cuda_backend.cu) unless the backend was told that every GEMM
 // input is bf16- or fp16-representable (set_gemm_input_precision): then TF32 tensor cores, exact
 // on such inputs.
+// The 16-bit launchers make the same calls on 16-bit buffers (cublasGemmEx, gemm.cu): bf16/fp16
+// A and B on the tensor cores, fp32 accumulation, the stored result rounded once (dinp and out
+// in 16 bits, dweight in fp32); the CPU twin is the fp32 kernel on the widened values, rounded
+// when stored (kernels/rounded_storage_backend.h), which differs only by the order of the sums
+// (and, where fp32 rounding then 16-bit rounding lands on the other side of a tie, one unit).
+#include <cuda_fp16.h>  // __half2float, __ushort_as_half
+
 #include <cstddef>
+#include <cstdint>
+#include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
-#include "kernels/cuda/gemm.cuh"          // sgemm_row_major
+#include "kernels/cuda/gemm.cuh"          // sgemm_row_major, gemm_row_major_ex
 #include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, blocks_for, grid-stride helpers
 #include "kernels/cuda/matmul.cuh"
 
@@ -33,6 +42,30 @@ __global__ void bias_backward_kernel(float* dbias, const float* dout, int N, int
   float sum = 0.0f;
   for (int n = 0; n < N; n++) sum += dout[static_cast<std::size_t>(n) * OC + o];
   dbias[o] += sum;
+}
+
+// The same two with 16-bit values: the bias patterns are copied as they are (the GEMM adds them
+// with beta = 1, exactly), and the column sums widen each value exactly.
+__global__ void broadcast_bias_16bit_kernel(uint16_t* out, const uint16_t* bias, int OC, std::size_t count) {
+  for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) out[i] = bias[i % OC];
+}
+
+__device__ __forceinline__ float widened(uint16_t bits, bool bf16) {
+  return bf16 ? __uint_as_float(static_cast<unsigned>(bits) << 16) : __half2float(__ushort_as_half(bits));
+}
+
+__global__ void bias_backward_16bit_kernel(float* dbias, const uint16_t* dout, int N, int OC, bool bf16) {
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= OC) return;
+  float sum = 0.0f;
+  for (int n = 0; n < N; n++) sum += widened(dout[static_cast<std::size_t>(n) * OC + o], bf16);
+  dbias[o] += sum;
+}
+
+cudaDataType_t data_type_of(Precision precision) {
+  if (precision == Precision::kBf16) return CUDA_R_16BF;
+  if (precision == Precision::kFp16) return CUDA_R_16F;
+  throw std::logic_error("matmul_*_16bit: fp32 is not a 16-bit precision");
 }
 
 }  // namespace
@@ -64,6 +97,39 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   if (dbias != nullptr && OC > 0) {
     bias_backward_kernel<<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(dbias, dout,
                                                                                         N, OC);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+void matmul_forward_16bit(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
+                          Precision precision, cublasHandle_t cublas, cudaStream_t stream) {
+  const cudaDataType_t type = data_type_of(precision);
+  const std::size_t count = static_cast<std::size_t>(N) * OC;
+  if (count == 0) return;
+  float beta = 0.0f;
+  if (bias != nullptr) {
+    broadcast_bias_16bit_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
+        static_cast<uint16_t*>(out), static_cast<const uint16_t*>(bias), OC, count);
+    CUDA_CHECK_LAUNCH();
+    beta = 1.0f;
+  }
+  gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_T, N, OC, C, 1.0f, inp, type, C, weight, C, beta, out, type, OC);
+}
+
+void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                           const void* weight, int N, int C, int OC, Precision precision, cublasHandle_t cublas,
+                           cudaStream_t stream) {
+  const cudaDataType_t type = data_type_of(precision);
+  if (dinp != nullptr) {
+    gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, type, OC, weight, C, 1.0f, dinp, type,
+                      C);
+  }
+  // fp32 weight gradients from 16-bit operands: the GEMM's C is fp32.
+  gemm_row_major_ex(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, type, OC, inp, C, 1.0f, dweight,
+                    CUDA_R_32F, C);
+  if (dbias != nullptr && OC > 0) {
+    bias_backward_16bit_kernel<<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(
+        dbias, static_cast<const uint16_t*>(dout), N, OC, precision == Precision::kBf16);
     CUDA_CHECK_LAUNCH();
   }
 }

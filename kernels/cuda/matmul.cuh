@@ -5,6 +5,8 @@
 #include <cublas_v2.h>     // cublasHandle_t
 #include <cuda_runtime.h>  // cudaStream_t
 
+#include "kernels/precision.h"  // Precision
+
 namespace trident::kernels::cuda {
 
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null).
@@ -16,5 +18,18 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC, cublasHandle_t cublas,
                      cudaStream_t stream);
+
+// The same with 16-bit activations and weights (the model's buffers under train.precision =
+// bf16 | fp16): out, inp, weight and bias (may be null) hold `precision`'s bit patterns (kBf16
+// or kFp16). Products accumulate in fp32 on the tensor cores and each stored value is rounded
+// once; no fp32 copies are made.
+void matmul_forward_16bit(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
+                          Precision precision, cublasHandle_t cublas, cudaStream_t stream);
+
+// dinp (16-bit, may be null) += dout @ weight, rounded once; dweight (fp32) += dout^T @ inp;
+// dbias (fp32, may be null) += column sums of dout. dout, inp, weight: 16-bit.
+void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                           const void* weight, int N, int C, int OC, Precision precision, cublasHandle_t cublas,
+                           cudaStream_t stream);
 
 }  // namespace trident::kernels::cuda

@@ -52,22 +52,26 @@ std::size_t staging_floats(const GptConfig& c, std::size_t N, std::size_t T, con
   const std::size_t rank0_bias = layout.tp_rank == 0 ? C : 0;
   std::size_t most = 0;
   auto call = [&most](std::size_t floats) { most = std::max(most, floats); };
+  // A block's matmuls have only 16-bit operands: a backend that reads them natively stages none.
+  auto matmul = [&](std::size_t floats) {
+    if (!layout.matmuls_read_16bit) call(floats);
+  };
   if (stage.layers() > 0) {
     call(2 * rc + 2 * C);                           // ln1 / ln2 forward: out, inp, weight, bias
-    call(3 * ncl + nc + 3 * Cl * C + 3 * Cl);       // QKV forward
+    matmul(3 * ncl + nc + 3 * Cl * C + 3 * Cl);     // QKV forward
     call(4 * ncl);                                  // attention forward: out, qkv
-    call(nc + ncl + Cl * C + rank0_bias);           // attention projection forward
+    matmul(nc + ncl + Cl * C + rank0_bias);         // attention projection forward
     call(2 * rc);                                   // residual adds: out (= a), b
-    call(4 * ncl + nc + 4 * Cl * C + 4 * Cl);       // MLP-up forward
+    matmul(4 * ncl + nc + 4 * Cl * C + 4 * Cl);     // MLP-up forward
     call(8 * ncl);                                  // GELU forward
-    call(nc + 4 * ncl + 4 * Cl * C + rank0_bias);   // MLP-down forward
-    call(8 * ncl + nc + 4 * Cl * C);                // MLP-down backward: dinp, dout, inp, weight
+    matmul(nc + 4 * ncl + 4 * Cl * C + rank0_bias); // MLP-down forward
+    matmul(8 * ncl + nc + 4 * Cl * C);              // MLP-down backward: dinp, dout, inp, weight
     call(12 * ncl);                                 // GELU backward
-    call(2 * nc + 4 * ncl + 4 * Cl * C);            // MLP-up backward
+    matmul(2 * nc + 4 * ncl + 4 * Cl * C);          // MLP-up backward
     call(3 * rc + C);                               // LayerNorm backward: dinp, dout, inp, weight
-    call(2 * ncl + nc + Cl * C);                    // attention projection backward
+    matmul(2 * ncl + nc + Cl * C);                  // attention projection backward
     call(8 * ncl);                                  // attention backward: dqkv, dout, qkv, out
-    call(2 * nc + 3 * ncl + 3 * Cl * C);            // QKV backward
+    matmul(2 * nc + 3 * ncl + 3 * Cl * C);          // QKV backward
   }
   if (stage.first) {
     call(nc + vocab_rows * C + (layout.tp_rank == 0 ? T * C : 0));  // embedding forward: out, wte, wpe
@@ -75,8 +79,8 @@ std::size_t staging_floats(const GptConfig& c, std::size_t N, std::size_t T, con
   }
   if (stage.last) {
     call(2 * rc + 2 * C);                // ln_f forward
-    call(nc + vocab_rows * C);           // LM head forward: ln_f's output, wte
-    call(2 * nc + vocab_rows * C);       // LM head backward: dinp, inp, wte
+    call(nc + vocab_rows * C);           // LM head forward: ln_f's output, wte (fp32 logits: staged)
+    call(2 * nc + vocab_rows * C);       // LM head backward: dinp, inp, wte (fp32 dlogits: staged)
     call(3 * rc + C);                    // ln_f backward
   }
   return most;
@@ -237,6 +241,7 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
       sp_(layout_.sequence_parallel && layout_.tp > 1),
       rows_(sp_ ? B * T / layout_.tp : B * T),
       table_(build_gpt_param_table(config, layout_)) {
+  layout_.matmuls_read_16bit = backend.matmul_reads_16bit();
   if (tp_.size() != layout_.tp || tp_.rank() != layout_.tp_rank) {
     throw std::logic_error("Gpt: the tensor group does not match layout.tp / layout.tp_rank");
   }

@@ -79,6 +79,11 @@ struct GptLayout {
   // same precision). Pipeline stages send the activations and the tensor-parallel collectives
   // move and sum them as they are stored. The gradient arena is fp32 in every storage.
   kernels::Precision storage = kernels::Precision::kFp32;
+  // The backend's matmuls take 16-bit operands themselves (Backend::matmul_reads_16bit, the CUDA
+  // backend): under 16-bit storage they stage nothing, which the staging estimate then leaves
+  // out. Gpt sets it from its backend; estimates made without one (trident check) count the
+  // CPU's widening, an upper bound.
+  bool matmuls_read_16bit = false;
   StageLayout stage(const GptConfig& config) const;
 };
 

@@ -199,8 +199,13 @@ TEST_F(Bf16StorageTwins, SixteenBitBuffersGiveTheBitsOfRoundedFp32BuffersOnTheDe
   EXPECT_EQ(unpacked(dinp16.values(g)), dinp.values(g));
   EXPECT_EQ(dw16.values(g), dw.values(g));
   EXPECT_EQ(gpu16_->staging_floats(), count_of(N, C) * 2 + count_of(N, OC));
-  // The same with the weight as a 16-bit buffer (the model's compute copy under bf16): widened
-  // like the activations, the same bits again; the workspace grows by the weight.
+  // With the weight as a 16-bit buffer too (the model's compute copy under bf16) every operand
+  // is 16-bit, and the call goes to the CUDA backend's own 16-bit matmul (cublasGemmEx on the
+  // tensor cores, Backend::matmul_reads_16bit) without widening: the workspace does not grow.
+  // Other kernels, other summation order: out and dinp within one bf16 unit of the widened
+  // path's (kOneBf16Unit), dW (fp32 sums of the same exact products) within kReductionTolerance.
+  EXPECT_TRUE(gpu16_->matmul_reads_16bit());
+  const std::size_t staged = gpu16_->staging_floats();
   auto weight16 = twin(packed(weight.values(Side::kCpu)));
   auto out16w = twin(std::vector<float>(count_of(N, OC) / 2)), dinp16w = twin(packed(dinp_h));
   auto dw16w = twin(std::vector<float>(count_of(OC, C), 0.0f));
@@ -209,10 +214,35 @@ TEST_F(Bf16StorageTwins, SixteenBitBuffersGiveTheBitsOfRoundedFp32BuffersOnTheDe
   gpu16_->matmul_backward(bf16_at(dinp16w, g), dw16w.on(g), nullptr, ConstActPtr(bf16_at(dout16, g)),
                           ConstActPtr(bf16_at(inp16, g)), w16, N, C, OC);
   gpu16_->synchronize();
-  EXPECT_EQ(unpacked(out16w.values(g)), out.values(g));
-  EXPECT_EQ(unpacked(dinp16w.values(g)), dinp.values(g));
-  EXPECT_EQ(dw16w.values(g), dw.values(g));
-  EXPECT_EQ(gpu16_->staging_floats(), count_of(N, C) * 2 + count_of(N, OC) + count_of(OC, C));
+  expect_twins_agree(unpacked(out16w.values(g)), out.values(g), kOneBf16Unit, "native out");
+  expect_twins_agree(unpacked(dinp16w.values(g)), dinp.values(g), kOneBf16Unit, "native dinp");
+  expect_twins_agree(dw16w.values(g), dw.values(g), kReductionTolerance, "native dW");
+  EXPECT_EQ(gpu16_->staging_floats(), staged);
+}
+
+// The native 16-bit matmul with a bias, every operand a bf16 buffer, against the CPU twin
+// (which widens, multiplies in fp32 and rounds): out and dinp within one bf16 unit, the fp32
+// weight and bias gradients within the reductions' tolerance.
+TEST_F(Bf16StorageTwins, NativeSixteenBitMatmulWithBiasMatchesCpu) {
+  const int N = 74, C = 48, OC = 144;
+  auto inp = twin(packed(bf16_uniform(count_of(N, C), -1.0f, 1.0f)));
+  auto weight = twin(packed(bf16_uniform(count_of(OC, C), -1.0f, 1.0f)));
+  auto bias = twin(packed(bf16_uniform(count_of(OC, 1), -1.0f, 1.0f)));
+  auto dout = twin(packed(bf16_uniform(count_of(N, OC), -1.0f, 1.0f)));
+  auto out = twin(std::vector<float>(count_of(N, OC) / 2, 0.0f));
+  auto dinp = twin(packed(bf16_uniform(count_of(N, C), -1.0f, 1.0f)));  // accumulated into
+  auto dw = twin(uniform(count_of(OC, C), -1.0f, 1.0f)), db = twin(uniform(count_of(OC, 1), -1.0f, 1.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.matmul_forward(bf16_at(out, side), ConstActPtr(bf16_at(inp, side)), ConstActPtr(bf16_at(weight, side)),
+                     ConstActPtr(bf16_at(bias, side)), N, C, OC);
+    b.matmul_backward(bf16_at(dinp, side), dw.on(side), db.on(side), ConstActPtr(bf16_at(dout, side)),
+                      ConstActPtr(bf16_at(inp, side)), ConstActPtr(bf16_at(weight, side)), N, C, OC);
+  });
+  expect_twins_agree(unpacked(out.values(Side::kGpu)), unpacked(out.values(Side::kCpu)), kOneBf16Unit, "out");
+  expect_twins_agree(unpacked(dinp.values(Side::kGpu)), unpacked(dinp.values(Side::kCpu)), kOneBf16Unit, "dinp");
+  expect_twins_agree(dw, kReductionTolerance, "dweight");
+  expect_twins_agree(db, kReductionTolerance, "dbias");
+  EXPECT_EQ(gpu16_->staging_floats(), 0u);  // nothing widened on the device
 }
 
 }  // namespace

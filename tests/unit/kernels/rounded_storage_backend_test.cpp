@@ -5,10 +5,12 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/rounded_storage_backend.h"
+#include "tests/support/native_16bit_matmuls.h"  // Native16BitMatmuls
 #include "tests/unit/kernels/kernel_test_util.h"  // random_floats, kTestThreads
 
 namespace trident::kernels::test {
@@ -239,6 +241,44 @@ TEST_P(RoundedStorage, SixteenBitBuffersMatchRoundedFp32BuffersWithAccumulationA
 
   // The workspace is the largest call's 16-bit operands: matmul backward's dinp, dout, inp.
   EXPECT_EQ(storage.staging_floats(), static_cast<std::size_t>(N * C + N * OC + N * C));
+}
+
+TEST_P(RoundedStorage, AllSixteenBitMatmulsGoStraightToABackendThatReadsThem) {
+  const Precision p = GetParam();
+  std::mt19937 rng(505);
+  cpu::CpuBackend plain(kTestThreads);
+  test_support::Native16BitMatmuls native(plain);
+  RoundedStorageBackend widening(plain, p), passing(native, p);
+  EXPECT_FALSE(widening.matmul_reads_16bit());
+  EXPECT_TRUE(passing.matmul_reads_16bit());
+  EXPECT_NE(passing.name().find(std::string(precision_name(p)) + " matmuls, the other kernels on fp32"),
+            std::string::npos)
+      << passing.name();
+  const int N = 6, C = 5, OC = 7;
+  const auto inp = encoded(rounded(random_floats(N * C, rng), p), p);
+  const auto w = encoded(rounded(random_floats(OC * C, rng), p), p), b = encoded(rounded(random_floats(OC, rng), p), p);
+  const auto dout = encoded(rounded(random_floats(N * OC, rng), p), p);
+  const ConstActPtr inp16(inp.data(), p), w16(w.data(), p), b16(b.data(), p), dout16(dout.data(), p);
+  // Forward and backward on each: the same widen, fp32 kernel, narrow, so the same bits; the
+  // passing one stages nothing.
+  std::vector<uint16_t> out_a(N * OC), out_b(N * OC), dinp_a(N * C, 0), dinp_b(N * C, 0);
+  std::vector<float> dw_a(OC * C, 0.0f), dw_b = dw_a, db_a(OC, 0.0f), db_b = db_a;
+  widening.matmul_forward(ActPtr(out_a.data(), p), inp16, w16, b16, N, C, OC);
+  passing.matmul_forward(ActPtr(out_b.data(), p), inp16, w16, b16, N, C, OC);
+  widening.matmul_backward(ActPtr(dinp_a.data(), p), dw_a.data(), db_a.data(), dout16, inp16, w16, N, C, OC);
+  passing.matmul_backward(ActPtr(dinp_b.data(), p), dw_b.data(), db_b.data(), dout16, inp16, w16, N, C, OC);
+  EXPECT_EQ(out_a, out_b);
+  EXPECT_EQ(dinp_a, dinp_b);
+  EXPECT_TRUE(same_bits(dw_a, dw_b));
+  EXPECT_TRUE(same_bits(db_a, db_b));
+  EXPECT_EQ(native.native_calls, 2);
+  EXPECT_EQ(passing.staging_floats(), 0u);
+  EXPECT_GT(widening.staging_floats(), 0u);
+  // A call with an fp32 operand (the LM head's fp32 logits) is widened as before.
+  std::vector<float> logits(N * OC);
+  passing.matmul_forward(logits.data(), inp16, w16, nullptr, N, C, OC);
+  EXPECT_EQ(native.native_calls, 2);
+  EXPECT_EQ(passing.staging_floats(), static_cast<std::size_t>(N * C + OC * C));
 }
 
 TEST_P(RoundedStorage, AttentionOn16BitBuffersMatchesRoundedFp32Buffers) {

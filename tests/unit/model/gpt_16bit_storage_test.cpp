@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/rounded_storage_backend.h"
 #include "src/model/gpt.h"
+#include "tests/support/native_16bit_matmuls.h"  // Native16BitMatmuls
 #include "tests/unit/model/tiny_gpt.h"
 
 using namespace trident;
@@ -25,6 +26,7 @@ struct StorageRun {
   std::vector<float> gradients;    // the whole gradient arena
   std::size_t activation_bytes = 0;
   std::size_t staging_floats = 0;  // what the backend grew to
+  int native_matmul_calls = 0;     // matmuls that reached the inner backend in 16 bits
 };
 
 constexpr int kB = 2, kT = 7;
@@ -34,10 +36,13 @@ std::size_t cpu_scratch(const model::GptConfig& config) {
 }
 
 // Two accumulated micro-batches, twice (a second step reuses the grown workspace).
+// native_matmuls: the 16-bit matmuls go to an inner backend that reads 16 bits itself
+// (tests/support/native_16bit_matmuls.h, as the CUDA backend's), not through the widening.
 StorageRun train_two_steps(const model::GptConfig& config, kernels::Precision precision, kernels::Precision storage,
-        model::Recompute recompute) {
+        model::Recompute recompute, bool native_matmuls = false) {
   auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
-  kernels::RoundedStorageBackend backend(*cpu, precision);
+  test_support::Native16BitMatmuls native(*cpu);
+  kernels::RoundedStorageBackend backend(native_matmuls ? static_cast<kernels::Backend&>(native) : *cpu, precision);
   model::Gpt gpt(config, backend, kB, kT, {.layout = {.recompute = recompute, .storage = storage}});
   init_with_noise(gpt, 7, precision);  // the fp32 arena holds the rounded weights, as the 16-bit one
   const auto tokens = random_tokens(2 * kB * kT, config.vocab, 11);
@@ -54,6 +59,7 @@ StorageRun train_two_steps(const model::GptConfig& config, kernels::Precision pr
   backend.copy_to_host(r.gradients.data(), gpt.gradients(), r.gradients.size());
   r.activation_bytes = gpt.activation_bytes();
   r.staging_floats = backend.staging_floats();
+  r.native_matmul_calls = native.native_calls;
   return r;
 }
 
@@ -80,6 +86,29 @@ TEST_P(Gpt16BitStorage, LossesAndGradientsAreBitIdenticalToRoundedFp32Buffers) {
                                                {.recompute = recompute, .storage = p});
     EXPECT_EQ(buffers.staging_floats, sizes.staging);
     EXPECT_EQ(buffers.activation_bytes, sizes.bytes(p));
+  }
+}
+
+TEST_P(Gpt16BitStorage, MatmulsPassedToABackendThatReadsSixteenBitsGiveTheSameBitsAndStageLess) {
+  const kernels::Precision p = GetParam();
+  for (model::Recompute recompute : {model::Recompute::kNone, model::Recompute::kFull}) {
+    const auto config = tiny_config(2);
+    const StorageRun widened = train_two_steps(config, p, p, recompute);
+    const StorageRun passed = train_two_steps(config, p, p, recompute, true);
+    EXPECT_EQ(widened.losses, passed.losses);
+    EXPECT_EQ(widened.gradients, passed.gradients);
+    // Every block matmul went through: per micro-batch (2 steps x 2 of them) 2 layers x 4
+    // matmuls forward and backward, and under kFull the re-run forward of the first block (the
+    // workspace still holds the last one's). The LM head's, with its fp32 logits, did not.
+    const int per_micro_batch = 2 * 4 * 2 + (recompute == model::Recompute::kFull ? 4 : 0);
+    EXPECT_EQ(passed.native_matmul_calls, 2 * 2 * per_micro_batch);
+    EXPECT_EQ(widened.native_matmul_calls, 0);
+    // The staging holds only the other calls: exactly the estimate that leaves the block
+    // matmuls out (here GELU backward's, the largest either way).
+    const auto sizes = model::activation_sizes(
+        config, kB, kT, cpu_scratch(config), {.recompute = recompute, .storage = p, .matmuls_read_16bit = true});
+    EXPECT_EQ(passed.staging_floats, sizes.staging);
+    EXPECT_LE(passed.staging_floats, widened.staging_floats);
   }
 }
 
