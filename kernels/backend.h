@@ -95,7 +95,8 @@ class Backend {
   virtual void set_gemm_input_precision(Precision /*inputs*/) {}
   // True when matmul_forward and matmul_backward compute on 16-bit operands themselves: out, inp,
   // weight and bias (forward), dinp, dout, inp and weight (backward) all 16-bit of one precision,
-  // dweight and dbias fp32, products accumulated in fp32 and each stored value rounded once.
+  // dweight and dbias fp32, products accumulated in fp32 and each stored value rounded once. The
+  // forward also takes an fp32 out with 16-bit inputs (the LM head's fp32 logits): fp32 results.
   // RoundedStorageBackend then passes such calls through instead of widening them. The CUDA
   // backend does (cuBLAS on the tensor cores); the CPU backend computes on fp32 only.
   virtual bool matmul_reads_16bit() const { return false; }

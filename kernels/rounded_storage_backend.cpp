@@ -152,9 +152,18 @@ bool RoundedStorageBackend::all_16bit(std::initializer_list<ConstActPtr> operand
 
 void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
                                            int N, int C, int OC) {
-  if (inner().matmul_reads_16bit() && all_16bit({out, inp, weight}) && (!bias || all_16bit({bias}))) {
-    inner().matmul_forward(out, inp, weight, bias, N, C, OC);  // native 16-bit: nothing to widen
-    return;
+  if (inner().matmul_reads_16bit() && all_16bit({inp, weight}) && (!bias || all_16bit({bias}))) {
+    // Native 16-bit inputs: nothing to widen. A 16-bit out is stored rounded by the kernel; an
+    // fp32 one (emulated storage: the logits) is rounded here, as the widened path would.
+    if (all_16bit({out})) {
+      inner().matmul_forward(out, inp, weight, bias, N, C, OC);
+      return;
+    }
+    if (out.is_fp32()) {
+      inner().matmul_forward(out, inp, weight, bias, N, C, OC);
+      inner().round_to_precision(out.f32(), out.f32(), product(N, OC), precision_);
+      return;
+    }
   }
   Staging s(*this);
   const int o = s.output(out, product(N, OC)), i = s.input(inp, product(N, C)), w = s.input(weight, product(OC, C)),

@@ -203,9 +203,12 @@ void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
 
 void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
                                  ConstActPtr bias, int N, int C, int OC) {
-  if (!out.is_fp32()) {
-    const Precision p = one_16bit_precision({out, inp, weight, bias}, "matmul_forward");
-    cuda::matmul_forward_16bit(out.get(), inp.get(), weight.get(), bias.get(), N, C, OC, p, cublas_, stream_);
+  if (!inp.is_fp32()) {
+    // 16-bit inputs; out 16-bit of the same format, or fp32 (fp32 results).
+    const Precision p = one_16bit_precision({inp, weight, bias}, "matmul_forward");
+    if (!out.is_fp32()) one_16bit_precision({out, inp}, "matmul_forward");
+    cuda::matmul_forward_16bit(out.get(), out.is_fp32(), inp.get(), weight.get(), bias.get(), N, C, OC, p, cublas_,
+                               stream_);
     return;
   }
   cuda::matmul_forward(out.f32(), inp.f32(), weight.f32(), bias.f32(), N, C, OC, cublas_, stream_);

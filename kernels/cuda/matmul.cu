@@ -54,6 +54,11 @@ __device__ __forceinline__ float widened(uint16_t bits, bool bf16) {
   return bf16 ? __uint_as_float(static_cast<unsigned>(bits) << 16) : __half2float(__ushort_as_half(bits));
 }
 
+// A 16-bit bias into an fp32 out (exactly widened).
+__global__ void broadcast_bias_widened_kernel(float* out, const uint16_t* bias, int OC, std::size_t count, bool bf16) {
+  for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) out[i] = widened(bias[i % OC], bf16);
+}
+
 __global__ void bias_backward_16bit_kernel(float* dbias, const uint16_t* dout, int N, int OC, bool bf16) {
   const int o = blockIdx.x * blockDim.x + threadIdx.x;
   if (o >= OC) return;
@@ -101,19 +106,26 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   }
 }
 
-void matmul_forward_16bit(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
-                          Precision precision, cublasHandle_t cublas, cudaStream_t stream) {
+void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void* weight, const void* bias, int N,
+                          int C, int OC, Precision precision, cublasHandle_t cublas, cudaStream_t stream) {
   const cudaDataType_t type = data_type_of(precision);
   const std::size_t count = static_cast<std::size_t>(N) * OC;
   if (count == 0) return;
   float beta = 0.0f;
   if (bias != nullptr) {
-    broadcast_bias_16bit_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
-        static_cast<uint16_t*>(out), static_cast<const uint16_t*>(bias), OC, count);
+    const auto* bias_bits = static_cast<const uint16_t*>(bias);
+    if (fp32_out) {
+      broadcast_bias_widened_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
+          static_cast<float*>(out), bias_bits, OC, count, precision == Precision::kBf16);
+    } else {
+      broadcast_bias_16bit_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
+          static_cast<uint16_t*>(out), bias_bits, OC, count);
+    }
     CUDA_CHECK_LAUNCH();
     beta = 1.0f;
   }
-  gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_T, N, OC, C, 1.0f, inp, type, C, weight, C, beta, out, type, OC);
+  gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_T, N, OC, C, 1.0f, inp, type, C, weight, C, beta, out,
+                    fp32_out ? CUDA_R_32F : type, OC);
 }
 
 void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,

@@ -20,11 +20,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      cudaStream_t stream);
 
 // The same with 16-bit activations and weights (the model's buffers under train.precision =
-// bf16 | fp16): out, inp, weight and bias (may be null) hold `precision`'s bit patterns (kBf16
-// or kFp16). Products accumulate in fp32 on the tensor cores and each stored value is rounded
-// once; no fp32 copies are made.
-void matmul_forward_16bit(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
-                          Precision precision, cublasHandle_t cublas, cudaStream_t stream);
+// bf16 | fp16): inp, weight and bias (may be null) hold `precision`'s bit patterns (kBf16 or
+// kFp16); out too, or, with fp32_out, fp32 values (the LM head's logits). Products accumulate in
+// fp32 on the tensor cores and each stored value is rounded once; no fp32 copies are made.
+void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void* weight, const void* bias, int N,
+                          int C, int OC, Precision precision, cublasHandle_t cublas, cudaStream_t stream);
 
 // dinp (16-bit, may be null) += dout @ weight, rounded once; dweight (fp32) += dout^T @ inp;
 // dbias (fp32, may be null) += column sums of dout. dout, inp, weight: 16-bit.

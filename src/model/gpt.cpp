@@ -52,7 +52,8 @@ std::size_t staging_floats(const GptConfig& c, std::size_t N, std::size_t T, con
   const std::size_t rank0_bias = layout.tp_rank == 0 ? C : 0;
   std::size_t most = 0;
   auto call = [&most](std::size_t floats) { most = std::max(most, floats); };
-  // A block's matmuls have only 16-bit operands: a backend that reads them natively stages none.
+  // A block's matmuls have only 16-bit operands, and the LM head's forward 16-bit inputs (its
+  // fp32 logits are written as they are): a backend that reads them natively stages none.
   auto matmul = [&](std::size_t floats) {
     if (!layout.matmuls_read_16bit) call(floats);
   };
@@ -79,7 +80,7 @@ std::size_t staging_floats(const GptConfig& c, std::size_t N, std::size_t T, con
   }
   if (stage.last) {
     call(2 * rc + 2 * C);                // ln_f forward
-    call(nc + vocab_rows * C);           // LM head forward: ln_f's output, wte (fp32 logits: staged)
+    matmul(nc + vocab_rows * C);         // LM head forward: ln_f's output, wte (16-bit inputs)
     call(2 * nc + vocab_rows * C);       // LM head backward: dinp, inp, wte (fp32 dlogits: staged)
     call(3 * rc + C);                    // ln_f backward
   }

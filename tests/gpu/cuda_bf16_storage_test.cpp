@@ -242,6 +242,14 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitMatmulWithBiasMatchesCpu) {
   expect_twins_agree(unpacked(dinp.values(Side::kGpu)), unpacked(dinp.values(Side::kCpu)), kOneBf16Unit, "dinp");
   expect_twins_agree(dw, kReductionTolerance, "dweight");
   expect_twins_agree(db, kReductionTolerance, "dbias");
+  // The LM head's form: 16-bit inputs, fp32 logits holding rounded values.
+  auto logits = twin(uniform(count_of(N, OC), 5.0f, 9.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.matmul_forward(logits.on(side), ConstActPtr(bf16_at(inp, side)), ConstActPtr(bf16_at(weight, side)), nullptr,
+                     N, C, OC);
+  });
+  expect_twins_agree(logits, kOneBf16Unit, "fp32 logits");
+  for (float x : logits.values(Side::kGpu)) ASSERT_EQ(round_to_bf16(x), x) << "logits not rounded";
   EXPECT_EQ(gpu16_->staging_floats(), 0u);  // nothing widened on the device
 }
 

@@ -19,15 +19,17 @@ class Native16BitMatmuls final : public kernels::ForwardingBackend {
 
   void matmul_forward(kernels::ActPtr out, kernels::ConstActPtr inp, kernels::ConstActPtr weight,
                       kernels::ConstActPtr bias, int N, int C, int OC) override {
-    if (out.is_fp32()) {
+    if (inp.is_fp32()) {
       inner().matmul_forward(out, inp, weight, bias, N, C, OC);
       return;
     }
     ++native_calls;
     std::vector<float> o(static_cast<std::size_t>(N) * OC);
     const auto i = widened(inp, N * C), w = widened(weight, OC * C), b = widened(bias, OC);
-    inner().matmul_forward(o.data(), i.data(), w.data(), bias ? b.data() : nullptr, N, C, OC);
-    inner().narrow(out, o.data(), o.size());
+    // An fp32 out (the LM head's logits) takes the fp32 results as they are.
+    float* result = out.is_fp32() ? out.f32() : o.data();
+    inner().matmul_forward(result, i.data(), w.data(), bias ? b.data() : nullptr, N, C, OC);
+    if (!out.is_fp32()) inner().narrow(out, o.data(), o.size());
   }
 
   void matmul_backward(kernels::ActPtr dinp, float* dweight, float* dbias, kernels::ConstActPtr dout,

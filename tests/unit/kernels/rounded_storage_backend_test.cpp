@@ -274,11 +274,19 @@ TEST_P(RoundedStorage, AllSixteenBitMatmulsGoStraightToABackendThatReadsThem) {
   EXPECT_EQ(native.native_calls, 2);
   EXPECT_EQ(passing.staging_floats(), 0u);
   EXPECT_GT(widening.staging_floats(), 0u);
-  // A call with an fp32 operand (the LM head's fp32 logits) is widened as before.
-  std::vector<float> logits(N * OC);
-  passing.matmul_forward(logits.data(), inp16, w16, nullptr, N, C, OC);
-  EXPECT_EQ(native.native_calls, 2);
-  EXPECT_EQ(passing.staging_floats(), static_cast<std::size_t>(N * C + OC * C));
+  // An fp32 out with 16-bit inputs (the LM head's logits) passes through too, rounded after.
+  std::vector<float> logits_a(N * OC), logits_b(N * OC);
+  widening.matmul_forward(logits_a.data(), inp16, w16, nullptr, N, C, OC);
+  passing.matmul_forward(logits_b.data(), inp16, w16, nullptr, N, C, OC);
+  EXPECT_TRUE(same_bits(logits_a, logits_b));
+  EXPECT_FALSE(holds_unrepresentable(logits_b, p));
+  EXPECT_EQ(native.native_calls, 3);
+  EXPECT_EQ(passing.staging_floats(), 0u);
+  // A call with an fp32 input (here the weight) is widened as before.
+  const auto w32 = decoded(w, p);
+  passing.matmul_forward(ActPtr(out_b.data(), p), inp16, w32.data(), nullptr, N, C, OC);
+  EXPECT_EQ(native.native_calls, 3);
+  EXPECT_EQ(passing.staging_floats(), static_cast<std::size_t>(N * OC + N * C));
 }
 
 TEST_P(RoundedStorage, AttentionOn16BitBuffersMatchesRoundedFp32Buffers) {

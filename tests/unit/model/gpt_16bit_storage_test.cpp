@@ -99,8 +99,9 @@ TEST_P(Gpt16BitStorage, MatmulsPassedToABackendThatReadsSixteenBitsGiveTheSameBi
     EXPECT_EQ(widened.gradients, passed.gradients);
     // Every block matmul went through: per micro-batch (2 steps x 2 of them) 2 layers x 4
     // matmuls forward and backward, and under kFull the re-run forward of the first block (the
-    // workspace still holds the last one's). The LM head's, with its fp32 logits, did not.
-    const int per_micro_batch = 2 * 4 * 2 + (recompute == model::Recompute::kFull ? 4 : 0);
+    // workspace still holds the last one's); and the LM head's forward (16-bit inputs, fp32
+    // logits), not its backward (fp32 dlogits).
+    const int per_micro_batch = 2 * 4 * 2 + 1 + (recompute == model::Recompute::kFull ? 4 : 0);
     EXPECT_EQ(passed.native_matmul_calls, 2 * 2 * per_micro_batch);
     EXPECT_EQ(widened.native_matmul_calls, 0);
     // The staging holds only the other calls: exactly the estimate that leaves the block
