@@ -33,7 +33,6 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   int device_index() const { return device_index_; }
-  AttentionKernel attention_kernel() const { return attention_; }
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>  // std::is_same_v
 
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/gemm.cuh"          // sgemm_row_major, gemm_row_major_ex
@@ -30,36 +31,30 @@ namespace trident::kernels::cuda {
 
 namespace {
 
-// out[n, o] = bias[o] for every row: the GEMM then adds the product onto it (beta = 1).
-__global__ void broadcast_bias_kernel(float* out, const float* bias, int OC, std::size_t count) {
-  for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) out[i] = bias[i % OC];
-}
-
-// dbias[o] += sum_n dout[n, o]: one thread per column o, rows in order.
-__global__ void bias_backward_kernel(float* dbias, const float* dout, int N, int OC) {
-  const int o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= OC) return;
-  float sum = 0.0f;
-  for (int n = 0; n < N; n++) sum += dout[static_cast<std::size_t>(n) * OC + o];
-  dbias[o] += sum;
-}
-
-// The same two with 16-bit values: the bias patterns are copied as they are (the GEMM adds them
-// with beta = 1, exactly), and the column sums widen each value exactly.
-__global__ void broadcast_bias_16bit_kernel(uint16_t* out, const uint16_t* bias, int OC, std::size_t count) {
-  for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) out[i] = bias[i % OC];
-}
-
+// A stored element as fp32, exactly: an fp32 value, or a 16-bit pattern (bf16 when `bf16`,
+// else fp16).
+__device__ __forceinline__ float widened(float x, bool /*bf16*/) { return x; }
 __device__ __forceinline__ float widened(uint16_t bits, bool bf16) {
   return bf16 ? __uint_as_float(static_cast<unsigned>(bits) << 16) : __half2float(__ushort_as_half(bits));
 }
 
-// A 16-bit bias into an fp32 out (exactly widened).
-__global__ void broadcast_bias_widened_kernel(float* out, const uint16_t* bias, int OC, std::size_t count, bool bf16) {
-  for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) out[i] = widened(bias[i % OC], bf16);
+// out[n, o] = bias[o] for every row: the GEMM then adds the product onto it (beta = 1). Out and
+// Bias are float or uint16_t (16-bit patterns): the same type is copied as it is, a 16-bit bias
+// into an fp32 out (the LM head's form) is widened exactly.
+template <class Out, class Bias>
+__global__ void broadcast_bias_kernel(Out* out, const Bias* bias, int OC, std::size_t count, bool bf16) {
+  for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) {
+    if constexpr (std::is_same_v<Out, Bias>) {
+      out[i] = bias[i % OC];
+    } else {
+      out[i] = widened(bias[i % OC], bf16);
+    }
+  }
 }
 
-__global__ void bias_backward_16bit_kernel(float* dbias, const uint16_t* dout, int N, int OC, bool bf16) {
+// dbias[o] += sum_n dout[n, o]: one thread per column o, rows in order, each value widened.
+template <class Stored>
+__global__ void bias_backward_kernel(float* dbias, const Stored* dout, int N, int OC, bool bf16) {
   const int o = blockIdx.x * blockDim.x + threadIdx.x;
   if (o >= OC) return;
   float sum = 0.0f;
@@ -81,8 +76,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   if (count == 0) return;
   float beta = 0.0f;
   if (bias != nullptr) {
-    broadcast_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(out, bias,
-                                                                                         OC, count);
+    broadcast_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(out, bias, OC, count,
+                                                                                         false);
     CUDA_CHECK_LAUNCH();
     beta = 1.0f;
   }
@@ -100,8 +95,8 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   sgemm_row_major(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight,
                   C);
   if (dbias != nullptr && OC > 0) {
-    bias_backward_kernel<<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(dbias, dout,
-                                                                                        N, OC);
+    bias_backward_kernel<<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(dbias, dout, N, OC,
+                                                                                        false);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -115,11 +110,11 @@ void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void*
   if (bias != nullptr) {
     const auto* bias_bits = static_cast<const uint16_t*>(bias);
     if (fp32_out) {
-      broadcast_bias_widened_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
+      broadcast_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
           static_cast<float*>(out), bias_bits, OC, count, precision == Precision::kBf16);
     } else {
-      broadcast_bias_16bit_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
-          static_cast<uint16_t*>(out), bias_bits, OC, count);
+      broadcast_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
+          static_cast<uint16_t*>(out), bias_bits, OC, count, precision == Precision::kBf16);
     }
     CUDA_CHECK_LAUNCH();
     beta = 1.0f;
@@ -140,7 +135,7 @@ void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void*
   gemm_row_major_ex(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, type, OC, inp, C, 1.0f, dweight,
                     CUDA_R_32F, C);
   if (dbias != nullptr && OC > 0) {
-    bias_backward_16bit_kernel<<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(
+    bias_backward_kernel<<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(
         dbias, static_cast<const uint16_t*>(dout), N, OC, precision == Precision::kBf16);
     CUDA_CHECK_LAUNCH();
   }
