@@ -50,6 +50,28 @@ struct AdamWArgs {
 // Words of an AdamW decay mask for n elements.
 inline std::size_t adamw_decay_mask_words(std::size_t n) { return (n + 31) / 32; }
 
+// The kernel families a backend can run on 16-bit buffers (bf16 or fp16) itself: every
+// activation and weight operand of a call 16-bit of one precision, read as it is, fp32 math,
+// each stored value rounded once; the fp32 side (LayerNorm statistics, attention's lse, weight
+// and bias gradients) fp32 as always. That is the semantics RoundedStorageBackend gives an fp32
+// kernel by widening the operands into fp32 copies, without the copies.
+struct Native16BitKernels {
+  // matmul_forward/backward. The forward also takes an fp32 out with 16-bit inputs (the LM head's
+  // logits): the fp32 results, which the caller rounds.
+  bool matmul = false;
+  bool layernorm = false;  // layernorm_forward/backward, residual_layernorm_forward
+  bool gelu = false;       // gelu_forward/backward
+  bool add = false;        // add (the residual stream)
+  bool attention = false;  // attention_forward/backward
+  bool embedding = false;  // embedding_forward (16-bit out and tables), embedding_backward (16-bit dout)
+  // cross_entropy_* on 16-bit logits (and dlogits); the losses and row statistics fp32. The model
+  // then keeps its logits in 16 bits too (src/model/gpt.h).
+  bool cross_entropy = false;
+  bool any() const { return matmul || layernorm || gelu || add || attention || embedding || cross_entropy; }
+  // Every family.
+  static Native16BitKernels all() { return {true, true, true, true, true, true, true}; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -93,13 +115,10 @@ class Backend {
   // bf16 rounding (2^-9) of what attention stores. kFp32 (the default) keeps plain fp32 math.
   // The CPU backend ignores it.
   virtual void set_gemm_input_precision(Precision /*inputs*/) {}
-  // True when matmul_forward and matmul_backward compute on 16-bit operands themselves: out, inp,
-  // weight and bias (forward), dinp, dout, inp and weight (backward) all 16-bit of one precision,
-  // dweight and dbias fp32, products accumulated in fp32 and each stored value rounded once. The
-  // forward also takes an fp32 out with 16-bit inputs (the LM head's fp32 logits): fp32 results.
-  // RoundedStorageBackend then passes such calls through instead of widening them. The CUDA
-  // backend does (cuBLAS on the tensor cores); the CPU backend computes on fp32 only.
-  virtual bool matmul_reads_16bit() const { return false; }
+  // The kernel families this backend computes on 16-bit operands itself (Native16BitKernels);
+  // RoundedStorageBackend passes such calls through instead of widening them. The CPU backend
+  // computes on fp32 only; the CUDA backend reads 16-bit in every family but the GEMM attention.
+  virtual Native16BitKernels native_16bit() const { return {}; }
 
   // --- embeddings ------------------------------------------------------------------------------
   // Vocabulary-parallel: this rank owns the token rows [vocab_begin, vocab_end) of the table, and

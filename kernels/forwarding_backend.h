@@ -33,7 +33,7 @@ class ForwardingBackend : public Backend {
   void* device_stream() const override { return inner_.device_stream(); }
   std::size_t device_bytes_high_water() const override { return inner_.device_bytes_high_water(); }
   void set_gemm_input_precision(Precision inputs) override { inner_.set_gemm_input_precision(inputs); }
-  bool matmul_reads_16bit() const override { return inner_.matmul_reads_16bit(); }
+  Native16BitKernels native_16bit() const override { return inner_.native_16bit(); }
 
   void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe, int B, int T, int C,
                          int vocab_begin, int vocab_end) override {

@@ -108,10 +108,24 @@ RoundedStorageBackend::~RoundedStorageBackend() {
 
 std::string RoundedStorageBackend::name() const {
   const std::string p = precision_name(precision_);
-  if (inner().matmul_reads_16bit()) {
-    return inner().name() + ", " + p + " storage: " + p + " matmuls, the other kernels on fp32 (rounded outputs)";
-  }
-  return inner().name() + ", " + p + " storage on fp32 kernels (rounded outputs)";
+  const Native16BitKernels native = inner().native_16bit();
+  if (!native.any()) return inner().name() + ", " + p + " storage on fp32 kernels (rounded outputs)";
+  std::string native_list, widened_list;
+  auto sort = [&](bool is_native, const char* family) {
+    std::string& list = is_native ? native_list : widened_list;
+    list += (list.empty() ? "" : ", ");
+    list += family;
+  };
+  sort(native.matmul, "matmul");
+  sort(native.layernorm, "layernorm");
+  sort(native.gelu, "gelu");
+  sort(native.add, "add");
+  sort(native.attention, "attention");
+  sort(native.embedding, "embedding");
+  sort(native.cross_entropy, "cross_entropy");
+  std::string description = inner().name() + ", " + p + " storage: " + p + " kernels (" + native_list + ")";
+  if (!widened_list.empty()) description += "; " + widened_list + " on fp32 (rounded outputs)";
+  return description;
 }
 
 float* RoundedStorageBackend::workspace(std::size_t floats) {
@@ -127,6 +141,10 @@ float* RoundedStorageBackend::workspace(std::size_t floats) {
 
 void RoundedStorageBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe,
                                               int B, int T, int C, int vocab_begin, int vocab_end) {
+  if (native(inner().native_16bit().embedding, {out, wte, wpe})) {
+    inner().embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end);
+    return;
+  }
   Staging s(*this);
   const int o = s.output(out, product(B * T, C)), w = s.input(wte, product(vocab_end - vocab_begin, C)),
             p = s.input(wpe, product(T, C));
@@ -137,6 +155,10 @@ void RoundedStorageBackend::embedding_forward(ActPtr out, const int32_t* tokens,
 
 void RoundedStorageBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout, const int32_t* tokens,
                                                int B, int T, int C, int vocab_begin, int vocab_end) {
+  if (native(inner().native_16bit().embedding, {dout})) {
+    inner().embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end);
+    return;
+  }
   Staging s(*this);
   const int d = s.input(dout, product(B * T, C));
   s.load();
@@ -150,9 +172,17 @@ bool RoundedStorageBackend::all_16bit(std::initializer_list<ConstActPtr> operand
   return true;
 }
 
+bool RoundedStorageBackend::native(bool family, std::initializer_list<ConstActPtr> operands) const {
+  if (!family) return false;
+  for (ConstActPtr p : operands) {
+    if (p && p.storage() != precision_) return false;
+  }
+  return true;
+}
+
 void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
                                            int N, int C, int OC) {
-  if (inner().matmul_reads_16bit() && all_16bit({inp, weight}) && (!bias || all_16bit({bias}))) {
+  if (native(inner().native_16bit().matmul, {inp, weight, bias})) {
     // Native 16-bit inputs: nothing to widen. A 16-bit out is stored rounded by the kernel; an
     // fp32 one (emulated storage: the logits) is rounded here, as the widened path would.
     if (all_16bit({out})) {
@@ -175,7 +205,7 @@ void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstAct
 
 void RoundedStorageBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                             ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
-  if (inner().matmul_reads_16bit() && all_16bit({dout, inp, weight}) && (!dinp || all_16bit({dinp}))) {
+  if (native(inner().native_16bit().matmul, {dinp, dout, inp, weight})) {
     inner().matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
     return;
   }
@@ -189,6 +219,10 @@ void RoundedStorageBackend::matmul_backward(ActPtr dinp, float* dweight, float* 
 
 void RoundedStorageBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                                               ConstActPtr weight, ConstActPtr bias, int N, int C) {
+  if (native(inner().native_16bit().layernorm, {out, inp, weight, bias})) {
+    inner().layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+    return;
+  }
   Staging s(*this);
   const int o = s.output(out, product(N, C)), i = s.input(inp, product(N, C)),
             w = s.input(weight, static_cast<std::size_t>(C)), b = s.input(bias, static_cast<std::size_t>(C));
@@ -200,6 +234,10 @@ void RoundedStorageBackend::layernorm_forward(ActPtr out, float* mean, float* rs
 void RoundedStorageBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd,
                                                        ConstActPtr a, ConstActPtr b, ConstActPtr weight,
                                                        ConstActPtr bias, int N, int C) {
+  if (native(inner().native_16bit().layernorm, {residual, out, a, b, weight, bias})) {
+    inner().residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C);
+    return;
+  }
   add(residual, a, b, product(N, C));
   layernorm_forward(out, mean, rstd, residual, weight, bias, N, C);
 }
@@ -207,6 +245,10 @@ void RoundedStorageBackend::residual_layernorm_forward(ActPtr residual, ActPtr o
 void RoundedStorageBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                                ConstActPtr inp, ConstActPtr weight, const float* mean,
                                                const float* rstd, int N, int C) {
+  if (native(inner().native_16bit().layernorm, {dinp, dout, inp, weight})) {
+    inner().layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    return;
+  }
   Staging s(*this);
   const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, C)), i = s.input(inp, product(N, C)),
             w = s.input(weight, static_cast<std::size_t>(C));
@@ -216,6 +258,10 @@ void RoundedStorageBackend::layernorm_backward(ActPtr dinp, float* dweight, floa
 }
 
 void RoundedStorageBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
+  if (native(inner().native_16bit().gelu, {out, inp})) {
+    inner().gelu_forward(out, inp, n);
+    return;
+  }
   Staging s(*this);
   const int o = s.output(out, n), i = s.input(inp, n);
   s.load();
@@ -224,6 +270,10 @@ void RoundedStorageBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_
 }
 
 void RoundedStorageBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) {
+  if (native(inner().native_16bit().gelu, {dinp, inp, dout})) {
+    inner().gelu_backward(dinp, inp, dout, n);
+    return;
+  }
   Staging s(*this);
   const int di = s.accumulated(dinp, n), i = s.input(inp, n), d = s.input(dout, n);
   s.load();
@@ -233,6 +283,10 @@ void RoundedStorageBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstAct
 
 void RoundedStorageBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T,
                                               int C, int NH) {
+  if (native(inner().native_16bit().attention, {out, qkv})) {
+    inner().attention_forward(out, lse, scratch, qkv, B, T, C, NH);
+    return;
+  }
   Staging s(*this);
   const int o = s.output(out, product(B * T, C)), q = s.input(qkv, product(B * T, 3 * C));
   s.load();
@@ -244,6 +298,10 @@ void RoundedStorageBackend::attention_forward(ActPtr out, float* lse, float* scr
 
 void RoundedStorageBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv,
                                                ConstActPtr out, const float* lse, int B, int T, int C, int NH) {
+  if (native(inner().native_16bit().attention, {dqkv, dout, qkv, out})) {
+    inner().attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
+    return;
+  }
   Staging s(*this);
   const int dq = s.accumulated(dqkv, product(B * T, 3 * C)), d = s.input(dout, product(B * T, C)),
             q = s.input(qkv, product(B * T, 3 * C)), o = s.input(out, product(B * T, C));
@@ -254,6 +312,10 @@ void RoundedStorageBackend::attention_backward(ActPtr dqkv, float* scratch, Cons
 
 void RoundedStorageBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N,
                                                   int V, int Vp) {
+  if (native(inner().native_16bit().cross_entropy, {logits})) {
+    inner().cross_entropy_forward(losses, logits, targets, N, V, Vp);
+    return;
+  }
   Staging s(*this);
   const int l = s.input(logits, product(N, Vp));
   s.load();
@@ -262,6 +324,10 @@ void RoundedStorageBackend::cross_entropy_forward(float* losses, ConstActPtr log
 
 void RoundedStorageBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                                    float dloss, int N, int V, int Vp) {
+  if (native(inner().native_16bit().cross_entropy, {dlogits, logits})) {
+    inner().cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
+    return;
+  }
   Staging s(*this);
   const int l = s.input(logits, product(N, Vp)), d = s.output(dlogits, product(N, Vp));  // may be one buffer
   s.load();
@@ -271,6 +337,10 @@ void RoundedStorageBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr l
 
 void RoundedStorageBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
                                                   int Vp_local) {
+  if (native(inner().native_16bit().cross_entropy, {logits})) {
+    inner().cross_entropy_row_max(row_max, logits, N, V_local, Vp_local);
+    return;
+  }
   Staging s(*this);
   const int l = s.input(logits, product(N, Vp_local));
   s.load();
@@ -280,6 +350,11 @@ void RoundedStorageBackend::cross_entropy_row_max(float* row_max, ConstActPtr lo
 void RoundedStorageBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits,
                                                    const int32_t* targets, const float* row_max, int N, int V_local,
                                                    int Vp_local, int vocab_begin) {
+  if (native(inner().native_16bit().cross_entropy, {logits})) {
+    inner().cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local, Vp_local,
+                                   vocab_begin);
+    return;
+  }
   Staging s(*this);
   const int l = s.input(logits, product(N, Vp_local));
   s.load();
@@ -290,6 +365,11 @@ void RoundedStorageBackend::cross_entropy_backward_sharded(ActPtr dlogits, Const
                                                            const int32_t* targets, const float* row_max,
                                                            const float* row_sumexp, float dloss, int N, int V_local,
                                                            int Vp_local, int vocab_begin) {
+  if (native(inner().native_16bit().cross_entropy, {dlogits, logits})) {
+    inner().cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N, V_local,
+                                           Vp_local, vocab_begin);
+    return;
+  }
   Staging s(*this);
   const int l = s.input(logits, product(N, Vp_local)), d = s.output(dlogits, product(N, Vp_local));
   s.load();
@@ -299,6 +379,10 @@ void RoundedStorageBackend::cross_entropy_backward_sharded(ActPtr dlogits, Const
 }
 
 void RoundedStorageBackend::add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) {
+  if (native(inner().native_16bit().add, {out, a, b})) {
+    inner().add(out, a, b, n);
+    return;
+  }
   Staging s(*this);
   const int o = s.output(out, n), x = s.input(a, n), y = s.input(b, n);
   s.load();

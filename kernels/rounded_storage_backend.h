@@ -18,13 +18,14 @@
 //   - fp32 buffers holding rounded values (emulated storage: the model's logits, and the twin
 //     the 16-bit buffers are tested against): the inner kernel runs in place and its outputs
 //     are rounded.
-// Both give the same bits. Matmuls whose operands are all 16-bit go straight to an inner backend
-// that computes on 16 bits itself (Backend::matmul_reads_16bit: the CUDA backend), without the
-// widening: same semantics (fp32 accumulation, one rounding), other summation order. The
-// weights a kernel reads come the same two ways: the model's 16-bit
-// compute copy (widened like an activation operand) or fp32 buffers holding rounded values (read
-// in place). Native 16-bit kernels in a device backend will make the widening unnecessary; until
-// then it costs a pass over each 16-bit operand.
+// Both give the same bits. A call whose operands are all 16-bit buffers goes straight to the inner
+// backend when it computes on 16 bits itself in that kernel family (Backend::native_16bit: the
+// CUDA backend, in every family but the GEMM attention path), without the widening: the same
+// semantics (fp32 math, one rounding per stored value), and for the matmuls another summation
+// order. The weights a kernel reads come the same two ways: the model's 16-bit compute copy
+// (widened like an activation operand, or read natively) or fp32 buffers holding rounded values
+// (read in place). On the CUDA backend the model's logits are 16-bit too, so only the GEMM
+// attention is widened there; on the CPU, fp32 logits are read and rounded in place.
 //
 // `add` (the residual stream) is rounded; `accumulate` and `scale` are not: the model never
 // applies them to activations, only the trainer to fp32 gradient buffers.
@@ -91,6 +92,10 @@ class RoundedStorageBackend final : public ForwardingBackend {
   class Staging;  // one call's fp32 views of its operands (rounded_storage_backend.cpp)
   // Whether every operand is a 16-bit buffer of this backend's precision (null ones are not).
   bool all_16bit(std::initializer_list<ConstActPtr> operands) const;
+  // Whether a call goes to the inner backend's own 16-bit kernel: its family is native there
+  // (`family`, from Backend::native_16bit) and every operand given (null ones are skipped) is a
+  // 16-bit buffer of this backend's precision.
+  bool native(bool family, std::initializer_list<ConstActPtr> operands) const;
   // The workspace, grown to at least `floats`.
   float* workspace(std::size_t floats);
 

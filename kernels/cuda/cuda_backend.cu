@@ -189,16 +189,22 @@ bool CudaBackend::is_device_memory(const void* ptr) const {
   return attributes.type == cudaMemoryTypeDevice;
 }
 
+Native16BitKernels CudaBackend::native_16bit() const {
+  Native16BitKernels native = Native16BitKernels::all();
+  native.attention = attention_ == AttentionKernel::kFlash;
+  return native;
+}
+
 void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte,
                                     ConstActPtr wpe, int B, int T, int C, int vocab_begin,
                                     int vocab_end) {
-  cuda::embedding_forward(out.f32(), tokens, wte.f32(), wpe.f32(), B, T, C, vocab_begin, vocab_end, stream_);
+  cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end, stream_);
 }
 
 void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
                                      const int32_t* tokens, int B, int T, int C, int vocab_begin,
                                      int vocab_end) {
-  cuda::embedding_backward(dwte, dwpe, dout.f32(), tokens, B, T, C, vocab_begin, vocab_end, stream_);
+  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end, stream_);
 }
 
 void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
@@ -227,32 +233,32 @@ void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, Con
 
 void CudaBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                                     ConstActPtr weight, ConstActPtr bias, int N, int C) {
-  cuda::layernorm_forward(out.f32(), mean, rstd, inp.f32(), weight.f32(), bias.f32(), N, C, stream_);
+  cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, stream_);
 }
 
 void CudaBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a,
                                              ConstActPtr b, ConstActPtr weight, ConstActPtr bias, int N, int C) {
-  cuda::residual_layernorm_forward(residual.f32(), out.f32(), mean, rstd, a.f32(), b.f32(), weight.f32(), bias.f32(), N, C, stream_);
+  cuda::residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C, stream_);
 }
 
 void CudaBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                      ConstActPtr inp, ConstActPtr weight, const float* mean,
                                      const float* rstd, int N, int C) {
-  cuda::layernorm_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), mean, rstd, N, C, stream_);
+  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, stream_);
 }
 
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
-  cuda::gelu_forward(out.f32(), inp.f32(), n, stream_);
+  cuda::gelu_forward(out, inp, n, stream_);
 }
 
 void CudaBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) {
-  cuda::gelu_backward(dinp.f32(), inp.f32(), dout.f32(), n, stream_);
+  cuda::gelu_backward(dinp, inp, dout, n, stream_);
 }
 
 void CudaBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv,
                                     int B, int T, int C, int NH) {
   if (attention_ == AttentionKernel::kFlash) {
-    cuda::flash_attention_forward(out.f32(), lse, qkv.f32(), B, T, C, NH, stream_);
+    cuda::flash_attention_forward(out, lse, qkv, B, T, C, NH, stream_);
     return;
   }
   cuda::attention_forward(out.f32(), lse, scratch, qkv.f32(), B, T, C, NH, cublas_, stream_);
@@ -263,8 +269,7 @@ void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr do
                                      int B, int T, int C, int NH) {
   if (attention_ == AttentionKernel::kFlash) {
     // The flash identity rowsum(P * dP) = dout . out needs the forward's out.
-    cuda::flash_attention_backward(dqkv.f32(), scratch, dout.f32(), qkv.f32(), out.f32(), lse, B, T, C, NH,
-                                   stream_);
+    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_);
     return;
   }
   cuda::attention_backward(dqkv.f32(), scratch, dout.f32(), qkv.f32(), lse, B, T, C, NH, cublas_, stream_);
@@ -277,25 +282,25 @@ std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {
 
 void CudaBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets,
                                         int N, int V, int Vp) {
-  cuda::cross_entropy_forward(losses, logits.f32(), targets, N, V, Vp, stream_);
+  cuda::cross_entropy_forward(losses, logits, targets, N, V, Vp, stream_);
 }
 
 void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
                                          const int32_t* targets, float dloss, int N, int V,
                                          int Vp) {
-  cuda::cross_entropy_backward(dlogits.f32(), logits.f32(), targets, dloss, N, V, Vp, stream_);
+  cuda::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp, stream_);
 }
 
 void CudaBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
                                         int Vp_local) {
-  cuda::cross_entropy_row_max(row_max, logits.f32(), N, V_local, Vp_local, stream_);
+  cuda::cross_entropy_row_max(row_max, logits, N, V_local, Vp_local, stream_);
 }
 
 void CudaBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit,
                                          ConstActPtr logits, const int32_t* targets,
                                          const float* row_max, int N, int V_local, int Vp_local,
                                          int vocab_begin) {
-  cuda::cross_entropy_row_sums(row_sumexp, target_logit, logits.f32(), targets, row_max, N, V_local,
+  cuda::cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local,
                                Vp_local, vocab_begin, stream_);
 }
 
@@ -303,12 +308,12 @@ void CudaBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr log
                                                  const int32_t* targets, const float* row_max,
                                                  const float* row_sumexp, float dloss, int N,
                                                  int V_local, int Vp_local, int vocab_begin) {
-  cuda::cross_entropy_backward_sharded(dlogits.f32(), logits.f32(), targets, row_max, row_sumexp, dloss, N,
+  cuda::cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N,
                                        V_local, Vp_local, vocab_begin, stream_);
 }
 
 void CudaBackend::add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) {
-  cuda::add(out.f32(), a.f32(), b.f32(), n, stream_);
+  cuda::add(out, a, b, n, stream_);
 }
 
 void CudaBackend::accumulate(float* dst, const float* src, std::size_t n) {

@@ -56,8 +56,10 @@ class CudaBackend final : public Backend {
   void* device_stream() const override { return stream_; }
   std::size_t device_bytes_high_water() const override { return high_water_bytes_; }
   void set_gemm_input_precision(Precision inputs) override;
-  // matmul_forward / matmul_backward take 16-bit operands natively (cublasGemmEx, matmul.cu).
-  bool matmul_reads_16bit() const override { return true; }
+  // Every kernel family reads 16-bit operands natively (matmuls through cublasGemmEx, the others
+  // templated on their storage, kernels/stored_element.h) except the GEMM attention path, whose
+  // fp32 T x T products are widened: attention is native under run.attention = flash.
+  Native16BitKernels native_16bit() const override;
 
   void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe,
                          int B, int T, int C, int vocab_begin, int vocab_end) override;

@@ -1,6 +1,7 @@
 // Elementwise kernels: memory-bound, so one grid-stride loop each (launch_shape.cuh), one
 // element per iteration, coalesced. out may alias a or b: each element is read and written by
-// the same thread at the same index.
+// the same thread at the same index. `add` (the residual stream) is templated on the storage
+// (kernels/stored_element.h): fp32, or bf16/fp16 buffers read and rounded once as they are.
 //
 // sum_squares is a two-stage reduction in double, like the CPU twin (it feeds the global
 // gradient norm over ~1e8 elements, where a float sum would lose the small terms):
@@ -17,13 +18,16 @@
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK, CUDA_CHECK_LAUNCH
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, grid_first_index, grid_stride
+#include "kernels/stored_element.h"        // stored::with_policy, elements, common_storage
 
 namespace trident::kernels::cuda {
 
 namespace {
 
-__global__ void add_kernel(float* out, const float* a, const float* b, std::size_t n) {
-  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+template <class S>
+__global__ void add_kernel(typename S::Element* out, const typename S::Element* a, const typename S::Element* b,
+                           std::size_t n) {
+  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) out[i] = S::store(S::load(a[i]) + S::load(b[i]));
 }
 
 __global__ void accumulate_kernel(float* dst, const float* src, std::size_t n) {
@@ -63,9 +67,13 @@ __global__ void sum_partials_kernel(double* total, const double* partials, int c
 
 }  // namespace
 
-void add(float* out, const float* a, const float* b, std::size_t n, cudaStream_t stream) {
+void add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  add_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(out, a, b, n);
+  stored::with_policy(stored::common_storage({out, a, b}, "add"), [&](auto policy) {
+    using S = decltype(policy);
+    add_kernel<S><<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(
+        stored::elements<S>(out), stored::elements<S>(a), stored::elements<S>(b), n);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

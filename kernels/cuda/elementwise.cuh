@@ -6,12 +6,13 @@
 
 #include <cstddef>
 
+#include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
 #include "kernels/precision.h"
 
 namespace trident::kernels::cuda {
 
-// out = a + b (out may alias a or b).
-void add(float* out, const float* a, const float* b, std::size_t n, cudaStream_t stream);
+// out = a + b (out may alias a or b); all fp32, or all 16-bit of one format (rounded once).
+void add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n, cudaStream_t stream);
 // dst += src
 void accumulate(float* dst, const float* src, std::size_t n, cudaStream_t stream);
 // x *= factor

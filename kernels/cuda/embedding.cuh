@@ -6,15 +6,20 @@
 
 #include <cstdint>
 
+#include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
+
 namespace trident::kernels::cuda {
 
+// out, wte, wpe and dout are fp32, or all 16-bit of one format (read as they are, the sum
+// rounded once when stored); std::logic_error if they mix. dwte and dwpe are fp32.
+
 // out[b,t,:] = (owned tok ? wte[tok - vocab_begin,:] : 0) + (wpe ? wpe[t,:] : 0).
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
-                       int T, int C, int vocab_begin, int vocab_end, cudaStream_t stream);
+void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe, int B, int T, int C,
+                       int vocab_begin, int vocab_end, cudaStream_t stream);
 
 // dwte[tok - vocab_begin,:] += dout[b,t,:] for owned tokens; dwpe[t,:] += sum_b dout[b,t,:]
 // when dwpe is not null.
-void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
-                        int T, int C, int vocab_begin, int vocab_end, cudaStream_t stream);
+void embedding_backward(float* dwte, float* dwpe, ConstActPtr dout, const int32_t* tokens, int B, int T, int C,
+                        int vocab_begin, int vocab_end, cudaStream_t stream);
 
 }  // namespace trident::kernels::cuda

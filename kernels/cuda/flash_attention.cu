@@ -1,4 +1,4 @@
-// Flash attention, fp32, hs = 64, in the manner of FlashAttention (Dao et al.): tiled, online
+// Flash attention, fp32 math on fp32 or 16-bit buffers, hs = 64, in the manner of FlashAttention (Dao et al.): tiled, online
 // softmax, causal, the T x T matrices never in global memory. The per-thread math and the index
 // arithmetic are in flash_attention_math.h (shared with a host replay test); this file holds
 // the kernels, which add only the block structure (which thread, which tile, when to sync), and
@@ -19,6 +19,9 @@
 // shared memory (perf/kernels/README.md lists what would make it fast: tensor cores, a warp
 // per 16-row slice, larger tiles, cp.async). Measured against the GEMM path by
 // perf/kernels/attention_forward.cu and attention_backward.cu (variant 2 of each).
+// Every kernel is templated on the storage policy S of qkv, out, dout and dqkv
+// (kernels/stored_element.h): 16-bit values are widened as the tiles are loaded and rounded
+// once when out or dqkv is stored; lse and D stay fp32.
 #include "kernels/cuda/flash_attention.cuh"
 
 #include <cmath>
@@ -35,9 +38,10 @@ namespace {
 
 using namespace flash;  // kHeadSize, kTile, kPadded, kPart*, the tile functions
 
+template <class S, class E = typename S::Element>
 __global__ void __launch_bounds__(kTile)
-    flash_forward_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv, int T,
-                         int C, int NH, float scale) {
+    flash_forward_kernel(E* __restrict__ out, float* __restrict__ lse, const E* __restrict__ qkv, int T, int C,
+                         int NH, float scale) {
   __shared__ float k_tile[kTile * kHeadSize];
   __shared__ float v_tile[kTile * kHeadSize];
   const int q0 = static_cast<int>(blockIdx.x) * kTile;
@@ -49,10 +53,10 @@ __global__ void __launch_bounds__(kTile)
 
   float q[kHeadSize];
   float o[kHeadSize];
-  const float* q_row = qkv + qkv_index(b, active ? t : 0, kPartQ, h, T, C);
+  const E* q_row = qkv + qkv_index(b, active ? t : 0, kPartQ, h, T, C);
 #pragma unroll
   for (int c = 0; c < kHeadSize; c++) {
-    q[c] = active ? q_row[c] : 0.0f;
+    q[c] = active ? S::load(q_row[c]) : 0.0f;
     o[c] = 0.0f;
   }
   float m = -INFINITY;
@@ -63,28 +67,30 @@ __global__ void __launch_bounds__(kTile)
   for (int k0 = 0; k0 <= last_query; k0 += kTile) {
     __syncthreads();  // everyone is done with the previous tile
     for (int i = tid; i < kTile * kHeadSize; i += kTile) {
-      load_qkv_tile_element(k_tile, kHeadSize, qkv, b, k0, kPartK, h, T, C, i);
-      load_qkv_tile_element(v_tile, kHeadSize, qkv, b, k0, kPartV, h, T, C, i);
+      load_qkv_tile_element<S>(k_tile, kHeadSize, qkv, b, k0, kPartK, h, T, C, i);
+      load_qkv_tile_element<S>(v_tile, kHeadSize, qkv, b, k0, kPartV, h, T, C, i);
     }
     __syncthreads();  // the tile is complete
     if (active) forward_tile_update(q, k_tile, v_tile, k0, t, scale, m, l, o);
   }
-  if (active) forward_finish(out, lse, o, m, l, b, t, h, T, C, NH);
+  if (active) forward_finish<S>(out, lse, o, m, l, b, t, h, T, C, NH);
 }
 
 // Thread index -> (b, h, t) in D's own [B, NH, T] order (so the store is coalesced).
-__global__ void flash_delta_kernel(float* __restrict__ delta, const float* __restrict__ dout,
-                                   const float* __restrict__ out, int B, int T, int C, int NH) {
+template <class S, class E = typename S::Element>
+__global__ void flash_delta_kernel(float* __restrict__ delta, const E* __restrict__ dout, const E* __restrict__ out,
+                                   int B, int T, int C, int NH) {
   const std::size_t index = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= static_cast<std::size_t>(B) * NH * T) return;
   const int t = static_cast<int>(index % T);
   const int h = static_cast<int>((index / T) % NH);
   const int b = static_cast<int>(index / (static_cast<std::size_t>(T) * NH));
-  delta[index] = row_delta(dout, out, b, t, h, T, C);
+  delta[index] = row_delta<S>(dout, out, b, t, h, T, C);
 }
 
+template <class S, class E = typename S::Element>
 __global__ void __launch_bounds__(kTile)
-    flash_dkdv_kernel(float* __restrict__ dqkv, const float* __restrict__ qkv, const float* __restrict__ dout,
+    flash_dkdv_kernel(E* __restrict__ dqkv, const E* __restrict__ qkv, const E* __restrict__ dout,
                       const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
                       float scale) {
   extern __shared__ float shared[];
@@ -103,8 +109,8 @@ __global__ void __launch_bounds__(kTile)
   const bool active = key < T;
 
   for (int i = tid; i < kTile * kHeadSize; i += kTile) {
-    load_qkv_tile_element(k_own, kPadded, qkv, b, k0, kPartK, h, T, C, i);
-    load_qkv_tile_element(v_own, kPadded, qkv, b, k0, kPartV, h, T, C, i);
+    load_qkv_tile_element<S>(k_own, kPadded, qkv, b, k0, kPartK, h, T, C, i);
+    load_qkv_tile_element<S>(v_own, kPadded, qkv, b, k0, kPartV, h, T, C, i);
   }
   float dk[kHeadSize];
   float dv[kHeadSize];
@@ -118,8 +124,8 @@ __global__ void __launch_bounds__(kTile)
   for (int q0 = k0; q0 < T; q0 += kTile) {
     __syncthreads();  // everyone is done with the previous query tile
     for (int i = tid; i < kTile * kHeadSize; i += kTile) {
-      load_qkv_tile_element(q_tile, kHeadSize, qkv, b, q0, kPartQ, h, T, C, i);
-      load_row_tile_element(do_tile, kHeadSize, dout, b, q0, h, T, C, i);
+      load_qkv_tile_element<S>(q_tile, kHeadSize, qkv, b, q0, kPartQ, h, T, C, i);
+      load_row_tile_element<S>(do_tile, kHeadSize, dout, b, q0, h, T, C, i);
     }
     load_stat_element(lse_tile, lse, b, h, q0, T, NH, tid);  // kTile threads, kTile rows
     load_stat_element(delta_tile, delta, b, h, q0, T, NH, tid);
@@ -130,13 +136,14 @@ __global__ void __launch_bounds__(kTile)
     }
   }
   if (active) {
-    accumulate_row(dqkv + qkv_index(b, key, kPartK, h, T, C), dk, scale);
-    accumulate_row(dqkv + qkv_index(b, key, kPartV, h, T, C), dv, 1.0f);
+    accumulate_row<S>(dqkv + qkv_index(b, key, kPartK, h, T, C), dk, scale);
+    accumulate_row<S>(dqkv + qkv_index(b, key, kPartV, h, T, C), dv, 1.0f);
   }
 }
 
+template <class S, class E = typename S::Element>
 __global__ void __launch_bounds__(kTile)
-    flash_dq_kernel(float* __restrict__ dqkv, const float* __restrict__ qkv, const float* __restrict__ dout,
+    flash_dq_kernel(E* __restrict__ dqkv, const E* __restrict__ qkv, const E* __restrict__ dout,
                     const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
                     float scale) {
   __shared__ float k_tile[kTile * kHeadSize];
@@ -152,14 +159,10 @@ __global__ void __launch_bounds__(kTile)
   float q[kHeadSize];
   float do_t[kHeadSize];
   float dq[kHeadSize];
-  const float* q_row = qkv + qkv_index(b, t_safe, kPartQ, h, T, C);
-  const float* do_row = dout + row_index(b, t_safe, h, T, C);
+  load_row<S>(q, qkv + qkv_index(b, t_safe, kPartQ, h, T, C));
+  load_row<S>(do_t, dout + row_index(b, t_safe, h, T, C));
 #pragma unroll
-  for (int c = 0; c < kHeadSize; c++) {
-    q[c] = q_row[c];
-    do_t[c] = do_row[c];
-    dq[c] = 0.0f;
-  }
+  for (int c = 0; c < kHeadSize; c++) dq[c] = 0.0f;
   const float lse_t = lse[stat_index(b, h, t_safe, T, NH)];
   const float delta_t = delta[stat_index(b, h, t_safe, T, NH)];
 
@@ -167,13 +170,13 @@ __global__ void __launch_bounds__(kTile)
   for (int k0 = 0; k0 <= last_query; k0 += kTile) {
     __syncthreads();
     for (int i = tid; i < kTile * kHeadSize; i += kTile) {
-      load_qkv_tile_element(k_tile, kHeadSize, qkv, b, k0, kPartK, h, T, C, i);
-      load_qkv_tile_element(v_tile, kHeadSize, qkv, b, k0, kPartV, h, T, C, i);
+      load_qkv_tile_element<S>(k_tile, kHeadSize, qkv, b, k0, kPartK, h, T, C, i);
+      load_qkv_tile_element<S>(v_tile, kHeadSize, qkv, b, k0, kPartV, h, T, C, i);
     }
     __syncthreads();
     if (active) dq_tile_update(q, do_t, lse_t, delta_t, k_tile, v_tile, k0, t, scale, dq);
   }
-  if (active) accumulate_row(dqkv + qkv_index(b, t, kPartQ, h, T, C), dq, scale);
+  if (active) accumulate_row<S>(dqkv + qkv_index(b, t, kPartQ, h, T, C), dq, scale);
 }
 
 float flash_scale() { return 1.0f / std::sqrt(static_cast<float>(kHeadSize)); }  // as the twin
@@ -196,33 +199,46 @@ bool flash_attention_supported(int C, int NH) { return NH > 0 && C % NH == 0 && 
 
 std::size_t flash_attention_scratch_size(int B, int T, int NH) { return flash_attention_scratch_floats(B, T, NH); }
 
-void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
+void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH,
                              cudaStream_t stream) {
   require_supported(C, NH);
   if (B == 0 || T == 0) return;
-  flash_forward_kernel<<<tile_grid(B, T, NH), kTile, 0, stream>>>(out, lse, qkv, T, C, NH, flash_scale());
+  stored::with_policy(stored::common_storage({out, qkv}, "flash_attention_forward"), [&](auto policy) {
+    using S = decltype(policy);
+    flash_forward_kernel<S><<<tile_grid(B, T, NH), kTile, 0, stream>>>(stored::elements<S>(out), lse,
+                                                                       stored::elements<S>(qkv), T, C, NH,
+                                                                       flash_scale());
+  });
   CUDA_CHECK_LAUNCH();
 }
 
-void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                              const float* out, const float* lse, int B, int T, int C, int NH,
-                              cudaStream_t stream) {
+void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,
+                              const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
   require_supported(C, NH);
   if (B == 0 || T == 0) return;
   float* delta = scratch;
   const std::size_t rows = flash_attention_scratch_size(B, T, NH);
   constexpr int kDeltaThreads = 256;
   const auto delta_blocks = static_cast<unsigned>((rows + kDeltaThreads - 1) / kDeltaThreads);
-  flash_delta_kernel<<<delta_blocks, kDeltaThreads, 0, stream>>>(delta, dout, out, B, T, C, NH);
-  CUDA_CHECK_LAUNCH();
-  // 66,560 bytes of dynamic shared memory: above the default 48 KiB, so opted in.
-  constexpr std::size_t kDkdvBytes = kDkdvSharedFloats * sizeof(float);
-  CUDA_CHECK(cudaFuncSetAttribute(flash_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(kDkdvBytes)));
-  const dim3 grid = tile_grid(B, T, NH);
-  flash_dkdv_kernel<<<grid, kTile, kDkdvBytes, stream>>>(dqkv, qkv, dout, lse, delta, T, C, NH, flash_scale());
-  CUDA_CHECK_LAUNCH();
-  flash_dq_kernel<<<grid, kTile, 0, stream>>>(dqkv, qkv, dout, lse, delta, T, C, NH, flash_scale());
+  const Precision storage = stored::common_storage({dqkv, dout, qkv, out}, "flash_attention_backward");
+  stored::with_policy(storage, [&](auto policy) {
+    using S = decltype(policy);
+    const auto* dout_s = stored::elements<S>(dout);
+    const auto* qkv_s = stored::elements<S>(qkv);
+    auto* dqkv_s = stored::elements<S>(dqkv);
+    flash_delta_kernel<S><<<delta_blocks, kDeltaThreads, 0, stream>>>(delta, dout_s, stored::elements<S>(out), B, T,
+                                                                     C, NH);
+    CUDA_CHECK_LAUNCH();
+    // 66,560 bytes of dynamic shared memory: above the default 48 KiB, so opted in.
+    constexpr std::size_t kDkdvBytes = kDkdvSharedFloats * sizeof(float);
+    CUDA_CHECK(cudaFuncSetAttribute(flash_dkdv_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kDkdvBytes)));
+    const dim3 grid = tile_grid(B, T, NH);
+    flash_dkdv_kernel<S><<<grid, kTile, kDkdvBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
+                                                              flash_scale());
+    CUDA_CHECK_LAUNCH();
+    flash_dq_kernel<S><<<grid, kTile, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, flash_scale());
+  });
   CUDA_CHECK_LAUNCH();
 }
 

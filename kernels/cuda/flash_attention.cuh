@@ -7,22 +7,26 @@
 
 #include <cstddef>
 
+#include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
+
 namespace trident::kernels::cuda {
 
 // The head sizes the kernels handle: hs = C / NH = 64 (every GPT-2 size).
 bool flash_attention_supported(int C, int NH);
 
+// qkv, out, dout and dqkv are fp32, or all 16-bit of one format (read as they are, fp32 math,
+// each stored value rounded once); lse and the scratch are fp32.
+
 // out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C], as attention_forward; needs no scratch.
 // Requires flash_attention_supported(C, NH) (std::logic_error otherwise).
-void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
+void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH,
                              cudaStream_t stream);
 
 // dqkv += gradient w.r.t. qkv from dout and the forward's out and lse: the arguments of
 // Backend::attention_backward, in its order. scratch: flash_attention_scratch_size(B, T, NH)
 // floats (the row statistic D = rowsum(dout * out)).
-void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                              const float* out, const float* lse, int B, int T, int C, int NH,
-                              cudaStream_t stream);
+void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,
+                              const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 
 // B * NH * T floats: one per (batch, head, query row).
 std::size_t flash_attention_scratch_size(int B, int T, int NH);

@@ -8,10 +8,17 @@
 // Layout (the Backend contract, kernels/backend.h): qkv[B,T,3C] with q in channels [0,C), k in
 // [C,2C), v in [2C,3C), head h owning channels [h*hs, (h+1)*hs), hs = kHeadSize = 64;
 // out, dout [B,T,C]; the row statistics L (log-sum-exp) and D (rowsum(dO * O)) [B,NH,T].
+//
+// Storage: the functions that touch qkv, out, dout and dqkv are templated on their storage policy
+// S (kernels/stored_element.h): fp32, or bf16/fp16 buffers read as they are into the fp32 tiles
+// and registers, each stored value rounded once (out; dqkv += ... read, added in fp32, rounded).
+// Everything in between is fp32, as are L and D. Callers name S: fn<S>(...).
 #pragma once
 
 #include <cmath>    // expf, logf, fmaxf, INFINITY (the C functions, as CUDA names them)
 #include <cstddef>
+
+#include "kernels/stored_element.h"  // stored::Fp32, Bf16, Fp16
 
 #if defined(__CUDACC__)
 #define TRIDENT_FLASH_HD __host__ __device__ __forceinline__
@@ -63,21 +70,30 @@ TRIDENT_FLASH_HD std::size_t stat_index(int b, int h, int t, int T, int NH) {
 // channels of one row (coalesced). Rows past T are zeros (they are never used: masked).
 
 // tile[r*stride + c] = head h's `part` of token t0 + r, channel c.
-TRIDENT_FLASH_HD void load_qkv_tile_element(float* tile, int stride, const float* qkv, int b, int t0,
+template <class S>
+TRIDENT_FLASH_HD void load_qkv_tile_element(float* tile, int stride, const typename S::Element* qkv, int b, int t0,
                                             int part, int h, int T, int C, int i) {
   const int r = i / kHeadSize;
   const int c = i % kHeadSize;
   const int t = t0 + r;
-  tile[r * stride + c] = t < T ? qkv[qkv_index(b, t, part, h, T, C) + c] : 0.0f;
+  tile[r * stride + c] = t < T ? S::load(qkv[qkv_index(b, t, part, h, T, C) + c]) : 0.0f;
 }
 
 // tile[r*stride + c] = x[b, t0 + r, h*hs + c] for x in [B, T, C] (dout).
-TRIDENT_FLASH_HD void load_row_tile_element(float* tile, int stride, const float* x, int b, int t0, int h,
-                                            int T, int C, int i) {
+template <class S>
+TRIDENT_FLASH_HD void load_row_tile_element(float* tile, int stride, const typename S::Element* x, int b, int t0,
+                                            int h, int T, int C, int i) {
   const int r = i / kHeadSize;
   const int c = i % kHeadSize;
   const int t = t0 + r;
-  tile[r * stride + c] = t < T ? x[row_index(b, t, h, T, C) + c] : 0.0f;
+  tile[r * stride + c] = t < T ? S::load(x[row_index(b, t, h, T, C) + c]) : 0.0f;
+}
+
+// row[c] = src[c], c < 64, as fp32: a thread's own q or dO row into its registers.
+template <class S>
+TRIDENT_FLASH_HD void load_row(float* row, const typename S::Element* src) {
+TRIDENT_FLASH_UNROLL
+  for (int c = 0; c < kHeadSize; c++) row[c] = S::load(src[c]);
 }
 
 // tile[r] = stat[b, h, t0 + r] (L or D), r = 0..kTile-1; 0 past T.
@@ -88,9 +104,10 @@ TRIDENT_FLASH_HD void load_stat_element(float* tile, const float* stat, int b, i
 }
 
 // dst[c] += factor * acc[c], c < 64: the one read-modify-write of each dqkv element.
-TRIDENT_FLASH_HD void accumulate_row(float* dst, const float* acc, float factor) {
+template <class S>
+TRIDENT_FLASH_HD void accumulate_row(typename S::Element* dst, const float* acc, float factor) {
 TRIDENT_FLASH_UNROLL
-  for (int c = 0; c < kHeadSize; c++) dst[c] += factor * acc[c];
+  for (int c = 0; c < kHeadSize; c++) dst[c] = S::store(S::load(dst[c]) + factor * acc[c]);
 }
 
 // ---- the forward, which also keeps L ----
@@ -132,12 +149,13 @@ TRIDENT_FLASH_UNROLL
 }
 
 // out row t = o / l; L[b,h,t] = m + log(l) (l >= 1: the max term is exp(0)).
-TRIDENT_FLASH_HD void forward_finish(float* out, float* lse, const float* o, float m, float l, int b, int t,
-                                     int h, int T, int C, int NH) {
+template <class S>
+TRIDENT_FLASH_HD void forward_finish(typename S::Element* out, float* lse, const float* o, float m, float l, int b,
+                                     int t, int h, int T, int C, int NH) {
   const float inv_l = 1.0f / l;
-  float* y = out + row_index(b, t, h, T, C);
+  typename S::Element* y = out + row_index(b, t, h, T, C);
 TRIDENT_FLASH_UNROLL
-  for (int c = 0; c < kHeadSize; c++) y[c] = o[c] * inv_l;
+  for (int c = 0; c < kHeadSize; c++) y[c] = S::store(o[c] * inv_l);
   lse[stat_index(b, h, t, T, NH)] = m + logf(l);
 }
 
@@ -145,11 +163,14 @@ TRIDENT_FLASH_UNROLL
 
 // D[b,h,t] = sum_c dout[b,t,h*hs+c] * out[b,t,h*hs+c]. In real arithmetic this equals
 // sum_t2 P[t,t2] dP[t,t2] (dP[t,t2] = dout[t] . v[t2], out[t] = sum_t2 P[t,t2] v[t2]).
-TRIDENT_FLASH_HD float row_delta(const float* dout, const float* out, int b, int t, int h, int T, int C) {
+// (With 16-bit storage, out is the stored, rounded output: the one backward's dO is taken against.)
+template <class S>
+TRIDENT_FLASH_HD float row_delta(const typename S::Element* dout, const typename S::Element* out, int b, int t, int h,
+                                 int T, int C) {
   const std::size_t at = row_index(b, t, h, T, C);
   float sum = 0.0f;
 TRIDENT_FLASH_UNROLL
-  for (int c = 0; c < kHeadSize; c++) sum += dout[at + c] * out[at + c];
+  for (int c = 0; c < kHeadSize; c++) sum += S::load(dout[at + c]) * S::load(out[at + c]);
   return sum;
 }
 

@@ -11,12 +11,17 @@
 //   dw += sum_rows dy * xhat,   db += sum_rows dy            one thread per channel, rows in
 //                                                            order (no atomics, deterministic)
 // Splitting the row-local dx from the column sums dw/db keeps each kernel free of races.
+// Every kernel is templated on the storage of its activations and weights
+// (kernels/stored_element.h): fp32, or bf16/fp16 buffers read as they are and stored rounded
+// once; mean, rstd, dweight and dbias are fp32 in every storage. The fused residual variant
+// stores the rounded sum and normalises what it stored, as the two separate calls would.
 #include <cstddef>
 
 #include "kernels/cuda/block_reduce.cuh"  // block_sum
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/launch_shape.cuh"  // kRowThreads, kColumnThreads, blocks_for
 #include "kernels/cuda/layernorm.cuh"
+#include "kernels/stored_element.h"  // stored::with_policy, elements, common_storage
 
 namespace trident::kernels::cuda {
 
@@ -24,52 +29,58 @@ namespace {
 
 // Row n of the forward, by the whole block. Each thread reads x only at its own columns c =
 // threadIdx.x + k * blockDim.x, so a row the same thread has just written needs no barrier.
-__device__ void layernorm_forward_row(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                      const float* bias, int n, int C) {
-  const float* x = inp + static_cast<std::size_t>(n) * C;
-  float* y = out + static_cast<std::size_t>(n) * C;
+template <class S, class E = typename S::Element>
+__device__ void layernorm_forward_row(E* out, float* mean, float* rstd, const E* inp, const E* weight, const E* bias,
+                                      int n, int C) {
+  const E* x = inp + static_cast<std::size_t>(n) * C;
+  E* y = out + static_cast<std::size_t>(n) * C;
 
   float sum = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) sum += x[c];
+  for (int c = threadIdx.x; c < C; c += blockDim.x) sum += S::load(x[c]);
   const float mu = block_sum(sum) / static_cast<float>(C);
 
   float sq = 0.0f;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float d = x[c] - mu;
+    const float d = S::load(x[c]) - mu;
     sq += d * d;
   }
   const float s = 1.0f / sqrtf(block_sum(sq) / static_cast<float>(C) + kLayerNormEps);
 
-  for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = (x[c] - mu) * s * weight[c] + bias[c];
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    y[c] = S::store((S::load(x[c]) - mu) * s * S::load(weight[c]) + S::load(bias[c]));
+  }
   if (threadIdx.x == 0) {
     mean[n] = mu;
     rstd[n] = s;
   }
 }
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
-                                         const float* weight, const float* bias, int C) {
-  layernorm_forward_row(out, mean, rstd, inp, weight, bias, blockIdx.x, C);
+template <class S, class E = typename S::Element>
+__global__ void layernorm_forward_kernel(E* out, float* mean, float* rstd, const E* inp, const E* weight,
+                                         const E* bias, int C) {
+  layernorm_forward_row<S>(out, mean, rstd, inp, weight, bias, blockIdx.x, C);
 }
 
 // residual = a + b on the row's columns (the same threads' columns as the normalisation), then
 // the row's LayerNorm reading the residual just written.
-__global__ void residual_layernorm_forward_kernel(float* residual, float* out, float* mean, float* rstd,
-                                                  const float* a, const float* b, const float* weight,
-                                                  const float* bias, int C) {
+template <class S, class E = typename S::Element>
+__global__ void residual_layernorm_forward_kernel(E* residual, E* out, float* mean, float* rstd, const E* a,
+                                                  const E* b, const E* weight, const E* bias, int C) {
   const std::size_t row = static_cast<std::size_t>(blockIdx.x) * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) residual[row + c] = a[row + c] + b[row + c];
-  layernorm_forward_row(out, mean, rstd, residual, weight, bias, blockIdx.x, C);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    residual[row + c] = S::store(S::load(a[row + c]) + S::load(b[row + c]));
+  }
+  layernorm_forward_row<S>(out, mean, rstd, residual, weight, bias, blockIdx.x, C);
 }
 
 // dinp for one row per block.
-__global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp,
-                                                const float* weight, const float* mean,
-                                                const float* rstd, int C) {
+template <class S, class E = typename S::Element>
+__global__ void layernorm_backward_input_kernel(E* dinp, const E* dout, const E* inp, const E* weight,
+                                                const float* mean, const float* rstd, int C) {
   const int n = blockIdx.x;
-  const float* x = inp + static_cast<std::size_t>(n) * C;
-  const float* dy = dout + static_cast<std::size_t>(n) * C;
-  float* dx = dinp + static_cast<std::size_t>(n) * C;
+  const E* x = inp + static_cast<std::size_t>(n) * C;
+  const E* dy = dout + static_cast<std::size_t>(n) * C;
+  E* dx = dinp + static_cast<std::size_t>(n) * C;
   const float mu = mean[n];
   const float s = rstd[n];
   const float inv_c = 1.0f / static_cast<float>(C);
@@ -77,31 +88,32 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
   float g_sum = 0.0f;
   float g_xhat_sum = 0.0f;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float g = weight[c] * dy[c];
+    const float g = S::load(weight[c]) * S::load(dy[c]);
     g_sum += g;
-    g_xhat_sum += g * (x[c] - mu) * s;
+    g_xhat_sum += g * (S::load(x[c]) - mu) * s;
   }
   const float g_mean = block_sum(g_sum) * inv_c;
   const float g_xhat_mean = block_sum(g_xhat_sum) * inv_c;
 
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float xhat = (x[c] - mu) * s;
-    dx[c] += s * (weight[c] * dy[c] - g_mean - xhat * g_xhat_mean);
+    const float xhat = (S::load(x[c]) - mu) * s;
+    dx[c] = S::store(S::load(dx[c]) + s * (S::load(weight[c]) * S::load(dy[c]) - g_mean - xhat * g_xhat_mean));
   }
 }
 
 // dweight, dbias: one thread per channel c, rows in order.
-__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const float* dout,
-                                                 const float* inp, const float* mean,
-                                                 const float* rstd, int N, int C) {
+template <class S, class E = typename S::Element>
+__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const E* dout, const E* inp,
+                                                 const float* mean, const float* rstd, int N, int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float dw = 0.0f;
   float db = 0.0f;
   for (int n = 0; n < N; n++) {
     const std::size_t i = static_cast<std::size_t>(n) * C + c;
-    dw += dout[i] * (inp[i] - mean[n]) * rstd[n];
-    db += dout[i];
+    const float dy = S::load(dout[i]);
+    dw += dy * (S::load(inp[i]) - mean[n]) * rstd[n];
+    db += dy;
   }
   dweight[c] += dw;
   dbias[c] += db;
@@ -109,30 +121,44 @@ __global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, c
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, cudaStream_t stream) {
+void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
+                       int N, int C, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  layernorm_forward_kernel<<<N, kRowThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, C);
+  stored::with_policy(stored::common_storage({out, inp, weight, bias}, "layernorm_forward"), [&](auto policy) {
+    using S = decltype(policy);
+    layernorm_forward_kernel<S><<<N, kRowThreads, 0, stream>>>(stored::elements<S>(out), mean, rstd,
+                                                               stored::elements<S>(inp), stored::elements<S>(weight),
+                                                               stored::elements<S>(bias), C);
+  });
   CUDA_CHECK_LAUNCH();
 }
 
-void residual_layernorm_forward(float* residual, float* out, float* mean, float* rstd, const float* a,
-                                const float* b, const float* weight, const float* bias, int N, int C,
-                                cudaStream_t stream) {
+void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
+                                ConstActPtr weight, ConstActPtr bias, int N, int C, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  residual_layernorm_forward_kernel<<<N, kRowThreads, 0, stream>>>(residual, out, mean, rstd, a, b, weight, bias, C);
+  const Precision storage =
+      stored::common_storage({residual, out, a, b, weight, bias}, "residual_layernorm_forward");
+  stored::with_policy(storage, [&](auto policy) {
+    using S = decltype(policy);
+    residual_layernorm_forward_kernel<S><<<N, kRowThreads, 0, stream>>>(
+        stored::elements<S>(residual), stored::elements<S>(out), mean, rstd, stored::elements<S>(a),
+        stored::elements<S>(b), stored::elements<S>(weight), stored::elements<S>(bias), C);
+  });
   CUDA_CHECK_LAUNCH();
 }
 
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean, const float* rstd,
-                        int N, int C, cudaStream_t stream) {
+void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
+                        ConstActPtr weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
   if (N == 0 || C == 0) return;
-  layernorm_backward_input_kernel<<<N, kRowThreads, 0, stream>>>(dinp, dout, inp, weight, mean,
-                                                                 rstd, C);
-  CUDA_CHECK_LAUNCH();
-  layernorm_backward_params_kernel<<<blocks_for(C, kColumnThreads), kColumnThreads, 0, stream>>>(
-      dweight, dbias, dout, inp, mean, rstd, N, C);
+  stored::with_policy(stored::common_storage({dinp, dout, inp, weight}, "layernorm_backward"), [&](auto policy) {
+    using S = decltype(policy);
+    layernorm_backward_input_kernel<S><<<N, kRowThreads, 0, stream>>>(
+        stored::elements<S>(dinp), stored::elements<S>(dout), stored::elements<S>(inp), stored::elements<S>(weight),
+        mean, rstd, C);
+    CUDA_CHECK_LAUNCH();
+    layernorm_backward_params_kernel<S><<<blocks_for(C, kColumnThreads), kColumnThreads, 0, stream>>>(
+        dweight, dbias, stored::elements<S>(dout), stored::elements<S>(inp), mean, rstd, N, C);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -38,7 +38,7 @@ ActivationSizes block_workspace(const GptConfig& c, std::size_t B, std::size_t T
 // Under 16-bit storage: the largest call's 16-bit operands, activations and weights alike, which
 // kernels::RoundedStorageBackend widens at once into its fp32 workspace. Each term is one call of
 // this stage as Gpt makes it, summing the sizes the call declares (an operand given twice, as a
-// residual add's output and input, counts once; the logits are fp32 and not staged). Which term
+// residual add's output and input, counts once; fp32 logits are not staged). Which term
 // is largest depends on tp, sequence parallelism, the micro-batch and the vocabulary, so all are
 // listed. N = B*T rows, Cl = C/tp, R the sequence-parallel rows, Vl the local vocabulary rows.
 std::size_t staging_floats(const GptConfig& c, std::size_t N, std::size_t T, const GptLayout& layout,
@@ -52,37 +52,43 @@ std::size_t staging_floats(const GptConfig& c, std::size_t N, std::size_t T, con
   const std::size_t rank0_bias = layout.tp_rank == 0 ? C : 0;
   std::size_t most = 0;
   auto call = [&most](std::size_t floats) { most = std::max(most, floats); };
-  // A block's matmuls have only 16-bit operands, and the LM head's forward 16-bit inputs (its
-  // fp32 logits are written as they are): a backend that reads them natively stages none.
-  auto matmul = [&](std::size_t floats) {
-    if (!layout.matmuls_read_16bit) call(floats);
+  // A call of a family the backend reads natively, with only 16-bit operands, stages nothing.
+  // A block's calls all have only 16-bit operands, and so do the LM head's forward inputs (fp32
+  // logits are written as they are); its backward too when the logits are 16-bit
+  // (logits_16bit), else it reads the fp32 dlogits and is widened.
+  const kernels::Native16BitKernels native = layout.native_16bit;
+  const std::size_t logits16 = layout.logits_16bit() ? N * vocab_rows : 0;  // staged with their call
+  auto family = [&](bool is_native, std::size_t floats) {
+    if (!is_native) call(floats);
   };
   if (stage.layers() > 0) {
-    call(2 * rc + 2 * C);                           // ln1 / ln2 forward: out, inp, weight, bias
-    matmul(3 * ncl + nc + 3 * Cl * C + 3 * Cl);     // QKV forward
-    call(4 * ncl);                                  // attention forward: out, qkv
-    matmul(nc + ncl + Cl * C + rank0_bias);         // attention projection forward
-    call(2 * rc);                                   // residual adds: out (= a), b
-    matmul(4 * ncl + nc + 4 * Cl * C + 4 * Cl);     // MLP-up forward
-    call(8 * ncl);                                  // GELU forward
-    matmul(nc + 4 * ncl + 4 * Cl * C + rank0_bias); // MLP-down forward
-    matmul(8 * ncl + nc + 4 * Cl * C);              // MLP-down backward: dinp, dout, inp, weight
-    call(12 * ncl);                                 // GELU backward
-    matmul(2 * nc + 4 * ncl + 4 * Cl * C);          // MLP-up backward
-    call(3 * rc + C);                               // LayerNorm backward: dinp, dout, inp, weight
-    matmul(2 * ncl + nc + Cl * C);                  // attention projection backward
-    call(8 * ncl);                                  // attention backward: dqkv, dout, qkv, out
-    matmul(2 * nc + 3 * ncl + 3 * Cl * C);          // QKV backward
+    family(native.layernorm, 2 * rc + 2 * C);                   // ln1 / ln2 forward: out, inp, weight, bias
+    family(native.matmul, 3 * ncl + nc + 3 * Cl * C + 3 * Cl);  // QKV forward
+    family(native.attention, 4 * ncl);                          // attention forward: out, qkv
+    family(native.matmul, nc + ncl + Cl * C + rank0_bias);      // attention projection forward
+    family(native.add, 2 * rc);                                 // residual adds: out (= a), b
+    family(native.matmul, 4 * ncl + nc + 4 * Cl * C + 4 * Cl);  // MLP-up forward
+    family(native.gelu, 8 * ncl);                               // GELU forward
+    family(native.matmul, nc + 4 * ncl + 4 * Cl * C + rank0_bias);  // MLP-down forward
+    family(native.matmul, 8 * ncl + nc + 4 * Cl * C);           // MLP-down backward: dinp, dout, inp, weight
+    family(native.gelu, 12 * ncl);                              // GELU backward
+    family(native.matmul, 2 * nc + 4 * ncl + 4 * Cl * C);       // MLP-up backward
+    family(native.layernorm, 3 * rc + C);                       // LayerNorm backward: dinp, dout, inp, weight
+    family(native.matmul, 2 * ncl + nc + Cl * C);               // attention projection backward
+    family(native.attention, 8 * ncl);                          // attention backward: dqkv, dout, qkv, out
+    family(native.matmul, 2 * nc + 3 * ncl + 3 * Cl * C);       // QKV backward
   }
   if (stage.first) {
-    call(nc + vocab_rows * C + (layout.tp_rank == 0 ? T * C : 0));  // embedding forward: out, wte, wpe
-    call(nc);                                                        // embedding backward: dout
+    // embedding forward: out, wte, wpe; backward: dout
+    family(native.embedding, nc + vocab_rows * C + (layout.tp_rank == 0 ? T * C : 0));
+    family(native.embedding, nc);
   }
   if (stage.last) {
-    call(2 * rc + 2 * C);                // ln_f forward
-    matmul(nc + vocab_rows * C);         // LM head forward: ln_f's output, wte (16-bit inputs)
-    call(2 * nc + vocab_rows * C);       // LM head backward: dinp, inp, wte (fp32 dlogits: staged)
-    call(3 * rc + C);                    // ln_f backward
+    family(native.layernorm, 2 * rc + 2 * C);     // ln_f forward
+    family(native.matmul, logits16 + nc + vocab_rows * C);  // LM head forward: (16-bit logits,) ln_f's output, wte
+    // LM head backward: dinp, (16-bit dlogits,) inp, wte; with fp32 dlogits widened in any case.
+    family(native.matmul && logits16 > 0, 2 * nc + logits16 + vocab_rows * C);
+    family(native.layernorm, 3 * rc + C);         // ln_f backward
   }
   return most;
 }
@@ -120,7 +126,7 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
     // Per slot: the chunk input, every block's output (the next block's input, or ln_f's),
     // under kNone each block's intermediates, with chunks the input gradient kept for its
     // send; the last chunk adds the head's state: ln_f's output (full rows), its statistics,
-    // the logits (fp32 in every storage: see carve_activations), the losses and the
+    // the logits (16-bit or fp32: GptLayout::logits_16bit), the losses and the
     // vocabulary-parallel row statistics.
     slot.stored += rc /*input*/ + (multi_chunk ? rc : 0) /*input gradient*/ + layers * rc /*outs*/;
     if (layout.recompute == Recompute::kNone) {
@@ -129,7 +135,8 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
     }
     if (chunk.last) {
       slot.stored += btc;
-      slot.fp32 += 2 * rows + bt * local_vocab + bt + vocab_stats;
+      slot.fp32 += 2 * rows + bt + vocab_stats;
+      (layout.logits_16bit() ? slot.stored : slot.fp32) += bt * local_vocab;
     }
   }
   ActivationSizes total;
@@ -242,7 +249,7 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
       sp_(layout_.sequence_parallel && layout_.tp > 1),
       rows_(sp_ ? B * T / layout_.tp : B * T),
       table_(build_gpt_param_table(config, layout_)) {
-  layout_.matmuls_read_16bit = backend.matmul_reads_16bit();
+  layout_.native_16bit = backend.native_16bit();
   if (tp_.size() != layout_.tp || tp_.rank() != layout_.tp_rank) {
     throw std::logic_error("Gpt: the tensor group does not match layout.tp / layout.tp_rank");
   }
@@ -378,10 +385,10 @@ void Gpt::carve_activations() {
       s.lnf = take(btc);  // full rows: the LM head's input
       s.lnf_mean = take_fp32(rows);
       s.lnf_rstd = take_fp32(rows);
-      // The logits stay fp32 (holding rounded values) under 16-bit storage: 16-bit logits would
-      // need an fp32 workspace of BT x Vp to widen them for the fp32 cross-entropy and LM-head
-      // kernels, twice their own 16-bit bytes, which is more than they would save.
-      s.logits = kernels::ActPtr(take_fp32(bt * static_cast<std::size_t>(vocab_.size())));
+      // 16-bit when the cross-entropy reads them so (GptLayout::logits_16bit), else fp32
+      // (holding rounded values under 16-bit storage).
+      const std::size_t logits = bt * static_cast<std::size_t>(vocab_.size());
+      s.logits = layout_.logits_16bit() ? take(logits) : kernels::ActPtr(take_fp32(logits));
       s.losses = take_fp32(bt);
       if (tp_.active()) {
         s.row_max = take_fp32(bt);

@@ -79,12 +79,18 @@ struct GptLayout {
   // same precision). Pipeline stages send the activations and the tensor-parallel collectives
   // move and sum them as they are stored. The gradient arena is fp32 in every storage.
   kernels::Precision storage = kernels::Precision::kFp32;
-  // The backend's matmuls take 16-bit operands themselves (Backend::matmul_reads_16bit, the CUDA
-  // backend): under 16-bit storage they stage nothing, which the staging estimate then leaves
-  // out. Gpt sets it from its backend; estimates made without one (trident check) count the
-  // CPU's widening, an upper bound.
-  bool matmuls_read_16bit = false;
+  // The kernel families the backend computes on 16-bit operands itself (Backend::native_16bit,
+  // the CUDA backend): under 16-bit storage their calls stage nothing, which the staging
+  // estimate then leaves out. Gpt sets it from its backend; estimates made without one (trident
+  // check) count the CPU's widening, an upper bound.
+  kernels::Native16BitKernels native_16bit{};
   StageLayout stage(const GptConfig& config) const;
+  // Whether the logits (and the logit gradients, written over them) are 16-bit buffers: under
+  // 16-bit storage when the backend's cross-entropy reads 16 bits (native_16bit.cross_entropy).
+  // Otherwise they are fp32 buffers (holding rounded values under 16-bit storage): the fp32
+  // kernels would need an fp32 copy of 16-bit logits (N x Vp floats), twice their 16-bit bytes,
+  // more than 16 bits save.
+  bool logits_16bit() const { return storage != kernels::Precision::kFp32 && native_16bit.cross_entropy; }
 };
 
 struct GptOptions {

@@ -201,10 +201,10 @@ TEST_F(Bf16StorageTwins, SixteenBitBuffersGiveTheBitsOfRoundedFp32BuffersOnTheDe
   EXPECT_EQ(gpu16_->staging_floats(), count_of(N, C) * 2 + count_of(N, OC));
   // With the weight as a 16-bit buffer too (the model's compute copy under bf16) every operand
   // is 16-bit, and the call goes to the CUDA backend's own 16-bit matmul (cublasGemmEx on the
-  // tensor cores, Backend::matmul_reads_16bit) without widening: the workspace does not grow.
+  // tensor cores, Backend::native_16bit) without widening: the workspace does not grow.
   // Other kernels, other summation order: out and dinp within one bf16 unit of the widened
   // path's (kOneBf16Unit), dW (fp32 sums of the same exact products) within kReductionTolerance.
-  EXPECT_TRUE(gpu16_->matmul_reads_16bit());
+  EXPECT_TRUE(gpu16_->native_16bit().matmul);
   const std::size_t staged = gpu16_->staging_floats();
   auto weight16 = twin(packed(weight.values(Side::kCpu)));
   auto out16w = twin(std::vector<float>(count_of(N, OC) / 2)), dinp16w = twin(packed(dinp_h));
@@ -251,6 +251,142 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitMatmulWithBiasMatchesCpu) {
   expect_twins_agree(logits, kOneBf16Unit, "fp32 logits");
   for (float x : logits.values(Side::kGpu)) ASSERT_EQ(round_to_bf16(x), x) << "logits not rounded";
   EXPECT_EQ(gpu16_->staging_floats(), 0u);  // nothing widened on the device
+}
+
+// The other native 16-bit kernels (kernels/stored_element.h): every operand a bf16 buffer, so the
+// decorator passes each call to the CUDA backend's own kernel (nothing staged), against the CPU
+// twin, which widens, computes in fp32 and rounds. The same fp32 math on the same exact inputs,
+// in another order for the row and column sums: stored values within one bf16 unit (a result
+// near a rounding midpoint may land on the other side), fp32 results (statistics, parameter
+// gradients) within the reductions' tolerance.
+TEST_F(Bf16StorageTwins, NativeSixteenBitKernelsMatchCpu) {
+  const Native16BitKernels native = gpu16_->native_16bit();
+  EXPECT_TRUE(native.layernorm && native.gelu && native.add && native.embedding && native.cross_entropy);
+  EXPECT_FALSE(native.attention);  // the GEMM path (run.attention = gemm) widens
+  const int N = 67, C = 300;        // rows longer than a block
+  auto bf16 = [&](std::size_t n, float lo, float hi) { return twin(packed(bf16_uniform(n, lo, hi))); };
+  auto at = [](TwinFloats& t, Side side) { return bf16_at(t, side); };
+  auto in = [](TwinFloats& t, Side side) { return ConstActPtr(bf16_at(t, side)); };
+  auto expect_bf16_agree = [](TwinFloats& t, double tolerance, const char* what) {
+    expect_twins_agree(unpacked(t.values(Side::kGpu)), unpacked(t.values(Side::kCpu)), tolerance, what);
+  };
+  auto x = bf16(count_of(N, C), -2.0f, 2.0f), weight = bf16(count_of(C, 1), 0.5f, 1.5f);
+  auto bias = bf16(count_of(C, 1), -0.5f, 0.5f), out = bf16(count_of(N, C), -1.0f, 1.0f);
+  auto mean = twin(uniform(count_of(N, 1), 5.0f, 9.0f)), rstd = twin(uniform(count_of(N, 1), 5.0f, 9.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.layernorm_forward(at(out, side), mean.on(side), rstd.on(side), in(x, side), in(weight, side), in(bias, side), N,
+                        C);
+  });
+  expect_bf16_agree(out, kOneBf16Unit, "layernorm out");
+  expect_twins_agree(mean, kReductionTolerance, "mean (fp32)");
+  expect_twins_agree(rstd, kReductionTolerance, "rstd (fp32)");
+  // The fused residual add + LayerNorm, the residual in place of a (as the model calls it).
+  auto residual = bf16(count_of(N, C), -2.0f, 2.0f);
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.residual_layernorm_forward(at(residual, side), at(out, side), mean.on(side), rstd.on(side), in(residual, side),
+                                 in(x, side), in(weight, side), in(bias, side), N, C);
+  });
+  expect_bf16_agree(residual, 0.0, "residual (one fp32 sum of the same values, rounded once)");
+  expect_bf16_agree(out, kOneBf16Unit, "residual layernorm out");
+  expect_twins_agree(mean, kReductionTolerance, "residual mean (fp32)");
+  auto dout = bf16(count_of(N, C), -1.0f, 1.0f), dinp = bf16(count_of(N, C), -1.0f, 1.0f);  // accumulated into
+  auto dweight = twin(uniform(count_of(C, 1), -1.0f, 1.0f)), dbias = twin(uniform(count_of(C, 1), -1.0f, 1.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.layernorm_backward(at(dinp, side), dweight.on(side), dbias.on(side), in(dout, side), in(x, side),
+                         in(weight, side), mean.on(side), rstd.on(side), N, C);
+  });
+  expect_bf16_agree(dinp, kOneBf16Unit, "layernorm dinp");
+  expect_twins_agree(dweight, kReductionTolerance, "layernorm dweight (fp32)");
+  expect_twins_agree(dbias, kReductionTolerance, "layernorm dbias (fp32)");
+  // GELU both ways and the residual add: elementwise, one rounding each.
+  const std::size_t n = count_of(N, C);
+  auto g = bf16(n, -6.0f, 6.0f), gout = bf16(n, -1.0f, 1.0f), gdinp = bf16(n, -1.0f, 1.0f), sum = bf16(n, 0.0f, 1.0f);
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.gelu_forward(at(gout, side), in(g, side), n);
+    b.gelu_backward(at(gdinp, side), in(g, side), in(dout, side), n);
+    b.add(at(sum, side), in(sum, side), in(x, side), n);
+  });
+  expect_bf16_agree(gout, kOneBf16Unit, "gelu out");
+  expect_bf16_agree(gdinp, kOneBf16Unit, "gelu dinp");
+  expect_bf16_agree(sum, 0.0, "add");
+  // Embedding on a vocabulary shard [3, 40) of 50 tokens, with and without the position table.
+  const int B = 3, T = 20, V = 50, begin = 3, end = 40;
+  auto wte = bf16(count_of(end - begin, C), -1.0f, 1.0f), wpe = bf16(count_of(T, C), -1.0f, 1.0f);
+  auto tokens = twin_tokens(uniform_ids(count_of(B, T), 0, V));
+  auto emb = bf16(count_of(B * T, C), 5.0f, 9.0f), emb_no_pos = bf16(count_of(B * T, C), 5.0f, 9.0f);
+  auto demb = bf16(count_of(B * T, C), -1.0f, 1.0f);
+  auto dwte = twin(uniform(count_of(end - begin, C), -1.0f, 1.0f)), dwpe = twin(uniform(count_of(T, C), -1.0f, 1.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.embedding_forward(at(emb, side), tokens.on(side), in(wte, side), in(wpe, side), B, T, C, begin, end);
+    b.embedding_forward(at(emb_no_pos, side), tokens.on(side), in(wte, side), nullptr, B, T, C, begin, end);
+    b.embedding_backward(dwte.on(side), dwpe.on(side), in(demb, side), tokens.on(side), B, T, C, begin, end);
+  });
+  expect_bf16_agree(emb, 0.0, "embedding out");
+  expect_bf16_agree(emb_no_pos, 0.0, "embedding out without wpe");
+  expect_twins_agree(dwte, kReductionTolerance, "dwte (fp32)");
+  expect_twins_agree(dwpe, kReductionTolerance, "dwpe (fp32)");
+  // Cross-entropy on bf16 logits (the model's under bf16 with this backend), the gradient
+  // written over them as Gpt does; then the vocabulary-parallel pieces on a shard.
+  const int rows = 37, Vr = 61, Vp = 64;
+  auto logits = bf16(count_of(rows, Vp), -3.0f, 3.0f), dlogits = twin(logits.values(Side::kCpu));
+  auto targets = twin_tokens(uniform_ids(count_of(rows, 1), 0, Vr));
+  auto losses = twin(uniform(count_of(rows, 1), 5.0f, 9.0f));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.cross_entropy_forward(losses.on(side), in(logits, side), targets.on(side), rows, Vr, Vp);
+    b.cross_entropy_backward(at(dlogits, side), in(dlogits, side), targets.on(side), 1.0f / 37.0f, rows, Vr, Vp);
+  });
+  expect_twins_agree(losses, kReductionTolerance, "losses (fp32)");
+  expect_bf16_agree(dlogits, kOneBf16Unit, "dlogits");
+  auto row_max = twin(uniform(count_of(rows, 1), 5.0f, 9.0f)), row_sums = twin(uniform(count_of(rows, 1), 5.0f, 9.0f));
+  auto target_logit = twin(uniform(count_of(rows, 1), 5.0f, 9.0f));
+  auto dshard = twin(logits.values(Side::kCpu));
+  run_on_both_bf16([&](Backend& b, Side side) {
+    b.cross_entropy_row_max(row_max.on(side), in(logits, side), rows, 30, 32);
+    b.cross_entropy_row_sums(row_sums.on(side), target_logit.on(side), in(logits, side), targets.on(side),
+                             row_max.on(side), rows, 30, 32, 16);
+    b.cross_entropy_backward_sharded(at(dshard, side), in(dshard, side), targets.on(side), row_max.on(side),
+                                     row_sums.on(side), 1.0f / 37.0f, rows, 30, 32, 16);
+  });
+  expect_twins_agree(row_max, 0.0, "row max (a max of the same values)");
+  expect_twins_agree(row_sums, kReductionTolerance, "row sums (fp32)");
+  expect_twins_agree(target_logit, 0.0, "target logit");
+  expect_bf16_agree(dshard, kOneBf16Unit, "sharded dlogits");
+  EXPECT_EQ(gpu16_->staging_floats(), 0u);  // nothing widened on the device
+}
+
+// Flash attention on bf16 buffers (run.attention = flash under train.precision = bf16): the
+// CUDA backend reads qkv, dout and out and stores out and dqkv in bf16 itself, against the CPU
+// twin on the widened values (the GEMM attention in fp32, rounded when stored). The fp32 twins
+// agree to kReductionTolerance (FlashAttentionMatchesCpu); rounded once, within one bf16 unit.
+TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionMatchesCpu) {
+  auto flash = make_backend(Device::kCuda, kCpuThreads, 0, {.attention = AttentionKernel::kFlash});
+  RoundedStorageBackend flash16(*flash, Precision::kBf16);
+  EXPECT_TRUE(flash16.native_16bit().attention);
+  const int B = 2, T = 129, C = 128, NH = 2;  // head size 64, T ends mid-tile
+  auto qkv = twin(packed(bf16_uniform(count_of(B * T, 3 * C), -2.0f, 2.0f)));
+  auto out = twin(packed(bf16_uniform(count_of(B * T, C), 5.0f, 9.0f)));
+  auto lse = twin(uniform(count_of(B * NH, T), 5.0f, 9.0f));
+  BackendFloats cpu_scratch(*cpu_, uniform(cpu_->attention_scratch_size(B, T, NH), 5.0f, 9.0f));
+  BackendFloats gpu_scratch(*gpu_, uniform(flash->attention_scratch_size(B, T, NH), 5.0f, 9.0f));
+  const Side c = Side::kCpu, g = Side::kGpu;
+  cpu16_->attention_forward(bf16_at(out, c), lse.on(c), cpu_scratch.get(), ConstActPtr(bf16_at(qkv, c)), B, T, C, NH);
+  flash16.attention_forward(bf16_at(out, g), lse.on(g), gpu_scratch.get(), ConstActPtr(bf16_at(qkv, g)), B, T, C, NH);
+  flash16.synchronize();
+  expect_twins_agree(unpacked(out.values(g)), unpacked(out.values(c)), kOneBf16Unit, "flash bf16 out");
+  expect_twins_agree(lse, kReductionTolerance, "flash bf16 lse (fp32)");
+  // Backward from the CPU's forward state on both sides, so that only the backward is measured.
+  auto cpu_out = twin(out.values(c)), cpu_lse = twin(lse.values(c));
+  auto dout = twin(packed(bf16_uniform(count_of(B * T, C), -1.0f, 1.0f)));
+  auto dqkv = twin(packed(bf16_uniform(count_of(B * T, 3 * C), -1.0f, 1.0f)));  // accumulated into
+  cpu16_->attention_backward(bf16_at(dqkv, c), cpu_scratch.get(), ConstActPtr(bf16_at(dout, c)),
+                             ConstActPtr(bf16_at(qkv, c)), ConstActPtr(bf16_at(cpu_out, c)), cpu_lse.on(c), B, T, C,
+                             NH);
+  flash16.attention_backward(bf16_at(dqkv, g), gpu_scratch.get(), ConstActPtr(bf16_at(dout, g)),
+                             ConstActPtr(bf16_at(qkv, g)), ConstActPtr(bf16_at(cpu_out, g)), cpu_lse.on(g), B, T, C,
+                             NH);
+  flash16.synchronize();
+  expect_twins_agree(unpacked(dqkv.values(g)), unpacked(dqkv.values(c)), kOneBf16Unit, "flash bf16 dqkv");
+  EXPECT_EQ(flash16.staging_floats(), 0u);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 
 #include "kernels/cpu/attention.h"              // cpu::attention_forward, attention_backward
 #include "kernels/cuda/flash_attention_math.h"  // the kernels' per-thread math
+#include "kernels/stored_element.h"            // stored::Fp32, Bf16, Fp16
+#include "tests/unit/kernels/kernel_test_util.h"  // encoded, decoded
 
 namespace trident::kernels::test {
 namespace {
@@ -29,9 +31,10 @@ struct Row {
   float values[fl::kHeadSize];
 };
 
-// flash_forward_kernel, every block in turn.
-void replay_forward(std::vector<float>& out, std::vector<float>& lse, const std::vector<float>& qkv, int B, int T,
-                    int C, int NH, float scale) {
+// flash_forward_kernel<S>, every block in turn (E: S's stored element).
+template <class S, class E = typename S::Element>
+void replay_forward(std::vector<E>& out, std::vector<float>& lse, const std::vector<E>& qkv, int B, int T, int C,
+                    int NH, float scale) {
   std::vector<float> k_tile(fl::kTile * fl::kHeadSize), v_tile(fl::kTile * fl::kHeadSize);
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
@@ -41,9 +44,9 @@ void replay_forward(std::vector<float>& out, std::vector<float>& lse, const std:
         for (int tid = 0; tid < fl::kTile; ++tid) {
           const int t = q0 + tid;
           const bool active = t < T;
-          const float* q_row = qkv.data() + fl::qkv_index(b, active ? t : 0, fl::kPartQ, h, T, C);
+          const E* q_row = qkv.data() + fl::qkv_index(b, active ? t : 0, fl::kPartQ, h, T, C);
           for (int c = 0; c < fl::kHeadSize; ++c) {
-            q[tid].values[c] = active ? q_row[c] : 0.0f;
+            q[tid].values[c] = active ? S::load(q_row[c]) : 0.0f;
             o[tid].values[c] = 0.0f;
           }
         }
@@ -51,8 +54,8 @@ void replay_forward(std::vector<float>& out, std::vector<float>& lse, const std:
         for (int k0 = 0; k0 <= last_query; k0 += fl::kTile) {
           for (int tid = 0; tid < fl::kTile; ++tid) {
             for (int i = tid; i < fl::kTile * fl::kHeadSize; i += fl::kTile) {
-              fl::load_qkv_tile_element(k_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
-              fl::load_qkv_tile_element(v_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
+              fl::load_qkv_tile_element<S>(k_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
+              fl::load_qkv_tile_element<S>(v_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
             }
           }
           for (int tid = 0; tid < fl::kTile; ++tid) {
@@ -65,23 +68,24 @@ void replay_forward(std::vector<float>& out, std::vector<float>& lse, const std:
         }
         for (int tid = 0; tid < fl::kTile; ++tid) {
           const int t = q0 + tid;
-          if (t < T) fl::forward_finish(out.data(), lse.data(), o[tid].values, m[tid], l[tid], b, t, h, T, C, NH);
+          if (t < T) fl::forward_finish<S>(out.data(), lse.data(), o[tid].values, m[tid], l[tid], b, t, h, T, C, NH);
         }
       }
     }
   }
 }
 
-// flash_delta_kernel, flash_dkdv_kernel and flash_dq_kernel, in the launcher's order.
-void replay_backward(std::vector<float>& dqkv, const std::vector<float>& dout, const std::vector<float>& qkv,
-                     const std::vector<float>& out, const std::vector<float>& lse, int B, int T, int C, int NH,
+// flash_delta_kernel<S>, flash_dkdv_kernel<S> and flash_dq_kernel<S>, in the launcher's order.
+template <class S, class E = typename S::Element>
+void replay_backward(std::vector<E>& dqkv, const std::vector<E>& dout, const std::vector<E>& qkv,
+                     const std::vector<E>& out, const std::vector<float>& lse, int B, int T, int C, int NH,
                      float scale) {
   std::vector<float> delta(static_cast<std::size_t>(B) * NH * T);
   for (std::size_t index = 0; index < delta.size(); ++index) {
     const int t = static_cast<int>(index % T);
     const int h = static_cast<int>((index / T) % NH);
     const int b = static_cast<int>(index / (static_cast<std::size_t>(T) * NH));
-    delta[index] = fl::row_delta(dout.data(), out.data(), b, t, h, T, C);
+    delta[index] = fl::row_delta<S>(dout.data(), out.data(), b, t, h, T, C);
   }
 
   std::vector<float> shared(fl::kDkdvSharedFloats);
@@ -96,16 +100,16 @@ void replay_backward(std::vector<float>& dqkv, const std::vector<float>& dout, c
         float* delta_tile = lse_tile + fl::kTile;
         for (int tid = 0; tid < fl::kTile; ++tid) {
           for (int i = tid; i < fl::kTile * fl::kHeadSize; i += fl::kTile) {
-            fl::load_qkv_tile_element(k_own, fl::kPadded, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
-            fl::load_qkv_tile_element(v_own, fl::kPadded, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
+            fl::load_qkv_tile_element<S>(k_own, fl::kPadded, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
+            fl::load_qkv_tile_element<S>(v_own, fl::kPadded, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
           }
         }
         std::vector<Row> dk(fl::kTile, Row{}), dv(fl::kTile, Row{});
         for (int q0 = k0; q0 < T; q0 += fl::kTile) {
           for (int tid = 0; tid < fl::kTile; ++tid) {
             for (int i = tid; i < fl::kTile * fl::kHeadSize; i += fl::kTile) {
-              fl::load_qkv_tile_element(q_tile, fl::kHeadSize, qkv.data(), b, q0, fl::kPartQ, h, T, C, i);
-              fl::load_row_tile_element(do_tile, fl::kHeadSize, dout.data(), b, q0, h, T, C, i);
+              fl::load_qkv_tile_element<S>(q_tile, fl::kHeadSize, qkv.data(), b, q0, fl::kPartQ, h, T, C, i);
+              fl::load_row_tile_element<S>(do_tile, fl::kHeadSize, dout.data(), b, q0, h, T, C, i);
             }
             fl::load_stat_element(lse_tile, lse.data(), b, h, q0, T, NH, tid);
             fl::load_stat_element(delta_tile, delta.data(), b, h, q0, T, NH, tid);
@@ -121,8 +125,8 @@ void replay_backward(std::vector<float>& dqkv, const std::vector<float>& dout, c
         for (int tid = 0; tid < fl::kTile; ++tid) {
           const int key = k0 + tid;
           if (key >= T) continue;
-          fl::accumulate_row(dqkv.data() + fl::qkv_index(b, key, fl::kPartK, h, T, C), dk[tid].values, scale);
-          fl::accumulate_row(dqkv.data() + fl::qkv_index(b, key, fl::kPartV, h, T, C), dv[tid].values, 1.0f);
+          fl::accumulate_row<S>(dqkv.data() + fl::qkv_index(b, key, fl::kPartK, h, T, C), dk[tid].values, scale);
+          fl::accumulate_row<S>(dqkv.data() + fl::qkv_index(b, key, fl::kPartV, h, T, C), dv[tid].values, 1.0f);
         }
       }
     }
@@ -136,12 +140,8 @@ void replay_backward(std::vector<float>& dqkv, const std::vector<float>& dout, c
         std::vector<float> lse_t(fl::kTile), delta_t(fl::kTile);
         for (int tid = 0; tid < fl::kTile; ++tid) {
           const int t_safe = q0 + tid < T ? q0 + tid : 0;
-          const float* q_row = qkv.data() + fl::qkv_index(b, t_safe, fl::kPartQ, h, T, C);
-          const float* do_row = dout.data() + fl::row_index(b, t_safe, h, T, C);
-          for (int c = 0; c < fl::kHeadSize; ++c) {
-            q[tid].values[c] = q_row[c];
-            do_t[tid].values[c] = do_row[c];
-          }
+          fl::load_row<S>(q[tid].values, qkv.data() + fl::qkv_index(b, t_safe, fl::kPartQ, h, T, C));
+          fl::load_row<S>(do_t[tid].values, dout.data() + fl::row_index(b, t_safe, h, T, C));
           lse_t[tid] = lse[fl::stat_index(b, h, t_safe, T, NH)];
           delta_t[tid] = delta[fl::stat_index(b, h, t_safe, T, NH)];
         }
@@ -149,8 +149,8 @@ void replay_backward(std::vector<float>& dqkv, const std::vector<float>& dout, c
         for (int k0 = 0; k0 <= last_query; k0 += fl::kTile) {
           for (int tid = 0; tid < fl::kTile; ++tid) {
             for (int i = tid; i < fl::kTile * fl::kHeadSize; i += fl::kTile) {
-              fl::load_qkv_tile_element(k_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
-              fl::load_qkv_tile_element(v_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
+              fl::load_qkv_tile_element<S>(k_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
+              fl::load_qkv_tile_element<S>(v_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
             }
           }
           for (int tid = 0; tid < fl::kTile; ++tid) {
@@ -163,7 +163,7 @@ void replay_backward(std::vector<float>& dqkv, const std::vector<float>& dout, c
         }
         for (int tid = 0; tid < fl::kTile; ++tid) {
           const int t = q0 + tid;
-          if (t < T) fl::accumulate_row(dqkv.data() + fl::qkv_index(b, t, fl::kPartQ, h, T, C), dq[tid].values, scale);
+          if (t < T) fl::accumulate_row<S>(dqkv.data() + fl::qkv_index(b, t, fl::kPartQ, h, T, C), dq[tid].values, scale);
         }
       }
     }
@@ -213,13 +213,13 @@ TEST_P(FlashAttentionReplay, ForwardAndBackwardMatchTheCpuTwin) {
   cpu::attention_backward(dqkv_ref.data(), scratch.data(), dout.data(), qkv.data(), lse_ref.data(), B, T, C, NH);
 
   std::vector<float> out(out_ref.size(), NAN), lse(lse_ref.size(), NAN);
-  replay_forward(out, lse, qkv, B, T, C, NH, scale);
+  replay_forward<stored::Fp32>(out, lse, qkv, B, T, C, NH, scale);
   EXPECT_LT(relative_error(out, out_ref), kTolerance) << "out";
   EXPECT_LT(relative_error(lse, lse_ref), kTolerance) << "lse";
 
   // The backward from the twin's forward state, so that its own error is measured alone.
   std::vector<float> dqkv = dqkv_start;
-  replay_backward(dqkv, dout, qkv, out_ref, lse_ref, B, T, C, NH, scale);
+  replay_backward<stored::Fp32>(dqkv, dout, qkv, out_ref, lse_ref, B, T, C, NH, scale);
   // q, k and v parts separately, each against its own max |ref|.
   for (int part = 0; part < 3; ++part) {
     std::vector<float> got, want;
@@ -232,6 +232,49 @@ TEST_P(FlashAttentionReplay, ForwardAndBackwardMatchTheCpuTwin) {
     }
     EXPECT_LT(relative_error(got, want), kTolerance) << "d" << "qkv"[part];
   }
+}
+
+// The kernels on 16-bit buffers (train.precision = bf16 | fp16): qkv, dout, out and dqkv in 16
+// bits, read into the fp32 tiles as they are, out and dqkv rounded once when stored. That is the
+// fp32 kernels' replay on the widened values with its stored results rounded, bit for bit (the
+// same fp32 operations in the same order: only the loads and stores differ), the semantics
+// RoundedStorageBackend gives the CPU twin.
+template <class S>
+void expect_16bit_replay_is_the_rounded_fp32_replay(int B, int T, int NH) {
+  const Precision p = S::kPrecision;
+  const int C = NH * fl::kHeadSize;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(fl::kHeadSize));
+  std::mt19937 rng(static_cast<unsigned>(77 * B + T + NH));
+  const std::size_t rows = static_cast<std::size_t>(B) * T;
+  const auto qkv16 = encoded(uniform(rows * 3 * C, rng, -2.0f, 2.0f), p);
+  const auto dout16 = encoded(uniform(rows * C, rng, -1.0f, 1.0f), p);
+  const auto dqkv_start16 = encoded(uniform(rows * 3 * C, rng, -0.5f, 0.5f), p);
+  const auto lse_size = static_cast<std::size_t>(B) * NH * T;
+
+  std::vector<float> out32(rows * C, NAN), lse32(lse_size, NAN);
+  replay_forward<stored::Fp32>(out32, lse32, decoded(qkv16, p), B, T, C, NH, scale);
+  std::vector<uint16_t> out16(rows * C, 0);
+  std::vector<float> lse16(lse_size, NAN);
+  replay_forward<S>(out16, lse16, qkv16, B, T, C, NH, scale);
+  EXPECT_EQ(out16, encoded(out32, p)) << "out";
+  EXPECT_EQ(lse16, lse32) << "lse (fp32)";
+
+  // Backward from the 16-bit forward's state, as in training.
+  std::vector<float> dqkv32 = decoded(dqkv_start16, p);
+  replay_backward<stored::Fp32>(dqkv32, decoded(dout16, p), decoded(qkv16, p), decoded(out16, p), lse16, B, T, C, NH,
+                                scale);
+  std::vector<uint16_t> dqkv16 = dqkv_start16;
+  replay_backward<S>(dqkv16, dout16, qkv16, out16, lse16, B, T, C, NH, scale);
+  EXPECT_EQ(dqkv16, encoded(dqkv32, p)) << "dqkv";
+  EXPECT_NE(dqkv16, dqkv_start16);  // the backward wrote something
+}
+
+TEST(FlashAttentionReplay16Bit, Bf16IsTheRoundedFp32Replay) {
+  expect_16bit_replay_is_the_rounded_fp32_replay<stored::Bf16>(2, 130, 3);
+}
+
+TEST(FlashAttentionReplay16Bit, Fp16IsTheRoundedFp32Replay) {
+  expect_16bit_replay_is_the_rounded_fp32_replay<stored::Fp16>(1, 200, 2);
 }
 
 // T: one tile, a ragged tail (130 = 2 tiles + 2, 200 = 3 tiles + 8); B and NH > 1 for the

@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "kernels/precision.h"  // Precision, encode_16bit, decode_16bit
 
 namespace trident::kernels::test {
 
@@ -80,6 +83,19 @@ inline double weighted_sum(const std::vector<double>& a, const std::vector<float
   double s = 0.0;
   for (std::size_t i = 0; i < a.size(); i++) s += a[i] * static_cast<double>(w[i]);
   return s;
+}
+
+// The 16-bit patterns of v in p (bf16 or fp16, rounded to nearest even), and back exactly.
+inline std::vector<uint16_t> encoded(const std::vector<float>& v, Precision p) {
+  std::vector<uint16_t> bits(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) bits[i] = encode_16bit(v[i], p);
+  return bits;
+}
+
+inline std::vector<float> decoded(const std::vector<uint16_t>& bits, Precision p) {
+  std::vector<float> v(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) v[i] = decode_16bit(bits[i], p);
+  return v;
 }
 
 }  // namespace trident::kernels::test

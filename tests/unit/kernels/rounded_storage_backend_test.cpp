@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/rounded_storage_backend.h"
-#include "tests/support/native_16bit_matmuls.h"  // Native16BitMatmuls
+#include "tests/support/native_16bit_kernels.h"  // Native16BitKernelsStandIn
 #include "tests/unit/kernels/kernel_test_util.h"  // random_floats, kTestThreads
 
 namespace trident::kernels::test {
@@ -172,18 +172,6 @@ TEST_P(RoundedStorage, FusedResidualLayerNormNormalisesTheRoundedResidual) {
 
 // --- 16-bit buffers: the same bits as fp32 buffers holding rounded values ----------------------
 
-std::vector<uint16_t> encoded(const std::vector<float>& v, Precision p) {
-  std::vector<uint16_t> bits(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) bits[i] = encode_16bit(v[i], p);
-  return bits;
-}
-
-std::vector<float> decoded(const std::vector<uint16_t>& bits, Precision p) {
-  std::vector<float> v(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) v[i] = decode_16bit(bits[i], p);
-  return v;
-}
-
 TEST_P(RoundedStorage, SixteenBitBuffersMatchRoundedFp32BuffersWithAccumulationAndAliasing) {
   const Precision p = GetParam();
   std::mt19937 rng(503);
@@ -247,11 +235,13 @@ TEST_P(RoundedStorage, AllSixteenBitMatmulsGoStraightToABackendThatReadsThem) {
   const Precision p = GetParam();
   std::mt19937 rng(505);
   cpu::CpuBackend plain(kTestThreads);
-  test_support::Native16BitMatmuls native(plain);
+  test_support::Native16BitKernelsStandIn native(plain, p, {.matmul = true});
   RoundedStorageBackend widening(plain, p), passing(native, p);
-  EXPECT_FALSE(widening.matmul_reads_16bit());
-  EXPECT_TRUE(passing.matmul_reads_16bit());
-  EXPECT_NE(passing.name().find(std::string(precision_name(p)) + " matmuls, the other kernels on fp32"),
+  EXPECT_FALSE(widening.native_16bit().any());
+  EXPECT_TRUE(passing.native_16bit().matmul);
+  const std::string name = precision_name(p);
+  EXPECT_NE(passing.name().find(name + " storage: " + name + " kernels (matmul); layernorm, gelu, add, attention, "
+                                "embedding, cross_entropy on fp32 (rounded outputs)"),
             std::string::npos)
       << passing.name();
   const int N = 6, C = 5, OC = 7;
@@ -271,7 +261,7 @@ TEST_P(RoundedStorage, AllSixteenBitMatmulsGoStraightToABackendThatReadsThem) {
   EXPECT_EQ(dinp_a, dinp_b);
   EXPECT_TRUE(same_bits(dw_a, dw_b));
   EXPECT_TRUE(same_bits(db_a, db_b));
-  EXPECT_EQ(native.native_calls, 2);
+  EXPECT_EQ(native.calls.matmul, 2);
   EXPECT_EQ(passing.staging_floats(), 0u);
   EXPECT_GT(widening.staging_floats(), 0u);
   // An fp32 out with 16-bit inputs (the LM head's logits) passes through too, rounded after.
@@ -280,13 +270,135 @@ TEST_P(RoundedStorage, AllSixteenBitMatmulsGoStraightToABackendThatReadsThem) {
   passing.matmul_forward(logits_b.data(), inp16, w16, nullptr, N, C, OC);
   EXPECT_TRUE(same_bits(logits_a, logits_b));
   EXPECT_FALSE(holds_unrepresentable(logits_b, p));
-  EXPECT_EQ(native.native_calls, 3);
+  EXPECT_EQ(native.calls.matmul, 3);
   EXPECT_EQ(passing.staging_floats(), 0u);
   // A call with an fp32 input (here the weight) is widened as before.
   const auto w32 = decoded(w, p);
   passing.matmul_forward(ActPtr(out_b.data(), p), inp16, w32.data(), nullptr, N, C, OC);
-  EXPECT_EQ(native.native_calls, 3);
+  EXPECT_EQ(native.calls.matmul, 3);
   EXPECT_EQ(passing.staging_floats(), static_cast<std::size_t>(N * OC + N * C));
+}
+
+// Every other family a backend may read natively: a call whose operands are all 16-bit goes
+// through to it (counted by the stand-in), with the bits of the widening path and no staging; a
+// call with an fp32 operand is widened as before.
+TEST_P(RoundedStorage, EveryNativeFamilyPassesAllSixteenBitCallsThrough) {
+  const Precision p = GetParam();
+  std::mt19937 rng(507);
+  cpu::CpuBackend plain(kTestThreads);
+  test_support::Native16BitKernelsStandIn native(plain, p, Native16BitKernels::all());
+  RoundedStorageBackend widening(plain, p), passing(native, p);
+  const std::string name = precision_name(p);
+  EXPECT_NE(passing.name().find(name + " kernels (matmul, layernorm, gelu, add, attention, embedding, cross_entropy)"),
+            std::string::npos)
+      << passing.name();
+  EXPECT_EQ(passing.name().find("on fp32"), std::string::npos) << passing.name();
+  auto values16 = [&](int n) { return encoded(rounded(random_floats(n, rng), p), p); };
+  auto in16 = [p](const std::vector<uint16_t>& v) { return ConstActPtr(v.data(), p); };
+  auto out16 = [p](std::vector<uint16_t>& v) { return ActPtr(v.data(), p); };
+  // Runs `call` on both backends with copies of the written buffers; they must agree bit for bit.
+  auto both = [&](std::vector<std::vector<uint16_t>*> written16, std::vector<std::vector<float>*> written32,
+                  const auto& call, const char* what) {
+    std::vector<std::vector<uint16_t>> start16;
+    std::vector<std::vector<float>> start32;
+    for (auto* w : written16) start16.push_back(*w);
+    for (auto* w : written32) start32.push_back(*w);
+    call(widening);
+    std::vector<std::vector<uint16_t>> after16;
+    std::vector<std::vector<float>> after32;
+    for (std::size_t i = 0; i < written16.size(); ++i) {
+      after16.push_back(*written16[i]);
+      *written16[i] = start16[i];
+    }
+    for (std::size_t i = 0; i < written32.size(); ++i) {
+      after32.push_back(*written32[i]);
+      *written32[i] = start32[i];
+    }
+    call(passing);
+    for (std::size_t i = 0; i < written16.size(); ++i) EXPECT_EQ(*written16[i], after16[i]) << what << " 16-bit #" << i;
+    for (std::size_t i = 0; i < written32.size(); ++i) {
+      EXPECT_TRUE(same_bits(*written32[i], after32[i])) << what << " fp32 #" << i;
+    }
+  };
+  const int N = 6, C = 8, B = 2, T = 3, NH = 2, V = 5;
+  // LayerNorm forward, fused residual forward (the residual in place of a), backward.
+  const auto x = values16(N * C), w = values16(C), b = values16(C), dy = values16(N * C);
+  auto res = values16(N * C), dx = values16(N * C);
+  std::vector<uint16_t> y(x.size(), 0);
+  std::vector<float> mean(N), rstd(N), dw(C, 0.5f), db(C, -0.5f);
+  both({&y}, {&mean, &rstd}, [&](Backend& k) {
+    k.layernorm_forward(out16(y), mean.data(), rstd.data(), in16(x), in16(w), in16(b), N, C);
+  }, "layernorm_forward");
+  both({&res, &y}, {&mean, &rstd}, [&](Backend& k) {
+    k.residual_layernorm_forward(out16(res), out16(y), mean.data(), rstd.data(), in16(res), in16(x), in16(w), in16(b),
+                                 N, C);
+  }, "residual_layernorm_forward");
+  both({&dx}, {&dw, &db}, [&](Backend& k) {
+    k.layernorm_backward(out16(dx), dw.data(), db.data(), in16(dy), in16(x), in16(w), mean.data(), rstd.data(), N, C);
+  }, "layernorm_backward");
+  // GELU and the residual add.
+  both({&y}, {}, [&](Backend& k) { k.gelu_forward(out16(y), in16(x), x.size()); }, "gelu_forward");
+  both({&dx}, {}, [&](Backend& k) { k.gelu_backward(out16(dx), in16(x), in16(dy), x.size()); }, "gelu_backward");
+  both({&res}, {}, [&](Backend& k) { k.add(out16(res), in16(res), in16(x), x.size()); }, "add");
+  // Attention.
+  const auto qkv = values16(B * T * 3 * C), dout = values16(B * T * C);
+  auto out = values16(B * T * C), dqkv = values16(B * T * 3 * C);
+  std::vector<float> lse(B * NH * T), scratch(plain.attention_scratch_size(B, T, NH));
+  both({&out}, {&lse}, [&](Backend& k) {
+    k.attention_forward(out16(out), lse.data(), scratch.data(), in16(qkv), B, T, C, NH);
+  }, "attention_forward");
+  both({&dqkv}, {}, [&](Backend& k) {
+    k.attention_backward(out16(dqkv), scratch.data(), in16(dout), in16(qkv), in16(out), lse.data(), B, T, C, NH);
+  }, "attention_backward");
+  // Embedding, with and without the position table.
+  const auto wte = values16(V * C), wpe = values16(T * C);
+  const std::vector<int32_t> tokens = {0, 4, 2, 2, 1, 3};
+  auto emb = values16(B * T * C);
+  std::vector<float> dwte(V * C, 0.25f), dwpe(T * C, 0.0f);
+  both({&emb}, {}, [&](Backend& k) {
+    k.embedding_forward(out16(emb), tokens.data(), in16(wte), in16(wpe), B, T, C, 0, V);
+  }, "embedding_forward");
+  both({&emb}, {}, [&](Backend& k) {
+    k.embedding_forward(out16(emb), tokens.data(), in16(wte), nullptr, B, T, C, 1, 4);
+  }, "embedding_forward without wpe");
+  both({}, {&dwte, &dwpe}, [&](Backend& k) {
+    k.embedding_backward(dwte.data(), dwpe.data(), in16(dout), tokens.data(), B, T, C, 0, V);
+  }, "embedding_backward");
+  // Cross-entropy on 16-bit logits, whole and sharded (the gradient over the logits, as Gpt does).
+  const int NV = 4, Vr = 7, Vp = 8;
+  auto logits = values16(NV * Vp), dlogits = logits;
+  const std::vector<int32_t> targets = {0, 6, 3, 5};
+  std::vector<float> losses(NV), row_max(NV), row_sums(NV), target_logit(NV);
+  both({}, {&losses}, [&](Backend& k) {
+    k.cross_entropy_forward(losses.data(), in16(logits), targets.data(), NV, Vr, Vp);
+  }, "cross_entropy_forward");
+  both({&dlogits}, {}, [&](Backend& k) {
+    k.cross_entropy_backward(out16(dlogits), in16(dlogits), targets.data(), 0.25f, NV, Vr, Vp);
+  }, "cross_entropy_backward");
+  dlogits = logits;
+  both({}, {&row_max, &row_sums, &target_logit}, [&](Backend& k) {
+    k.cross_entropy_row_max(row_max.data(), in16(logits), NV, Vr, Vp);
+    k.cross_entropy_row_sums(row_sums.data(), target_logit.data(), in16(logits), targets.data(), row_max.data(), NV,
+                             Vr, Vp, 0);
+  }, "cross_entropy_row_max, row_sums");
+  both({&dlogits}, {}, [&](Backend& k) {
+    k.cross_entropy_backward_sharded(out16(dlogits), in16(dlogits), targets.data(), row_max.data(), row_sums.data(),
+                                     0.25f, NV, Vr, Vp, 0);
+  }, "cross_entropy_backward_sharded");
+  EXPECT_EQ(native.calls.cross_entropy, 5);
+  EXPECT_EQ(native.calls.layernorm, 3);
+  EXPECT_EQ(native.calls.gelu, 2);
+  EXPECT_EQ(native.calls.add, 1);
+  EXPECT_EQ(native.calls.attention, 2);
+  EXPECT_EQ(native.calls.embedding, 3);
+  EXPECT_EQ(native.calls.matmul, 0);
+  EXPECT_EQ(passing.staging_floats(), 0u);
+  EXPECT_GT(widening.staging_floats(), 0u);
+  // An fp32 operand (here LayerNorm's weight) sends the call down the widening path.
+  const auto w32 = decoded(w, p);
+  passing.layernorm_forward(out16(y), mean.data(), rstd.data(), in16(x), w32.data(), in16(b), N, C);
+  EXPECT_EQ(native.calls.layernorm, 3);
+  EXPECT_EQ(passing.staging_floats(), static_cast<std::size_t>(2 * N * C + C));
 }
 
 TEST_P(RoundedStorage, AttentionOn16BitBuffersMatchesRoundedFp32Buffers) {

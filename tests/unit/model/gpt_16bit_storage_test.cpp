@@ -5,12 +5,13 @@
 // activations, and the staging workspace the backend grows is exactly what the estimate says.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/rounded_storage_backend.h"
 #include "src/model/gpt.h"
-#include "tests/support/native_16bit_matmuls.h"  // Native16BitMatmuls
+#include "tests/support/native_16bit_kernels.h"  // Native16BitKernelsStandIn
 #include "tests/unit/model/tiny_gpt.h"
 
 using namespace trident;
@@ -26,7 +27,7 @@ struct StorageRun {
   std::vector<float> gradients;    // the whole gradient arena
   std::size_t activation_bytes = 0;
   std::size_t staging_floats = 0;  // what the backend grew to
-  int native_matmul_calls = 0;     // matmuls that reached the inner backend in 16 bits
+  test_support::Native16BitCalls native_calls;  // calls that reached the inner backend in 16 bits
 };
 
 constexpr int kB = 2, kT = 7;
@@ -36,13 +37,14 @@ std::size_t cpu_scratch(const model::GptConfig& config) {
 }
 
 // Two accumulated micro-batches, twice (a second step reuses the grown workspace).
-// native_matmuls: the 16-bit matmuls go to an inner backend that reads 16 bits itself
-// (tests/support/native_16bit_matmuls.h, as the CUDA backend's), not through the widening.
+// native: the calls of these families with 16-bit operands go to an inner backend that reads 16
+// bits itself (tests/support/native_16bit_kernels.h, as the CUDA backend's), not through the
+// widening.
 StorageRun train_two_steps(const model::GptConfig& config, kernels::Precision precision, kernels::Precision storage,
-        model::Recompute recompute, bool native_matmuls = false) {
+                           model::Recompute recompute, kernels::Native16BitKernels native_families = {}) {
   auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
-  test_support::Native16BitMatmuls native(*cpu);
-  kernels::RoundedStorageBackend backend(native_matmuls ? static_cast<kernels::Backend&>(native) : *cpu, precision);
+  test_support::Native16BitKernelsStandIn native(*cpu, precision, native_families);
+  kernels::RoundedStorageBackend backend(native, precision);
   model::Gpt gpt(config, backend, kB, kT, {.layout = {.recompute = recompute, .storage = storage}});
   init_with_noise(gpt, 7, precision);  // the fp32 arena holds the rounded weights, as the 16-bit one
   const auto tokens = random_tokens(2 * kB * kT, config.vocab, 11);
@@ -59,7 +61,7 @@ StorageRun train_two_steps(const model::GptConfig& config, kernels::Precision pr
   backend.copy_to_host(r.gradients.data(), gpt.gradients(), r.gradients.size());
   r.activation_bytes = gpt.activation_bytes();
   r.staging_floats = backend.staging_floats();
-  r.native_matmul_calls = native.native_calls;
+  r.native_calls = native.calls;
   return r;
 }
 
@@ -94,7 +96,7 @@ TEST_P(Gpt16BitStorage, MatmulsPassedToABackendThatReadsSixteenBitsGiveTheSameBi
   for (model::Recompute recompute : {model::Recompute::kNone, model::Recompute::kFull}) {
     const auto config = tiny_config(2);
     const StorageRun widened = train_two_steps(config, p, p, recompute);
-    const StorageRun passed = train_two_steps(config, p, p, recompute, true);
+    const StorageRun passed = train_two_steps(config, p, p, recompute, {.matmul = true});
     EXPECT_EQ(widened.losses, passed.losses);
     EXPECT_EQ(widened.gradients, passed.gradients);
     // Every block matmul went through: per micro-batch (2 steps x 2 of them) 2 layers x 4
@@ -102,15 +104,76 @@ TEST_P(Gpt16BitStorage, MatmulsPassedToABackendThatReadsSixteenBitsGiveTheSameBi
     // workspace still holds the last one's); and the LM head's forward (16-bit inputs, fp32
     // logits), not its backward (fp32 dlogits).
     const int per_micro_batch = 2 * 4 * 2 + 1 + (recompute == model::Recompute::kFull ? 4 : 0);
-    EXPECT_EQ(passed.native_matmul_calls, 2 * 2 * per_micro_batch);
-    EXPECT_EQ(widened.native_matmul_calls, 0);
+    EXPECT_EQ(passed.native_calls.matmul, 2 * 2 * per_micro_batch);
+    EXPECT_EQ(passed.native_calls.total(), passed.native_calls.matmul);
+    EXPECT_EQ(widened.native_calls.total(), 0);
     // The staging holds only the other calls: exactly the estimate that leaves the block
     // matmuls out (here GELU backward's, the largest either way).
-    const auto sizes = model::activation_sizes(
-        config, kB, kT, cpu_scratch(config), {.recompute = recompute, .storage = p, .matmuls_read_16bit = true});
+    const auto sizes = model::activation_sizes(config, kB, kT, cpu_scratch(config),
+                                               {.recompute = recompute, .storage = p, .native_16bit = {.matmul = true}});
     EXPECT_EQ(passed.staging_floats, sizes.staging);
     EXPECT_LE(passed.staging_floats, widened.staging_floats);
   }
+}
+
+// Every family native, as on the CUDA backend under run.attention = flash: the logits are then
+// 16-bit too (GptLayout::logits_16bit), the LM head's backward reads 16-bit dlogits, and
+// nothing is widened at all. The same bits again, half the logits' bytes.
+TEST_P(Gpt16BitStorage, EveryFamilyPassedToABackendThatReadsSixteenBitsStagesNothing) {
+  const kernels::Precision p = GetParam();
+  for (model::Recompute recompute : {model::Recompute::kNone, model::Recompute::kFull}) {
+    const auto config = tiny_config(2);
+    const StorageRun widened = train_two_steps(config, p, p, recompute);
+    const StorageRun passed = train_two_steps(config, p, p, recompute, kernels::Native16BitKernels::all());
+    EXPECT_EQ(widened.losses, passed.losses);
+    EXPECT_EQ(widened.gradients, passed.gradients);
+    // Per micro-batch: ln1 and the fused residual + ln2 forward, two LayerNorm backwards per
+    // layer, ln_f forward and backward; GELU, attention forward and backward per layer; the
+    // block's closing residual add; the embedding forward and backward; the cross-entropy
+    // forward and backward; every matmul, the LM head's both ways. kFull re-runs the forward of
+    // the first block (the workspace holds the last one's) before its backward.
+    const bool full = recompute == model::Recompute::kFull;
+    const int micro_batches = 2 * 2;
+    EXPECT_EQ(passed.native_calls.layernorm, micro_batches * (2 * 4 + 2 + (full ? 2 : 0)));
+    EXPECT_EQ(passed.native_calls.gelu, micro_batches * (2 * 2 + (full ? 1 : 0)));
+    EXPECT_EQ(passed.native_calls.attention, micro_batches * (2 * 2 + (full ? 1 : 0)));
+    EXPECT_EQ(passed.native_calls.add, micro_batches * (2 + (full ? 1 : 0)));
+    EXPECT_EQ(passed.native_calls.embedding, micro_batches * 2);
+    EXPECT_EQ(passed.native_calls.cross_entropy, micro_batches * 2);
+    EXPECT_EQ(passed.native_calls.matmul, micro_batches * (2 * 4 * 2 + 2 + (full ? 4 : 0)));
+    const auto sizes = model::activation_sizes(
+        config, kB, kT, cpu_scratch(config),
+        {.recompute = recompute, .storage = p, .native_16bit = kernels::Native16BitKernels::all()});
+    EXPECT_EQ(sizes.staging, 0u);
+    EXPECT_EQ(passed.staging_floats, 0u);
+    EXPECT_GT(widened.staging_floats, 0u);
+    // The logits of the one slot in 16 bits instead of fp32, and no staging workspace.
+    EXPECT_EQ(passed.activation_bytes, sizes.bytes(p));
+    EXPECT_EQ(widened.activation_bytes - passed.activation_bytes,
+              static_cast<std::size_t>(kB * kT) * static_cast<std::size_t>(config.padded_vocab) * 2 +
+                  widened.staging_floats * sizeof(float));
+  }
+}
+
+// Only the cross-entropy native (a backend whose matmuls widen): the logits are 16-bit, so the
+// LM head's matmuls stage them, and the estimate counts that.
+TEST_P(Gpt16BitStorage, SixteenBitLogitsWithWidenedMatmulsStageAsEstimated) {
+  const kernels::Precision p = GetParam();
+  const auto config = tiny_config(2);
+  const StorageRun widened = train_two_steps(config, p, p, model::Recompute::kNone);
+  const StorageRun passed = train_two_steps(config, p, p, model::Recompute::kNone, {.cross_entropy = true});
+  EXPECT_EQ(widened.losses, passed.losses);
+  EXPECT_EQ(widened.gradients, passed.gradients);
+  EXPECT_EQ(passed.native_calls.cross_entropy, 2 * 2 * 2);
+  const auto sizes = model::activation_sizes(config, kB, kT, cpu_scratch(config),
+                                             {.storage = p, .native_16bit = {.cross_entropy = true}});
+  EXPECT_EQ(passed.staging_floats, sizes.staging);
+  // The larger of GELU backward's three 4·N·C operands and the LM head's backward: dinp, the
+  // 16-bit dlogits, inp and wte.
+  const std::size_t N = kB * kT, C = config.hidden, Vp = config.padded_vocab;
+  EXPECT_EQ(sizes.staging, std::max(12 * N * C, 2 * N * C + N * Vp + Vp * C));
+  // 16-bit logits only add operands to stage when the matmuls widen.
+  EXPECT_GE(sizes.staging, model::activation_sizes(config, kB, kT, cpu_scratch(config), {.storage = p}).staging);
 }
 
 TEST_P(Gpt16BitStorage, LossesDifferFromFp32) {
