@@ -9,7 +9,8 @@
 
 namespace trident::app {
 
-std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch) {
+std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch,
+                           kernels::Native16BitKernels native) {
   std::string out = "---- resolved deck ----\n" + setup.deck.to_ini() + "-----------------------\n";
   out += grid.layout_table();
   const auto& m = setup.model;
@@ -72,8 +73,9 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
   }
   std::vector<MemoryEstimate> stages;
   for (int s = 0; s < grid.pp(); ++s) {
-    stages.push_back(estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch,
-                                     train::run_layout(setup.config, setup.stage_layers, 0, s),
+    model::GptLayout layout = train::run_layout(setup.config, setup.stage_layers, 0, s);
+    layout.native_16bit = native;
+    stages.push_back(estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch, layout,
                                      setup.config.parallel.zero == 1 ? grid.dp() : 1, t.precision != "fp32"));
   }
   out += memory_table(stages, t.recompute.c_str(), setup.config.parallel.zero == 1 ? grid.dp() : 1);

@@ -4,11 +4,16 @@
 
 #include <string>
 
+#include "kernels/backend.h"  // Native16BitKernels
 #include "parallel/rank_grid.h"
 #include "src/app/run_setup.h"
 
 namespace trident::app {
 
-std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch);
+// native: the kernel families the run's backend computes on 16 bits itself (Backend::native_16bit),
+// which the memory table counts (16-bit logits, no widening workspace for them); `trident check`
+// has no backend and counts the CPU's widening, an upper bound.
+std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch,
+                           kernels::Native16BitKernels native = {});
 
 }  // namespace trident::app

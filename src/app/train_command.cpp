@@ -122,7 +122,7 @@ int train_command(const std::vector<std::string>& args) {
   }
   // bf16 / fp16: 16-bit storage semantics (kernels/rounded_storage_backend.h) for the model's
   // 16-bit buffers: the kernels that do not read 16 bits themselves (all of the CPU's; on CUDA
-  // all but the matmuls) run on widened fp32 copies.
+  // only the GEMM attention path) run on widened fp32 copies.
   const kernels::Precision precision = kernels::parse_precision(c.train.precision);
   std::unique_ptr<kernels::RoundedStorageBackend> rounded;
   if (precision != kernels::Precision::kFp32) rounded = std::make_unique<kernels::RoundedStorageBackend>(*backend, precision);
@@ -132,7 +132,8 @@ int train_command(const std::vector<std::string>& args) {
     std::printf("%s", version_text().c_str());
     std::printf("%s", startup_report(setup, ctx.grid(),
                                      backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
-                                                                     c.train.seq_len, c.model.heads / c.parallel.tp))
+                                                                     c.train.seq_len, c.model.heads / c.parallel.tp),
+                                     backend->native_16bit())
                           .c_str());
     std::printf("backend: %s per rank (%s)\n", compute.name().c_str(), device.reason.c_str());
     if (device.device != kernels::Device::kCpu) {
@@ -163,8 +164,8 @@ int train_command(const std::vector<std::string>& args) {
     if (leader) std::printf("peak: %.1f GFLOP/s per rank (measured sgemm; set log.peak_tflops to override)\n", peak / 1e9);
   }
 
-  const model::GptLayout layout =
-      train::run_layout(c, setup.stage_layers, ctx.coord().tp_rank, ctx.coord().pp_rank);
+  model::GptLayout layout = train::run_layout(c, setup.stage_layers, ctx.coord().tp_rank, ctx.coord().pp_rank);
+  layout.native_16bit = compute.native_16bit();  // as Gpt sets it: the closing memory estimate counts the same
   // Memory the trainer adds (parameters, gradients, optimizer state, activations), measured as
   // the growth of the resident high-water mark, against the estimate printed at start-up.
   const double resident_before = static_cast<double>(resident_bytes());
