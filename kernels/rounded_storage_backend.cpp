@@ -111,18 +111,18 @@ std::string RoundedStorageBackend::name() const {
   const Native16BitKernels native = inner().native_16bit();
   if (!native.any()) return inner().name() + ", " + p + " storage on fp32 kernels (rounded outputs)";
   std::string native_list, widened_list;
-  auto sort = [&](bool is_native, const char* family) {
-    std::string& list = is_native ? native_list : widened_list;
-    list += (list.empty() ? "" : ", ");
-    list += family;
+  auto list = [&](bool is_native, const char* family) {
+    std::string& names = is_native ? native_list : widened_list;
+    names += (names.empty() ? "" : ", ");
+    names += family;
   };
-  sort(native.matmul, "matmul");
-  sort(native.layernorm, "layernorm");
-  sort(native.gelu, "gelu");
-  sort(native.add, "add");
-  sort(native.attention, "attention");
-  sort(native.embedding, "embedding");
-  sort(native.cross_entropy, "cross_entropy");
+  list(native.matmul, "matmul");
+  list(native.layernorm, "layernorm");
+  list(native.gelu, "gelu");
+  list(native.add, "add");
+  list(native.attention, "attention");
+  list(native.embedding, "embedding");
+  list(native.cross_entropy, "cross_entropy");
   std::string description = inner().name() + ", " + p + " storage: " + p + " kernels (" + native_list + ")";
   if (!widened_list.empty()) description += "; " + widened_list + " on fp32 (rounded outputs)";
   return description;
@@ -165,13 +165,6 @@ void RoundedStorageBackend::embedding_backward(float* dwte, float* dwpe, ConstAc
   inner().embedding_backward(dwte, dwpe, s[d], tokens, B, T, C, vocab_begin, vocab_end);  // fp32 gradients
 }
 
-bool RoundedStorageBackend::all_16bit(std::initializer_list<ConstActPtr> operands) const {
-  for (ConstActPtr p : operands) {
-    if (p.storage() != precision_) return false;
-  }
-  return true;
-}
-
 bool RoundedStorageBackend::native(bool family, std::initializer_list<ConstActPtr> operands) const {
   if (!family) return false;
   for (ConstActPtr p : operands) {
@@ -185,7 +178,7 @@ void RoundedStorageBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstAct
   if (native(inner().native_16bit().matmul, {inp, weight, bias})) {
     // Native 16-bit inputs: nothing to widen. A 16-bit out is stored rounded by the kernel; an
     // fp32 one (emulated storage: the logits) is rounded here, as the widened path would.
-    if (all_16bit({out})) {
+    if (out.storage() == precision_) {
       inner().matmul_forward(out, inp, weight, bias, N, C, OC);
       return;
     }

@@ -90,8 +90,6 @@ class RoundedStorageBackend final : public ForwardingBackend {
 
  private:
   class Staging;  // one call's fp32 views of its operands (rounded_storage_backend.cpp)
-  // Whether every operand is a 16-bit buffer of this backend's precision (null ones are not).
-  bool all_16bit(std::initializer_list<ConstActPtr> operands) const;
   // Whether a call goes to the inner backend's own 16-bit kernel: its family is native there
   // (`family`, from Backend::native_16bit) and every operand given (null ones are skipped) is a
   // 16-bit buffer of this backend's precision.

@@ -66,10 +66,7 @@ __global__ void __launch_bounds__(kTile)
   const int last_query = min(q0 + kTile, T) - 1;
   for (int k0 = 0; k0 <= last_query; k0 += kTile) {
     __syncthreads();  // everyone is done with the previous tile
-    for (int i = tid; i < kTile * kHeadSize; i += kTile) {
-      load_qkv_tile_element<S>(k_tile, kHeadSize, qkv, b, k0, kPartK, h, T, C, i);
-      load_qkv_tile_element<S>(v_tile, kHeadSize, qkv, b, k0, kPartV, h, T, C, i);
-    }
+    load_kv_tiles<S>(k_tile, v_tile, kHeadSize, qkv, b, k0, h, T, C, tid);
     __syncthreads();  // the tile is complete
     if (active) forward_tile_update(q, k_tile, v_tile, k0, t, scale, m, l, o);
   }
@@ -108,10 +105,7 @@ __global__ void __launch_bounds__(kTile)
   const int key = k0 + tid;
   const bool active = key < T;
 
-  for (int i = tid; i < kTile * kHeadSize; i += kTile) {
-    load_qkv_tile_element<S>(k_own, kPadded, qkv, b, k0, kPartK, h, T, C, i);
-    load_qkv_tile_element<S>(v_own, kPadded, qkv, b, k0, kPartV, h, T, C, i);
-  }
+  load_kv_tiles<S>(k_own, v_own, kPadded, qkv, b, k0, h, T, C, tid);
   float dk[kHeadSize];
   float dv[kHeadSize];
 #pragma unroll
@@ -169,10 +163,7 @@ __global__ void __launch_bounds__(kTile)
   const int last_query = min(q0 + kTile, T) - 1;
   for (int k0 = 0; k0 <= last_query; k0 += kTile) {
     __syncthreads();
-    for (int i = tid; i < kTile * kHeadSize; i += kTile) {
-      load_qkv_tile_element<S>(k_tile, kHeadSize, qkv, b, k0, kPartK, h, T, C, i);
-      load_qkv_tile_element<S>(v_tile, kHeadSize, qkv, b, k0, kPartV, h, T, C, i);
-    }
+    load_kv_tiles<S>(k_tile, v_tile, kHeadSize, qkv, b, k0, h, T, C, tid);
     __syncthreads();
     if (active) dq_tile_update(q, do_t, lse_t, delta_t, k_tile, v_tile, k0, t, scale, dq);
   }

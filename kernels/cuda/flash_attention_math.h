@@ -89,6 +89,17 @@ TRIDENT_FLASH_HD void load_row_tile_element(float* tile, int stride, const typen
   tile[r * stride + c] = t < T ? S::load(x[row_index(b, t, h, T, C) + c]) : 0.0f;
 }
 
+// Thread `tid`'s share of the K and V tiles of keys k0 .. k0+63 (elements tid, tid + kTile, ...:
+// the block's kTile threads together load both tiles), rows `stride` floats apart.
+template <class S>
+TRIDENT_FLASH_HD void load_kv_tiles(float* k_tile, float* v_tile, int stride, const typename S::Element* qkv, int b,
+                                    int k0, int h, int T, int C, int tid) {
+  for (int i = tid; i < kTile * kHeadSize; i += kTile) {
+    load_qkv_tile_element<S>(k_tile, stride, qkv, b, k0, kPartK, h, T, C, i);
+    load_qkv_tile_element<S>(v_tile, stride, qkv, b, k0, kPartV, h, T, C, i);
+  }
+}
+
 // row[c] = src[c], c < 64, as fp32: a thread's own q or dO row into its registers.
 template <class S>
 TRIDENT_FLASH_HD void load_row(float* row, const typename S::Element* src) {

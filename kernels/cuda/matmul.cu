@@ -15,50 +15,36 @@
 // in 16 bits, dweight in fp32); the CPU twin is the fp32 kernel on the widened values, rounded
 // when stored (kernels/rounded_storage_backend.h), which differs only by the order of the sums
 // (and, where fp32 rounding then 16-bit rounding lands on the other side of a tie, one unit).
-#include <cuda_fp16.h>  // __half2float, __ushort_as_half
-
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
-#include <type_traits>  // std::is_same_v
 
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/gemm.cuh"          // sgemm_row_major, gemm_row_major_ex
 #include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, blocks_for, grid-stride helpers
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/stored_element.h"        // stored::Fp32, with_policy
 
 namespace trident::kernels::cuda {
 
 namespace {
 
-// A stored element as fp32, exactly: an fp32 value, or a 16-bit pattern (bf16 when `bf16`,
-// else fp16).
-__device__ __forceinline__ float widened(float x, bool /*bf16*/) { return x; }
-__device__ __forceinline__ float widened(uint16_t bits, bool bf16) {
-  return bf16 ? __uint_as_float(static_cast<unsigned>(bits) << 16) : __half2float(__ushort_as_half(bits));
-}
-
-// out[n, o] = bias[o] for every row: the GEMM then adds the product onto it (beta = 1). Out and
-// Bias are float or uint16_t (16-bit patterns): the same type is copied as it is, a 16-bit bias
-// into an fp32 out (the LM head's form) is widened exactly.
-template <class Out, class Bias>
-__global__ void broadcast_bias_kernel(Out* out, const Bias* bias, int OC, std::size_t count, bool bf16) {
-  for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) {
-    if constexpr (std::is_same_v<Out, Bias>) {
-      out[i] = bias[i % OC];
-    } else {
-      out[i] = widened(bias[i % OC], bf16);
-    }
-  }
+// out[n, o] = bias[o] for every row: the GEMM then adds the product onto it (beta = 1). OutS and
+// BiasS are storage policies (kernels/stored_element.h): in one storage the value is copied as it
+// is; a 16-bit bias into an fp32 out (the LM head's form) is widened exactly.
+template <class OutS, class BiasS>
+__global__ void broadcast_bias_kernel(typename OutS::Element* out, const typename BiasS::Element* bias, int OC,
+                                      std::size_t count) {
+  for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) out[i] = OutS::store(BiasS::load(bias[i % OC]));
 }
 
 // dbias[o] += sum_n dout[n, o]: one thread per column o, rows in order, each value widened.
-template <class Stored>
-__global__ void bias_backward_kernel(float* dbias, const Stored* dout, int N, int OC, bool bf16) {
+template <class S>
+__global__ void bias_backward_kernel(float* dbias, const typename S::Element* dout, int N, int OC) {
   const int o = blockIdx.x * blockDim.x + threadIdx.x;
   if (o >= OC) return;
   float sum = 0.0f;
-  for (int n = 0; n < N; n++) sum += widened(dout[static_cast<std::size_t>(n) * OC + o], bf16);
+  for (int n = 0; n < N; n++) sum += S::load(dout[static_cast<std::size_t>(n) * OC + o]);
   dbias[o] += sum;
 }
 
@@ -76,8 +62,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   if (count == 0) return;
   float beta = 0.0f;
   if (bias != nullptr) {
-    broadcast_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(out, bias, OC, count,
-                                                                                         false);
+    broadcast_bias_kernel<stored::Fp32, stored::Fp32>
+        <<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(out, bias, OC, count);
     CUDA_CHECK_LAUNCH();
     beta = 1.0f;
   }
@@ -95,8 +81,8 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   sgemm_row_major(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight,
                   C);
   if (dbias != nullptr && OC > 0) {
-    bias_backward_kernel<<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(dbias, dout, N, OC,
-                                                                                        false);
+    bias_backward_kernel<stored::Fp32><<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(dbias, dout, N,
+                                                                                                      OC);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -108,14 +94,17 @@ void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void*
   if (count == 0) return;
   float beta = 0.0f;
   if (bias != nullptr) {
-    const auto* bias_bits = static_cast<const uint16_t*>(bias);
-    if (fp32_out) {
-      broadcast_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
-          static_cast<float*>(out), bias_bits, OC, count, precision == Precision::kBf16);
-    } else {
-      broadcast_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
-          static_cast<uint16_t*>(out), bias_bits, OC, count, precision == Precision::kBf16);
-    }
+    stored::with_policy(precision, [&](auto policy) {  // bf16 or fp16: data_type_of refused fp32
+      using S = decltype(policy);
+      const auto* bias_values = static_cast<const typename S::Element*>(bias);
+      if (fp32_out) {
+        broadcast_bias_kernel<stored::Fp32, S><<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
+            static_cast<float*>(out), bias_values, OC, count);
+      } else {
+        broadcast_bias_kernel<S, S><<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(
+            static_cast<typename S::Element*>(out), bias_values, OC, count);
+      }
+    });
     CUDA_CHECK_LAUNCH();
     beta = 1.0f;
   }
@@ -135,8 +124,11 @@ void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void*
   gemm_row_major_ex(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, type, OC, inp, C, 1.0f, dweight,
                     CUDA_R_32F, C);
   if (dbias != nullptr && OC > 0) {
-    bias_backward_kernel<<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(
-        dbias, static_cast<const uint16_t*>(dout), N, OC, precision == Precision::kBf16);
+    stored::with_policy(precision, [&](auto policy) {
+      using S = decltype(policy);
+      bias_backward_kernel<S><<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(
+          dbias, static_cast<const typename S::Element*>(dout), N, OC);
+    });
     CUDA_CHECK_LAUNCH();
   }
 }

@@ -53,10 +53,7 @@ void replay_forward(std::vector<E>& out, std::vector<float>& lse, const std::vec
         const int last_query = std::min(q0 + fl::kTile, T) - 1;
         for (int k0 = 0; k0 <= last_query; k0 += fl::kTile) {
           for (int tid = 0; tid < fl::kTile; ++tid) {
-            for (int i = tid; i < fl::kTile * fl::kHeadSize; i += fl::kTile) {
-              fl::load_qkv_tile_element<S>(k_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
-              fl::load_qkv_tile_element<S>(v_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
-            }
+            fl::load_kv_tiles<S>(k_tile.data(), v_tile.data(), fl::kHeadSize, qkv.data(), b, k0, h, T, C, tid);
           }
           for (int tid = 0; tid < fl::kTile; ++tid) {
             const int t = q0 + tid;
@@ -99,10 +96,7 @@ void replay_backward(std::vector<E>& dqkv, const std::vector<E>& dout, const std
         float* lse_tile = do_tile + fl::kTile * fl::kHeadSize;
         float* delta_tile = lse_tile + fl::kTile;
         for (int tid = 0; tid < fl::kTile; ++tid) {
-          for (int i = tid; i < fl::kTile * fl::kHeadSize; i += fl::kTile) {
-            fl::load_qkv_tile_element<S>(k_own, fl::kPadded, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
-            fl::load_qkv_tile_element<S>(v_own, fl::kPadded, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
-          }
+          fl::load_kv_tiles<S>(k_own, v_own, fl::kPadded, qkv.data(), b, k0, h, T, C, tid);
         }
         std::vector<Row> dk(fl::kTile, Row{}), dv(fl::kTile, Row{});
         for (int q0 = k0; q0 < T; q0 += fl::kTile) {
@@ -148,10 +142,7 @@ void replay_backward(std::vector<E>& dqkv, const std::vector<E>& dout, const std
         const int last_query = std::min(q0 + fl::kTile, T) - 1;
         for (int k0 = 0; k0 <= last_query; k0 += fl::kTile) {
           for (int tid = 0; tid < fl::kTile; ++tid) {
-            for (int i = tid; i < fl::kTile * fl::kHeadSize; i += fl::kTile) {
-              fl::load_qkv_tile_element<S>(k_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartK, h, T, C, i);
-              fl::load_qkv_tile_element<S>(v_tile.data(), fl::kHeadSize, qkv.data(), b, k0, fl::kPartV, h, T, C, i);
-            }
+            fl::load_kv_tiles<S>(k_tile.data(), v_tile.data(), fl::kHeadSize, qkv.data(), b, k0, h, T, C, tid);
           }
           for (int tid = 0; tid < fl::kTile; ++tid) {
             const int t = q0 + tid;
