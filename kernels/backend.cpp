@@ -16,6 +16,13 @@ bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 #endif
 
+Native16BitKernels native_16bit_kernels(Device device, BackendOptions options) {
+  if (device == Device::kCpu) return {};
+  Native16BitKernels native = Native16BitKernels::all();
+  native.attention = options.attention == AttentionKernel::kFlash;
+  return native;
+}
+
 std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused]] int gpu, BackendOptions options) {
   switch (device) {
     case Device::kCpu:

@@ -70,6 +70,12 @@ struct Native16BitKernels {
   bool any() const { return matmul || layernorm || gelu || add || attention || embedding || cross_entropy; }
   // Every family.
   static Native16BitKernels all() { return {true, true, true, true, true, true, true}; }
+  // Written out: the CUDA sources are C++17, without defaulted comparisons.
+  bool operator==(const Native16BitKernels& o) const {
+    return matmul == o.matmul && layernorm == o.layernorm && gelu == o.gelu && add == o.add &&
+           attention == o.attention && embedding == o.embedding && cross_entropy == o.cross_entropy;
+  }
+  bool operator!=(const Native16BitKernels& o) const { return !(*this == o); }
 };
 
 class Backend {
@@ -116,8 +122,8 @@ class Backend {
   // The CPU backend ignores it.
   virtual void set_gemm_input_precision(Precision /*inputs*/) {}
   // The kernel families this backend computes on 16-bit operands itself (Native16BitKernels);
-  // RoundedStorageBackend passes such calls through instead of widening them. The CPU backend
-  // computes on fp32 only; the CUDA backend reads 16-bit in every family but the GEMM attention.
+  // RoundedStorageBackend passes such calls through instead of widening them. Each backend
+  // answers native_16bit_kernels (below) for its device and options.
   virtual Native16BitKernels native_16bit() const { return {}; }
 
   // --- embeddings ------------------------------------------------------------------------------
@@ -280,6 +286,13 @@ struct BackendOptions {
 // Throws std::runtime_error when the device is not available in this build or machine, or has
 // no kernel for an option (flash attention on the CPU).
 std::unique_ptr<Backend> make_backend(Device device, int threads, int gpu = 0, BackendOptions options = {});
+
+// The kernel families the backend of `device` computes on 16-bit operands itself, as its
+// Backend::native_16bit answers, without building one: for memory estimates made before a
+// backend exists (trident check, on a login node without a GPU). The CPU computes on fp32 only;
+// CUDA reads 16 bits in every family but the GEMM attention (its T x T products are fp32 GEMMs
+// on widened operands), so with flash attention in all of them.
+Native16BitKernels native_16bit_kernels(Device device, BackendOptions options = {});
 
 // True when this build has the CUDA backend compiled in.
 bool cuda_compiled();

@@ -90,8 +90,16 @@ CudaBackend::CudaBackend(int device_index, AttentionKernel attention)
   CUDA_CHECK(cudaSetDevice(device_index));
   cudaDeviceProp props{};
   CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));
-  name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major) +
-          std::to_string(props.minor) + (attention == AttentionKernel::kFlash ? ", flash attention" : "") + ")";
+  const std::string arch = "sm_" + std::to_string(props.major) + std::to_string(props.minor);
+  name_ = std::string("cuda (") + props.name + ", " + arch +
+          (attention == AttentionKernel::kFlash ? ", flash attention" : "") + ")";
+  if (attention == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
+    // Refused here rather than by a failed launch in the first backward step.
+    throw std::runtime_error("run.attention = flash: the flash kernels need " +
+                             std::to_string(flash_attention_shared_bytes()) + " bytes of shared memory per block; " +
+                             props.name + " (" + arch + ") allows " + std::to_string(props.sharedMemPerBlockOptin) +
+                             "; use run.attention = gemm");
+  }
 
   CUDA_CHECK(cudaStreamCreate(&stream_));
   try {
@@ -190,9 +198,9 @@ bool CudaBackend::is_device_memory(const void* ptr) const {
 }
 
 Native16BitKernels CudaBackend::native_16bit() const {
-  Native16BitKernels native = Native16BitKernels::all();
-  native.attention = attention_ == AttentionKernel::kFlash;
-  return native;
+  BackendOptions options;
+  options.attention = attention_;
+  return native_16bit_kernels(Device::kCuda, options);
 }
 
 void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte,

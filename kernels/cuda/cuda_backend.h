@@ -26,7 +26,12 @@ class CudaBackend final : public Backend {
   // Makes device_index the current device of the calling thread and creates the stream, the
   // cuBLAS handle and the scratch on it. Throws std::runtime_error when the device is missing.
   // attention: the GEMM path (kernels/cuda/attention.cuh) or flash attention
-  // (flash_attention.cuh, head size 64: other sizes throw std::logic_error when called).
+  // (flash_attention.cuh, head size 64: other sizes throw std::logic_error when called; a GPU
+  // that allows less shared memory per block than the kernels need, before sm_80, throws
+  // std::runtime_error here).
+  // The device is made current once, here: use the backend from the thread that built it
+  // (Trident runs one rank per process on one thread; allocations and launches go to the
+  // calling thread's current device).
   explicit CudaBackend(int device_index, AttentionKernel attention = AttentionKernel::kGemm);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;

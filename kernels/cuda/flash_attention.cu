@@ -188,6 +188,8 @@ void require_supported(int C, int NH) {
 
 bool flash_attention_supported(int C, int NH) { return NH > 0 && C % NH == 0 && C / NH == flash::kHeadSize; }
 
+std::size_t flash_attention_shared_bytes() { return kDkdvSharedFloats * sizeof(float); }
+
 std::size_t flash_attention_scratch_size(int B, int T, int NH) { return flash_attention_scratch_floats(B, T, NH); }
 
 void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH,
@@ -220,7 +222,8 @@ void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, Con
     flash_delta_kernel<S><<<delta_blocks, kDeltaThreads, 0, stream>>>(delta, dout_s, stored::elements<S>(out), B, T,
                                                                      C, NH);
     CUDA_CHECK_LAUNCH();
-    // 66,560 bytes of dynamic shared memory: above the default 48 KiB, so opted in.
+    // 66,560 bytes of dynamic shared memory: above the default 48 KiB, so opted in (the backend
+    // checked the GPU allows it, flash_attention_shared_bytes).
     constexpr std::size_t kDkdvBytes = kDkdvSharedFloats * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(flash_dkdv_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(kDkdvBytes)));

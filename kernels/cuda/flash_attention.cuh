@@ -28,6 +28,11 @@ void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int
 void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,
                               const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 
+// The most dynamic shared memory one block of the flash kernels asks for (the dK/dV kernel:
+// 66,560 bytes, above the default 48 KiB, opted in at launch). GPUs before sm_80 allow less
+// per block (sm_75: 64 KiB); the backend refuses flash attention there when it is built.
+std::size_t flash_attention_shared_bytes();
+
 // B * NH * T floats: one per (batch, head, query row).
 std::size_t flash_attention_scratch_size(int B, int T, int NH);
 

@@ -21,7 +21,44 @@ namespace {
 
 // The largest per-rank total over the stages for the four combinations of ZeRO-1 and
 // recomputation, so a user sees what each option would save before choosing.
-std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch) {
+// The kernels whose 16-bit families the memory table counts (GptLayout::native_16bit), and a
+// line saying which. trident check runs where the deck is written, often a login node without a
+// GPU: run.device = cuda (or flash attention, which only CUDA has) counts the CUDA backend's
+// kernels anyway; auto counts what this machine would choose, the CPU's widening, an upper
+// bound, where it has no GPU.
+struct CountedKernels {
+  kernels::Native16BitKernels native;
+  std::string note;
+};
+
+CountedKernels counted_kernels(const io::RunConfig& c) {
+  kernels::BackendOptions options;
+  options.attention = c.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
+  const bool gpu_here = kernels::cuda_compiled() && kernels::cuda_device_count() > 0;
+  const bool cuda = c.run.device == "cuda" || options.attention == kernels::AttentionKernel::kFlash ||
+                    (c.run.device == "auto" && gpu_here);
+  std::string why = "run.device = " + c.run.device;
+  if (c.run.device != "cuda" && options.attention == kernels::AttentionKernel::kFlash) {
+    why += ", run.attention = flash";
+  } else if (c.run.device == "auto") {
+    why += gpu_here ? " and a GPU here" : " and no GPU here";
+  }
+  if (cuda) {
+    return {kernels::native_16bit_kernels(kernels::Device::kCuda, options),
+            "16-bit kernels: memory counted for the CUDA backend (" + why + "): 16-bit logits, " +
+                (options.attention == kernels::AttentionKernel::kFlash
+                     ? std::string("nothing widened to fp32\n")
+                     : std::string("only attention's operands widened to fp32 (run.attention = gemm)\n"))};
+  }
+  return {kernels::native_16bit_kernels(kernels::Device::kCpu, options),
+          "16-bit kernels: memory counted for the CPU backend (" + why +
+              "): fp32 logits, every 16-bit operand widened to fp32" +
+              (c.run.device == "auto" ? "; an upper bound for a GPU run (--run.device=cuda counts the GPU's)\n"
+                                      : std::string("\n"))};
+}
+
+std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch,
+                                kernels::Native16BitKernels native) {
   const auto& t = setup.config.train;
   std::string out = "memory per rank with other options (largest stage):\n";
   for (int zero = 0; zero <= 1; ++zero) {
@@ -31,9 +68,10 @@ std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid&
       variant.train.recompute = recompute;
       std::size_t largest = 0;
       for (int s = 0; s < grid.pp(); ++s) {
+        model::GptLayout layout = train::run_layout(variant, setup.stage_layers, 0, s);
+        layout.native_16bit = native;
         const auto m = estimate_memory(setup.model, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch,
-                                       train::run_layout(variant, setup.stage_layers, 0, s), zero == 1 ? grid.dp() : 1,
-                                       t.precision != "fp32");
+                                       layout, zero == 1 ? grid.dp() : 1, t.precision != "fp32");
         largest = std::max(largest, m.total());
       }
       char line[128];
@@ -97,8 +135,10 @@ int check_command(const std::vector<std::string>& raw_args) {
           : kernels::make_backend(kernels::Device::kCpu, 1)->attention_scratch_size(micro_batch, c.train.seq_len,
                                                                                    local_heads);
   const parallel::RankGrid grid(c.parallel.tp, c.parallel.dp, c.parallel.pp);
-  std::printf("%s", startup_report(setup, grid, attention_scratch).c_str());
-  std::printf("%s", memory_alternatives(setup, grid, attention_scratch).c_str());
+  const CountedKernels counted = counted_kernels(c);
+  std::printf("%s", startup_report(setup, grid, attention_scratch, counted.native).c_str());
+  if (c.train.precision != "fp32") std::printf("%s", counted.note.c_str());
+  std::printf("%s", memory_alternatives(setup, grid, attention_scratch, counted.native).c_str());
   std::printf("%s", data_note.c_str());
   std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);
   return 0;

@@ -12,7 +12,7 @@ namespace trident::app {
 
 // native: the kernel families the run's backend computes on 16 bits itself (Backend::native_16bit),
 // which the memory table counts (16-bit logits, no widening workspace for them); `trident check`
-// has no backend and counts the CPU's widening, an upper bound.
+// has no backend and passes kernels::native_16bit_kernels of the deck's device.
 std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch,
                            kernels::Native16BitKernels native = {});
 

@@ -60,6 +60,17 @@ TEST_F(TwinBackends, CudaBackendNamesItsDevice) {
   EXPECT_EQ(name.back(), ')') << name;
 }
 
+// trident check counts the 16-bit families from native_16bit_kernels without a backend; the
+// backend must claim exactly those, for both attention kernels.
+TEST_F(TwinBackends, ClaimsTheNativeFamiliesTridentCheckCounts) {
+  EXPECT_EQ(gpu_->native_16bit(), native_16bit_kernels(Device::kCuda));
+  EXPECT_EQ(cpu_->native_16bit(), native_16bit_kernels(Device::kCpu));
+  BackendOptions flash;
+  flash.attention = AttentionKernel::kFlash;
+  EXPECT_EQ(make_backend(Device::kCuda, kCpuThreads, 0, flash)->native_16bit(),
+            native_16bit_kernels(Device::kCuda, flash));
+}
+
 TEST_F(TwinBackends, AllocationsAreAlignedDeviceMemory) {
   for (const std::size_t count :
        {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{1000}}) {

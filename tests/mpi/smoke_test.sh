@@ -27,6 +27,33 @@ for deck in "$TRIDENT_SOURCE_DIR"/inputs/*.ini; do
     && pass "check $(basename "$deck")" || fail "check $(basename "$deck"): $out"
 done
 
+# Under bf16 the memory estimate counts the kernels of the deck's device, with or without a GPU
+# here: the CUDA backend's 16-bit logits and unwidened operands need less than the CPU's
+# widening, and flash attention (no T x T workspace) less again.
+activations_mib() {  # stage 0's activations column, in MiB, from check's output on stdin
+  awk '$1 == "0" && NF == 13 {v = $10; u = $11; print (u == "GiB" ? v * 1024 : u == "KiB" ? v / 1024 : v); exit}'
+}
+bf16_check() {
+  "$TRIDENT" check "$TRIDENT_SOURCE_DIR/inputs/gpt2-124m.ini" --data.generate=synthetic --data.path=absent.h5 \
+    --train.precision=bf16 --train.micro_batch=8 "$@" 2>&1
+}
+cpu_out=$(bf16_check --run.device=cpu) || fail "check on cpu: $cpu_out"
+gemm_out=$(bf16_check --run.device=cuda) || fail "check on cuda: $gemm_out"
+flash_out=$(bf16_check --run.device=cuda --run.attention=flash) || fail "check on cuda, flash: $flash_out"
+cpu_mib=$(echo "$cpu_out" | activations_mib)
+gemm_mib=$(echo "$gemm_out" | activations_mib)
+flash_mib=$(echo "$flash_out" | activations_mib)
+echo "$cpu_out" | grep -q "^16-bit kernels: memory counted for the CPU backend (run.device = cpu)" \
+  || fail "check on cpu names no kernels: $cpu_out"
+echo "$gemm_out" | grep -q "^16-bit kernels: memory counted for the CUDA backend (run.device = cuda)" \
+  || fail "check on cuda names no kernels: $gemm_out"
+if [ -n "$cpu_mib" ] && [ -n "$gemm_mib" ] && [ -n "$flash_mib" ] &&
+   awk -v c="$cpu_mib" -v g="$gemm_mib" -v f="$flash_mib" 'BEGIN {exit !(c > g && g > f)}'; then
+  pass "check counts the device's 16-bit kernels: activations cpu $cpu_mib > cuda $gemm_mib > cuda flash $flash_mib MiB"
+else
+  fail "check's bf16 activations do not fall from cpu ($cpu_mib) to cuda ($gemm_mib) to flash ($flash_mib) MiB"
+fi
+
 # An empty deck is all defaults: GPT-2 124M on data/tokens.h5, which does not exist here.
 : > empty.ini
 out=$("$TRIDENT" check empty.ini 2>&1); rc=$?
