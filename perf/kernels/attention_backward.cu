@@ -41,6 +41,20 @@
 //      exactly one thread, each sum in a fixed order: no atomics, the same bits on every run
 //      (checked: two runs from the same state must agree bit for bit).
 //
+//   3  variant 2 on bf16 buffers (qkv, dout, out and dqkv 16-bit, lse and D fp32: what
+//      train.precision = bf16 with run.attention = flash runs), the baseline for 4.
+//   4  tensor-core flash backward on bf16 buffers (perf/kernels/flash_tensor_core_backward.cuh):
+//      the same three kernels, the dK/dV and dQ ones with 4 warps per 64-row tile and the
+//      products (S, dP, dV, dK, dQ) as WMMA 16x16x16 bf16 products with fp32 accumulation;
+//      P and dS rounded to bf16 for the products, dK, dV, dQ in WMMA accumulators until the
+//      end. No atomics: the run-to-run bit check applies.
+//   Variants 3 and 4 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
+//   forward (out rounded) and backward on them, at kBf16Tolerance (reasons at its definition).
+//
+//   playground_attention_backward replay   (no GPU needed) runs variant 4's kernels on the host
+//   (flash_tc::replay_backward: the same block steps, plain loops for the products) against the
+//   twin on ragged shapes; CTest runs it (unit.flash_tensor_core_backward_replay).
+//
 // What each thread does, index arithmetic included, is in __host__ __device__ functions that
 // the kernels call between their __syncthreads (kernels/cuda/flash_attention_math.h), so that a
 // host program replays the kernels' loops with the same functions:
@@ -65,6 +79,7 @@
 #include "kernels/cpu/attention.h"      // cpu::attention_forward/backward (the reference)
 #include "kernels/cuda/attention.cuh"   // cuda::attention_forward/backward (variant 1)
 #include "kernels/cuda/flash_attention.cuh"  // cuda::flash_attention_forward/backward (variant 2)
+#include "perf/kernels/flash_tensor_core_backward.cuh"  // flash_tc::backward, replay_backward (variant 4)
 #include "perf/kernels/playground.cuh"  // harness
 
 namespace {
@@ -104,9 +119,14 @@ struct Case {
   std::vector<float> dout;
   std::vector<float> initial;
   std::vector<float> ref;
+  std::vector<float> out;  // the twin's forward (rounded to bf16 for a bf16 case)
+  std::vector<float> lse;
 };
 
-Case make_case(int B, int T, int C, int NH, unsigned seed) {
+// bf16: qkv and dout rounded to bf16 first (the twin then runs on the values the 16-bit
+// variants read; initial_dqkv is bf16-representable already), and out rounded as a bf16 forward
+// would store it.
+Case make_case(int B, int T, int C, int NH, unsigned seed, bool bf16 = false) {
   Case k;
   k.B = B;
   k.T = T;
@@ -115,6 +135,10 @@ Case make_case(int B, int T, int C, int NH, unsigned seed) {
   // one-hot. dout uniform in [-1, 1).
   k.qkv = pg::random_floats(tokens * 3 * C, 31 + seed, -2.0f, 2.0f);
   k.dout = pg::random_floats(tokens * C, 47 + seed, -1.0f, 1.0f);
+  if (bf16) {
+    k.qkv = pg::rounded_to_bf16(k.qkv);
+    k.dout = pg::rounded_to_bf16(k.dout);
+  }
   k.initial = initial_dqkv(tokens * 3 * C);
   std::vector<float> out(tokens * C);
   std::vector<float> lse(static_cast<std::size_t>(B) * NH * T);
@@ -123,7 +147,55 @@ Case make_case(int B, int T, int C, int NH, unsigned seed) {
   k.ref = k.initial;
   tk::cpu::attention_backward(k.ref.data(), scratch.data(), k.dout.data(), k.qkv.data(),
                               lse.data(), B, T, C, NH);
+  k.out = bf16 ? pg::rounded_to_bf16(out) : out;
+  k.lse = lse;
   return k;
+}
+
+// bf16 variants (3, 4, the replay) against the twin on the rounded inputs. dqkv is a bf16
+// buffer, so the accumulated result is rounded once: half a unit, 2^-9 of |initial + gradient|,
+// within 2^-9 of max |ref| of each part. D = dout . out comes from the bf16 out a bf16 forward
+// keeps (relative 2^-9 per term), and variant 4 also rounds P (for dV) and dS (for dK, dQ) to
+// bf16: relative 2^-9 per term, both signs, weighted by probabilities that sum to 1, so a few
+// units of 2^-9 of max |ref|. The host replay of 4 measured 2.1e-3 to 3.4e-3 (T = 64, 130, 200;
+// NH = 1 to 3). 1e-2, the issue's bf16 figure, keeps a margin of ~3 over that, while a wrong
+// mask, row, head or scale, or an overwrite instead of +=, moves whole terms (the replay's
+// mutations: see README.md).
+constexpr double kBf16Tolerance = 1e-2;
+
+// `replay`: variant 4's kernels on the host (flash_tc::replay_backward: the same block steps,
+// plain loops for the products) against the twin, at shapes with partial tiles.
+int replay() {
+  struct Shape {
+    int B, T, C, NH;
+  };
+  const Shape shapes[] = {{2, 130, 128, 2}, {1, 64, 64, 1}, {1, 200, 192, 3}};
+  pg::print_header();
+  int number = 0;
+  bool all_pass = true;
+  for (const Shape& sh : shapes) {
+    const Case k = make_case(sh.B, sh.T, sh.C, sh.NH, static_cast<unsigned>(number), true);
+    std::vector<uint16_t> dqkv = pg::encoded_bf16(k.initial);
+    std::vector<float> delta(k.lse.size(), NAN);
+    trident::playground::flash_tc::replay_backward(dqkv.data(), delta.data(), pg::encoded_bf16(k.dout).data(),
+                                                   pg::encoded_bf16(k.qkv).data(), pg::encoded_bf16(k.out).data(),
+                                                   k.lse.data(), sh.B, sh.T, sh.C, sh.NH, 1.0f / std::sqrt(64.0f));
+    const std::vector<float> got = pg::decoded_bf16(dqkv);
+    pg::Outcome outcome;
+    const char* names[3] = {"dq", "dk", "dv"};
+    for (int part = 0; part < 3; part++) {
+      outcome.checks.push_back(
+          pg::validate(names[part], part_of(got, part, sh.C), part_of(k.ref, part, sh.C), kBf16Tolerance));
+    }
+    const std::string name = "host replay of 4: B=" + std::to_string(sh.B) + " T=" + std::to_string(sh.T) +
+                             " C=" + std::to_string(sh.C) + " NH=" + std::to_string(sh.NH);
+    pg::print_row(++number, name, outcome, pg::Workload{});
+    for (const pg::Check& c : outcome.checks) {
+      std::printf("       %s max rel err %.3e\n", c.name.c_str(), c.max_rel_err);
+      all_pass = all_pass && c.pass;
+    }
+  }
+  return all_pass ? 0 : 1;
 }
 
 // Device buffers of one shape: the forward state both variants keep (out, lse) and each one's
@@ -160,6 +232,36 @@ Buffers make_buffers(int B, int T, int C, int NH, const std::vector<float>& qkv,
   return w;
 }
 
+// The bf16 variants' buffers: every activation 16-bit (bf16 bits), lse and D fp32. out and lse
+// come from the case (the twin's forward, out rounded) when given, else from prepare16().
+struct Buffers16 {
+  int B = 0;
+  int T = 0;
+  pg::DeviceBuffer<uint16_t> qkv;
+  pg::DeviceBuffer<uint16_t> dout;
+  pg::DeviceBuffer<uint16_t> dqkv;
+  pg::DeviceBuffer<uint16_t> out;
+  pg::DeviceBuffer<float> lse;
+  pg::DeviceBuffer<float> delta;
+};
+
+Buffers16 make_buffers16(int B, int T, int C, int NH, const std::vector<float>& qkv, const std::vector<float>& dout,
+                         const std::vector<float>& dqkv, const std::vector<float>& out,
+                         const std::vector<float>& lse) {
+  Buffers16 w;
+  w.B = B;
+  w.T = T;
+  w.qkv = pg::upload(pg::encoded_bf16(qkv));
+  w.dout = pg::upload(pg::encoded_bf16(dout));
+  w.dqkv = pg::upload(pg::encoded_bf16(dqkv));
+  w.out = out.empty() ? pg::DeviceBuffer<uint16_t>(static_cast<std::size_t>(B) * T * C) : pg::upload(pg::encoded_bf16(out));
+  w.lse = lse.empty() ? pg::DeviceBuffer<float>(static_cast<std::size_t>(B) * NH * T) : pg::upload(lse);
+  w.delta = pg::DeviceBuffer<float>(static_cast<std::size_t>(B) * NH * T);
+  PG_CUDA_CHECK(cudaMemset(w.delta.data(), 0xff, w.delta.bytes()));
+  PG_CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
+
 // A variant: prepare() runs the forward that the backward needs (untimed), backward() the
 // timed part; both queue on the program's stream.
 struct Method {
@@ -186,6 +288,7 @@ constexpr double kTolerance = 1e-5;
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "replay") return replay();
   const pg::Args args = pg::parse_args_or_exit(argc, argv, "playground_attention_backward");
   pg::require_gpu();
   const int B = pg::env_int("ATTN_B", 8);
@@ -278,11 +381,62 @@ int main(int argc, char** argv) {
     return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");
   };
 
+  // The bf16 variants: validated on the bf16 cases from the twin's forward state, then timed at
+  // the timed shape after the production bf16 flash forward has made out and lse.
+  std::vector<Case> cases16;
+  cases16.push_back(make_case(B_check, T_check, C, NH, 0, true));
+  cases16.push_back(make_case(B_check, T_ragged, C, NH, 1, true));
+  Buffers16 timed16 = make_buffers16(B, T, C, NH, pg::rounded_to_bf16(pg::random_floats(timed_tokens * 3 * C, 31, -2.0f, 2.0f)),
+                                     pg::rounded_to_bf16(pg::random_floats(timed_tokens * C, 47, -1.0f, 1.0f)),
+                                     initial_dqkv(timed_tokens * 3 * C), {}, {});
+  tk::cuda::flash_attention_forward(tk::ActPtr(timed16.out.data(), tk::Precision::kBf16), timed16.lse.data(),
+                                    tk::ConstActPtr(timed16.qkv.data(), tk::Precision::kBf16), B, T, C, NH, stream.get());
+  PG_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  auto measure16 = [&](std::function<void(Buffers16&)> backward) {
+    return [&, backward](int reps) {
+      pg::Outcome outcome;
+      for (const Case& k : cases16) {
+        Buffers16 w = make_buffers16(k.B, k.T, C, NH, k.qkv, k.dout, k.initial, k.out, k.lse);
+        backward(w);
+        const std::vector<float> first = pg::decoded_bf16(pg::download(w.dqkv));
+        const std::string suffix = " T=" + std::to_string(k.T);
+        const char* names[3] = {"dq", "dk", "dv"};
+        for (int part = 0; part < 3; part++) {
+          outcome.checks.push_back(pg::validate(names[part] + suffix, part_of(first, part, C),
+                                                part_of(k.ref, part, C), kBf16Tolerance));
+        }
+        const std::vector<uint16_t> initial_bits = pg::encoded_bf16(k.initial);
+        PG_CUDA_CHECK(cudaMemcpy(w.dqkv.data(), initial_bits.data(), w.dqkv.bytes(), cudaMemcpyHostToDevice));
+        backward(w);
+        outcome.checks.push_back(
+            pg::identical("dqkv run to run" + suffix, pg::decoded_bf16(pg::download(w.dqkv)), first));
+      }
+      outcome.median_ms = timer.median_ms(reps, [&] { backward(timed16); });
+      return outcome;
+    };
+  };
+  auto flash16 = [&](Buffers16& w) {
+    tk::cuda::flash_attention_backward(tk::ActPtr(w.dqkv.data(), tk::Precision::kBf16), w.delta.data(),
+                                       tk::ConstActPtr(w.dout.data(), tk::Precision::kBf16),
+                                       tk::ConstActPtr(w.qkv.data(), tk::Precision::kBf16),
+                                       tk::ConstActPtr(w.out.data(), tk::Precision::kBf16), w.lse.data(), w.B, w.T, C,
+                                       NH, stream.get());
+  };
+  auto tensor_core = [&](Buffers16& w) {
+    PG_CUDA_CHECK(trident::playground::flash_tc::backward(w.dqkv.data(), w.delta.data(), w.dout.data(), w.qkv.data(),
+                                                          w.out.data(), w.lse.data(), w.B, w.T, C, NH,
+                                                          1.0f / std::sqrt(64.0f), stream.get()));
+  };
+
   using Run = std::function<pg::Outcome(int)>;
   const std::vector<pg::Variant> variants = {
       {"production cuda::attention_backward (cuBLAS + softmax bwd)", measure(production)},
       {"flash-style backward (recomputed P), fp32, 64x64 tiles",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure(flash)) : Run(unsupported)},
+      {"variant 2 on bf16 buffers (stored_element policy)",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16)) : Run(unsupported)},
+      {"tensor-core flash backward (WMMA bf16, dK/dV + dQ), bf16",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(tensor_core)) : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 8.0 * B * NH * static_cast<double>(hs) * causal_pairs;

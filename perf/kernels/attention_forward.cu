@@ -20,6 +20,20 @@
 //      tiles above the diagonal are never touched. It writes the same out and lse as 1, so it
 //      can stand in for it under the Backend contract (it needs none of the scratch).
 //
+//   3  production cuda::flash_attention_forward on bf16 buffers (qkv and out 16-bit, as under
+//      train.precision = bf16 with run.attention = flash): variant 2's kernel templated on
+//      the bf16 storage policy, scalar fp32 math.
+//   4  tensor-core flash forward on bf16 buffers (perf/kernels/flash_tensor_core.cuh): WMMA
+//      16x16x16 bf16 products with fp32 accumulation for Q K^T and P V, 4 warps per 64-query
+//      tile, the online softmax on one lane per query row, P rounded to bf16 for P V.
+//   Variants 3 and 4 read qkv rounded to bf16 and are validated against the twin run on those
+//   rounded values.
+//
+//   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
+//   (flash_tc::replay_forward: the same functions in the kernel's order, plain loops for the
+//   matrix products) against the twin on ragged shapes: the index arithmetic, the masks and the
+//   softmax of variant 4, checked before any GPU runs it.
+//
 // TFLOP/s counts the useful causal work, 4 * B * NH * hs * T(T+1)/2 (two products over the
 // pairs t2 <= t), for both variants: so variant 1, which computes the full square, shows what
 // its waste costs.
@@ -37,6 +51,7 @@
 #include "kernels/cpu/attention.h"      // cpu::attention_forward (the reference)
 #include "kernels/cuda/attention.cuh"   // cuda::attention_forward (variant 1)
 #include "kernels/cuda/flash_attention.cuh"  // cuda::flash_attention_forward (variant 2)
+#include "perf/kernels/flash_tensor_core.cuh"  // flash_tc::forward, replay_forward (variant 4)
 #include "perf/kernels/playground.cuh"  // harness
 
 namespace {
@@ -44,9 +59,56 @@ namespace {
 namespace pg = trident::playground;
 namespace tk = trident::kernels;
 
+using pg::decoded_bf16;
+using pg::encoded_bf16;
+using pg::rounded_to_bf16;
+
+// bf16 outputs (variants 3, 4 and the replay), against the twin on the rounded qkv. The stored
+// out is rounded to bf16: half a unit, 2^-9 |out| <= 2^-9 max |ref|. Variant 4 also rounds each
+// probability to bf16 before P V: a relative 2^-9 per weight of a convex combination of v rows,
+// at most another 2^-9 max |ref| (and far less over many keys, the roundings having both
+// signs). So 2^-8 ~ 3.9e-3 bounds what is expected, and 8e-3 leaves a margin while a wrong
+// mask, row or head moves early rows by O(1). lse is computed from the fp32 scores and the
+// fp32 probabilities: the fp32 tolerance, 1e-5.
+constexpr double kBf16OutTolerance = 8e-3;
+constexpr double kLseTolerance = 1e-5;
+
+// `replay`: variant 4's steps on the host against the twin, on shapes with partial tiles.
+int replay() {
+  struct Shape {
+    int B, T, C, NH;
+  };
+  const Shape shapes[] = {{2, 130, 128, 2}, {1, 64, 64, 1}, {1, 200, 192, 3}};
+  pg::print_header();
+  int number = 0;
+  bool all_pass = true;
+  for (const Shape& sh : shapes) {
+    const std::vector<float> qkv =
+        rounded_to_bf16(pg::random_floats(static_cast<std::size_t>(sh.B) * sh.T * 3 * sh.C, 31, -2.0f, 2.0f));
+    std::vector<float> ref(static_cast<std::size_t>(sh.B) * sh.T * sh.C);
+    std::vector<float> lse_ref(static_cast<std::size_t>(sh.B) * sh.NH * sh.T);
+    std::vector<float> scratch(tk::cpu::attention_scratch_size(sh.B, sh.T, sh.NH));
+    tk::cpu::attention_forward(ref.data(), lse_ref.data(), scratch.data(), qkv.data(), sh.B, sh.T, sh.C, sh.NH);
+    std::vector<uint16_t> out(ref.size(), 0xffff);  // NaN: a row never written fails
+    std::vector<float> lse(lse_ref.size(), NAN);
+    const std::vector<uint16_t> qkv_bits = encoded_bf16(qkv);
+    trident::playground::flash_tc::replay_forward(out.data(), lse.data(), qkv_bits.data(), sh.B, sh.T, sh.C, sh.NH,
+                                                  1.0f / std::sqrt(64.0f));
+    pg::Outcome outcome;
+    outcome.checks.push_back(pg::validate("out", decoded_bf16(out), ref, kBf16OutTolerance));
+    outcome.checks.push_back(pg::validate("lse", lse, lse_ref, kLseTolerance));
+    const std::string name = "host replay of 4: B=" + std::to_string(sh.B) + " T=" + std::to_string(sh.T) +
+                             " C=" + std::to_string(sh.C) + " NH=" + std::to_string(sh.NH);
+    pg::print_row(++number, name, outcome, pg::Workload{});
+    for (const pg::Check& c : outcome.checks) all_pass = all_pass && c.pass;
+  }
+  return all_pass ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "replay") return replay();
   const pg::Args args = pg::parse_args_or_exit(argc, argv, "playground_attention_forward");
   pg::require_gpu();
   const int B = pg::env_int("ATTN_B", 8);
@@ -78,7 +140,18 @@ int main(int argc, char** argv) {
                                C, NH);
   }
 
+  // The same qkv rounded to bf16, and the twin's answers on it (variants 3 and 4).
+  const std::vector<float> qkv16 = rounded_to_bf16(qkv);
+  std::vector<float> ref16(out_check_count);
+  std::vector<float> lse_ref16(lse_check_count);
+  {
+    std::vector<float> scratch(tk::cpu::attention_scratch_size(B_check, T, NH));
+    tk::cpu::attention_forward(ref16.data(), lse_ref16.data(), scratch.data(), qkv16.data(), B_check, T, C, NH);
+  }
+
   const pg::DeviceBuffer<float> d_qkv = pg::upload(qkv);
+  const pg::DeviceBuffer<uint16_t> d_qkv16 = pg::upload(encoded_bf16(qkv16));
+  const pg::DeviceBuffer<uint16_t> d_out16(static_cast<std::size_t>(B) * T * C);
   const pg::DeviceBuffer<float> d_out(static_cast<std::size_t>(B) * T * C);
   const pg::DeviceBuffer<float> d_lse(static_cast<std::size_t>(B) * NH * T);
   const pg::DeviceBuffer<float> d_scratch(tk::cuda::attention_scratch_size(B, T, NH));  // 1
@@ -112,12 +185,35 @@ int main(int argc, char** argv) {
       return outcome;
     };
   };
+  // The same for the bf16 variants: out is 16-bit (0xffff, a NaN, before the validated run).
+  auto measure16 = [&](auto&& launch) {
+    return [&, launch](int reps) {
+      PG_CUDA_CHECK(cudaMemsetAsync(d_out16.data(), 0xff, d_out16.bytes(), stream.get()));
+      PG_CUDA_CHECK(cudaMemsetAsync(d_lse.data(), 0xff, d_lse.bytes(), stream.get()));
+      launch(B_check);
+      pg::Outcome outcome;
+      outcome.checks.push_back(
+          pg::validate("out (bf16)", decoded_bf16(pg::download(d_out16, out_check_count)), ref16, kBf16OutTolerance));
+      outcome.checks.push_back(pg::validate("lse", pg::download(d_lse, lse_check_count), lse_ref16, kLseTolerance));
+      outcome.median_ms = timer.median_ms(reps, [&] { launch(B); });
+      return outcome;
+    };
+  };
   auto production = [&](int batch) {
     tk::cuda::attention_forward(d_out.data(), d_lse.data(), d_scratch.data(), d_qkv.data(), batch,
                                 T, C, NH, cublas.get(), stream.get());
   };
   auto flash = [&](int batch) {
     tk::cuda::flash_attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), batch, T, C, NH, stream.get());
+  };
+  auto flash16 = [&](int batch) {
+    tk::cuda::flash_attention_forward(tk::ActPtr(d_out16.data(), tk::Precision::kBf16), d_lse.data(),
+                                      tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH,
+                                      stream.get());
+  };
+  auto tensor_core = [&](int batch) {
+    PG_CUDA_CHECK(trident::playground::flash_tc::forward(d_out16.data(), d_lse.data(), d_qkv16.data(), batch, T, C,
+                                                         NH, 1.0f / std::sqrt(64.0f), stream.get()));
   };
   auto unsupported = [hs](int) {
     return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");
@@ -128,6 +224,10 @@ int main(int argc, char** argv) {
       {"production cuda::attention_forward (cuBLAS + softmax, fp32)", measure(production)},
       {"flash-style fused causal attention, fp32, 64x64 tiles",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure(flash)) : Run(unsupported)},
+      {"variant 2 on bf16 buffers (stored_element policy)",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16)) : Run(unsupported)},
+      {"tensor-core flash (WMMA bf16, 4 warps per 64 queries), bf16",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(tensor_core)) : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;

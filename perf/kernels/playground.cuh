@@ -33,6 +33,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/precision.h"  // round_to_bf16, encode_bf16, decode_bf16
+
 namespace trident::playground {
 
 [[noreturn]] inline void fail_cuda(cudaError_t status, const char* call, const char* file,
@@ -498,5 +500,26 @@ inline Check identical(const std::string& name, const std::vector<float>& again,
 
 // The row of a variant that does not handle this shape: a failed check saying why, nothing run.
 inline Outcome unsupported_shape(const std::string& why) { return Outcome{{{"shape", INFINITY, 0.0, false, why}}, 0.0}; }
+
+// ---- bf16 buffers -----------------------------------------------------------------------------
+
+// Values rounded to bf16 (what a 16-bit variant reads; the twin's input for it), their bits for
+// upload, and downloaded bits as floats for validate().
+inline std::vector<float> rounded_to_bf16(std::vector<float> values) {
+  for (float& v : values) v = trident::kernels::round_to_bf16(v);
+  return values;
+}
+
+inline std::vector<uint16_t> encoded_bf16(const std::vector<float>& values) {
+  std::vector<uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = trident::kernels::encode_bf16(values[i]);
+  return bits;
+}
+
+inline std::vector<float> decoded_bf16(const std::vector<uint16_t>& bits) {
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = trident::kernels::decode_bf16(bits[i]);
+  return values;
+}
 
 }  // namespace trident::playground
