@@ -16,9 +16,9 @@
 // V (as flash-attention implementations do); l sums the unrounded fp32 probabilities, so lse,
 // from which backward rebuilds P, is the fp32 one.
 //
-// Every step is a function of this header, templated on the matrix-product policy `Mma`: the
-// kernel calls them between its barriers with WmmaBf16 (device), and replay_forward calls the
-// same functions in the same order, thread by thread and warp by warp, with HostMma (plain
+// Every step is a function of this header, templated on the matrix-product policy (`Products`): the
+// kernel calls them between its barriers with WmmaProducts (device), and replay_forward calls
+// the same functions in the same order, thread by thread and warp by warp, with HostProducts (plain
 // loops over the same shared tiles), so that the index arithmetic, the masks and the softmax are
 // checked against the CPU twin on a machine without a GPU (`playground_attention_forward
 // replay`). What the replay cannot check: WMMA's own loads and stores (layout, alignment), which
@@ -169,86 +169,125 @@ TRIDENT_FLASH_HD void finish_row(const Tiles& tiles, int w, int r, const RowStat
   lse[(static_cast<std::size_t>(b) * NH + h) * T + t] = state.m + logf(state.l);
 }
 
-// ---- steps 2 and 4: the warp's matrix products ----
+// ---- steps 2 and 4: the warps' matrix products (forward and backward) ----
+//
+// On 16-row slices of the shared tiles: a (16 x 64, row-major, stride kLdHalf) times b (64 rows
+// of 64, stride kLdHalf), into fp32 (stride kLdFloat) or into an accumulator that stays with
+// the warp. a_bt: dst = a b^T (b's rows are the columns: S = Q K^T, dP = dO V^T, ...);
+// add_ab: acc += a b (O += P V, dV += P^T dO, ...).
 
-// The host twin of WmmaBf16: the same products over the same shared tiles, in plain loops
-// (fp32 accumulation in index order; the tensor cores' order differs, by rounding only).
-struct HostMma {
-  static void scores(const Tiles& tiles, int w) {  // S_w = Q_w K^T
+// Host twin of WmmaProducts: the same products on the same tiles in plain loops, fp32
+// accumulation in index order (the tensor cores' order differs, by rounding only). Host and
+// device qualified only so that the host-and-device step functions instantiate cleanly with it.
+struct HostProducts {
+  struct Accumulator {
+    float v[kRows * kHs];
+  };
+  // dst[16 x 64] (fp32, stride kLdFloat) = A[16 x 64] B^T, B's 64 rows of 64 stored row-major.
+  TRIDENT_FLASH_HD static void a_bt(float* dst, const uint16_t* a, const uint16_t* b) {
     for (int i = 0; i < kRows; ++i) {
       for (int j = 0; j < kTile; ++j) {
         float acc = 0.0f;
-        for (int d = 0; d < kHs; ++d) {
-          acc += Bf16::load(tiles.q[(w * kRows + i) * kLdHalf + d]) * Bf16::load(tiles.k[j * kLdHalf + d]);
-        }
-        tiles.s[(w * kRows + i) * kLdFloat + j] = acc;
+        for (int d = 0; d < kHs; ++d) acc += Bf16::load(a[i * kLdHalf + d]) * Bf16::load(b[j * kLdHalf + d]);
+        dst[i * kLdFloat + j] = acc;
       }
     }
   }
-  static void accumulate_pv(const Tiles& tiles, int w) {  // O_w += P_w V
+  TRIDENT_FLASH_HD static void zero(Accumulator& acc) {
+    for (float& x : acc.v) x = 0.0f;
+  }
+  // acc = src[16 x 64] (fp32, stride kLdFloat).
+  TRIDENT_FLASH_HD static void load(Accumulator& acc, const float* src) {
+    for (int i = 0; i < kRows; ++i) {
+      for (int c = 0; c < kHs; ++c) acc.v[i * kHs + c] = src[i * kLdFloat + c];
+    }
+  }
+  // acc[16 x 64] += A[16 x 64] B, B [64 x 64] row-major.
+  TRIDENT_FLASH_HD static void add_ab(Accumulator& acc, const uint16_t* a, const uint16_t* b) {
     for (int i = 0; i < kRows; ++i) {
       for (int c = 0; c < kHs; ++c) {
-        float acc = tiles.o[(w * kRows + i) * kLdFloat + c];
-        for (int j = 0; j < kTile; ++j) {
-          acc += Bf16::load(tiles.p[(w * kRows + i) * kLdHalf + j]) * Bf16::load(tiles.v[j * kLdHalf + c]);
-        }
-        tiles.o[(w * kRows + i) * kLdFloat + c] = acc;
+        float sum = acc.v[i * kHs + c];
+        for (int j = 0; j < kTile; ++j) sum += Bf16::load(a[i * kLdHalf + j]) * Bf16::load(b[j * kLdHalf + c]);
+        acc.v[i * kHs + c] = sum;
       }
+    }
+  }
+  TRIDENT_FLASH_HD static void store(float* dst, const Accumulator& acc) {
+    for (int i = 0; i < kRows; ++i) {
+      for (int c = 0; c < kHs; ++c) dst[i * kLdFloat + c] = acc.v[i * kHs + c];
     }
   }
 };
 
 #if defined(__CUDACC__)
-struct WmmaBf16 {
-  template <class Layout>
-  using Operand = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, Layout>;
-  template <class Layout>
-  using OperandB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, Layout>;
-  using Accumulator = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, kFrag, kFrag, kFrag, float>;
-
+struct WmmaProducts {
+  using Frag = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, kFrag, kFrag, kFrag, float>;
+  struct Accumulator {
+    Frag f[kHs / kFrag];
+  };
   __device__ static const __nv_bfloat16* bf16(const uint16_t* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
 
-  // S_w = Q_w K^T: A = Q_w (16 x 64, row-major), B = K^T (64 x keys): K's rows stored
-  // row-major are K^T's columns, so B is read column-major from the K tile.
-  __device__ static void scores(const Tiles& tiles, int w) {
+  // b's rows stored row-major are b^T's columns, so b^T is read column-major.
+  __device__ static void a_bt(float* dst, const uint16_t* a, const uint16_t* b) {
     namespace wmma = nvcuda::wmma;
-    Operand<wmma::row_major> a[kHs / kFrag];
-    for (int kk = 0; kk < kHs / kFrag; ++kk) {
-      wmma::load_matrix_sync(a[kk], bf16(tiles.q) + w * kRows * kLdHalf + kk * kFrag, kLdHalf);
-    }
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> fa[kHs / kFrag];
+    for (int kk = 0; kk < kHs / kFrag; ++kk) wmma::load_matrix_sync(fa[kk], bf16(a) + kk * kFrag, kLdHalf);
     for (int n = 0; n < kTile / kFrag; ++n) {
-      Accumulator acc;
+      Frag acc;
       wmma::fill_fragment(acc, 0.0f);
       for (int kk = 0; kk < kHs / kFrag; ++kk) {
-        OperandB<wmma::col_major> b;
-        wmma::load_matrix_sync(b, bf16(tiles.k) + n * kFrag * kLdHalf + kk * kFrag, kLdHalf);
-        wmma::mma_sync(acc, a[kk], b, acc);
+        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major> fb;
+        wmma::load_matrix_sync(fb, bf16(b) + n * kFrag * kLdHalf + kk * kFrag, kLdHalf);
+        wmma::mma_sync(acc, fa[kk], fb, acc);
       }
-      wmma::store_matrix_sync(tiles.s + w * kRows * kLdFloat + n * kFrag, acc, kLdFloat, wmma::mem_row_major);
+      wmma::store_matrix_sync(dst + n * kFrag, acc, kLdFloat, wmma::mem_row_major);
     }
   }
-
-  // O_w += P_w V: A = P_w (16 x 64 keys, row-major), B = V (keys x 64 channels, row-major).
-  __device__ static void accumulate_pv(const Tiles& tiles, int w) {
-    namespace wmma = nvcuda::wmma;
-    Operand<wmma::row_major> a[kTile / kFrag];
-    for (int kk = 0; kk < kTile / kFrag; ++kk) {
-      wmma::load_matrix_sync(a[kk], bf16(tiles.p) + w * kRows * kLdHalf + kk * kFrag, kLdHalf);
-    }
+  __device__ static void zero(Accumulator& acc) {
+    for (Frag& f : acc.f) nvcuda::wmma::fill_fragment(f, 0.0f);
+  }
+  __device__ static void load(Accumulator& acc, const float* src) {
     for (int n = 0; n < kHs / kFrag; ++n) {
-      Accumulator acc;
-      float* o = tiles.o + w * kRows * kLdFloat + n * kFrag;
-      wmma::load_matrix_sync(acc, o, kLdFloat, wmma::mem_row_major);
+      nvcuda::wmma::load_matrix_sync(acc.f[n], src + n * kFrag, kLdFloat, nvcuda::wmma::mem_row_major);
+    }
+  }
+  __device__ static void add_ab(Accumulator& acc, const uint16_t* a, const uint16_t* b) {
+    namespace wmma = nvcuda::wmma;
+    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> fa[kTile / kFrag];
+    for (int kk = 0; kk < kTile / kFrag; ++kk) wmma::load_matrix_sync(fa[kk], bf16(a) + kk * kFrag, kLdHalf);
+    for (int n = 0; n < kHs / kFrag; ++n) {
       for (int kk = 0; kk < kTile / kFrag; ++kk) {
-        OperandB<wmma::row_major> b;
-        wmma::load_matrix_sync(b, bf16(tiles.v) + kk * kFrag * kLdHalf + n * kFrag, kLdHalf);
-        wmma::mma_sync(acc, a[kk], b, acc);
+        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> fb;
+        wmma::load_matrix_sync(fb, bf16(b) + kk * kFrag * kLdHalf + n * kFrag, kLdHalf);
+        wmma::mma_sync(acc.f[n], fa[kk], fb, acc.f[n]);
       }
-      wmma::store_matrix_sync(o, acc, kLdFloat, wmma::mem_row_major);
+    }
+  }
+  __device__ static void store(float* dst, const Accumulator& acc) {
+    for (int n = 0; n < kHs / kFrag; ++n) {
+      nvcuda::wmma::store_matrix_sync(dst + n * kFrag, acc.f[n], kLdFloat, nvcuda::wmma::mem_row_major);
     }
   }
 };
+#endif
 
+// The forward's two products for warp w: S_w = Q_w K^T into its S scratch, O_w += P_w V (O in
+// shared memory, fp32: the softmax rescales it by rows between the products).
+template <class Products>
+TRIDENT_FLASH_HD void forward_scores(const Tiles& tiles, int w) {
+  Products::a_bt(tiles.s + w * kRows * kLdFloat, tiles.q + w * kRows * kLdHalf, tiles.k);
+}
+
+template <class Products>
+TRIDENT_FLASH_HD void forward_accumulate_pv(const Tiles& tiles, int w) {
+  typename Products::Accumulator acc;
+  float* o = tiles.o + w * kRows * kLdFloat;
+  Products::load(acc, o);
+  Products::add_ab(acc, tiles.p + w * kRows * kLdHalf, tiles.v);
+  Products::store(o, acc);
+}
+
+#if defined(__CUDACC__)
 // grid (ceil(T / 64), NH, B), 128 threads, kSharedBytes of dynamic shared memory (opted in).
 // Query tiles are taken last first: the causal work grows with the tile index, so the longest
 // blocks start first and the short ones fill the tail.
@@ -270,11 +309,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(uint16_t* out, float*
     load_tile(tiles.k, qkv, b, k0, flash::kPartK, h, T, C, tid);
     load_tile(tiles.v, qkv, b, k0, flash::kPartV, h, T, C, tid);
     __syncthreads();
-    WmmaBf16::scores(tiles, w);
+    forward_scores<WmmaProducts>(tiles, w);
     __syncwarp();
     if (lane < kRows) softmax_step(tiles, w, lane, q0, k0, T, scale, state);
     __syncwarp();
-    WmmaBf16::accumulate_pv(tiles, w);
+    forward_accumulate_pv<WmmaProducts>(tiles, w);
     __syncwarp();
   }
   if (lane < kRows) finish_row(tiles, w, lane, state, out, lse, b, h, q0, T, C, NH);
@@ -295,7 +334,7 @@ inline cudaError_t forward(uint16_t* out, float* lse, const uint16_t* qkv, int B
 #endif
 
 // The kernel's steps in its order on the host, block by block, thread by thread and warp by
-// warp, with HostMma: out (bf16 bits) and lse as the device would write them, up to the order of
+// warp, with HostProducts: out (bf16 bits) and lse as the device would write them, up to the order of
 // the products' sums.
 inline void replay_forward(uint16_t* out, float* lse, const uint16_t* qkv, int B, int T, int C, int NH, float scale) {
   std::vector<unsigned char> shared(kSharedBytes + 128);
@@ -317,9 +356,9 @@ inline void replay_forward(uint16_t* out, float* lse, const uint16_t* qkv, int B
             load_tile(tiles.v, qkv, b, k0, flash::kPartV, h, T, C, tid);
           }
           for (int w = 0; w < kWarps; ++w) {
-            HostMma::scores(tiles, w);
+            forward_scores<HostProducts>(tiles, w);
             for (int r = 0; r < kRows; ++r) softmax_step(tiles, w, r, q0, k0, T, scale, state[w][r]);
-            HostMma::accumulate_pv(tiles, w);
+            forward_accumulate_pv<HostProducts>(tiles, w);
           }
         }
         for (int w = 0; w < kWarps; ++w) {

@@ -212,8 +212,7 @@ int main(int argc, char** argv) {
   std::vector<float> out_ref(count), mean_ref(static_cast<std::size_t>(N)), rstd_ref(mean_ref.size());
   tk::cpu::layernorm_forward(out_ref.data(), mean_ref.data(), rstd_ref.data(), inp.data(),
                              weight.data(), bias.data(), N, C);
-  std::vector<float> out_ref_bf16(out_ref);
-  for (float& v : out_ref_bf16) v = tk::round_to_bf16(v);
+  const std::vector<float> out_ref_bf16 = pg::rounded_to_bf16(out_ref);
 
   const pg::DeviceBuffer<float> d_inp = pg::upload(inp);
   const pg::DeviceBuffer<float> d_weight = pg::upload(weight);

@@ -49,7 +49,7 @@
 #include "kernels/cpu/matmul.h"           // cpu::matmul_forward (the reference)
 #include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, grid_first_index, grid_stride
 #include "kernels/cuda/matmul.cuh"        // cuda::matmul_forward (variants 1, 2)
-#include "kernels/precision.h"            // round_to_bf16, decode_bf16
+#include "kernels/precision.h"            // decode_bf16
 #include "perf/kernels/playground.cuh"    // harness
 
 namespace {
@@ -179,20 +179,16 @@ int run_shape(const pg::Args& args, const Context& ctx, int N, const Shape& shap
   const std::size_t w_count = static_cast<std::size_t>(OC) * C;
   const std::size_t out_count = static_cast<std::size_t>(N) * OC;
 
-  auto bf16_values = [](std::vector<float> values) {
-    for (float& v : values) v = tk::round_to_bf16(v);
-    return values;
-  };
-  const std::vector<float> inp = bf16_values(pg::random_floats(in_count, 11, -1.0f, 1.0f));
-  const std::vector<float> weight = bf16_values(pg::random_floats(w_count, 12, -1.0f, 1.0f));
+  const std::vector<float> inp = pg::rounded_to_bf16(pg::random_floats(in_count, 11, -1.0f, 1.0f));
+  const std::vector<float> weight = pg::rounded_to_bf16(pg::random_floats(w_count, 12, -1.0f, 1.0f));
   const std::vector<float> bias =
-      bf16_values(pg::random_floats(static_cast<std::size_t>(OC), 13, -1.0f, 1.0f));
+      pg::rounded_to_bf16(pg::random_floats(static_cast<std::size_t>(OC), 13, -1.0f, 1.0f));
 
   std::vector<float> ref(out_count);
   tk::cpu::matmul_forward(ref.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
   std::vector<float> gelu_ref(out_count);
   tk::cpu::gelu_forward(gelu_ref.data(), ref.data(), out_count);
-  std::vector<float> bf16_ref = bf16_values(ref);
+  std::vector<float> bf16_ref = pg::rounded_to_bf16(ref);
 
   const pg::DeviceBuffer<float> d_inp = pg::upload(inp);
   const pg::DeviceBuffer<float> d_weight = pg::upload(weight);
