@@ -5,19 +5,22 @@
 # after the warm-up, and the GPU's peak memory in use (nvidia-smi, sampled every 0.2 s). Then
 # GPT-2 124M with run.attention = flash at micro-batches 8 and 32.
 #
-#   here:   build with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, pack (perf/gpu_check.sh)
-#   there:  bash perf/gpu_bench.sh .devpack [STEPS]       (writes $OUT/bench.md when OUT is set)
+#   here:   build with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, pack (perf/gpu_pack.sh)
+#   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_bench.sh /tmp/devpack [STEPS]
+#           (writes $OUT/bench.md when OUT is set; see TAG below)
 #
 # MFU is against log.peak_tflops = 989 (H100 SXM dense bf16; set PEAK_TFLOPS for another GPU).
 # The data is a synthetic token file generated on first use (the speed does not depend on it).
 # llm.c and PyTorch run on the same GPU in the same sitting; docs/performance.md says how.
 set -u
-pack=${1:-.devpack}
+pack=${1:-/tmp/devpack}
 steps=${2:-30}
 # shellcheck disable=SC1091
 source "$pack/env.sh"
-out=${OUT:-$(mktemp -d)}
-mkdir -p "$out"
+# Only a few files come back from a GPU machine's $OUT (at most 8), so the work stays in a
+# scratch folder and $OUT gets bench[-TAG].md (the table) and
+# one archive of the logs; TAG (when set) names them, to keep two packs' results apart.
+out=$(mktemp -d)
 peak=${PEAK_TFLOPS:-989}
 flags=(--oversubscribe)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
@@ -69,3 +72,8 @@ run 774m bf16 8
 run 124m bf16 8 flash
 run 124m bf16 32 flash
 cat "$table"
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT"
+  cp "$table" "$OUT/bench${TAG:+-$TAG}.md"
+  tar czf "$OUT/bench${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' --exclude='checkpoint*' -C "$out" .
+fi

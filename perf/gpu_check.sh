@@ -3,20 +3,21 @@
 # and the note in docs/performance.md). Prepare here, then run there in one command:
 #
 #   here:   cmake -S . -B build -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j2
-#           ../shared/tools/device-pack .devpack build/bin/trident build/bin/trident_gpu_tests \
-#               build/bin/check_metrics build/bin/playground_*   (the playground: perf/kernels/run.sh)
-#   there:  bash perf/gpu_check.sh .devpack            (carry .devpack with the working tree)
+#           bash perf/gpu_pack.sh build               (.gpu/pack.tgz; carry ".gpu")
+#   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_check.sh /tmp/devpack
 #
 # It prints the GPU, runs every CUDA kernel against the CPU backend (trident_gpu_tests), then
 # the training tests of tests/gpu/training_test.sh (fp32 GPU against CPU within 1e-4, auto
 # takes the GPU, bf16 and fp16 within 2% of fp32, tp = 2 and pp = 2 sharing the GPU, NCCL), and
-# writes everything under $OUT when that is set.
+# writes a summary and the logs under $OUT when that is set.
 set -u
-pack=${1:-.devpack}
+pack=${1:-/tmp/devpack}
 # shellcheck disable=SC1091
 source "$pack/env.sh"
-out=${OUT:-$(mktemp -d)}
-mkdir -p "$out"
+# Only a few files come back from a GPU machine's $OUT (at most 8), so the work stays in a
+# scratch folder and $OUT gets check[-TAG].txt (the kernels' and the training tests' summaries) and
+# one archive of the logs; TAG (when set) names them, to keep two packs' results apart.
+out=$(mktemp -d)
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 
@@ -40,5 +41,11 @@ if command -v compute-sanitizer > /dev/null; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else
   echo "== compute-sanitizer not on this machine: memcheck skipped"
+fi
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT"
+  { cat "$out/gpu.txt"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|tests ran" "$out/gpu_tests.txt"
+    tail -40 "$out/training.txt"; echo "exit status: $status"; } > "$OUT/check${TAG:+-$TAG}.txt"
+  tar czf "$OUT/check${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' -C "$out" .
 fi
 exit $status

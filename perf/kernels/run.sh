@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Runs every kernel-playground program on a lent GPU machine (perf/kernels/README.md):
 #
-#   here:   ../shared/tools/device-pack .devpack build/bin/playground_*
-#   there:  bash perf/kernels/run.sh .devpack [REPS]     (writes $OUT/playground.txt when OUT is set)
+#   here:   bash perf/gpu_pack.sh build                  (.gpu/pack.tgz; carry ".gpu")
+#   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/kernels/run.sh /tmp/devpack [REPS]
+#           (writes $OUT/playground.txt when OUT is set)
 #
 # Exit status: 0 when every variant of every program passed its validation, 1 otherwise.
 set -u
-pack=${1:-.devpack}
+pack=${1:-/tmp/devpack}
 reps=${2:-50}
 # shellcheck disable=SC1091
 source "$pack/env.sh"
-out=${OUT:-$(mktemp -d)}
+out=${OUT:-$(mktemp -d)}  # one file: $OUT/playground.txt ($OUT/playground-$TAG.txt with TAG set)
 mkdir -p "$out"
-log="$out/playground.txt"
+log="$out/playground${TAG:+-$TAG}.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$log"
 status=0
 for program in playground_layernorm_forward playground_matmul_forward playground_attention_forward \

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packs Trident's GPU programs for a lent GPU machine into ONE compressed archive that fits the
+# device's 64 MiB limit on what travels (../shared/docs/gpu-machines.md; the unpacked folder of
+# ../shared/tools/device-pack is ~95 MB, mostly OpenBLAS and the other host libraries, which the
+# GPU machine may lack), optionally with the same programs of a second build beside them, to
+# compare two versions in one sitting (the libraries are shared, so the second costs ~5 MB).
+#
+#   here:   bash perf/gpu_pack.sh [BUILD_DIR [OTHER_NAME OTHER_BUILD_DIR]]
+#           (BUILD_DIR: build; both built with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
+#           -> .gpu/pack.tgz  (git-ignored; carry ".gpu")
+#   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_check.sh /tmp/devpack
+#           and, for the second build, the same scripts with /tmp/devpack-OTHER_NAME
+#
+# The second pack holds only its programs and an env.sh that sources the first one's (same
+# libraries: both builds link the same system packages) and puts its own bin/ first on PATH.
+set -euo pipefail
+build=${1:-build}
+other_name=${2:-}
+other_build=${3:-}
+tool=${DEVICE_PACK:-../shared/tools/device-pack}
+programs=(trident trident_gpu_tests check_metrics)
+[ -x "$tool" ] || { echo "gpu_pack.sh: $tool not found (set DEVICE_PACK)" >&2; exit 2; }
+for p in "${programs[@]}"; do
+  [ -x "$build/bin/$p" ] || { echo "gpu_pack.sh: $build/bin/$p missing: build with -DTRIDENT_CUDA=ON first" >&2; exit 2; }
+done
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+"$tool" "$stage/devpack" "${programs[@]/#/$build/bin/}" "$build"/bin/playground_* > /dev/null
+if [ -n "$other_name" ]; then
+  [[ "$other_name" =~ ^[A-Za-z0-9_-]+$ ]] || { echo "gpu_pack.sh: OTHER_NAME must be letters, digits, _ or -" >&2; exit 2; }
+  mkdir -p "$stage/devpack-$other_name/bin"
+  for p in "${programs[@]}"; do cp "$other_build/bin/$p" "$stage/devpack-$other_name/bin/"; done
+  cp "$other_build"/bin/playground_* "$stage/devpack-$other_name/bin/"
+  cat > "$stage/devpack-$other_name/env.sh" <<'ENV'
+# source me on the GPU machine: the first pack's libraries and runtime, this pack's programs
+second=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # not "here": the first env.sh sets that
+# shellcheck disable=SC1091
+source "$second/../devpack/env.sh"
+export PATH="$second/bin:$PATH"
+ENV
+fi
+mkdir -p .gpu
+tar czf .gpu/pack.tgz -C "$stage" .
+echo "gpu_pack.sh: .gpu/pack.tgz, $(du -m .gpu/pack.tgz | cut -f1) MiB (carry \".gpu\"; the working tree and every carry: 64 MiB in all)"
