@@ -18,8 +18,8 @@ steps=${2:-30}
 # shellcheck disable=SC1091
 source "$pack/env.sh"
 # Only a few files come back from a GPU machine's $OUT (at most 8), so the work stays in a
-# scratch folder and $OUT gets bench[-TAG].md (the table) and
-# one archive of the logs; TAG (when set) names them, to keep two packs' results apart.
+# scratch folder and $OUT gets bench[-TAG].md (the table) and one archive of the logs; TAG
+# (when set) names them, to keep two packs' results apart.
 out=$(mktemp -d)
 peak=${PEAK_TFLOPS:-989}
 flags=(--oversubscribe)

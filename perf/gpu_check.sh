@@ -15,8 +15,8 @@ pack=${1:-/tmp/devpack}
 # shellcheck disable=SC1091
 source "$pack/env.sh"
 # Only a few files come back from a GPU machine's $OUT (at most 8), so the work stays in a
-# scratch folder and $OUT gets check[-TAG].txt (the kernels' and the training tests' summaries) and
-# one archive of the logs; TAG (when set) names them, to keep two packs' results apart.
+# scratch folder and $OUT gets check[-TAG].txt (the kernels' and the training tests' summaries)
+# and one archive of the logs; TAG (when set) names them, to keep two packs' results apart.
 out=$(mktemp -d)
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
@@ -44,7 +44,7 @@ else
 fi
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
-  { cat "$out/gpu.txt"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|tests ran" "$out/gpu_tests.txt"
+  { cat "$out/gpu.txt"; grep -E "^\[(==========|  PASSED  |  FAILED  )\]" "$out/gpu_tests.txt"
     tail -40 "$out/training.txt"; echo "exit status: $status"; } > "$OUT/check${TAG:+-$TAG}.txt"
   tar czf "$OUT/check${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' -C "$out" .
 fi

@@ -3,7 +3,7 @@
 # device's 64 MiB limit on what travels (../shared/docs/gpu-machines.md; the unpacked folder of
 # ../shared/tools/device-pack is ~95 MB, mostly OpenBLAS and the other host libraries, which the
 # GPU machine may lack), optionally with the same programs of a second build beside them, to
-# compare two versions in one sitting (the libraries are shared, so the second costs ~5 MB).
+# compare two versions in one sitting (the libraries are shared, so the second costs ~7 MiB).
 #
 #   here:   bash perf/gpu_pack.sh [BUILD_DIR [OTHER_NAME OTHER_BUILD_DIR]]
 #           (BUILD_DIR: build; both built with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
