@@ -14,6 +14,7 @@ namespace trident::kernels {
 #ifndef TRIDENT_HAVE_CUDA
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
+std::string cuda_device_problem() { return ""; }
 #endif
 
 Native16BitKernels native_16bit_kernels(Device device, BackendOptions options) {

@@ -298,5 +298,10 @@ Native16BitKernels native_16bit_kernels(Device device, BackendOptions options = 
 bool cuda_compiled();
 // Number of CUDA devices visible (0 without CUDA or without a GPU).
 int cuda_device_count();
+// Why a machine with a CUDA driver shows no usable device ("" when devices are usable, or when
+// there is no GPU or no driver at all, as on a build machine): the CUDA runtime's error, e.g.
+// cudaErrorInsufficientDriver for a driver older than this build's CUDA runtime. A GPU machine
+// that answers this must not be taken for one without a GPU.
+std::string cuda_device_problem();
 
 }  // namespace trident::kernels

@@ -7,15 +7,19 @@ namespace trident::parallel {
 
 namespace {
 
-// A non-blocking all-reduce on a host copy: the copy goes back to the device after the wait.
+// A non-blocking all-reduce on the buffer's host mirror: the mirror goes back to the device after
+// the wait, and is free for the buffer's next request once this one is done or destroyed.
 class StagedRequest final : public CommRequest {
  public:
-  StagedRequest(std::vector<float> host, float* device, DeviceMemory& memory, Comm& inner, WirePrecision wire)
-      : host_(std::move(host)), device_(device), memory_(memory) {
-    inner_ = inner.iall_reduce_sum(host_.data(), host_.size(), wire);
+  StagedRequest(HostStagedComm::Mirror& host, std::size_t count, float* device, DeviceMemory& memory, Comm& inner,
+                WirePrecision wire)
+      : host_(host), count_(count), device_(device), memory_(memory) {
+    host_.in_flight = true;
+    inner_ = inner.iall_reduce_sum(host_.values.data(), count_, wire);
   }
   ~StagedRequest() override {
     if (!done_) inner_->wait();  // the host copy must outlive the operation; no copy back
+    host_.in_flight = false;
   }
   void wait() override {
     if (done_) return;
@@ -31,10 +35,12 @@ class StagedRequest final : public CommRequest {
 
  private:
   void finish() {
-    memory_.copy_to_device(device_, host_.data(), host_.size());
+    memory_.copy_to_device(device_, host_.values.data(), count_);
     done_ = true;
+    host_.in_flight = false;
   }
-  std::vector<float> host_;
+  HostStagedComm::Mirror& host_;
+  std::size_t count_;
   float* device_;
   DeviceMemory& memory_;
   std::unique_ptr<CommRequest> inner_;
@@ -84,10 +90,17 @@ void HostStagedComm::all_reduce_sum(double* data, std::size_t count) {
 
 std::unique_ptr<CommRequest> HostStagedComm::iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) {
   if (count == 0 || !memory_.is_device_memory(data)) return inner_->iall_reduce_sum(data, count, wire);
-  // The host copy is float: the 16-bit wire (if any) is the inner communicator's.
-  std::vector<float> host(count);
-  memory_.copy_to_host(host.data(), data, count);
-  return std::make_unique<StagedRequest>(std::move(host), data, memory_, *inner_, wire);
+  // The host copy is float: the 16-bit wire (if any) is the inner communicator's. One mirror per
+  // device buffer, kept: the gradient buckets reduce the same buffers every step, so after the
+  // first step nothing is allocated, and the inner communicator sees the same host addresses
+  // (MpiComm keys its wire buffers by them).
+  Mirror& host = mirrors_[data];
+  if (host.in_flight) {
+    throw std::logic_error("HostStagedComm: a second iall_reduce_sum of one device buffer before the first is done");
+  }
+  if (host.values.size() < count) host.values.resize(count);
+  memory_.copy_to_host(host.values.data(), data, count);
+  return std::make_unique<StagedRequest>(host, count, data, memory_, *inner_, wire);
 }
 
 void HostStagedComm::all_reduce_max(float* data, std::size_t count) {

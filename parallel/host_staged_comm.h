@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -76,6 +77,13 @@ class HostStagedComm final : public Comm {
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   void barrier() override { inner_->barrier(); }
 
+  // The host mirror of one device buffer for its non-blocking all-reduces (one in flight at a
+  // time: a second before the first is done is a logic error).
+  struct Mirror {
+    std::vector<float> values;
+    bool in_flight = false;
+  };
+
  private:
   // Runs op on a host view of data[count] (an ActPtr in data's storage precision): the data
   // itself when it is host memory, else a host copy of its bytes (copied in when `in`, copied
@@ -94,6 +102,7 @@ class HostStagedComm final : public Comm {
   std::unique_ptr<Comm> inner_;
   DeviceMemory& memory_;
   HostCopy host_, host_extra_;
+  std::unordered_map<const float*, Mirror> mirrors_;  // by device buffer, kept for the run
 };
 
 }  // namespace trident::parallel

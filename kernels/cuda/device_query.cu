@@ -2,6 +2,9 @@
 // the CUDA-backend issue; this translation unit keeps the toolchain, flags and linking honest
 // in every build that has TRIDENT_CUDA on, including CI machines without a GPU.
 #include <cuda_runtime.h>
+#include <dlfcn.h>  // dlopen: is a driver installed at all?
+
+#include <string>
 
 #include "kernels/backend.h"
 
@@ -17,6 +20,22 @@ int cuda_device_count() {
     return 0;
   }
   return count;
+}
+
+std::string cuda_device_problem() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaSuccess || status == cudaErrorNoDevice) return "";
+  (void)cudaGetLastError();
+  if (status == cudaErrorInsufficientDriver) {
+    // The runtime says this both without any driver (a build machine: no GPU, nothing wrong)
+    // and with a driver too old for it (a GPU machine that cannot run this build): only a
+    // loadable driver library makes it a problem.
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr) return "";
+    dlclose(driver);
+  }
+  return std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")";
 }
 
 }  // namespace trident::kernels

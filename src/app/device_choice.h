@@ -26,8 +26,10 @@ struct DeviceChoice {
 
 // Pure: the same inputs give the same choice on every rank of a node. Throws io::UserError for
 // a refused `cuda`.
-// ranks_may_share_gpus: parallel.comm = mpi.
+// ranks_may_share_gpus: parallel.comm = mpi. cuda_problem: kernels::cuda_device_problem(), added
+// to the reason when no GPU is visible (a driver too old for this build, say).
 DeviceChoice choose_device(const std::string& requested, bool cuda_compiled, int gpus_on_node, int node_local_rank,
-                           int node_local_size, bool ranks_may_share_gpus = false);
+                           int node_local_size, bool ranks_may_share_gpus = false,
+                           const std::string& cuda_problem = "");
 
 }  // namespace trident::app

@@ -61,13 +61,24 @@ DeviceChoice choose_device_collectively(const std::string& requested, bool ranks
   DeviceChoice choice;
   std::string error;
   try {
-    choice = choose_device(requested, kernels::cuda_compiled(), kernels::cuda_device_count(), ctx.node_local_rank(),
-                           ctx.node_local_size(), ranks_may_share_gpus);
+    const int gpus = kernels::cuda_device_count();
+    choice = choose_device(requested, kernels::cuda_compiled(), gpus, ctx.node_local_rank(),
+                           ctx.node_local_size(), ranks_may_share_gpus,
+                           gpus == 0 ? kernels::cuda_device_problem() : std::string());
   } catch (const io::UserError& e) {
     error = e.what();
   }
   error = parallel::agree_on_error(world, error);
   if (!error.empty()) throw io::UserError(error);
+  // auto decides per node: where nodes differ (one without GPUs, or with too few for its ranks)
+  // some ranks would build NCCL groups the others never join. Then every rank takes the CPU.
+  const bool on_cuda = choice.device == kernels::Device::kCuda;
+  const bool any_cuda = world.all_reduce_max(on_cuda ? 1 : 0) == 1;
+  const bool any_cpu = world.all_reduce_max(on_cuda ? 0 : 1) == 1;
+  if (any_cuda && any_cpu) {
+    choice = DeviceChoice{kernels::Device::kCpu, -1,
+                          "run.device = auto: cpu, because not every node has a GPU for each of its ranks"};
+  }
   return choice;
 }
 

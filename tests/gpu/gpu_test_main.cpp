@@ -6,8 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
 
-#include "kernels/backend.h"  // cuda_device_count
+#include "kernels/backend.h"  // cuda_device_count, cuda_device_problem
 
 namespace {
 constexpr int kSkipExitCode = 77;  // the automake/CTest convention for "skipped"
@@ -18,6 +19,13 @@ int main(int argc, char** argv) {
   // Listing needs no device: --gtest_list_tests shows what a GPU machine would run.
   if (GTEST_FLAG_GET(list_tests)) return RUN_ALL_TESTS();
   if (trident::kernels::cuda_device_count() == 0) {
+    // A driver that cannot serve this build (too old, a broken install) is a failure here, not
+    // a skip: on a GPU machine "skipped" would hide that nothing was tested.
+    const std::string problem = trident::kernels::cuda_device_problem();
+    if (!problem.empty()) {
+      std::printf("FAILED: a CUDA driver is installed but no device can be used: %s\n", problem.c_str());
+      return 1;
+    }
     std::printf("SKIPPED: no CUDA device visible\n");
     return kSkipExitCode;
   }

@@ -69,5 +69,24 @@ TEST(DeviceChoice, AutoFallsBackToTheCpuAndSaysWhy) {
   EXPECT_EQ(choose_device("auto", true, 2, 1, 2).device, kernels::Device::kCuda);
 }
 
+// A driver that cannot serve this build (kernels::cuda_device_problem) is named, for cuda and auto.
+TEST(DeviceChoice, NamesWhatTheDriverReportsWhenNoGpuIsUsable) {
+  const std::string problem = "cudaErrorInsufficientDriver (CUDA driver version is insufficient for CUDA runtime version)";
+  try {
+    choose_device("cuda", true, 0, 0, 1, false, problem);
+    ADD_FAILURE() << "cuda without a usable GPU was not refused";
+  } catch (const io::UserError& e) {
+    std::string expected = "no CUDA device is visible on this node (1 rank(s) on this node, 0 GPU(s) visible): ";
+    expected += "the CUDA driver reports ";
+    expected += problem;
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  const DeviceChoice fallback = choose_device("auto", true, 0, 0, 1, false, problem);
+  EXPECT_EQ(fallback.device, kernels::Device::kCpu);
+  EXPECT_NE(fallback.reason.find(problem), std::string::npos) << fallback.reason;
+  // No GPU and nothing wrong (a build machine): the message is as before.
+  EXPECT_EQ(choose_device("auto", true, 0, 0, 1).reason.find("driver"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trident::app

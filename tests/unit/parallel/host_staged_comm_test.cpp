@@ -62,6 +62,7 @@ class TwinComm final : public Comm {
   std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n, WirePrecision wire) override {
     host(d);
     last_wire = wire;
+    last_nonblocking_host = d;
     struct Doubling final : CommRequest {
       float* d;
       std::size_t n;
@@ -126,6 +127,7 @@ class TwinComm final : public Comm {
   std::vector<float> sent;
   std::vector<unsigned char> sent_bytes;
   WirePrecision last_wire = WirePrecision::kFp32;
+  const float* last_nonblocking_host = nullptr;  // the host buffer of the last iall_reduce_sum
 
  private:
   void host(const void* p) const { EXPECT_FALSE(device_.is_device_memory(p)) << "device memory reached MPI"; }
@@ -261,6 +263,27 @@ TEST(HostStagedComm, NonBlockingResultsArriveAtTheWait) {
   request->wait();
   EXPECT_EQ(f.device.arena[2], 4.0f);
   EXPECT_EQ(f.device.arena[3], 6.0f);
+}
+
+// The gradient buckets reduce the same device buffers every step: each keeps one host mirror, so
+// nothing is allocated after the first step and the inner communicator sees the same address
+// (MpiComm keys its 16-bit wire buffers by it). One request per buffer may be in flight.
+TEST(HostStagedComm, NonBlockingReductionsOfABufferReuseItsHostMirror) {
+  Fixture f;
+  f.comm->iall_reduce_sum(f.at(2), 2, WirePrecision::kFp32)->wait();
+  const float* first = f.twin->last_nonblocking_host;
+  auto other = f.comm->iall_reduce_sum(f.at(6), 2, WirePrecision::kFp32);  // another buffer, in flight
+  EXPECT_NE(f.twin->last_nonblocking_host, first);
+  auto again = f.comm->iall_reduce_sum(f.at(2), 2, WirePrecision::kFp32);
+  EXPECT_EQ(f.twin->last_nonblocking_host, first);
+  EXPECT_THROW(f.comm->iall_reduce_sum(f.at(2), 2, WirePrecision::kFp32), std::logic_error);
+  again->wait();
+  other->wait();
+  EXPECT_EQ(f.device.arena[2], 8.0f);  // doubled twice
+  EXPECT_EQ(f.device.arena[6], 12.0f);
+  // A request dropped unwaited frees its mirror too.
+  f.comm->iall_reduce_sum(f.at(2), 2, WirePrecision::kFp32).reset();
+  EXPECT_NO_THROW(f.comm->iall_reduce_sum(f.at(2), 2, WirePrecision::kFp32)->wait());
 }
 
 TEST(HostStagedComm, HostBuffersPassThroughWithoutCopies) {
