@@ -15,6 +15,7 @@ namespace trident::kernels {
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_problem() { return ""; }
+std::string cuda_device_bus_id(int) { return ""; }
 #endif
 
 Native16BitKernels native_16bit_kernels(Device device, BackendOptions options) {

@@ -282,7 +282,7 @@ struct BackendOptions {
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the
-// index among the visible CUDA devices (the rank's node-local rank, src/app/device_choice.h).
+// index among the visible CUDA devices (src/app/device_choice.h chooses it).
 // Throws std::runtime_error when the device is not available in this build or machine, or has
 // no kernel for an option (flash attention on the CPU).
 std::unique_ptr<Backend> make_backend(Device device, int threads, int gpu = 0, BackendOptions options = {});
@@ -298,6 +298,10 @@ Native16BitKernels native_16bit_kernels(Device device, BackendOptions options = 
 bool cuda_compiled();
 // Number of CUDA devices visible (0 without CUDA or without a GPU).
 int cuda_device_count();
+// The PCI bus id of visible CUDA device `index` ("0000:1b:00.0"): one physical GPU has one id
+// whatever CUDA_VISIBLE_DEVICES calls it, so ranks bound to one GPU each (Slurm's
+// --gpus-per-task) can be told from ranks crowding one. "" without CUDA or when not known.
+std::string cuda_device_bus_id(int index);
 // Why a machine with a CUDA driver shows no usable device ("" when devices are usable, or when
 // there is no GPU or no driver at all, as on a build machine): the CUDA runtime's error, e.g.
 // cudaErrorInsufficientDriver for a driver older than this build's CUDA runtime. A GPU machine

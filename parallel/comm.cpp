@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace trident::parallel {
 
@@ -12,6 +13,13 @@ std::string broadcast_string(Comm& comm, const std::string& value, int root) {
   std::string result = comm.rank() == root ? value : std::string(length, '\0');
   if (length > 0) comm.broadcast(result.data(), length, root);
   return result;
+}
+
+std::vector<std::string> all_gather_strings(Comm& comm, const std::string& value) {
+  std::vector<std::string> all;
+  all.reserve(static_cast<std::size_t>(comm.size()));
+  for (int root = 0; root < comm.size(); ++root) all.push_back(broadcast_string(comm, value, root));
+  return all;
 }
 
 std::string agree_on_error(Comm& comm, const std::string& local_error) {

@@ -76,6 +76,9 @@ class Comm {
 
 // Broadcasts a string from root to every member (helpers over Comm::broadcast).
 std::string broadcast_string(Comm& comm, const std::string& value, int root);
+// Every member's string, in rank order, on every member. One broadcast per member: for a few
+// start-up facts on small groups (a node's GPU identities), not for data.
+std::vector<std::string> all_gather_strings(Comm& comm, const std::string& value);
 
 // Collective agreement on an error: every member passes its own error text ("" = fine). If
 // any member failed, every member gets the text of the lowest failing rank; else "". Lets a

@@ -44,9 +44,9 @@ ParallelContext::ParallelContext(MPI_Comm world, int tp, int dp, int pp) : grid_
 
   MPI_Comm node;
   TRIDENT_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
-  TRIDENT_MPI_CHECK(MPI_Comm_rank(node, &node_local_rank_));
-  TRIDENT_MPI_CHECK(MPI_Comm_size(node, &node_local_size_));
-  TRIDENT_MPI_CHECK(MPI_Comm_free(&node));
+  node_ = std::make_unique<MpiComm>(node, "node");
+  node_local_rank_ = node_->rank();
+  node_local_size_ = node_->size();
 }
 
 std::vector<ParallelContext::GroupStats> ParallelContext::comm_stats() const {

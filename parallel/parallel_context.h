@@ -37,6 +37,9 @@ class ParallelContext {
   // Ranks sharing this node (MPI_COMM_TYPE_SHARED), and this rank's index among them.
   int node_local_rank() const { return node_local_rank_; }
   int node_local_size() const { return node_local_size_; }
+  // Those ranks as a group, always MPI on host memory: for start-up facts such as which GPU
+  // each rank takes (src/app/device_choice.h), never staged or moved to NCCL.
+  Comm& node() { return *node_; }
 
   Comm& world() { return *world_; }
   // The MPI handle of world(), for libraries that take one (parallel HDF5).
@@ -63,7 +66,7 @@ class ParallelContext {
   MPI_Comm world_handle_ = MPI_COMM_NULL;
   int node_local_rank_ = 0;
   int node_local_size_ = 1;
-  std::unique_ptr<Comm> world_, tensor_, data_, pipeline_, model_, embedding_;
+  std::unique_ptr<Comm> world_, tensor_, data_, pipeline_, model_, embedding_, node_;
 };
 
 }  // namespace trident::parallel

@@ -22,6 +22,15 @@ int cuda_device_count() {
   return count;
 }
 
+std::string cuda_device_bus_id(int index) {
+  char id[32] = {};  // "dddd:bb:dd.f" and a terminator; the runtime asks for at least 13
+  if (cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof id), index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  return id;
+}
+
 std::string cuda_device_problem() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

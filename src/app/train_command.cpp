@@ -57,14 +57,25 @@ void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
 
 // run.device for this rank (src/app/device_choice.h); a refusal on any node fails every rank.
 DeviceChoice choose_device_collectively(const std::string& requested, bool ranks_may_share_gpus,
-                                        const parallel::ParallelContext& ctx, parallel::Comm& world) {
+                                        parallel::ParallelContext& ctx, parallel::Comm& world) {
+  // Each rank names the physical GPU it would take; the node's ranks compare names, so ranks
+  // bound to one GPU each (every one seeing "GPU 0") are told from ranks crowding one GPU.
+  NodeGpus node;
+  node.visible = requested == "cpu" ? 0 : kernels::cuda_device_count();
+  node.local_rank = ctx.node_local_rank();
+  std::string mine;
+  if (node.visible > 0) {
+    const int gpu = gpu_for_rank(node.local_rank, node.visible);
+    mine = kernels::cuda_device_bus_id(gpu);
+    // Without a bus id, the visible index stands in: right when every rank sees every GPU.
+    if (mine.empty()) mine = "visible GPU " + std::to_string(gpu);
+  }
+  node.taken = parallel::all_gather_strings(ctx.node(), mine);
   DeviceChoice choice;
   std::string error;
   try {
-    const int gpus = kernels::cuda_device_count();
-    choice = choose_device(requested, kernels::cuda_compiled(), gpus, ctx.node_local_rank(),
-                           ctx.node_local_size(), ranks_may_share_gpus,
-                           gpus == 0 ? kernels::cuda_device_problem() : std::string());
+    choice = choose_device(requested, kernels::cuda_compiled(), node, ranks_may_share_gpus,
+                           node.visible == 0 ? kernels::cuda_device_problem() : std::string());
   } catch (const io::UserError& e) {
     error = e.what();
   }
@@ -77,7 +88,7 @@ DeviceChoice choose_device_collectively(const std::string& requested, bool ranks
   const bool any_cpu = world.all_reduce_max(on_cuda ? 0 : 1) == 1;
   if (any_cuda && any_cpu) {
     choice = DeviceChoice{kernels::Device::kCpu, -1,
-                          "run.device = auto: cpu, because not every node has a GPU for each of its ranks"};
+                          "run.device = auto: cpu, because not every rank has a GPU of its own"};
   }
   return choice;
 }

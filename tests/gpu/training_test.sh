@@ -12,7 +12,9 @@
 #   summation orders, for the halved shapes of tp = 2, so not bit-identical);
 # - parallel.comm = nccl: one rank against parallel.comm = mpi (NCCL's set-up and stream
 #   ordering; a group of one moves nothing); with two or more GPUs also dp = 2 and tp = 2 over
-#   NCCL against one rank, within 1e-4.
+#   NCCL against one rank, within 1e-4, and dp = 2 with one GPU bound to each rank (each sees
+#   only its own, as under srun --gpus-per-task=1); two ranks shown the same GPU refused under
+#   nccl, the GPU named by its PCI bus id.
 # Environment as for tests/mpi (TRIDENT, MPIEXEC, CHECK_METRICS, WORK_DIR, TRIDENT_SOURCE_DIR);
 # perf/gpu_check.sh runs it on a lent GPU machine.
 source "$(dirname "$0")/../mpi/lib.sh"
@@ -104,10 +106,23 @@ mpi 1 train deck.ini $common --parallel.comm=nccl --run.dir=nccl1 > nccl1.log 2>
 grep -q "parallel.comm = nccl" nccl1.log || fail "the NCCL run does not say so"
 out=$("$CHECK_METRICS" compare one/metrics.jsonl nccl1/metrics.jsonl loss 0) \
   && pass "nccl, one rank: $out" || fail "nccl, one rank: $out"
+# Two ranks shown the same GPU (CUDA_VISIBLE_DEVICES=0 for both, each seeing "GPU 0") are told
+# apart from ranks bound to one GPU each by the GPU's PCI bus id: nccl refuses them, naming it.
+CUDA_VISIBLE_DEVICES=0 mpi 2 train deck.ini $common --parallel.dp=2 --parallel.comm=nccl --run.dir=same \
+  > same.log 2>&1 && fail "two ranks on one GPU were not refused under nccl"
+grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9]" same.log \
+  && pass "two ranks bound to one GPU: refused under nccl, the GPU named by bus id" \
+  || { tail -5 same.log; fail "two ranks bound to one GPU: no refusal naming the GPU's bus id"; }
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${gpus:-0}" -ge 2 ]; then
   two_ranks_match ndp2 nccl --parallel.dp=2
   two_ranks_match ntp2 nccl --parallel.tp=2
+  # Slurm's --gpus-per-task=1: each rank sees only its own GPU, as GPU 0.
+  "$MPIEXEC" --oversubscribe -np 2 sh -c 'CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec "$0" "$@"' \
+    "$TRIDENT" train deck.ini $common --parallel.dp=2 --parallel.comm=nccl --run.dir=bound > bound.log 2>&1 \
+    || { tail -20 bound.log; fail "dp = 2 over nccl with one GPU bound to each rank"; }
+  out=$("$CHECK_METRICS" compare one/metrics.jsonl bound/metrics.jsonl loss 1e-4) \
+    && pass "dp = 2, one GPU bound to each rank, against one rank: $out" || fail "bound dp = 2: $out"
 else
   echo "note: one GPU visible: NCCL between ranks not tested here (NCCL refuses two ranks on one GPU)"
 fi

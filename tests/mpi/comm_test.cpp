@@ -149,6 +149,27 @@ TEST(MpiComm, BroadcastSendRecvAndErrorAgreement) {
   EXPECT_EQ(agree_on_error(comm, mine), "bad file on rank 1");
 }
 
+TEST(MpiComm, AllGatherStringsKeepsRankOrderAndLengths) {
+  auto comm = make_world();
+  // Lengths differ by rank and rank 1's is empty, as for a rank that sees no GPU.
+  const auto text_of = [](int r) {
+    return r == 1 ? std::string() : std::string(static_cast<std::size_t>(r) + 1, static_cast<char>('a' + r));
+  };
+  const std::vector<std::string> all = all_gather_strings(comm, text_of(comm.rank()));
+  ASSERT_EQ(static_cast<int>(all.size()), comm.size());
+  for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(all[r], text_of(r)) << "rank " << r;
+}
+
+// Every rank of these tests runs on one machine, so the node group is the world.
+TEST(ParallelContext, NodeGroupHoldsTheRanksOfThisMachine) {
+  ParallelContext ctx(MPI_COMM_WORLD, 1, world_size(), 1);
+  EXPECT_EQ(ctx.node_local_size(), world_size());
+  EXPECT_EQ(ctx.node_local_rank(), world_rank());
+  EXPECT_EQ(ctx.node().size(), world_size());
+  const std::vector<std::string> ranks = all_gather_strings(ctx.node(), std::to_string(world_rank()));
+  for (int r = 0; r < world_size(); ++r) EXPECT_EQ(ranks[r], std::to_string(r));
+}
+
 TEST(ParallelContext, GroupsMatchTheRankGrid) {
   const int n = world_size();
   // Pure data parallelism over the world and, with 4 ranks, every split that fits.
