@@ -147,8 +147,10 @@ class Backend {
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null).
   virtual void matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
                               ConstActPtr bias, int N, int C, int OC) = 0;
-  // dinp[N,C] += dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout.
-  // dinp and dbias may be null (not needed).
+  // dinp[N,C] = dout @ weight (overwritten);  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n
+  // dout. dinp and dbias may be null (not needed). The parameter gradients accumulate over
+  // micro-batches; dinp is a fresh activation gradient each call, so it is written, not added
+  // to: no zero-fill before, and a GPU's GEMM need not read it (beta = 0).
   virtual void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) = 0;
 
@@ -168,7 +170,7 @@ class Backend {
 
   // --- GELU (tanh approximation, as GPT-2) -----------------------------------------------------
   virtual void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) = 0;
-  // dinp += gelu'(inp) * dout
+  // dinp = gelu'(inp) * dout (overwritten). dinp may be dout itself (in place).
   virtual void gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) = 0;
 
   // --- causal multi-head self-attention ---------------------------------------------------------

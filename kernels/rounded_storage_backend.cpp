@@ -203,7 +203,7 @@ void RoundedStorageBackend::matmul_backward(ActPtr dinp, float* dweight, float* 
     return;
   }
   Staging s(*this);
-  const int di = s.accumulated(dinp, product(N, C)), d = s.input(dout, product(N, OC)), i = s.input(inp, product(N, C)),
+  const int di = s.output(dinp, product(N, C)), d = s.input(dout, product(N, OC)), i = s.input(inp, product(N, C)),
             w = s.input(weight, product(OC, C));
   s.load();
   inner().matmul_backward(s[di], dweight, dbias, s[d], s[i], s[w], N, C, OC);  // dweight, dbias: fp32
@@ -268,7 +268,8 @@ void RoundedStorageBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstAct
     return;
   }
   Staging s(*this);
-  const int di = s.accumulated(dinp, n), i = s.input(inp, n), d = s.input(dout, n);
+  // In place (dinp == dout): one view, widened before the call and narrowed after.
+  const int di = s.output(dinp, n), i = s.input(inp, n), d = s.input(dout, n);
   s.load();
   inner().gelu_backward(s[di], s[i], s[d], n);
   s.store();

@@ -41,7 +41,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t
     const float s = 1.0f / (1.0f + exp_approx(-2.0f * u));
     const float local =
         s + 2.0f * x * s * (1.0f - s) * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-    dinp[i] += local * dout[i];
+    dinp[i] = local * dout[i];  // after reading dout[i]: dinp may be dout
   }
 }
 

@@ -3,7 +3,7 @@
 // Every product is one cblas_sgemm: the BLAS owns blocking, vector width (runtime-dispatched
 // AVX2/AVX-512 kernels) and threading, which no hand loop at -O2 without -march matches.
 //   forward : out  = inp @ W^T        (NoTrans, Trans),  bias pre-filled into out, beta = 1
-//   backward: dinp += dout @ W        (NoTrans, NoTrans), beta = 1 (accumulate)
+//   backward: dinp  = dout @ W        (NoTrans, NoTrans), beta = 0 (overwrite)
 //             dW   += dout^T @ inp    (Trans, NoTrans),   beta = 1 (accumulate)
 //             db   += column sums of dout: our own loop, parallel over column blocks so that
 //                     each thread owns its outputs (no races, deterministic order over rows).
@@ -41,7 +41,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* inp, const float* weight, int N, int C, int OC) {
   if (dinp != nullptr) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
-                1.0f, dinp, C);
+                0.0f, dinp, C);
   }
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
               dweight, C);

@@ -38,7 +38,7 @@ __global__ void gelu_backward_kernel(typename S::Element* dinp, const typename S
     const float s = 1.0f / (1.0f + expf(-2.0f * u));
     const float local =
         s + 2.0f * x * s * (1.0f - s) * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-    dinp[i] = S::store(S::load(dinp[i]) + local * S::load(dout[i]));
+    dinp[i] = S::store(local * S::load(dout[i]));  // after reading dout[i]: dinp may be dout
   }
 }
 

@@ -13,7 +13,7 @@ namespace trident::kernels::cuda {
 // math, each stored value rounded once); std::logic_error if they mix.
 // out = gelu(inp) (out may alias inp).
 void gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n, cudaStream_t stream);
-// dinp += gelu'(inp) * dout
+// dinp = gelu'(inp) * dout (overwritten; dinp may be dout)
 void gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n, cudaStream_t stream);
 
 }  // namespace trident::kernels::cuda

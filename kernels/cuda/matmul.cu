@@ -2,7 +2,7 @@
 // it, call for call, with sgemm_row_major (gemm.cu: the row-major -> column-major mapping)
 // taking the place of cblas_sgemm(CblasRowMajor, ...):
 //   forward : out  = inp @ W^T      (N, T), bias first broadcast into out, then beta = 1
-//   backward: dinp += dout @ W      (N, N), beta = 1 (accumulate)
+//   backward: dinp  = dout @ W      (N, N), beta = 0 (overwrite)
 //             dW   += dout^T @ inp  (T, N), beta = 1 (accumulate)
 //             db   += column sums of dout: one thread per column walks the rows in order
 //                     (deterministic, the CPU twin's order; OC threads suffice because OC is
@@ -75,7 +75,8 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, int N, int C, int OC, cublasHandle_t cublas,
                      cudaStream_t stream) {
   if (dinp != nullptr) {
-    sgemm_row_major(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f,
+    // beta = 0: dinp is overwritten (Backend::matmul_backward), so the GEMM never reads it.
+    sgemm_row_major(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f,
                     dinp, C);
   }
   sgemm_row_major(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight,
@@ -117,8 +118,8 @@ void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void*
                            cudaStream_t stream) {
   const cudaDataType_t type = data_type_of(precision);
   if (dinp != nullptr) {
-    gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, type, OC, weight, C, 1.0f, dinp, type,
-                      C);
+    gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, type, OC, weight, C, 0.0f, dinp, type,
+                      C);  // beta = 0: dinp is overwritten
   }
   // fp32 weight gradients from 16-bit operands: the GEMM's C is fp32.
   gemm_row_major_ex(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, type, OC, inp, C, 1.0f, dweight,

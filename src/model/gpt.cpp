@@ -71,7 +71,7 @@ std::size_t staging_floats(const GptConfig& c, std::size_t N, std::size_t T, con
     family(native.gelu, 8 * ncl);                               // GELU forward
     family(native.matmul, nc + 4 * ncl + 4 * Cl * C + rank0_bias);  // MLP-down forward
     family(native.matmul, 8 * ncl + nc + 4 * Cl * C);           // MLP-down backward: dinp, dout, inp, weight
-    family(native.gelu, 12 * ncl);                              // GELU backward
+    family(native.gelu, 8 * ncl);                               // GELU backward, in place: dinp = dout, inp
     family(native.matmul, 2 * nc + 4 * ncl + 4 * Cl * C);       // MLP-up backward
     family(native.layernorm, 3 * rc + C);                       // LayerNorm backward: dinp, dout, inp, weight
     family(native.matmul, 2 * ncl + nc + Cl * C);               // attention projection backward
@@ -147,9 +147,9 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
     total.stored += workspace.stored;
     total.fp32 += workspace.fp32;
   }
-  // Backward scratch: dresidual (R C) + dln (BTC); dqkv(3) + datty + dup_gelu(4) + dup(4) =
-  // 12 BTCl; and the attention workspace, which forward uses as well.
-  total.stored += rc + btc + 12 * btcl;
+  // Backward scratch: dresidual (R C) + dln (BTC); dqkv(3) + datty + dup(4) = 8 BTCl (GELU's
+  // backward runs in place in dup); and the attention workspace, which forward uses as well.
+  total.stored += rc + btc + 8 * btcl;
   total.fp32 += attention_scratch;
   if (layout.storage != kernels::Precision::kFp32) total.staging = staging_floats(c, bt, t, layout, stage);
   return total;
@@ -400,7 +400,6 @@ void Gpt::carve_activations() {
   dln_ = take(btc);
   dqkv_ = take(3 * btcl);
   datty_ = take(btcl);
-  dup_gelu_ = take(4 * btcl);
   dup_ = take(4 * btcl);
   attention_scratch_ = take_fp32(backend_.attention_scratch_size(B_, T_, local_heads_));
   if (cursor.get() != (stored_begin + activation_sizes_.stored).get() ||
@@ -511,7 +510,6 @@ kernels::ConstActPtr Gpt::own_input_grad() {
 void Gpt::block_backward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
   const int N = B * T, R = rows_;
-  const std::size_t btc = static_cast<std::size_t>(N) * C;
   const std::size_t btcl = static_cast<std::size_t>(N) * Cl;
   const auto p = layer_tensors<kernels::ConstActPtr>(params_, local_layer);
   const auto g = layer_tensors<float*>(grads_, local_layer);
@@ -519,11 +517,9 @@ void Gpt::block_backward(int local_layer, kernels::ConstActPtr x_in, const Layer
   // the same on every tensor rank, so the replicated down bias gets the same (whole) gradient
   // everywhere.
   kernels::ConstActPtr dout = full_output_grad();
-  backend_.fill_zero(dup_gelu_, 4 * btcl);
-  backend_.matmul_backward(dup_gelu_, g.down_w, g.down_b, dout, a.up_gelu, p.down_w, N, 4 * Cl, C);
-  backend_.fill_zero(dup_, 4 * btcl);
-  backend_.gelu_backward(dup_, a.up, dup_gelu_, 4 * btcl);
-  backend_.fill_zero(dln_, btc);
+  // Activation gradients are overwritten by each call (no zero-fills); GELU's in place.
+  backend_.matmul_backward(dup_, g.down_w, g.down_b, dout, a.up_gelu, p.down_w, N, 4 * Cl, C);
+  backend_.gelu_backward(dup_, a.up, dup_, 4 * btcl);
   backend_.matmul_backward(dln_, g.up_w, g.up_b, dup_, a.ln2, p.up_w, N, C, 4 * Cl);
   // With sequence parallelism the LayerNorm gradients below cover this rank's rows only: a
   // partial sum (reduce_sequence_parallel_gradients).
@@ -531,13 +527,11 @@ void Gpt::block_backward(int local_layer, kernels::ConstActPtr x_in, const Layer
                               a.ln2_rstd, R, C);
   // residual2 = x_in + proj(attention(qkv(ln1(x_in))))
   dout = full_output_grad();
-  backend_.fill_zero(datty_, btcl);
   backend_.matmul_backward(datty_, g.proj_w, g.proj_b, dout, a.atty, p.proj_w, N, Cl, C);
   backend_.fill_zero(dqkv_, 3 * btcl);
   // a.atty is this block's attention output under every recompute mode (the proj backward above
   // reads it too): kNone keeps it per block, kFull has just re-run the block into the workspace.
   backend_.attention_backward(dqkv_, attention_scratch_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl);
-  backend_.fill_zero(dln_, btc);
   backend_.matmul_backward(dln_, g.qkv_w, g.qkv_b, dqkv_, a.ln1, p.qkv_w, N, C, 3 * Cl);
   backend_.layernorm_backward(dresidual_, g.ln1_w, g.ln1_b, own_input_grad(), x_in, p.ln1_w, a.ln1_mean,
                               a.ln1_rstd, R, C);
@@ -613,7 +607,6 @@ double Gpt::sharded_loss_sum(Slot& s) {
 
 void Gpt::head_backward(Slot& s, float dloss) {
   const int N = B_ * T_, C = config_.hidden;
-  const std::size_t btc = static_cast<std::size_t>(N) * C;
   // logits -> dlogits in place, then into ln_f and the tied embedding.
   const kernels::ActPtr dlogits = s.logits;
   if (tp_.active()) {
@@ -622,7 +615,6 @@ void Gpt::head_backward(Slot& s, float dloss) {
   } else {
     backend_.cross_entropy_backward(dlogits, s.logits, s.targets, dloss, N, config_.vocab, config_.padded_vocab);
   }
-  backend_.fill_zero(dln_, btc);
   backend_.matmul_backward(dln_, grads_ + wte_offset_, nullptr, dlogits, s.lnf, params_ + wte_offset_, N, C,
                            vocab_.size());
   const kernels::ConstActPtr dlnf = own_input_grad();

@@ -314,7 +314,7 @@ class Gpt {
   // between two kernels' uses (dresidual_, which carries the gradient, is never touched).
   // attention_scratch_ is the attention workspace of forward and backward alike (the T x T
   // scores of one layer at a time), holding nothing between calls.
-  kernels::ActPtr dresidual_, dln_, dqkv_, datty_, dup_gelu_, dup_;
+  kernels::ActPtr dresidual_, dln_, dqkv_, datty_, dup_;
   float* attention_scratch_ = nullptr;
   std::vector<float> host_losses_;
   std::vector<float> host_row_max_, host_row_sums_;

@@ -182,7 +182,7 @@ TEST_F(Bf16StorageTwins, SixteenBitBuffersGiveTheBitsOfRoundedFp32BuffersOnTheDe
   // narrowed back must store exactly what fp32 buffers holding the rounded values store.
   const int N = 74, C = 48, OC = 144;
   const auto inp_h = bf16_uniform(count_of(N, C), -1.0f, 1.0f), dout_h = bf16_uniform(count_of(N, OC), -1.0f, 1.0f);
-  const auto dinp_h = bf16_uniform(count_of(N, C), -1.0f, 1.0f);  // accumulated into
+  const auto dinp_h = bf16_uniform(count_of(N, C), -1.0f, 1.0f);  // stale values: overwritten
   auto weight = twin(bf16_uniform(count_of(OC, C), -1.0f, 1.0f));
   auto inp = twin(inp_h), dout = twin(dout_h), dinp = twin(dinp_h), out = twin(std::vector<float>(count_of(N, OC)));
   auto inp16 = twin(packed(inp_h)), dout16 = twin(packed(dout_h)), dinp16 = twin(packed(dinp_h));
@@ -230,7 +230,7 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitMatmulWithBiasMatchesCpu) {
   auto bias = twin(packed(bf16_uniform(count_of(OC, 1), -1.0f, 1.0f)));
   auto dout = twin(packed(bf16_uniform(count_of(N, OC), -1.0f, 1.0f)));
   auto out = twin(std::vector<float>(count_of(N, OC) / 2, 0.0f));
-  auto dinp = twin(packed(bf16_uniform(count_of(N, C), -1.0f, 1.0f)));  // accumulated into
+  auto dinp = twin(packed(bf16_uniform(count_of(N, C), -1.0f, 1.0f)));  // stale values: overwritten
   auto dw = twin(uniform(count_of(OC, C), -1.0f, 1.0f)), db = twin(uniform(count_of(OC, 1), -1.0f, 1.0f));
   run_on_both_bf16([&](Backend& b, Side side) {
     b.matmul_forward(bf16_at(out, side), ConstActPtr(bf16_at(inp, side)), ConstActPtr(bf16_at(weight, side)),

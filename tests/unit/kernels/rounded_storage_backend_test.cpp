@@ -183,7 +183,7 @@ TEST_P(RoundedStorage, SixteenBitBuffersMatchRoundedFp32BuffersWithAccumulationA
   const auto w = rounded(random_floats(OC * C, rng), p);
   auto inp16 = encoded(inp, p), dout16 = encoded(dout, p);
 
-  // matmul backward accumulates into a non-zero input gradient: widened, added to, narrowed.
+  // matmul backward overwrites a non-zero input gradient: its old values never leak in.
   auto dinp = rounded(random_floats(N * C, rng), p);
   auto dinp16 = encoded(dinp, p);
   std::vector<float> dw(OC * C, 0.0f), dw16 = dw;
@@ -339,6 +339,16 @@ TEST_P(RoundedStorage, EveryNativeFamilyPassesAllSixteenBitCallsThrough) {
   // GELU and the residual add.
   both({&y}, {}, [&](Backend& k) { k.gelu_forward(out16(y), in16(x), x.size()); }, "gelu_forward");
   both({&dx}, {}, [&](Backend& k) { k.gelu_backward(out16(dx), in16(x), in16(dy), x.size()); }, "gelu_backward");
+  // In place (the model's MLP backward): the same bits as into a separate buffer, on both.
+  auto dy_in_place = dy;
+  both({&dy_in_place}, {}, [&](Backend& k) {
+    k.gelu_backward(out16(dy_in_place), in16(x), in16(dy_in_place), x.size());
+  }, "gelu_backward in place");
+  std::vector<uint16_t> dx_apart(dy.size(), 0);
+  widening.gelu_backward(out16(dx_apart), in16(x), in16(dy), x.size());
+  auto in_place = dy;
+  widening.gelu_backward(out16(in_place), in16(x), in16(in_place), x.size());
+  EXPECT_EQ(in_place, dx_apart);
   both({&res}, {}, [&](Backend& k) { k.add(out16(res), in16(res), in16(x), x.size()); }, "add");
   // Attention.
   const auto qkv = values16(B * T * 3 * C), dout = values16(B * T * C);
@@ -387,7 +397,7 @@ TEST_P(RoundedStorage, EveryNativeFamilyPassesAllSixteenBitCallsThrough) {
   }, "cross_entropy_backward_sharded");
   EXPECT_EQ(native.calls.cross_entropy, 5);
   EXPECT_EQ(native.calls.layernorm, 3);
-  EXPECT_EQ(native.calls.gelu, 2);
+  EXPECT_EQ(native.calls.gelu, 3);  // forward, backward, backward in place
   EXPECT_EQ(native.calls.add, 1);
   EXPECT_EQ(native.calls.attention, 2);
   EXPECT_EQ(native.calls.embedding, 3);

@@ -168,10 +168,10 @@ TEST_P(Gpt16BitStorage, SixteenBitLogitsWithWidenedMatmulsStageAsEstimated) {
   const auto sizes = model::activation_sizes(config, kB, kT, cpu_scratch(config),
                                              {.storage = p, .native_16bit = {.cross_entropy = true}});
   EXPECT_EQ(passed.staging_floats, sizes.staging);
-  // The larger of GELU backward's three 4·N·C operands and the LM head's backward: dinp, the
-  // 16-bit dlogits, inp and wte.
+  // The larger of the MLP-down backward's operands (dinp and inp, 4·N·C each, dout N·C and the
+  // 4·C·C weight) and the LM head's backward: dinp, the 16-bit dlogits, inp and wte.
   const std::size_t N = kB * kT, C = config.hidden, Vp = config.padded_vocab;
-  EXPECT_EQ(sizes.staging, std::max(12 * N * C, 2 * N * C + N * Vp + Vp * C));
+  EXPECT_EQ(sizes.staging, std::max(9 * N * C + 4 * C * C, 2 * N * C + N * Vp + Vp * C));
   // 16-bit logits only add operands to stage when the matmuls widen.
   EXPECT_GE(sizes.staging, model::activation_sizes(config, kB, kT, cpu_scratch(config), {.storage = p}).staging);
 }
@@ -194,8 +194,8 @@ INSTANTIATE_TEST_SUITE_P(Bf16AndFp16, Gpt16BitStorage,
 
 TEST(Gpt16BitStorageSizes, ActivationsTakeHalfTheBytesAtGpt2Scale) {
   // GPT-2 124M, micro-batch 8, sequence 1024: the activations and their gradients halve; the
-  // fp32 statistics, the logits and the attention workspace stay; the staging workspace is GELU
-  // backward's three [8192, 3072] operands.
+  // fp32 statistics, the logits and the attention workspace stay; the staging workspace is the
+  // MLP-down backward's operands: dinp and inp [8192, 3072], dout [8192, 768], the weight.
   const model::GptConfig gpt2{12, 12, 768, 1024, 50257, 50304};
   const std::size_t scratch = 2ull * 8 * 12 * 1024 * 1024;
   const auto fp32 = model::activation_sizes(gpt2, 8, 1024, scratch, {});
@@ -203,7 +203,7 @@ TEST(Gpt16BitStorageSizes, ActivationsTakeHalfTheBytesAtGpt2Scale) {
   EXPECT_EQ(fp32.stored, bf16.stored);
   EXPECT_EQ(fp32.fp32, bf16.fp32);
   EXPECT_EQ(fp32.staging, 0u);
-  EXPECT_EQ(bf16.staging, 12 * 8192ull * 768);
+  EXPECT_EQ(bf16.staging, 9 * 8192ull * 768 + 4 * 768 * 768);
   EXPECT_EQ(bf16.bytes(kernels::Precision::kBf16), 2 * bf16.stored + 4 * (bf16.fp32 + bf16.staging));
   EXPECT_LT(bf16.bytes(kernels::Precision::kBf16), fp32.bytes(kernels::Precision::kFp32));
   EXPECT_EQ(model::activation_floats(gpt2, 8, 1024, scratch, {}), fp32.stored + fp32.fp32);
@@ -211,7 +211,8 @@ TEST(Gpt16BitStorageSizes, ActivationsTakeHalfTheBytesAtGpt2Scale) {
 
 TEST(Gpt16BitStorageSizes, StagingFollowsTheLargestCallOnEveryTensorLayout) {
   // GPT-2 124M, micro-batch 8, T 1024 (BTC = 8192 x 768). The largest call's 16-bit operands,
-  // activations and weights: tp 1 and 2, GELU backward's 12 BTC / tp; tp 4 with sequence
+  // activations and weights: tp 1 and 2, the MLP-down backward's 8 BTC / tp + BTC + its weight
+  // (4 C C / tp; GELU backward runs in place, 8 BTC / tp); tp 4 with sequence
   // parallelism, the LM head's backward (dinp and inp, 2 BTC, and its vocabulary shard of wte,
   // 12576 x 768); tp 8, a LayerNorm backward's three full-row buffers and its weight (3 BTC + C)
   // or, with sequence parallelism, the LM head's backward again.
@@ -222,8 +223,8 @@ TEST(Gpt16BitStorageSizes, StagingFollowsTheLargestCallOnEveryTensorLayout) {
                                    {.tp = tp, .sequence_parallel = sp, .storage = kernels::Precision::kBf16})
         .staging;
   };
-  EXPECT_EQ(staging(1, false), 12 * btc);
-  EXPECT_EQ(staging(2, false), 6 * btc);
+  EXPECT_EQ(staging(1, false), 9 * btc + 4 * 768 * 768);
+  EXPECT_EQ(staging(2, false), 5 * btc + 4 * 384 * 768);
   EXPECT_EQ(staging(4, true), 2 * btc + 12576 * 768);
   EXPECT_EQ(staging(8, false), 3 * btc + 768);
   EXPECT_EQ(staging(8, true), 2 * btc + 6288 * 768);
