@@ -16,10 +16,11 @@ mkdir -p "$out"
 log="$out/playground${TAG:+-$TAG}.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$log"
 status=0
-for program in playground_layernorm_forward playground_matmul_forward playground_attention_forward \
-               playground_column_sums playground_embedding_backward playground_attention_backward; do
+# Every playground program of this pack (a second build's pack may hold programs the first lacks).
+for exe in "$pack"/bin/playground_*; do
+  program=$(basename "$exe")
   echo "== $program all $reps" | tee -a "$log"
-  "$program" all "$reps" 2>&1 | tee -a "$log"
+  "$exe" all "$reps" 2>&1 | tee -a "$log"
   rc=${PIPESTATUS[0]}
   echo "== $program: exit $rc" | tee -a "$log"
   [ "$rc" -eq 0 ] || status=1
