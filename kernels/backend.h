@@ -7,9 +7,12 @@
 //
 // Shape conventions (as in llm.c): N = rows (tokens, B*T), C = channels, OC = output channels,
 // B = batch, T = sequence length, NH = heads, V = real vocabulary, Vp = padded vocabulary.
-// Every matrix is row-major. Every backward ACCUMULATES (+=) into its gradient outputs, so
-// micro-batch accumulation and residual branches need no extra pass; callers zero the
-// gradient buffers when a step starts.
+// Every matrix is row-major. Every backward ACCUMULATES (+=) into its parameter gradients
+// (weights, biases, tables, LayerNorm's weight and bias), so micro-batches add up with no extra
+// pass; callers zero those when a step starts. Activation gradients are fresh each call: the
+// matmul, GELU and attention backwards WRITE their input gradient (no zero-fill before, and a
+// GEMM need not read it); LayerNorm's backward adds into its input gradient, because there it
+// is the residual stream's, which sums the branch and the pass-through.
 //
 // Activations and their gradients travel as ActPtr (kernels/act_ptr.h): fp32 buffers, or 16-bit
 // ones under mixed precision. So do the weights the kernels read (embedding tables, matmul
@@ -188,9 +191,10 @@ class Backend {
   // storage).
   virtual void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B,
                                  int T, int C, int NH) = 0;
-  // dqkv += gradient w.r.t. qkv, from the forward's out (as stored: rounded under 16-bit
-  // storage) and lse. A backend may use out for the flash identity
-  // rowsum(P * dP)[t] = dout[t] . out[t] (per head) instead of summing P * dP over the row.
+  // dqkv = gradient w.r.t. qkv (overwritten: every element written, none read), from the
+  // forward's out (as stored: rounded under 16-bit storage) and lse. A backend may use out for
+  // the flash identity rowsum(P * dP)[t] = dout[t] . out[t] (per head) instead of summing P * dP
+  // over the row.
   virtual void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout,
                                   ConstActPtr qkv, ConstActPtr out, const float* lse, int B,
                                   int T, int C, int NH) = 0;

@@ -297,7 +297,7 @@ void RoundedStorageBackend::attention_backward(ActPtr dqkv, float* scratch, Cons
     return;
   }
   Staging s(*this);
-  const int dq = s.accumulated(dqkv, product(B * T, 3 * C)), d = s.input(dout, product(B * T, C)),
+  const int dq = s.output(dqkv, product(B * T, 3 * C)), d = s.input(dout, product(B * T, C)),
             q = s.input(qkv, product(B * T, 3 * C)), o = s.input(out, product(B * T, C));
   s.load();
   inner().attention_backward(s[dq], scratch, s[d], s[q], s[o], lse, B, T, C, NH);

@@ -2,8 +2,8 @@
 //   S = scale * Q K^T,  P = softmax_row(S) with S[t,t2] = -inf for t2 > t,  O = P V,
 //   lse[t] = log sum_{t2<=t} exp(S[t,t2])   (kept instead of P: P = exp(S - lse))
 // Backward (dO given), P recomputed from Q, K and lse:
-//   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) * scale,
-//   dQ += dS K,    dK += dS^T Q
+//   dV = P^T dO,   dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) * scale,
+//   dQ = dS K,     dK = dS^T Q   (dqkv overwritten)
 //
 // Design: the (b,h) pairs are independent, so one OpenMP task per pair (collapse(2)); each task
 // writes only its own head's channels of out/dqkv, its own rows of lse and its own slots of
@@ -169,7 +169,9 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
       const float* lse_bh = lse + at.lse;
       const float* dout_bh = dout + at.out;
 
-      // Row blocks: P recomputed, dP = dO V^T, then dS, then dQ += dS K.
+      // Row blocks: P recomputed, dP = dO V^T, then dS, then dQ = dS K. Each row block of dQ,
+      // and below each column block of dK and dV, is one GEMM's whole output: written with
+      // beta = 0, never read (Backend::attention_backward overwrites dqkv).
       for (int r0 = 0; r0 < T; r0 += kBlock) {
         const int r1 = std::min(r0 + kBlock, T);
         const int rows = r1 - r0;
@@ -185,19 +187,19 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
                              p + static_cast<std::size_t>(t) * T, t, r1, scale);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, ds_blk, T, k,
-                    ld_qkv, 1.0f, dq + static_cast<std::size_t>(r0) * ld_qkv, ld_qkv);
+                    ld_qkv, 0.0f, dq + static_cast<std::size_t>(r0) * ld_qkv, ld_qkv);
       }
       // Column blocks [c0,c1): only rows t >= c0 have non-zero P/dS there, and every such
       // entry was written above (row t's block ends at or after c1).
-      //   dV[c0:c1] += P[c0:T, c0:c1]^T dO[c0:T];  dK[c0:c1] += dS[c0:T, c0:c1]^T Q[c0:T].
+      //   dV[c0:c1] = P[c0:T, c0:c1]^T dO[c0:T];  dK[c0:c1] = dS[c0:T, c0:c1]^T Q[c0:T].
       for (int c0 = 0; c0 < T; c0 += kBlock) {
         const int cols = std::min(c0 + kBlock, T) - c0;
         const std::size_t corner = static_cast<std::size_t>(c0) * T + c0;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - c0, 1.0f, p + corner,
-                    T, dout_bh + static_cast<std::size_t>(c0) * C, C, 1.0f,
+                    T, dout_bh + static_cast<std::size_t>(c0) * C, C, 0.0f,
                     dv + static_cast<std::size_t>(c0) * ld_qkv, ld_qkv);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - c0, 1.0f, ds + corner,
-                    T, q + static_cast<std::size_t>(c0) * ld_qkv, ld_qkv, 1.0f,
+                    T, q + static_cast<std::size_t>(c0) * ld_qkv, ld_qkv, 0.0f,
                     dk + static_cast<std::size_t>(c0) * ld_qkv, ld_qkv);
       }
     }

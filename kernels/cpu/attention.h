@@ -12,7 +12,7 @@ namespace trident::kernels::cpu {
 void attention_forward(float* out, float* lse, float* scratch, const float* qkv, int B, int T,
                        int C, int NH);
 
-// dqkv[B,T,3C] += gradient w.r.t. qkv, recomputing the probabilities from qkv and lse.
+// dqkv[B,T,3C] = gradient w.r.t. qkv (overwritten), recomputing the probabilities from qkv and lse.
 // scratch as for forward.
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                         const float* lse, int B, int T, int C, int NH);

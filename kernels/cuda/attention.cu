@@ -3,8 +3,8 @@
 //   S = scale * Q K^T,  P = softmax_row(S) with S[t,t2] = -inf for t2 > t,  O = P V,
 //   lse[t] = log sum_{t2<=t} exp(S[t,t2])   (kept instead of P: P = exp(S - lse))
 // Backward (dO given), P recomputed from Q, K and lse:
-//   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) * scale,
-//   dQ += dS K,    dK += dS^T Q
+//   dV = P^T dO,   dP = dO V^T,  dS = P * (dP - rowsum(P * dP)) * scale,
+//   dQ = dS K,     dK = dS^T Q   (dqkv overwritten)
 //
 // This is the GEMM path: the T x T matrices go through global memory, but only in the shared
 // workspace `scratch` of one layer at a time, no longer in a per-layer activation. A fused
@@ -206,15 +206,16 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
     const float* ds = ds_region + w.slot_offset;
     const float* p = p_region + w.slot_offset;
     const float* dout_b = dout + w.out_offset;
-    // dQ += dS K   [T, hs]
+    // Written with beta = 0, never read (Backend::attention_backward overwrites dqkv).
+    // dQ = dS K   [T, hs]
     sgemm_row_major_batched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, T, hs, T, 1.0f, ds, T, tt, k, ld_qkv,
-                            hs, 1.0f, dq, ld_qkv, hs, NH);
-    // dK += dS^T Q   [T, hs]
+                            hs, 0.0f, dq, ld_qkv, hs, NH);
+    // dK = dS^T Q   [T, hs]
     sgemm_row_major_batched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, T, hs, T, 1.0f, ds, T, tt, q, ld_qkv,
-                            hs, 1.0f, dk, ld_qkv, hs, NH);
-    // dV += P^T dO   [T, hs]
+                            hs, 0.0f, dk, ld_qkv, hs, NH);
+    // dV = P^T dO   [T, hs]
     sgemm_row_major_batched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, T, hs, T, 1.0f, p, T, tt, dout_b, C,
-                            hs, 1.0f, dv, ld_qkv, hs, NH);
+                            hs, 0.0f, dv, ld_qkv, hs, NH);
   }
 }
 

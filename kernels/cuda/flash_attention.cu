@@ -130,8 +130,8 @@ __global__ void __launch_bounds__(kTile)
     }
   }
   if (active) {
-    accumulate_row<S>(dqkv + qkv_index(b, key, kPartK, h, T, C), dk, scale);
-    accumulate_row<S>(dqkv + qkv_index(b, key, kPartV, h, T, C), dv, 1.0f);
+    store_row<S>(dqkv + qkv_index(b, key, kPartK, h, T, C), dk, scale);
+    store_row<S>(dqkv + qkv_index(b, key, kPartV, h, T, C), dv, 1.0f);
   }
 }
 
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kTile)
     __syncthreads();
     if (active) dq_tile_update(q, do_t, lse_t, delta_t, k_tile, v_tile, k0, t, scale, dq);
   }
-  if (active) accumulate_row<S>(dqkv + qkv_index(b, t, kPartQ, h, T, C), dq, scale);
+  if (active) store_row<S>(dqkv + qkv_index(b, t, kPartQ, h, T, C), dq, scale);
 }
 
 float flash_scale() { return 1.0f / std::sqrt(static_cast<float>(kHeadSize)); }  // as the twin

@@ -22,7 +22,7 @@ bool flash_attention_supported(int C, int NH);
 void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH,
                              cudaStream_t stream);
 
-// dqkv += gradient w.r.t. qkv from dout and the forward's out and lse: the arguments of
+// dqkv = gradient w.r.t. qkv (overwritten) from dout and the forward's out and lse: the arguments of
 // Backend::attention_backward, in its order. scratch: flash_attention_scratch_size(B, T, NH)
 // floats (the row statistic D = rowsum(dout * out)).
 void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,

@@ -11,7 +11,7 @@
 //
 // Storage: the functions that touch qkv, out, dout and dqkv are templated on their storage policy
 // S (kernels/stored_element.h): fp32, or bf16/fp16 buffers read as they are into the fp32 tiles
-// and registers, each stored value rounded once (out; dqkv += ... read, added in fp32, rounded).
+// and registers, each stored value rounded once (out and dqkv, the latter overwritten, never read).
 // Everything in between is fp32, as are L and D. Callers name S: fn<S>(...).
 #pragma once
 
@@ -114,11 +114,12 @@ TRIDENT_FLASH_HD void load_stat_element(float* tile, const float* stat, int b, i
   tile[r] = t < T ? stat[stat_index(b, h, t, T, NH)] : 0.0f;
 }
 
-// dst[c] += factor * acc[c], c < 64: the one read-modify-write of each dqkv element.
+// dst[c] = factor * acc[c], c < 64: the one write of each dqkv element (attention_backward
+// overwrites dqkv, so the old values are never read).
 template <class S>
-TRIDENT_FLASH_HD void accumulate_row(typename S::Element* dst, const float* acc, float factor) {
+TRIDENT_FLASH_HD void store_row(typename S::Element* dst, const float* acc, float factor) {
 TRIDENT_FLASH_UNROLL
-  for (int c = 0; c < kHeadSize; c++) dst[c] = S::store(S::load(dst[c]) + factor * acc[c]);
+  for (int c = 0; c < kHeadSize; c++) dst[c] = S::store(factor * acc[c]);
 }
 
 // ---- the forward, which also keeps L ----

@@ -1,6 +1,6 @@
 // Playground: causal flash attention BACKWARD on bf16 buffers with the tensor cores (WMMA
 // 16x16x16, bf16 operands, fp32 accumulation), head size 64: the backward of
-// flash_tensor_core.cuh's forward, under the Backend contract (dqkv += ..., from dout, qkv,
+// flash_tensor_core.cuh's forward, under the Backend contract (dqkv = ..., overwritten, from dout, qkv,
 // the forward's out and its fp32 lse). Three kernels, as the production flash backward:
 //   delta  D[b,h,t] = dout[t] . out[t] over the head's 64 channels, one thread per row;
 //   dK/dV  a block of 4 warps per (64-key tile, head, batch element), warp w owning keys
@@ -9,10 +9,10 @@
 //            (lanes 0-15, one key each; fp32 kept, a bf16 copy for the product),
 //            dV_w += P^T dO, dP^T = V_w dO^T (tensor cores),
 //            dS^T = scale P^T (dP^T - D) (lanes; rounded to bf16), dK_w += dS^T Q;
-//          dK_w and dV_w stay in WMMA accumulators over the loop and are added into dqkv's k
-//          and v channels at the end (read, added in fp32, rounded once);
+//          dK_w and dV_w stay in WMMA accumulators over the loop and are written into dqkv's k
+//          and v channels at the end (rounded once, the old values never read);
 //   dQ     a block per (64-query tile, head, batch element), warp w owning 16 queries; per key
-//          tile up to the diagonal: S = Q_w K^T, P, dP = dO_w V^T, dS, dQ_w += dS K; added
+//          tile up to the diagonal: S = Q_w K^T, P, dP = dO_w V^T, dS, dQ_w += dS K; written
 //          into the q channels at the end.
 // Each dqkv element is written by one thread of one block (dK/dV the k and v channels, dQ the
 // q channels): no atomics, the same bits on every run.
@@ -140,14 +140,14 @@ TRIDENT_FLASH_HD void score_gradients(const BackwardTiles& tiles, int w, int r, 
   }
 }
 
-// dqkv[b, t, part, h, :] += the warp's accumulated row r (in s after store_accumulator), t < T.
-TRIDENT_FLASH_HD void add_row_into(uint16_t* dqkv, const BackwardTiles& tiles, int w, int r, int b, int row0, int part,
+// dqkv[b, t, part, h, :] = the warp's accumulated row r (in s after store_accumulator), t < T.
+TRIDENT_FLASH_HD void write_row_into(uint16_t* dqkv, const BackwardTiles& tiles, int w, int r, int b, int row0, int part,
                                    int h, int T, int C) {
   const int t = row0 + w * kRows + r;
   if (t >= T) return;
   const float* acc = tiles.s + (w * kRows + r) * kLdFloat;
   uint16_t* to = dqkv + flash::qkv_index(b, t, part, h, T, C);
-  for (int c = 0; c < kHs; ++c) to[c] = Bf16::store(Bf16::load(to[c]) + acc[c]);
+  for (int c = 0; c < kHs; ++c) to[c] = Bf16::store(acc[c]);
 }
 
 // ---- the kernels' bodies, for one block, written once for the device and the replay ----
@@ -209,11 +209,11 @@ TRIDENT_FLASH_HD void dkdv_block(Block& block, const BackwardTiles& tiles, uint1
   block.warp_barrier();
   block.for_warps([&](int w) { Products::store(tiles.s + w * kRows * kLdFloat, dk(w)); });
   block.warp_barrier();
-  block.for_rows([&](int w, int r) { add_row_into(dqkv, tiles, w, r, b, k0, flash::kPartK, h, T, C); });
+  block.for_rows([&](int w, int r) { write_row_into(dqkv, tiles, w, r, b, k0, flash::kPartK, h, T, C); });
   block.warp_barrier();
   block.for_warps([&](int w) { Products::store(tiles.s + w * kRows * kLdFloat, dv(w)); });
   block.warp_barrier();
-  block.for_rows([&](int w, int r) { add_row_into(dqkv, tiles, w, r, b, k0, flash::kPartV, h, T, C); });
+  block.for_rows([&](int w, int r) { write_row_into(dqkv, tiles, w, r, b, k0, flash::kPartV, h, T, C); });
 }
 
 // The q-tile's dQ: block (q0, h, b).
@@ -249,7 +249,7 @@ TRIDENT_FLASH_HD void dq_block(Block& block, const BackwardTiles& tiles, uint16_
   block.warp_barrier();
   block.for_warps([&](int w) { Products::store(tiles.s + w * kRows * kLdFloat, dq(w)); });
   block.warp_barrier();
-  block.for_rows([&](int w, int r) { add_row_into(dqkv, tiles, w, r, b, q0, flash::kPartQ, h, T, C); });
+  block.for_rows([&](int w, int r) { write_row_into(dqkv, tiles, w, r, b, q0, flash::kPartQ, h, T, C); });
 }
 
 #if defined(__CUDACC__)
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(uint16_t* dqkv, const uint
                          static_cast<int>(blockIdx.y), q0, T, C, NH, scale, OwnAccumulator<WmmaProducts::Accumulator>{&dq});
 }
 
-// dqkv += the gradient, all bf16 bits but lse and delta (B * NH * T floats of scratch).
+// dqkv = the gradient (overwritten), all bf16 bits but lse and delta (B * NH * T floats of scratch).
 // Returns the first error of the opt-ins and launches.
 inline cudaError_t backward(uint16_t* dqkv, float* delta, const uint16_t* dout, const uint16_t* qkv, const uint16_t* out,
                             const float* lse, int B, int T, int C, int NH, float scale, cudaStream_t stream) {

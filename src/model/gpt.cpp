@@ -528,7 +528,6 @@ void Gpt::block_backward(int local_layer, kernels::ConstActPtr x_in, const Layer
   // residual2 = x_in + proj(attention(qkv(ln1(x_in))))
   dout = full_output_grad();
   backend_.matmul_backward(datty_, g.proj_w, g.proj_b, dout, a.atty, p.proj_w, N, Cl, C);
-  backend_.fill_zero(dqkv_, 3 * btcl);
   // a.atty is this block's attention output under every recompute mode (the proj backward above
   // reads it too): kNone keeps it per block, kFull has just re-run the block into the workspace.
   backend_.attention_backward(dqkv_, attention_scratch_, datty_, a.qkv, a.atty, a.lse, B, T, Cl, NHl);

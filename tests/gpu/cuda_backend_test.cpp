@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <stdexcept>
 #include <vector>
@@ -446,7 +447,7 @@ TEST_F(TwinBackends, AttentionBackwardAccumulatesLikeCpu) {
     auto out = twin(out_host);
     auto lse = twin(lse_host);
     auto dout = twin(uniform(count_of(s.B * s.T, s.C), -1.0f, 1.0f));
-    auto dqkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), -1.0f, 1.0f));
+    auto dqkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), 5.0f, 9.0f));  // garbage: overwritten
     // Each backend gets the scratch it asks for, full of garbage (undefined between calls).
     BackendFloats cpu_scratch(*cpu_,
                               uniform(cpu_->attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
@@ -492,16 +493,16 @@ TEST_F(TwinBackends, FlashAttentionMatchesCpu) {
 
     auto cpu_out = twin(out.values(Side::kCpu)), cpu_lse = twin(lse.values(Side::kCpu));
     auto dout = twin(uniform(count_of(s.B * s.T, s.C), -1.0f, 1.0f));
-    const std::vector<float> dqkv_start = uniform(count_of(s.B * s.T, 3 * s.C), -1.0f, 1.0f);
-    auto dqkv = twin(dqkv_start);
+    auto dqkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), 5.0f, 9.0f));  // garbage: overwritten
     cpu_->attention_backward(dqkv.on(Side::kCpu), cpu_scratch.get(), dout.on(Side::kCpu), qkv.on(Side::kCpu),
                              cpu_out.on(Side::kCpu), cpu_lse.on(Side::kCpu), s.B, s.T, s.C, s.NH);
     flash->attention_backward(dqkv.on(Side::kGpu), gpu_scratch.get(), dout.on(Side::kGpu), qkv.on(Side::kGpu),
                               cpu_out.on(Side::kGpu), cpu_lse.on(Side::kGpu), s.B, s.T, s.C, s.NH);
     flash->synchronize();
     expect_twins_agree(dqkv, kReductionTolerance, "flash dqkv");
-    // No atomics: a second backward from the same state gives the same bits.
-    auto repeat = twin(dqkv_start);
+    // No atomics: a second backward from the same state gives the same bits, and from a NaN
+    // start (every element written, none read).
+    auto repeat = twin(std::vector<float>(count_of(s.B * s.T, 3 * s.C), std::numeric_limits<float>::quiet_NaN()));
     flash->attention_backward(repeat.on(Side::kGpu), gpu_scratch.get(), dout.on(Side::kGpu), qkv.on(Side::kGpu),
                               cpu_out.on(Side::kGpu), cpu_lse.on(Side::kGpu), s.B, s.T, s.C, s.NH);
     flash->synchronize();

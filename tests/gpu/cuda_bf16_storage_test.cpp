@@ -121,7 +121,7 @@ TEST_F(Bf16StorageTwins, AttentionForwardAndBackward) {
   expect_twins_agree(out, kTwoBf16Units, "out");
   expect_twins_agree(lse, kReductionTolerance, "lse (fp32)");
   auto dout = twin(bf16_uniform(count_of(B * T, C), -1.0f, 1.0f));
-  auto dqkv = twin(std::vector<float>(count_of(B * T, 3 * C), 0.0f));
+  auto dqkv = twin(bf16_uniform(count_of(B * T, 3 * C), 5.0f, 9.0f));  // stale values: overwritten
   // Each side's own forward state, as in training (out rounded, lse fp32).
   run_on_both_bf16([&](Backend& b, Side side) {
     b.attention_backward(dqkv.on(side), scratch.on(side), dout.on(side), qkv.on(side), out.on(side), lse.on(side),
@@ -377,7 +377,7 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionMatchesCpu) {
   // Backward from the CPU's forward state on both sides, so that only the backward is measured.
   auto cpu_out = twin(out.values(c)), cpu_lse = twin(lse.values(c));
   auto dout = twin(packed(bf16_uniform(count_of(B * T, C), -1.0f, 1.0f)));
-  auto dqkv = twin(packed(bf16_uniform(count_of(B * T, 3 * C), -1.0f, 1.0f)));  // accumulated into
+  auto dqkv = twin(packed(bf16_uniform(count_of(B * T, 3 * C), 5.0f, 9.0f)));  // stale values: overwritten
   cpu16_->attention_backward(bf16_at(dqkv, c), cpu_scratch.get(), ConstActPtr(bf16_at(dout, c)),
                              ConstActPtr(bf16_at(qkv, c)), ConstActPtr(bf16_at(cpu_out, c)), cpu_lse.on(c), B, T, C,
                              NH);

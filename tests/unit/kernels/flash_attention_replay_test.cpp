@@ -119,8 +119,8 @@ void replay_backward(std::vector<E>& dqkv, const std::vector<E>& dout, const std
         for (int tid = 0; tid < fl::kTile; ++tid) {
           const int key = k0 + tid;
           if (key >= T) continue;
-          fl::accumulate_row<S>(dqkv.data() + fl::qkv_index(b, key, fl::kPartK, h, T, C), dk[tid].values, scale);
-          fl::accumulate_row<S>(dqkv.data() + fl::qkv_index(b, key, fl::kPartV, h, T, C), dv[tid].values, 1.0f);
+          fl::store_row<S>(dqkv.data() + fl::qkv_index(b, key, fl::kPartK, h, T, C), dk[tid].values, scale);
+          fl::store_row<S>(dqkv.data() + fl::qkv_index(b, key, fl::kPartV, h, T, C), dv[tid].values, 1.0f);
         }
       }
     }
@@ -154,7 +154,7 @@ void replay_backward(std::vector<E>& dqkv, const std::vector<E>& dout, const std
         }
         for (int tid = 0; tid < fl::kTile; ++tid) {
           const int t = q0 + tid;
-          if (t < T) fl::accumulate_row<S>(dqkv.data() + fl::qkv_index(b, t, fl::kPartQ, h, T, C), dq[tid].values, scale);
+          if (t < T) fl::store_row<S>(dqkv.data() + fl::qkv_index(b, t, fl::kPartQ, h, T, C), dq[tid].values, scale);
         }
       }
     }
@@ -195,7 +195,7 @@ TEST_P(FlashAttentionReplay, ForwardAndBackwardMatchTheCpuTwin) {
   const std::size_t rows = static_cast<std::size_t>(B) * T;
   const auto qkv = uniform(rows * 3 * C, rng, -2.0f, 2.0f);
   const auto dout = uniform(rows * C, rng, -1.0f, 1.0f);
-  const auto dqkv_start = uniform(rows * 3 * C, rng, -0.5f, 0.5f);  // backward accumulates
+  const auto dqkv_start = uniform(rows * 3 * C, rng, -0.5f, 0.5f);  // stale values: overwritten
 
   std::vector<float> scratch(cpu::attention_scratch_size(B, T, NH));
   std::vector<float> out_ref(rows * C), lse_ref(static_cast<std::size_t>(B) * NH * T);
@@ -209,7 +209,8 @@ TEST_P(FlashAttentionReplay, ForwardAndBackwardMatchTheCpuTwin) {
   EXPECT_LT(relative_error(lse, lse_ref), kTolerance) << "lse";
 
   // The backward from the twin's forward state, so that its own error is measured alone.
-  std::vector<float> dqkv = dqkv_start;
+  // From NaN: every element must be written and none read.
+  std::vector<float> dqkv(dqkv_start.size(), NAN);
   replay_backward<stored::Fp32>(dqkv, dout, qkv, out_ref, lse_ref, B, T, C, NH, scale);
   // q, k and v parts separately, each against its own max |ref|.
   for (int part = 0; part < 3; ++part) {
@@ -217,8 +218,8 @@ TEST_P(FlashAttentionReplay, ForwardAndBackwardMatchTheCpuTwin) {
     for (std::size_t r = 0; r < rows; ++r) {
       for (int c = 0; c < C; ++c) {
         const std::size_t i = r * 3 * C + static_cast<std::size_t>(part) * C + c;
-        got.push_back(dqkv[i] - dqkv_start[i]);
-        want.push_back(dqkv_ref[i] - dqkv_start[i]);
+        got.push_back(dqkv[i]);
+        want.push_back(dqkv_ref[i]);
       }
     }
     EXPECT_LT(relative_error(got, want), kTolerance) << "d" << "qkv"[part];
@@ -251,7 +252,7 @@ void expect_16bit_replay_is_the_rounded_fp32_replay(int B, int T, int NH) {
   EXPECT_EQ(lse16, lse32) << "lse (fp32)";
 
   // Backward from the 16-bit forward's state, as in training.
-  std::vector<float> dqkv32 = decoded(dqkv_start16, p);
+  std::vector<float> dqkv32(dqkv_start16.size(), NAN);  // overwritten, as the 16-bit one's stale values
   replay_backward<stored::Fp32>(dqkv32, decoded(dout16, p), decoded(qkv16, p), decoded(out16, p), lse16, B, T, C, NH,
                                 scale);
   std::vector<uint16_t> dqkv16 = dqkv_start16;

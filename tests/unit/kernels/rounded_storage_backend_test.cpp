@@ -427,12 +427,17 @@ TEST_P(RoundedStorage, AttentionOn16BitBuffersMatchesRoundedFp32Buffers) {
                             C, NH);
   EXPECT_TRUE(same_bits(decoded(out16, p), out));
   EXPECT_TRUE(same_bits(lse16, lse));
-  auto dqkv = rounded(random_floats(qkv.size(), rng), p);  // accumulated into
+  auto dqkv = rounded(random_floats(qkv.size(), rng), p);  // stale values: overwritten
   auto dqkv16 = encoded(dqkv, p);
   storage.attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
   storage.attention_backward(ActPtr(dqkv16.data(), p), scratch.data(), ConstActPtr(dout16.data(), p),
                              ConstActPtr(qkv16.data(), p), ConstActPtr(out16.data(), p), lse16.data(), B, T, C, NH);
   EXPECT_TRUE(same_bits(decoded(dqkv16, p), dqkv));
+  // Staged as an output, not widened and added to: the stale values never reach the result.
+  std::vector<uint16_t> dqkv16_fresh(dqkv16.size(), 0);
+  storage.attention_backward(ActPtr(dqkv16_fresh.data(), p), scratch.data(), ConstActPtr(dout16.data(), p),
+                             ConstActPtr(qkv16.data(), p), ConstActPtr(out16.data(), p), lse16.data(), B, T, C, NH);
+  EXPECT_EQ(dqkv16, dqkv16_fresh);
 }
 
 TEST_P(RoundedStorage, RefusesActivationsOfTheOtherSixteenBitFormat) {
