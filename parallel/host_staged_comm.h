@@ -29,6 +29,10 @@ class DeviceMemory {
   virtual void copy_to_device(float* device, const float* host, std::size_t count) = 0;
   virtual void copy_bytes_to_host(void* host, const void* device, std::size_t bytes) = 0;
   virtual void copy_bytes_to_device(void* device, const void* host, std::size_t bytes) = 0;
+  // Device memory for a communicator's own buffers (NCCL's 16-bit wire), so that the backend's
+  // high-water mark counts them. Contents undefined; release with release_device.
+  virtual float* allocate_device(std::size_t floats) = 0;
+  virtual void release_device(float* ptr) = 0;
 };
 
 // A backend's memory as DeviceMemory.
@@ -48,6 +52,8 @@ class BackendMemory final : public DeviceMemory {
   void copy_bytes_to_device(void* device, const void* host, std::size_t bytes) override {
     backend_.copy_bytes_to_device(device, host, bytes);
   }
+  float* allocate_device(std::size_t floats) override { return backend_.allocate(floats); }
+  void release_device(float* ptr) override { backend_.release(ptr); }
 
  private:
   kernels::Backend& backend_;

@@ -27,8 +27,9 @@ class ParallelContext {
   // Gives every group (tensor, data, pipeline, model, embedding) an NCCL communicator on
   // device memory, ordered after the backend's stream `compute_stream`
   // (parallel/nccl/nccl_comm.h); host buffers still go through MPI. Collective over the world.
-  // Throws std::runtime_error when the build has no NCCL. `memory` must outlive the context's
-  // use.
+  // Throws std::runtime_error when the build has no NCCL. `memory` and the stream's backend must
+  // outlive the context: the NCCL communicators release their wire buffer through `memory` when
+  // the context is destroyed.
   void use_nccl(DeviceMemory& memory, void* compute_stream);
 
   const RankGrid& grid() const { return grid_; }

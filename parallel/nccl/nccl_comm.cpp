@@ -108,27 +108,28 @@ NcclComm::~NcclComm() {
     cudaStreamDestroy(stream_);
   }
   if (comm_ != nullptr) ncclCommDestroy(comm_);
-  for (auto& entry : wire_buffers_) cudaFree(entry.second.data);
+  if (wire_ != nullptr) memory_.release_device(wire_);  // the backend's release does not throw
 }
 
-uint16_t* NcclComm::wire_buffer(const float* data, std::size_t count) {
-  DeviceWireBuffer& buffer = wire_buffers_[data];
-  if (buffer.count < count) {
+uint16_t* NcclComm::wire_buffer(std::size_t count) {
+  if (wire_count_ < count) {
     // The old buffer may still be read by queued work on this stream: free it after that.
-    if (buffer.data != nullptr) {
+    if (wire_ != nullptr) {
       CUDA_CALL_CHECK(cudaStreamSynchronize(stream_));
-      CUDA_CALL_CHECK(cudaFree(buffer.data));
+      memory_.release_device(wire_);
+      wire_ = nullptr;
+      wire_count_ = 0;
     }
-    CUDA_CALL_CHECK(cudaMalloc(&buffer.data, count * sizeof(uint16_t)));
-    buffer.count = count;
+    wire_ = memory_.allocate_device((count + 1) / 2);  // two 16-bit values per float
+    wire_count_ = count;
   }
-  return buffer.data;
+  return reinterpret_cast<uint16_t*>(wire_);
 }
 
 template <class Reduce>
 void NcclComm::reduce_16bit(float* data, std::size_t count, WirePrecision wire, std::size_t result_offset,
                             std::size_t result_count, Reduce&& reduce) {
-  uint16_t* packed = wire_buffer(data, count);
+  uint16_t* packed = wire_buffer(count);
   kernels::cuda::encode_16bit(packed, data, count, wire, stream_);
   reduce(packed, nccl_type(wire));
   kernels::cuda::decode_16bit(data + result_offset, packed + result_offset, result_count, wire, stream_);

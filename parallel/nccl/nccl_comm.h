@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "parallel/comm.h"
 #include "parallel/host_staged_comm.h"  // DeviceMemory
@@ -38,7 +37,8 @@ class NcclComm final : public Comm {
   // Collective over the members of `host`'s MPI communicator `mpi` (every member calls it, in the
   // same order of groups). The calling thread's current CUDA device is the rank's GPU.
   // compute_stream: the backend's stream (Backend::device_stream()). memory tells device buffers
-  // from host ones and must outlive this; host is owned.
+  // from host ones and holds the 16-bit wire buffer; it must outlive this (the destructor
+  // releases through it). host is owned.
   NcclComm(std::unique_ptr<Comm> host, MPI_Comm mpi, void* compute_stream, DeviceMemory& memory);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
@@ -75,20 +75,22 @@ class NcclComm final : public Comm {
   template <class Reduce>
   void reduce_16bit(float* data, std::size_t count, WirePrecision wire, std::size_t result_offset,
                     std::size_t result_count, Reduce&& reduce);
-  // The device buffer of encoded values for a reduced buffer (allocated on its first use: the
-  // gradient buckets reduce the same ranges every step); freed with the communicator.
-  uint16_t* wire_buffer(const float* data, std::size_t count);
+  // The device buffer of count encoded values. One buffer serves every 16-bit reduction of
+  // this communicator: a call's encode, NCCL operation and decode are all queued on stream_,
+  // ahead of the next call's, so the stream's order keeps the calls apart even while several
+  // gradient buckets are in flight. It grows to the largest call (a bucket, or ZeRO-1's whole
+  // arena) on first use, through the backend's memory so that its high-water mark counts it
+  // (before, each bucket kept a buffer of its own: 2 bytes per parameter in all); freed with
+  // the communicator.
+  uint16_t* wire_buffer(std::size_t count);
 
   std::unique_ptr<Comm> host_;
   DeviceMemory& memory_;
   CUstream_st* compute_ = nullptr;
   CUstream_st* stream_ = nullptr;  // this communicator's own
   ncclComm* comm_ = nullptr;
-  struct DeviceWireBuffer {
-    uint16_t* data = nullptr;
-    std::size_t count = 0;
-  };
-  std::unordered_map<const float*, DeviceWireBuffer> wire_buffers_;
+  float* wire_ = nullptr;  // wire_count_ 16-bit values, from memory_.allocate_device
+  std::size_t wire_count_ = 0;
 };
 
 }  // namespace trident::parallel

@@ -115,6 +115,11 @@ int train_command(const std::vector<std::string>& args) {
                      dataset->num_samples(io::Split::kValidation, c.train.seq_len), c.data.path);
   prepare_run_dir(setup, world);
 
+  // Declared before the groups, made after them (the device is chosen per node-local rank): the
+  // groups' NCCL and staging communicators use the backend's memory and stream until they are
+  // destroyed, so the backend must be destroyed after them.
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<parallel::BackendMemory> backend_memory;
   parallel::ParallelContext ctx(MPI_COMM_WORLD, c.parallel.tp, c.parallel.dp, c.parallel.pp);
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const bool nccl = c.parallel.comm == "nccl";
@@ -126,20 +131,20 @@ int train_command(const std::vector<std::string>& args) {
     throw io::UserError("run.attention = flash: only the CUDA backend has flash attention, and this run is on the "
                         "CPU (" + device.reason + "); use run.attention = gemm");
   }
-  auto backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu, kernel_options);
+  backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu, kernel_options);
   // On GPUs the groups talk NCCL on device memory, or (parallel.comm = mpi) MPI on host copies
   // of the device buffers. CPU runs use MPI on their own memory.
-  parallel::BackendMemory backend_memory(*backend);
+  backend_memory = std::make_unique<parallel::BackendMemory>(*backend);
   if (device.device != kernels::Device::kCpu) {
     if (nccl) {
       // A build without NCCL refuses on every rank alike: a user error (parallel.comm = mpi works).
       try {
-        ctx.use_nccl(backend_memory, backend->device_stream());
+        ctx.use_nccl(*backend_memory, backend->device_stream());
       } catch (const std::runtime_error& e) {
         throw io::UserError(e.what());
       }
     } else {
-      ctx.stage_device_buffers(backend_memory);
+      ctx.stage_device_buffers(*backend_memory);
     }
   }
   // bf16 / fp16: 16-bit storage semantics (kernels/rounded_storage_backend.h) for the model's

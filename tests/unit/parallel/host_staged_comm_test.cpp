@@ -43,6 +43,12 @@ class FakeDevice final : public DeviceMemory {
     std::memcpy(device, host, bytes);
     ++copies_out;
   }
+  // The staging decorator keeps its copies on the host: it never asks for device memory.
+  float* allocate_device(std::size_t) override {
+    ADD_FAILURE() << "HostStagedComm allocated device memory";
+    return nullptr;
+  }
+  void release_device(float*) override { ADD_FAILURE() << "HostStagedComm released device memory"; }
 };
 
 // Rank 0 of two identical ranks. Fails the test if it is handed device memory.
