@@ -4,6 +4,8 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <new>
+#include <string>
 #include <stdexcept>
 
 #include "kernels/cuda/wire_cast.cuh"  // encode_16bit, decode_16bit
@@ -120,7 +122,14 @@ uint16_t* NcclComm::wire_buffer(std::size_t count) {
       wire_ = nullptr;
       wire_count_ = 0;
     }
-    wire_ = memory_.allocate_device((count + 1) / 2);  // two 16-bit values per float
+    try {
+      wire_ = memory_.allocate_device((count + 1) / 2);  // two 16-bit values per float
+    } catch (const std::bad_alloc&) {
+      // In the middle of backward, with the other ranks inside NCCL: end the job, naming it.
+      const std::string what = "out of device memory for " + std::to_string(count) +
+                               " values (2 bytes each); parallel.grad_reduce = fp32 needs no wire buffer";
+      abort_job("CUDA", "allocating the 16-bit gradient wire buffer", what.c_str(), __FILE__, __LINE__);
+    }
     wire_count_ = count;
   }
   return reinterpret_cast<uint16_t*>(wire_);
