@@ -1,7 +1,7 @@
 // Playground: causal flash attention BACKWARD on bf16 buffers with the tensor cores (WMMA
 // 16x16x16, bf16 operands, fp32 accumulation), head size 64: the backward of
-// flash_tensor_core.cuh's forward, under the Backend contract (dqkv = ..., overwritten, from dout, qkv,
-// the forward's out and its fp32 lse). Three kernels, as the production flash backward:
+// flash_tensor_core.cuh's forward, under the Backend contract (dqkv = ..., overwritten, from
+// dout, qkv, the forward's out and its fp32 lse). Three kernels, as the production flash backward:
 //   delta  D[b,h,t] = dout[t] . out[t] over the head's 64 channels, one thread per row;
 //   dK/dV  a block of 4 warps per (64-key tile, head, batch element), warp w owning keys
 //          [16 w, 16 w + 16) of the tile; per query tile at or after the key tile:

@@ -428,7 +428,8 @@ TEST_F(TwinBackends, AttentionForwardMatchesCpu) {
   }
 }
 
-TEST_F(TwinBackends, AttentionBackwardAccumulatesLikeCpu) {
+// dqkv overwritten from a garbage start, as the CPU twin overwrites it.
+TEST_F(TwinBackends, AttentionBackwardMatchesCpu) {
   for (const AttentionShape& s : kAttentionShapes) {
     SCOPED_TRACE(s.name);
     auto qkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), -1.0f, 1.0f));
