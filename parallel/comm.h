@@ -36,6 +36,19 @@ class CommRequest {
   virtual bool test() = 0;
 };
 
+// The memory a communicator holds for its own buffers (the 16-bit wire's encoded values, host
+// copies of device buffers), kept for reuse between steps. `device`: allocated through the
+// backend (DeviceMemory::allocate_device), counted in its high-water mark; `host`: host memory.
+struct CommBufferBytes {
+  std::size_t device = 0;
+  std::size_t host = 0;
+  CommBufferBytes& operator+=(const CommBufferBytes& o) {
+    device += o.device;
+    host += o.host;
+    return *this;
+  }
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -72,6 +85,9 @@ class Comm {
   virtual void send(kernels::ConstActPtr data, std::size_t count, int peer) = 0;
   virtual void recv(kernels::ActPtr data, std::size_t count, int peer) = 0;
   virtual void barrier() = 0;
+
+  // What this communicator (and any it wraps) holds now; parallel/comm_buffers.h estimates it.
+  virtual CommBufferBytes buffer_bytes() const { return {}; }
 };
 
 // Broadcasts a string from root to every member (helpers over Comm::broadcast).

@@ -34,6 +34,7 @@ class CountingComm final : public Comm {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
+  CommBufferBytes buffer_bytes() const override { return inner_->buffer_bytes(); }
 
   void all_reduce_sum(kernels::ActPtr d, std::size_t n) override {
     timed(d.bytes(n), [&] { inner_->all_reduce_sum(d, n); });

@@ -18,6 +18,10 @@ std::vector<Bucket> plan_buckets(const std::vector<std::size_t>& tensor_ends, st
   return buckets;
 }
 
+std::size_t bucket_elems_of_mib(double bucket_mb) {
+  return static_cast<std::size_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+}
+
 GradientBuckets::GradientBuckets(Comm& data_comm, float* grads, std::vector<Bucket> buckets, WirePrecision wire)
     : comm_(data_comm), grads_(grads), buckets_(std::move(buckets)), wire_(wire) {}
 

@@ -28,6 +28,8 @@ struct Bucket {
 // bucket of the arena may be smaller), never splitting a tensor. tensor_ends are the arena
 // end offsets of the tensors, ascending. Buckets are returned from the end of the arena.
 std::vector<Bucket> plan_buckets(const std::vector<std::size_t>& tensor_ends, std::size_t bucket_elems);
+// parallel.bucket_mb (MiB of fp32 gradients) in elements.
+std::size_t bucket_elems_of_mib(double bucket_mb);
 
 class GradientBuckets {
  public:

@@ -103,6 +103,13 @@ std::unique_ptr<CommRequest> HostStagedComm::iall_reduce_sum(float* data, std::s
   return std::make_unique<StagedRequest>(host, count, data, memory_, *inner_, wire);
 }
 
+CommBufferBytes HostStagedComm::buffer_bytes() const {
+  CommBufferBytes held = inner_->buffer_bytes();
+  held.host += host_.bytes() + host_extra_.bytes();
+  for (const auto& entry : mirrors_) held.host += entry.second.values.capacity() * sizeof(float);
+  return held;
+}
+
 void HostStagedComm::all_reduce_max(float* data, std::size_t count) {
   staged(data, count, true, true, [&](kernels::ActPtr h) { inner_->all_reduce_max(h.f32(), count); });
 }

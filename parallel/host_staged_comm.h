@@ -78,6 +78,8 @@ class HostStagedComm final : public Comm {
   void all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
   void reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) override;
   void all_gather_in_place(kernels::ActPtr data, std::size_t count) override;
+  // The host copies (mirrors of reduced buffers, blocking calls' copies) plus the inner's.
+  CommBufferBytes buffer_bytes() const override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
@@ -104,6 +106,7 @@ class HostStagedComm final : public Comm {
     std::vector<float> f32;
     std::vector<uint16_t> bits16;
     kernels::ActPtr view(kernels::Precision storage, std::size_t count);
+    std::size_t bytes() const { return f32.capacity() * sizeof(float) + bits16.capacity() * sizeof(uint16_t); }
   };
   std::unique_ptr<Comm> inner_;
   DeviceMemory& memory_;

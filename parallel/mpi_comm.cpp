@@ -107,6 +107,12 @@ std::vector<uint16_t>& MpiComm::wire_buffer(const float* data, std::size_t count
   return buffer;
 }
 
+CommBufferBytes MpiComm::buffer_bytes() const {
+  CommBufferBytes held;
+  for (const auto& entry : wire_buffers_) held.host += entry.second.capacity() * sizeof(uint16_t);
+  return held;
+}
+
 void MpiComm::all_reduce_sum(kernels::ActPtr data, std::size_t count) {
   const MPI_Datatype type = element_type(data.storage());
   const MPI_Op sum = sum_op(data.storage());

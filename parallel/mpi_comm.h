@@ -37,6 +37,7 @@ class MpiComm final : public Comm {
   void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   void barrier() override;
+  CommBufferBytes buffer_bytes() const override;  // the 16-bit wire's buffers (host)
 
  private:
   // The 16-bit wire: the MPI reduction op summing two encoded values (decode, add in float,

@@ -62,6 +62,12 @@ class NcclComm final : public Comm {
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   // Waits for this group's queued NCCL work, then an MPI barrier.
   void barrier() override;
+  // The 16-bit wire buffer (device, as allocated: whole floats) plus the MPI fallback's.
+  CommBufferBytes buffer_bytes() const override {
+    CommBufferBytes held = host_->buffer_bytes();
+    held.device += (wire_count_ + 1) / 2 * sizeof(float);
+    return held;
+  }
 
  private:
   bool on_device(const void* ptr) const { return memory_.is_device_memory(ptr); }

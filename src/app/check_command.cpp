@@ -29,6 +29,7 @@ namespace {
 struct CountedKernels {
   kernels::Native16BitKernels native;
   std::string note;
+  bool cuda = false;  // counted for the CUDA backend (also how its groups talk: comm_transport)
 };
 
 CountedKernels counted_kernels(const io::RunConfig& c) {
@@ -48,18 +49,21 @@ CountedKernels counted_kernels(const io::RunConfig& c) {
             "16-bit kernels: memory counted for the CUDA backend (" + why + "): 16-bit logits, " +
                 (options.attention == kernels::AttentionKernel::kFlash
                      ? std::string("nothing widened to fp32\n")
-                     : std::string("only attention's operands widened to fp32 (run.attention = gemm)\n"))};
+                     : std::string("only attention's operands widened to fp32 (run.attention = gemm)\n")),
+            true};
   }
   return {kernels::native_16bit_kernels(kernels::Device::kCpu, options),
           "16-bit kernels: memory counted for the CPU backend (" + why +
               "): fp32 logits, every 16-bit operand widened to fp32" +
               (c.run.device == "auto" ? "; an upper bound for a GPU run (--run.device=cuda counts the GPU's)\n"
-                                      : std::string("\n"))};
+                                      : std::string("\n")),
+          false};
 }
 
 std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch,
-                                kernels::Native16BitKernels native) {
+                                const CountedKernels& counted) {
   const auto& t = setup.config.train;
+  const parallel::CommTransport transport = comm_transport(counted.cuda, setup.config.parallel.comm);
   std::string out = "memory per rank with other options (largest stage):\n";
   for (int zero = 0; zero <= 1; ++zero) {
     for (const char* recompute : {"none", "full"}) {
@@ -69,9 +73,8 @@ std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid&
       std::size_t largest = 0;
       for (int s = 0; s < grid.pp(); ++s) {
         model::GptLayout layout = train::run_layout(variant, setup.stage_layers, 0, s);
-        layout.native_16bit = native;
-        const auto m = estimate_memory(setup.model, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch,
-                                       layout, zero == 1 ? grid.dp() : 1, t.precision != "fp32");
+        layout.native_16bit = counted.native;
+        const auto m = estimate_run_memory(variant, setup.model, layout, attention_scratch, transport);
         largest = std::max(largest, m.total());
       }
       char line[128];
@@ -136,9 +139,10 @@ int check_command(const std::vector<std::string>& raw_args) {
                                                                                    local_heads);
   const parallel::RankGrid grid(c.parallel.tp, c.parallel.dp, c.parallel.pp);
   const CountedKernels counted = counted_kernels(c);
-  std::printf("%s", startup_report(setup, grid, attention_scratch, counted.native).c_str());
+  std::printf("%s", startup_report(setup, grid, attention_scratch, counted.native,
+                                   comm_transport(counted.cuda, c.parallel.comm)).c_str());
   if (c.train.precision != "fp32") std::printf("%s", counted.note.c_str());
-  std::printf("%s", memory_alternatives(setup, grid, attention_scratch, counted.native).c_str());
+  std::printf("%s", memory_alternatives(setup, grid, attention_scratch, counted).c_str());
   std::printf("%s", data_note.c_str());
   std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);
   return 0;

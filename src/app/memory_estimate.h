@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "io/run_config.h"
+#include "parallel/comm_buffers.h"
 #include "src/model/gpt.h"
 #include "src/model/gpt_config.h"
 
@@ -17,10 +19,14 @@ struct MemoryEstimate {
   std::size_t optimizer = 0;    // AdamW first and second moments (and fp32 master weights)
   std::size_t activations = 0;  // forward state of the micro-batches in flight plus backward scratch
                                 // and the attention workspace (one layer's T x T at a time)
+  std::size_t communication = 0;  // the gradient reductions' own buffers in the model's memory
+                                  // (device memory on GPUs; parallel/comm_buffers.h)
+  std::size_t host_staging = 0;   // parallel.comm = mpi on GPUs: the host copies those reductions
+                                  // stage through (host memory, not in total())
   int stage = 0;
   int layers = 0;               // blocks on the stage
   int slots = 1;                // micro-batches in flight
-  std::size_t total() const { return parameters + gradients + optimizer + activations; }
+  std::size_t total() const { return parameters + gradients + optimizer + activations + communication; }
 };
 
 // attention_scratch: floats the backend asks for (Backend::attention_scratch_size for the
@@ -31,6 +37,16 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, int seq_len,
                                std::size_t attention_scratch, const model::GptLayout& layout = {},
                                int zero_shards = 1, bool master_weights = false);
+
+// How a run's groups would talk: MPI on the CPU; on a GPU (`cuda`) NCCL, or MPI staged through
+// host memory, as parallel.comm says.
+parallel::CommTransport comm_transport(bool cuda, const std::string& parallel_comm);
+
+// The run's estimate for one stage's ranks: estimate_memory with the deck's ZeRO-1 and precision,
+// plus the gradient reductions' buffers over `transport`.
+MemoryEstimate estimate_run_memory(const io::RunConfig& run, const model::GptConfig& config,
+                                   const model::GptLayout& layout, std::size_t attention_scratch,
+                                   parallel::CommTransport transport);
 
 // One row per pipeline stage (every rank of a stage needs the same).
 std::string memory_table(const std::vector<MemoryEstimate>& stages, const char* recompute, int zero_shards);

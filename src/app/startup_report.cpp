@@ -10,7 +10,7 @@
 namespace trident::app {
 
 std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch,
-                           kernels::Native16BitKernels native) {
+                           kernels::Native16BitKernels native, parallel::CommTransport transport) {
   std::string out = "---- resolved deck ----\n" + setup.deck.to_ini() + "-----------------------\n";
   out += grid.layout_table();
   const auto& m = setup.model;
@@ -75,8 +75,7 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
   for (int s = 0; s < grid.pp(); ++s) {
     model::GptLayout layout = train::run_layout(setup.config, setup.stage_layers, 0, s);
     layout.native_16bit = native;
-    stages.push_back(estimate_memory(m, static_cast<int>(t.micro_batch), t.seq_len, attention_scratch, layout,
-                                     setup.config.parallel.zero == 1 ? grid.dp() : 1, t.precision != "fp32"));
+    stages.push_back(estimate_run_memory(setup.config, m, layout, attention_scratch, transport));
   }
   out += memory_table(stages, t.recompute.c_str(), setup.config.parallel.zero == 1 ? grid.dp() : 1);
   return out;

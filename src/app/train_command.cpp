@@ -135,6 +135,7 @@ int train_command(const std::vector<std::string>& args) {
   // On GPUs the groups talk NCCL on device memory, or (parallel.comm = mpi) MPI on host copies
   // of the device buffers. CPU runs use MPI on their own memory.
   backend_memory = std::make_unique<parallel::BackendMemory>(*backend);
+  const parallel::CommTransport transport = comm_transport(device.device != kernels::Device::kCpu, c.parallel.comm);
   if (device.device != kernels::Device::kCpu) {
     if (nccl) {
       // A build without NCCL refuses on every rank alike: a user error (parallel.comm = mpi works).
@@ -160,7 +161,7 @@ int train_command(const std::vector<std::string>& args) {
     std::printf("%s", startup_report(setup, ctx.grid(),
                                      backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
                                                                      c.train.seq_len, c.model.heads / c.parallel.tp),
-                                     backend->native_16bit())
+                                     backend->native_16bit(), transport)
                           .c_str());
     std::printf("backend: %s per rank (%s)\n", compute.name().c_str(), device.reason.c_str());
     if (device.device != kernels::Device::kCpu) {
@@ -235,15 +236,20 @@ int train_command(const std::vector<std::string>& args) {
   {
     float grown_mib = static_cast<float>((static_cast<double>(peak_resident_bytes()) - resident_before) / 1048576.0);
     world.all_reduce_max(&grown_mib, 1);
-    const auto estimate = estimate_memory(
-        setup.model, static_cast<int>(c.train.micro_batch), c.train.seq_len,
+    const auto estimate = estimate_run_memory(
+        c, setup.model, layout,
         backend->attention_scratch_size(static_cast<int>(c.train.micro_batch), c.train.seq_len,
                                         c.model.heads / c.parallel.tp),
-        layout, c.parallel.zero == 1 ? c.parallel.dp : 1, c.train.precision != "fp32");
+        transport);
+    // The gradient reductions' own buffers, held now against their share of the estimate.
+    parallel::CommBufferBytes held = ctx.data().buffer_bytes();
+    if (ctx.embedding() != nullptr) held += ctx.embedding()->buffer_bytes();
     if (leader) {
       std::printf("memory: rank 0 estimate %s; measured growth of resident memory while training: %.1f MiB "
                   "(largest over ranks)\n",
                   format_bytes(static_cast<double>(estimate.total())).c_str(), static_cast<double>(grown_mib));
+      std::printf("memory: rank 0's gradient-reduction buffers: %zu bytes held, %zu bytes estimated\n",
+                  held.device + held.host, estimate.communication + estimate.host_staging);
     }
     // On a GPU the model's memory is device memory: its high-water mark, through the backend.
     float device_mib = static_cast<float>(static_cast<double>(backend->device_bytes_high_water()) / 1048576.0);

@@ -73,10 +73,6 @@ LossScalerSettings scaler_settings(const io::TrainSection& t) {
   return s;
 }
 
-std::size_t bucket_elems(double bucket_mb) {
-  return static_cast<std::size_t>(bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-}
-
 }  // namespace
 
 Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_config, const model::GptLayout& layout,
@@ -97,7 +93,7 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
       schedule_(schedule_of(config)),
       loader_(dataset, geometry_of(config, ctx), config.run.seed),
       buckets_(ctx.data(), model_.gradients(),
-               parallel::plan_buckets(model_.params().tensor_ends(), bucket_elems(config.parallel.bucket_mb)),
+               parallel::plan_buckets(model_.params().tensor_ends(), parallel::bucket_elems_of_mib(config.parallel.bucket_mb)),
                grad_reduce_) {
   micro_batches_ = geometry_of(config, ctx).micro_batches_per_step();
   plan_ = plan_pipeline(config.parallel.schedule, ctx.grid().pp(), ctx.coord().pp_rank, micro_batches_,

@@ -9,10 +9,11 @@
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
 #   GPU, against one rank on it: within 1e-4 (cuBLAS may pick other kernels, with other
-#   summation orders, for the halved shapes of tp = 2, so not bit-identical);
+#   summation orders, for the halved shapes of tp = 2, so not bit-identical); the data group's
+#   host copies as the memory estimate counted them;
 # - parallel.comm = nccl: one rank against parallel.comm = mpi (NCCL's set-up and stream
 #   ordering; a group of one moves nothing); with two or more GPUs also dp = 2 and tp = 2 over
-#   NCCL against one rank, within 1e-4, and dp = 2 with one GPU bound to each rank (each sees
+#   NCCL against one rank, within 1e-4, NCCL's bf16 wire buffer as estimated, and dp = 2 with one GPU bound to each rank (each sees
 #   only its own, as under srun --gpus-per-task=1); two ranks shown the same GPU refused under
 #   nccl, the GPU named by its PCI bus id.
 # Environment as for tests/mpi (TRIDENT, MPIEXEC, CHECK_METRICS, WORK_DIR, TRIDENT_SOURCE_DIR);
@@ -100,6 +101,9 @@ two_ranks_match pp2 mpi --parallel.pp=2
 # reduction overlapping backward, and ZeRO-1's in-place reduce-scatter and all-gather.
 two_ranks_match dp2 mpi --parallel.dp=2
 two_ranks_match dp2zero mpi --parallel.dp=2 --parallel.zero=1
+# Their host copies (a float mirror per bucket; the arena under ZeRO-1) as the estimate counted.
+reduction_buffers_match "dp2, staged through the host" dp2.log nonzero
+reduction_buffers_match "dp2 ZeRO-1, staged through the host" dp2zero.log nonzero
 
 mpi 1 train deck.ini $common --parallel.comm=nccl --run.dir=nccl1 > nccl1.log 2>&1 \
   || { tail -20 nccl1.log; fail "one rank with parallel.comm = nccl"; }
@@ -117,6 +121,10 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${gpus:-0}" -ge 2 ]; then
   two_ranks_match ndp2 nccl --parallel.dp=2
   two_ranks_match ntp2 nccl --parallel.tp=2
+  # NCCL's bf16 wire: one device buffer for the largest bucket, as the estimate counts it.
+  mpi 2 train deck.ini $common --parallel.comm=nccl --parallel.dp=2 --train.precision=bf16 --run.dir=ndp2bf16 \
+    > ndp2bf16.log 2>&1 || { tail -20 ndp2bf16.log; fail "dp = 2 over nccl in bf16"; }
+  reduction_buffers_match "dp2 over nccl, bf16 wire" ndp2bf16.log nonzero
   # Slurm's --gpus-per-task=1: each rank sees only its own GPU, as GPU 0.
   "$MPIEXEC" --oversubscribe -np 2 sh -c 'CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec "$0" "$@"' \
     "$TRIDENT" train deck.ini $common --parallel.dp=2 --parallel.comm=nccl --run.dir=bound > bound.log 2>&1 \

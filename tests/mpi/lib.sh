@@ -10,6 +10,20 @@ mpi() { local np=$1; shift; "$MPIEXEC" --oversubscribe -np "$np" "$TRIDENT" "$@"
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
+# reduction_buffers_match NAME LOG [nonzero]: the end-of-run line of LOG says rank 0's
+# gradient-reduction buffers hold what the start-up estimate counted (parallel/comm_buffers.h),
+# and with `nonzero` that they hold something.
+reduction_buffers_match() {
+  local line held estimated
+  line=$(sed -n "s/^memory: rank 0's gradient-reduction buffers: \([0-9]*\) bytes held, \([0-9]*\) bytes estimated$/\1 \2/p" "$2")
+  read -r held estimated <<< "$line"
+  if [ -n "${held:-}" ] && [ "$held" = "$estimated" ] && { [ "${3:-}" != nonzero ] || [ "$held" -gt 0 ]; }; then
+    pass "$1: gradient-reduction buffers as estimated ($held bytes)"
+  else
+    fail "$1: gradient-reduction buffers held '${held:-?}' bytes against an estimate of '${estimated:-?}'"
+  fi
+}
+
 # A tiny deck every test can start from (fast on 2 cores): the synthetic source, generated
 # on first use.
 tiny_deck() {

@@ -16,7 +16,7 @@
 #   into one bf16 unit of an activation (2^-8), measured up to 6e-5 on the loss here;
 # - gradients reduced in the deck's precision (parallel.grad_reduce = auto): bf16 on dp = 2
 #   within 1e-3 of one rank, differing from the fp32 reduction (which matches one rank), at half
-#   its data-parallel bytes;
+#   its data-parallel bytes; the 16-bit wire's buffers hold what the memory estimate counted;
 # - fp16 overflowing on pp = 2 and on dp = 2 with ZeRO-1 (fp32 reduction) skips the same steps
 #   as one rank; with the fp16 reduction, sums past 65504 overflow too: the scaler backs off
 #   further, and training still ends within 2% of one rank;
@@ -124,6 +124,13 @@ grep -q "ZeRO-1 reduce-scatter, then an all-gather of the bf16 weights" bf16z.st
   && awk -v a="$(data_mb bf16z.straight.log)" -v b="$(data_mb z32.log)" 'BEGIN { exit !(a > 0 && a < 0.55 * b) }' \
   && pass "bf16 ZeRO-1 moves $(data_mb bf16z.straight.log) MB per step against $(data_mb z32.log) MB in fp32" \
   || fail "bf16 ZeRO-1: data-parallel bytes $(data_mb bf16z.straight.log) MB vs $(data_mb z32.log) MB in fp32"
+
+# The 16-bit wire's encoded copies are what the memory table's "comm" column counted: per
+# bucket (MPI's reductions are in flight together), or the whole arena under ZeRO-1; none for fp32.
+reduction_buffers_match "dp2 bf16 buckets" dp2.log nonzero
+reduction_buffers_match "dp2 bf16 ZeRO-1" bf16z.straight.log nonzero
+reduction_buffers_match "dp2 bf16 ZeRO-1 after a restart" bf16z.second.log nonzero
+reduction_buffers_match "dp2 fp32 wire" dp2fp32.log
 
 # fp16 overflows on several ranks: every rank skips the same steps as one rank does (the
 # reduction in fp32, so that only the values one rank also has can overflow).

@@ -31,7 +31,7 @@ done
 # here: the CUDA backend's 16-bit logits and unwidened operands need less than the CPU's
 # widening, and flash attention (no T x T workspace) less again.
 activations_mib() {  # stage 0's activations column, in MiB, from check's output on stdin
-  awk '$1 == "0" && NF == 13 {v = $10; u = $11; print (u == "GiB" ? v * 1024 : u == "KiB" ? v / 1024 : v); exit}'
+  awk '$1 == "0" && NF == 15 {v = $10; u = $11; print (u == "GiB" ? v * 1024 : u == "KiB" ? v / 1024 : v); exit}'
 }
 bf16_check() {
   "$TRIDENT" check "$TRIDENT_SOURCE_DIR/inputs/gpt2-124m.ini" --data.generate=synthetic --data.path=absent.h5 \
