@@ -77,6 +77,7 @@ std::string memory_table(const std::vector<MemoryEstimate>& stages, const char* 
                     (zero_shards > 1 ? ", optimizer state ZeRO-1 sharded over " + std::to_string(zero_shards) + " ranks"
                                      : std::string()) +
                     "):\n";
+  // "comm": the gradient reductions' own buffers (parallel/comm_buffers.h).
   char line[192];
   std::snprintf(line, sizeof line, "  %5s %6s %9s %12s %12s %12s %12s %12s %12s\n", "stage", "layers", "in flight",
                 "parameters", "gradients", "optimizer", "activations", "comm", "total");
@@ -93,7 +94,7 @@ std::string memory_table(const std::vector<MemoryEstimate>& stages, const char* 
     out += line;
     staging = std::max(staging, m.host_staging);
   }
-  // The "comm" column: the gradient reductions' own buffers (a 16-bit wire's encoded values).
+  // Host memory under parallel.comm = mpi on GPUs, beside the device memory of the rows.
   if (staging > 0) {
     out += "  plus host memory for staging gradient reductions through MPI (parallel.comm = mpi): " +
            format_bytes(static_cast<double>(staging)) + " per rank (largest stage)\n";

@@ -135,18 +135,17 @@ int train_command(const std::vector<std::string>& args) {
   // On GPUs the groups talk NCCL on device memory, or (parallel.comm = mpi) MPI on host copies
   // of the device buffers. CPU runs use MPI on their own memory.
   backend_memory = std::make_unique<parallel::BackendMemory>(*backend);
+  // The same choice the memory estimate counts the communication buffers of.
   const parallel::CommTransport transport = comm_transport(device.device != kernels::Device::kCpu, c.parallel.comm);
-  if (device.device != kernels::Device::kCpu) {
-    if (nccl) {
-      // A build without NCCL refuses on every rank alike: a user error (parallel.comm = mpi works).
-      try {
-        ctx.use_nccl(*backend_memory, backend->device_stream());
-      } catch (const std::runtime_error& e) {
-        throw io::UserError(e.what());
-      }
-    } else {
-      ctx.stage_device_buffers(*backend_memory);
+  if (transport == parallel::CommTransport::kNccl) {
+    // A build without NCCL refuses on every rank alike: a user error (parallel.comm = mpi works).
+    try {
+      ctx.use_nccl(*backend_memory, backend->device_stream());
+    } catch (const std::runtime_error& e) {
+      throw io::UserError(e.what());
     }
+  } else if (transport == parallel::CommTransport::kMpiStaged) {
+    ctx.stage_device_buffers(*backend_memory);
   }
   // bf16 / fp16: 16-bit storage semantics (kernels/rounded_storage_backend.h) for the model's
   // 16-bit buffers: the kernels that do not read 16 bits themselves (all of the CPU's; on CUDA
