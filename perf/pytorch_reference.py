@@ -31,14 +31,16 @@ import time
 
 SHAPES = {"124m": (12, 12, 768), "350m": (24, 16, 1024), "774m": (36, 20, 1280)}  # layers, heads, width
 VOCAB = 50304
+REAL_VOCAB = 50257  # GPT-2's tokens: what the data holds and what Trident's FLOP count uses
 CONTEXT = 1024
 DEFAULT_RUNS = "124m:8,124m:16,124m:32,350m:8,774m:8"
 
 
 def flops_per_token(layers, width, seq_len):
     # Trident's GptConfig::flops_per_token: 6 per matmul weight (forward and backward) and the
-    # attention's two T x T products, 6 x layers x T x C.
-    matmul_weights = layers * 12 * width * width + VOCAB * width
+    # attention's two T x T products, 6 x layers x T x C. The head counts the real vocabulary
+    # (inputs/gpt2-*.ini: vocab = 50257), not the padded width, so the MFU columns compare.
+    matmul_weights = layers * 12 * width * width + REAL_VOCAB * width
     return 6.0 * matmul_weights + 6.0 * layers * seq_len * width
 
 
@@ -111,7 +113,7 @@ def one_run(args):
     times, losses = [], []
     torch.cuda.reset_peak_memory_stats()
     for _ in range(args.steps):
-        sequence = torch.randint(0, 50257, (B, T + 1), device=device, generator=generator)
+        sequence = torch.randint(0, REAL_VOCAB, (B, T + 1), device=device, generator=generator)
         tokens, targets = sequence[:, :-1].contiguous(), sequence[:, 1:].contiguous()
         torch.cuda.synchronize()
         start = time.perf_counter()
