@@ -203,8 +203,12 @@ class Backend {
 
   // --- fused softmax + cross-entropy -------------------------------------------------------------
   // losses[n] = logsumexp(logits[n, 0:V]) - logits[n, targets[n]]; columns V..Vp are padding
-  // and never take part. targets in [0, V).
-  virtual void cross_entropy_forward(float* losses, ConstActPtr logits,
+  // and never take part. targets in [0, V). row_max and row_sumexp ([N] each, or both null)
+  // receive the row statistics the loss came from, as cross_entropy_row_max and _row_sums give
+  // them for the whole vocabulary (max over the real columns; sum of exp(l - max) rounded to
+  // float): cross_entropy_backward_sharded with vocab_begin = 0 takes them, so that the backward
+  // reads the logits once instead of again for the max and the sum.
+  virtual void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
                                      const int32_t* targets, int N, int V, int Vp) = 0;
   // dlogits[n,v] = (softmax(logits[n,0:V])[v] - [v == targets[n]]) * dloss   for v < V,
   //              = 0                                                           for V <= v < Vp.

@@ -78,9 +78,9 @@ class ForwardingBackend : public Backend {
   std::size_t attention_scratch_size(int B, int T, int NH) const override {
     return inner_.attention_scratch_size(B, T, NH);
   }
-  void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N, int V,
-                             int Vp) override {
-    inner_.cross_entropy_forward(losses, logits, targets, N, V, Vp);
+  void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
+                             const int32_t* targets, int N, int V, int Vp) override {
+    inner_.cross_entropy_forward(losses, row_max, row_sumexp, logits, targets, N, V, Vp);
   }
   void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
                               int Vp) override {

@@ -304,16 +304,16 @@ void RoundedStorageBackend::attention_backward(ActPtr dqkv, float* scratch, Cons
   s.store();
 }
 
-void RoundedStorageBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N,
-                                                  int V, int Vp) {
+void RoundedStorageBackend::cross_entropy_forward(float* losses, float* row_max, float* row_sumexp,
+                                                  ConstActPtr logits, const int32_t* targets, int N, int V, int Vp) {
   if (native(inner().native_16bit().cross_entropy, {logits})) {
-    inner().cross_entropy_forward(losses, logits, targets, N, V, Vp);
+    inner().cross_entropy_forward(losses, row_max, row_sumexp, logits, targets, N, V, Vp);
     return;
   }
   Staging s(*this);
   const int l = s.input(logits, product(N, Vp));
   s.load();
-  inner().cross_entropy_forward(losses, s[l], targets, N, V, Vp);  // fp32 losses
+  inner().cross_entropy_forward(losses, row_max, row_sumexp, s[l], targets, N, V, Vp);  // fp32 outputs
 }
 
 void RoundedStorageBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,

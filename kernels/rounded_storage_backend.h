@@ -76,8 +76,8 @@ class RoundedStorageBackend final : public ForwardingBackend {
                          int NH) override;
   void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,
                           const float* lse, int B, int T, int C, int NH) override;
-  void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N, int V,
-                             int Vp) override;
+  void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
+                             const int32_t* targets, int N, int V, int Vp) override;
   void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
                               int Vp) override;
   void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local, int Vp_local) override;

@@ -60,8 +60,9 @@ class TimingBackend final : public kernels::ForwardingBackend {
                           int B, int T, int C, int NH) override {
     timed("attention_backward", [&] { inner_.attention_backward(dqkv, s, d, qkv, o, lse, B, T, C, NH); });
   }
-  void cross_entropy_forward(float* l, kernels::ConstActPtr lg, const int32_t* t, int N, int V, int Vp) override {
-    timed("cross_entropy_forward", [&] { inner_.cross_entropy_forward(l, lg, t, N, V, Vp); });
+  void cross_entropy_forward(float* l, float* m, float* se, kernels::ConstActPtr lg, const int32_t* t, int N, int V,
+                             int Vp) override {
+    timed("cross_entropy_forward", [&] { inner_.cross_entropy_forward(l, m, se, lg, t, N, V, Vp); });
   }
   void cross_entropy_backward(kernels::ActPtr d, kernels::ConstActPtr lg, const int32_t* t, float s, int N, int V, int Vp) override {
     timed("cross_entropy_backward", [&] { inner_.cross_entropy_backward(d, lg, t, s, N, V, Vp); });

@@ -146,9 +146,9 @@ std::size_t CpuBackend::attention_scratch_size(int B, int T, int NH) const {
   return cpu::attention_scratch_size(B, T, NH);
 }
 
-void CpuBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets,
-                                       int N, int V, int Vp) {
-  cpu::cross_entropy_forward(losses, logits.f32(), targets, N, V, Vp);
+void CpuBackend::cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
+                                       const int32_t* targets, int N, int V, int Vp) {
+  cpu::cross_entropy_forward(losses, row_max, row_sumexp, logits.f32(), targets, N, V, Vp);
 }
 
 void CpuBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,

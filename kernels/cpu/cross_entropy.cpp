@@ -20,6 +20,8 @@
 // below the loss's own float rounding). The exponents are <= 0 as in the fused kernel, because
 // the max the caller passes is the global one. The backward knows the global sum up front, so
 // it writes each gradient in one pass: exp(l - max) * (dloss / sum), then the target's -dloss.
+// The model runs that backward without tensor parallelism too, on the statistics the fused
+// forward hands out (row_max, row_sumexp), so its backward is that one pass.
 #include "kernels/cpu/cross_entropy.h"
 
 #include <algorithm>
@@ -81,16 +83,20 @@ int local_target(int32_t target, int vocab_begin, int V_local) {
 
 }  // namespace
 
-void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
-                           int V, int Vp) {
+void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, const float* logits,
+                           const int32_t* targets, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float* row = logits + static_cast<std::size_t>(n) * Vp;
-    const float row_max = row_max_of(row, V);
-    const double sum = exp_sum(row, row_max, V);
+    const float max = row_max_of(row, V);
+    const double sum = exp_sum(row, max, V);
     const double loss =
-        std::log(sum) + static_cast<double>(row_max) - static_cast<double>(row[targets[n]]);
+        std::log(sum) + static_cast<double>(max) - static_cast<double>(row[targets[n]]);
     losses[n] = static_cast<float>(loss);
+    if (row_max != nullptr) {
+      row_max[n] = max;
+      row_sumexp[n] = static_cast<float>(sum);
+    }
   }
 }
 

@@ -8,8 +8,10 @@
 namespace trident::kernels::cpu {
 
 // losses[n] = logsumexp(logits[n, 0:V]) - logits[n, targets[n]]; columns V..Vp are ignored.
-void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
-                           int V, int Vp);
+// row_max, row_sumexp (both or neither null): each row's max and float sum of exp(l - max), for
+// cross_entropy_backward_sharded (vocab_begin 0).
+void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, const float* logits,
+                           const int32_t* targets, int N, int V, int Vp);
 
 // dlogits[n,v] = (softmax(logits[n,0:V])[v] - [v == targets[n]]) * dloss for v < V, 0 for
 // V <= v < Vp. Overwrites; dlogits may alias logits.

@@ -63,15 +63,19 @@ __device__ std::size_t row_offset(int n, int columns) {
 }
 
 template <class S, class E = typename S::Element>
-__global__ void cross_entropy_forward_kernel(float* losses, const E* logits, const int32_t* targets, int V, int Vp) {
+__global__ void cross_entropy_forward_kernel(float* losses, float* row_max, float* row_sumexp, const E* logits,
+                                             const int32_t* targets, int V, int Vp) {
   const int n = blockIdx.x;
   const E* row = logits + row_offset(n, Vp);
-  const float row_max = row_max_of<S>(row, V);
-  const double sum = exp_sum<S>(row, row_max, V);
+  const float max = row_max_of<S>(row, V);
+  const double sum = exp_sum<S>(row, max, V);
   if (threadIdx.x == 0) {
-    const double loss =
-        log(sum) + static_cast<double>(row_max) - static_cast<double>(S::load(row[targets[n]]));
+    const double loss = log(sum) + static_cast<double>(max) - static_cast<double>(S::load(row[targets[n]]));
     losses[n] = static_cast<float>(loss);
+    if (row_max != nullptr) {
+      row_max[n] = max;
+      row_sumexp[n] = static_cast<float>(sum);
+    }
   }
 }
 
@@ -146,13 +150,13 @@ __global__ void cross_entropy_backward_sharded_kernel(E* dlogits, const E* logit
 
 }  // namespace
 
-void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N, int V, int Vp,
-                           cudaStream_t stream) {
+void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
+                           const int32_t* targets, int N, int V, int Vp, cudaStream_t stream) {
   if (N == 0) return;
   stored::with_policy(logits.storage(), [&](auto policy) {
     using S = decltype(policy);
-    cross_entropy_forward_kernel<S><<<N, kRowThreads, 0, stream>>>(losses, stored::elements<S>(logits), targets, V,
-                                                                   Vp);
+    cross_entropy_forward_kernel<S><<<N, kRowThreads, 0, stream>>>(losses, row_max, row_sumexp,
+                                                                   stored::elements<S>(logits), targets, V, Vp);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -14,8 +14,10 @@
 namespace trident::kernels::cuda {
 
 // losses[n] = logsumexp(logits[n, 0:V]) - logits[n, targets[n]]; columns V..Vp never read.
-void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N, int V, int Vp,
-                           cudaStream_t stream);
+// row_max, row_sumexp (both or neither null): each row's max and float sum of exp(l - max), for
+// cross_entropy_backward_sharded with vocab_begin 0.
+void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
+                           const int32_t* targets, int N, int V, int Vp, cudaStream_t stream);
 
 // dlogits[n,v] = (softmax(logits[n,0:V])[v] - [v == targets[n]]) * dloss for v < V, 0 for
 // V <= v < Vp. Overwrites; dlogits may alias logits.

@@ -288,9 +288,9 @@ std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {
                                                : cuda::attention_scratch_size(B, T, NH);
 }
 
-void CudaBackend::cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets,
-                                        int N, int V, int Vp) {
-  cuda::cross_entropy_forward(losses, logits, targets, N, V, Vp, stream_);
+void CudaBackend::cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
+                                        const int32_t* targets, int N, int V, int Vp) {
+  cuda::cross_entropy_forward(losses, row_max, row_sumexp, logits, targets, N, V, Vp, stream_);
 }
 
 void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,

@@ -95,8 +95,8 @@ class CudaBackend final : public Backend {
                           int NH) override;
   std::size_t attention_scratch_size(int B, int T, int NH) const override;
 
-  void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N,
-                             int V, int Vp) override;
+  void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
+                             const int32_t* targets, int N, int V, int Vp) override;
   void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                               float dloss, int N, int V, int Vp) override;
   void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,

@@ -117,7 +117,9 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
   const std::size_t rc = rows * static_cast<std::size_t>(c.hidden);
   const auto slots = static_cast<std::size_t>(layout.slots);
   const ActivationSizes workspace = block_workspace(c, b, t, layout);
-  const std::size_t vocab_stats = tp > 1 ? 3 * bt : 0;  // row max, row sum of exp, target logit
+  // Row max and row sum of exp (the backward reads them rather than the logits again), and with
+  // tp > 1 the target's logit beside the sum (one all-reduce combines both).
+  const std::size_t vocab_stats = tp > 1 ? 3 * bt : 2 * bt;
   const std::size_t local_vocab = static_cast<std::size_t>(c.padded_vocab / tp);
   const bool multi_chunk = stage.chunks.size() > 1;
   ActivationSizes slot;
@@ -126,8 +128,8 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
     // Per slot: the chunk input, every block's output (the next block's input, or ln_f's),
     // under kNone each block's intermediates, with chunks the input gradient kept for its
     // send; the last chunk adds the head's state: ln_f's output (full rows), its statistics,
-    // the logits (16-bit or fp32: GptLayout::logits_16bit), the losses and the
-    // vocabulary-parallel row statistics.
+    // the logits (16-bit or fp32: GptLayout::logits_16bit), the losses and the cross-entropy's
+    // row statistics.
     slot.stored += rc /*input*/ + (multi_chunk ? rc : 0) /*input gradient*/ + layers * rc /*outs*/;
     if (layout.recompute == Recompute::kNone) {
       slot.stored += layers * workspace.stored;
@@ -390,10 +392,8 @@ void Gpt::carve_activations() {
       const std::size_t logits = bt * static_cast<std::size_t>(vocab_.size());
       s.logits = layout_.logits_16bit() ? take(logits) : kernels::ActPtr(take_fp32(logits));
       s.losses = take_fp32(bt);
-      if (tp_.active()) {
-        s.row_max = take_fp32(bt);
-        s.row_sums = take_fp32(2 * bt);
-      }
+      s.row_max = take_fp32(bt);
+      s.row_sums = take_fp32(tp_.active() ? 2 * bt : bt);
     }
   }
   dresidual_ = take(rc);
@@ -579,7 +579,8 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
   }
   backend_.matmul_forward(s.logits, s.lnf, params_ + wte_offset_, nullptr, N, C, vocab_.size());
   if (tp_.active()) return sharded_loss_sum(s);
-  backend_.cross_entropy_forward(s.losses, s.logits, s.targets, N, config_.vocab, config_.padded_vocab);
+  backend_.cross_entropy_forward(s.losses, s.row_max, s.row_sums, s.logits, s.targets, N, config_.vocab,
+                                 config_.padded_vocab);
   backend_.copy_to_host(host_losses_.data(), s.losses, host_losses_.size());
   double sum = 0.0;
   for (float loss : host_losses_) sum += loss;
@@ -607,13 +608,11 @@ double Gpt::sharded_loss_sum(Slot& s) {
 void Gpt::head_backward(Slot& s, float dloss) {
   const int N = B_ * T_, C = config_.hidden;
   // logits -> dlogits in place, then into ln_f and the tied embedding.
+  // With the row statistics of the forward (both tp cases; without tp the shard is the whole
+  // vocabulary), so this pass reads each logit once: no max or sum pass over the row again.
   const kernels::ActPtr dlogits = s.logits;
-  if (tp_.active()) {
-    backend_.cross_entropy_backward_sharded(dlogits, s.logits, s.targets, s.row_max, s.row_sums, dloss, N,
-                                            vocab_.real, vocab_.size(), vocab_.begin);
-  } else {
-    backend_.cross_entropy_backward(dlogits, s.logits, s.targets, dloss, N, config_.vocab, config_.padded_vocab);
-  }
+  backend_.cross_entropy_backward_sharded(dlogits, s.logits, s.targets, s.row_max, s.row_sums, dloss, N,
+                                          vocab_.real, vocab_.size(), vocab_.begin);
   backend_.matmul_backward(dln_, grads_ + wte_offset_, nullptr, dlogits, s.lnf, params_ + wte_offset_, N, C,
                            vocab_.size());
   const kernels::ConstActPtr dlnf = own_input_grad();

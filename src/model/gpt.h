@@ -232,8 +232,9 @@ class Gpt {
     // last chunk only
     kernels::ActPtr lnf, logits;
     float *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
-    // vocabulary-parallel cross-entropy (tp > 1): row max, then row sum of exp and the target's
-    // logit side by side so that one all-reduce combines both
+    // the cross-entropy's row statistics, which its backward reads: row max, row sum of exp and
+    // (tp > 1, vocabulary-parallel) the target's logit beside the sum, so that one all-reduce
+    // combines both
     float *row_max = nullptr, *row_sums = nullptr;
     int32_t* tokens = nullptr;
     int32_t* targets = nullptr;

@@ -62,10 +62,18 @@ TEST_F(TwinBackends, CrossEntropyForwardMatchesCpuWithoutReadingPadding) {
     auto logits = twin(padded_logits(uniform(count_of(s.N, s.Vp), -4.0f, 4.0f), s.N, s.V, s.Vp));
     auto targets = twin_tokens(uniform_ids(count_of(s.N, 1), 0, s.V));
     auto losses = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));  // garbage: overwritten
+    auto stats_losses = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
+    auto row_max = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
+    auto row_sumexp = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
     run_on_both([&](Backend& b, Side side) {
-      b.cross_entropy_forward(losses.on(side), logits.on(side), targets.on(side), s.N, s.V, s.Vp);
+      b.cross_entropy_forward(losses.on(side), nullptr, nullptr, logits.on(side), targets.on(side), s.N, s.V, s.Vp);
+      b.cross_entropy_forward(stats_losses.on(side), row_max.on(side), row_sumexp.on(side), logits.on(side),
+                              targets.on(side), s.N, s.V, s.Vp);
     });
     expect_twins_agree(losses, kReductionTolerance, "losses");
+    expect_twins_agree(stats_losses, kReductionTolerance, "losses (with the row statistics)");
+    expect_twins_agree(row_max, 0.0, "row max");  // the max of the same floats: exact
+    expect_twins_agree(row_sumexp, kReductionTolerance, "row sum of exp");
   }
 }
 
@@ -217,7 +225,7 @@ TEST_F(TwinBackends, GpuShardsCombineToTheFusedCrossEntropy) {
   // Fused, on the whole (padded) vocabulary.
   auto fused_logits = twin(padded_logits(full, kShardN, kShardV, kShardVp));
   auto fused_losses = twin(std::vector<float>(count_of(kShardN, 1)));
-  gpu.cross_entropy_forward(fused_losses.on(Side::kGpu), fused_logits.on(Side::kGpu),
+  gpu.cross_entropy_forward(fused_losses.on(Side::kGpu), nullptr, nullptr, fused_logits.on(Side::kGpu),
                             targets.on(Side::kGpu), kShardN, kShardV, kShardVp);
   const std::vector<float> want_losses = fused_losses.values(Side::kGpu);
   gpu.cross_entropy_backward(fused_logits.on(Side::kGpu), fused_logits.on(Side::kGpu),

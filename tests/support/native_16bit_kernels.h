@@ -80,9 +80,10 @@ class Native16BitKernelsStandIn final : public kernels::ForwardingBackend {
     target(claimed_.attention, calls.attention, {dqkv, dout, qkv, out})
         .attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH);
   }
-  void cross_entropy_forward(float* losses, ConstActPtr logits, const int32_t* targets, int N, int V,
-                             int Vp) override {
-    target(claimed_.cross_entropy, calls.cross_entropy, {logits}).cross_entropy_forward(losses, logits, targets, N, V, Vp);
+  void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
+                             const int32_t* targets, int N, int V, int Vp) override {
+    target(claimed_.cross_entropy, calls.cross_entropy, {logits})
+        .cross_entropy_forward(losses, row_max, row_sumexp, logits, targets, N, V, Vp);
   }
   void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
                               int Vp) override {

@@ -60,7 +60,7 @@ TEST(CpuCrossEntropy, ForwardMatchesDoubleReferenceAndIgnoresPadding) {
   const auto p = make_problem(41);
   cpu::CpuBackend backend(kTestThreads);
   std::vector<float> losses(kN, kNaN);
-  backend.cross_entropy_forward(losses.data(), p.logits.data(), p.targets.data(), kN, kV, kVp);
+  backend.cross_entropy_forward(losses.data(), nullptr, nullptr, p.logits.data(), p.targets.data(), kN, kV, kVp);
   // Losses are O(1-10); the row at +1000 loses absolute precision in its float logits only at
   // the 6e-5 level (ulp of 1000), so its loss is checked to 1e-4.
   expect_close(losses, cross_entropy_reference(to_double(p.logits), p.targets), 1e-4, 1e-5,
@@ -244,7 +244,7 @@ TEST(CpuCrossEntropySharded, OneShardAgreesWithFusedKernels) {
   const float dloss = 0.37f;
   cpu::CpuBackend backend(kTestThreads);
   std::vector<float> fused_losses(kN), fused_dlogits(p.logits.size());
-  backend.cross_entropy_forward(fused_losses.data(), p.logits.data(), p.targets.data(), kN, kV,
+  backend.cross_entropy_forward(fused_losses.data(), nullptr, nullptr, p.logits.data(), p.targets.data(), kN, kV,
                                 kVp);
   backend.cross_entropy_backward(fused_dlogits.data(), p.logits.data(), p.targets.data(), dloss,
                                  kN, kV, kVp);
@@ -253,6 +253,35 @@ TEST(CpuCrossEntropySharded, OneShardAgreesWithFusedKernels) {
   // in double from float pieces; and the gradient scaled in one pass rather than two.
   expect_close(result.losses, to_double(fused_losses), 1e-6, 1e-6, "losses vs fused");
   expect_close(result.dlogits, to_double(fused_dlogits), 1e-7, 1e-6, "dlogits vs fused");
+}
+
+// The forward's row statistics are those of the pieces over the whole vocabulary (bit for bit:
+// the same max and the same double sum rounded to float), and the backward the model runs on
+// them (cross_entropy_backward_sharded, vocab_begin 0) gives the fused backward's gradients.
+TEST(CpuCrossEntropy, ForwardRowStatisticsDriveTheBackward) {
+  const auto p = make_problem(64);
+  const float dloss = 0.37f;
+  cpu::CpuBackend backend(kTestThreads);
+  std::vector<float> losses(kN, kNaN), row_max(kN, kNaN), row_sumexp(kN, kNaN), plain_losses(kN, kNaN);
+  backend.cross_entropy_forward(losses.data(), row_max.data(), row_sumexp.data(), p.logits.data(), p.targets.data(),
+                                kN, kV, kVp);
+  backend.cross_entropy_forward(plain_losses.data(), nullptr, nullptr, p.logits.data(), p.targets.data(), kN, kV,
+                                kVp);
+  EXPECT_EQ(losses, plain_losses) << "asking for the statistics changes no loss";
+  std::vector<float> piece_max(kN, kNaN), piece_sums(2 * kN, kNaN);
+  backend.cross_entropy_row_max(piece_max.data(), p.logits.data(), kN, kV, kVp);
+  backend.cross_entropy_row_sums(piece_sums.data(), piece_sums.data() + kN, p.logits.data(), p.targets.data(),
+                                 piece_max.data(), kN, kV, kVp, 0);
+  EXPECT_EQ(row_max, piece_max);
+  EXPECT_EQ(row_sumexp, std::vector<float>(piece_sums.begin(), piece_sums.begin() + kN));
+
+  std::vector<float> fused(p.logits.size(), kNaN);
+  backend.cross_entropy_backward(fused.data(), p.logits.data(), p.targets.data(), dloss, kN, kV, kVp);
+  std::vector<float> from_stats = p.logits;  // in place, as Gpt::head_backward runs it
+  backend.cross_entropy_backward_sharded(from_stats.data(), from_stats.data(), p.targets.data(), row_max.data(),
+                                         row_sumexp.data(), dloss, kN, kV, kVp, 0);
+  // The sum as a float (6e-8 relative) and one scaling pass instead of two: ~1e-7 of 0.37.
+  expect_close(from_stats, to_double(fused), 1e-7, 1e-6, "dlogits from the forward's statistics");
 }
 
 TEST(CpuCrossEntropySharded, GradientsMatchReferenceAndZeroPadding) {

@@ -115,8 +115,8 @@ TEST_P(RoundedStorage, CrossEntropyKeepsFp32LossesAndRoundsLogitGradients) {
   const auto logits = random_floats(N * Vp, rng, -3.0f, 3.0f);
   std::vector<int32_t> targets = {0, 6, 3, 2, 1};
   std::vector<float> losses_plain(N), losses(N);
-  plain.cross_entropy_forward(losses_plain.data(), logits.data(), targets.data(), N, V, Vp);
-  storage.cross_entropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp);
+  plain.cross_entropy_forward(losses_plain.data(), nullptr, nullptr, logits.data(), targets.data(), N, V, Vp);
+  storage.cross_entropy_forward(losses.data(), nullptr, nullptr, logits.data(), targets.data(), N, V, Vp);
   EXPECT_TRUE(holds_unrepresentable(losses_plain, p));
   EXPECT_TRUE(same_bits(losses, losses_plain));
   std::vector<float> d_plain(N * Vp), d(N * Vp);
@@ -380,7 +380,7 @@ TEST_P(RoundedStorage, EveryNativeFamilyPassesAllSixteenBitCallsThrough) {
   const std::vector<int32_t> targets = {0, 6, 3, 5};
   std::vector<float> losses(NV), row_max(NV), row_sums(NV), target_logit(NV);
   both({}, {&losses}, [&](Backend& k) {
-    k.cross_entropy_forward(losses.data(), in16(logits), targets.data(), NV, Vr, Vp);
+    k.cross_entropy_forward(losses.data(), nullptr, nullptr, in16(logits), targets.data(), NV, Vr, Vp);
   }, "cross_entropy_forward");
   both({&dlogits}, {}, [&](Backend& k) {
     k.cross_entropy_backward(out16(dlogits), in16(dlogits), targets.data(), 0.25f, NV, Vr, Vp);
