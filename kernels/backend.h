@@ -214,6 +214,8 @@ class Backend {
   //              = 0                                                           for V <= v < Vp.
   // Overwrites (does not accumulate): this is where backward starts. dlogits may alias logits.
   // dloss is the same for every row (the loss is a mean over the global batch's tokens).
+  // It finds the row max and sum again; the model instead runs cross_entropy_backward_sharded on
+  // the statistics its forward handed out (one read of the logits).
   virtual void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
                                       const int32_t* targets, float dloss, int N, int V,
                                       int Vp) = 0;

@@ -108,7 +108,7 @@ struct GptOptions {
 // heads/tp).
 //   stored:  elements in layout.storage: the activations and their gradients;
 //   fp32:    floats whatever the storage: LayerNorm statistics, attention's lse and workspace,
-//            token losses and the vocabulary-parallel row statistics;
+//            token losses and the cross-entropy's row statistics;
 //   staging: under 16-bit storage, the floats of fp32 workspace the backend widens one call's
 //            16-bit operands into (kernels::RoundedStorageBackend::staging_floats() after a
 //            step: the largest call's operands); 0 for fp32 storage.
