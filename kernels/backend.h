@@ -204,10 +204,10 @@ class Backend {
   // --- fused softmax + cross-entropy -------------------------------------------------------------
   // losses[n] = logsumexp(logits[n, 0:V]) - logits[n, targets[n]]; columns V..Vp are padding
   // and never take part. targets in [0, V). row_max and row_sumexp ([N] each, or both null)
-  // receive the row statistics the loss came from, as cross_entropy_row_max and _row_sums give
-  // them for the whole vocabulary (max over the real columns; sum of exp(l - max) rounded to
-  // float): cross_entropy_backward_sharded with vocab_begin = 0 takes them, so that the backward
-  // reads the logits once instead of again for the max and the sum.
+  // receive the row statistics the loss came from, as cross_entropy_shard_statistics gives them
+  // for the whole vocabulary (max over the real columns; sum of exp(l - max) rounded to float):
+  // cross_entropy_backward_sharded with vocab_begin = 0 takes them, so that the backward reads
+  // the logits once instead of again for the max and the sum.
   virtual void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
                                      const int32_t* targets, int N, int V, int Vp) = 0;
   // dlogits[n,v] = (softmax(logits[n,0:V])[v] - [v == targets[n]]) * dloss   for v < V,
@@ -224,20 +224,28 @@ class Backend {
   // This rank holds logits[N, Vp_local] for the vocabulary ids [vocab_begin, vocab_begin +
   // Vp_local); of those, the first V_local columns are real tokens and the rest padding (never
   // read; V_local may be 0: an all-padding shard). Targets are global ids in [0, V). The caller
-  // reduces across ranks between the pieces:
-  //   1. cross_entropy_row_max            -> all-reduce MAX  of row_max
-  //   2. cross_entropy_row_sums           -> all-reduce SUM  of row_sumexp and target_logit
-  //   3. loss_n = log(sumexp_n) + max_n - target_logit_n      (by the caller)
-  //      cross_entropy_backward_sharded   (no reduction needed)
-  // row_max[n] = max over the real local columns; -infinity when V_local == 0.
-  virtual void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
-                                     int Vp_local) = 0;
-  // With the GLOBAL row max: row_sumexp[n] = sum over the real local columns of
-  // exp(logits[n,v] - row_max[n]); target_logit[n] = logits[n, targets[n] - vocab_begin] when
-  // the target is a real local column, else 0 (so the sum over ranks is the target's logit).
-  virtual void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits,
-                                      const int32_t* targets, const float* row_max, int N,
-                                      int V_local, int Vp_local, int vocab_begin) = 0;
+  // combines the ranks' pieces:
+  //   1. cross_entropy_shard_statistics  -> this rank's block [3N]
+  //   2. all-gather of the blocks, in rank order, into [shards, 3N]
+  //   3. cross_entropy_combine_shards     -> the row max, sum and target logit of the whole row
+  //   4. loss_n = log(sumexp_n) + max_n - target_logit_n  (by the caller);
+  //      cross_entropy_backward_sharded  (no reduction needed)
+  // So the forward reads the logits once and makes one collective (of 3N floats per rank).
+  //
+  // stats[0, N):  max over the real local columns (-infinity when V_local == 0);
+  // stats[N, 2N): sum over them of exp(l - that max), rounded to float (0 when V_local == 0);
+  // stats[2N, 3N): logits[n, targets[n] - vocab_begin] when the target is a real local column,
+  //               else 0 (so the sum over ranks is the target's logit).
+  // Over the whole vocabulary (vocab_begin 0) the max and the sum are cross_entropy_forward's
+  // row statistics.
+  virtual void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N,
+                                              int V_local, int Vp_local, int vocab_begin) = 0;
+  // gathered[shards * 3N]: the shards' stats blocks in rank order. row_max[n] = max over the
+  // shards; row_sumexp[n] = sum over shards of sum_r * exp(max_r - row_max[n]) (in double,
+  // rounded to float; an all-padding shard adds 0); target_logit[n] = sum of the shards'
+  // target logits. Every rank computes the same values from the same blocks.
+  virtual void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit,
+                                            const float* gathered, int N, int shards) = 0;
   // With the GLOBAL row max and sum: dlogits[n,v] = (exp(l - max_n) / sum_n - [v is the
   // target]) * dloss on the real local columns, 0 on the padding. Overwrites; dlogits may alias
   // logits.

@@ -86,13 +86,13 @@ class ForwardingBackend : public Backend {
                               int Vp) override {
     inner_.cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
   }
-  void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local, int Vp_local) override {
-    inner_.cross_entropy_row_max(row_max, logits, N, V_local, Vp_local);
+  void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N, int V_local,
+                                      int Vp_local, int vocab_begin) override {
+    inner_.cross_entropy_shard_statistics(stats, logits, targets, N, V_local, Vp_local, vocab_begin);
   }
-  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits, const int32_t* targets,
-                              const float* row_max, int N, int V_local, int Vp_local, int vocab_begin) override {
-    inner_.cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local, Vp_local,
-                                  vocab_begin);
+  void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,
+                                    int N, int shards) override {
+    inner_.cross_entropy_combine_shards(row_max, row_sumexp, target_logit, gathered, N, shards);
   }
   void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                       const float* row_max, const float* row_sumexp, float dloss, int N, int V_local,

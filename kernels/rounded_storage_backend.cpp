@@ -329,30 +329,21 @@ void RoundedStorageBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr l
   s.store();
 }
 
-void RoundedStorageBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
-                                                  int Vp_local) {
+void RoundedStorageBackend::cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets,
+                                                           int N, int V_local, int Vp_local, int vocab_begin) {
   if (native(inner().native_16bit().cross_entropy, {logits})) {
-    inner().cross_entropy_row_max(row_max, logits, N, V_local, Vp_local);
+    inner().cross_entropy_shard_statistics(stats, logits, targets, N, V_local, Vp_local, vocab_begin);
     return;
   }
   Staging s(*this);
   const int l = s.input(logits, product(N, Vp_local));
   s.load();
-  inner().cross_entropy_row_max(row_max, s[l], N, V_local, Vp_local);
+  inner().cross_entropy_shard_statistics(stats, s[l], targets, N, V_local, Vp_local, vocab_begin);  // fp32 out
 }
 
-void RoundedStorageBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits,
-                                                   const int32_t* targets, const float* row_max, int N, int V_local,
-                                                   int Vp_local, int vocab_begin) {
-  if (native(inner().native_16bit().cross_entropy, {logits})) {
-    inner().cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local, Vp_local,
-                                   vocab_begin);
-    return;
-  }
-  Staging s(*this);
-  const int l = s.input(logits, product(N, Vp_local));
-  s.load();
-  inner().cross_entropy_row_sums(row_sumexp, target_logit, s[l], targets, row_max, N, V_local, Vp_local, vocab_begin);
+void RoundedStorageBackend::cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit,
+                                                         const float* gathered, int N, int shards) {
+  inner().cross_entropy_combine_shards(row_max, row_sumexp, target_logit, gathered, N, shards);  // all fp32
 }
 
 void RoundedStorageBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits,

@@ -76,10 +76,13 @@ class TensorParallel {
     group().all_gather(own_grad, full_grad, count);
   }
 
-  // For the vocabulary-parallel cross-entropy: per-row statistics combined over the group.
-  void all_reduce_max(float* data, std::size_t count) const {
-    if (active()) comm_->all_reduce_max(data, count);
+  // In place over data[count * size]: the own block, filled by the caller, is copied to all (the
+  // vocabulary-parallel cross-entropy's row statistics).
+  void all_gather_in_place(float* data, std::size_t count) const {
+    if (active()) comm_->all_gather_in_place(data, count);
   }
+  // In-place sum over the group (partial gradients of the parameters that sequence parallelism
+  // replicates).
   void all_reduce_sum(float* data, std::size_t count) const {
     if (active()) comm_->all_reduce_sum(data, count);
   }

@@ -239,19 +239,17 @@ void BM_CrossEntropyBackward(benchmark::State& state) {
 BENCHMARK(BM_CrossEntropyBackward)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Vocabulary-parallel pieces on the last of Arg(0) = tp shards (Vp / tp columns, the padding
-// included), without the reductions between them: row max + sums (the forward), then the
-// backward. At tp = 1 they compare with the fused kernels above.
+// included), without the all-gather between them: the shard's statistics (the forward; the
+// combination of the gathered blocks is per row, not per logit), then the backward. At tp = 1
+// they compare with the fused kernels above.
 void BM_CrossEntropyShardedForward(benchmark::State& state) {
   const int tp = static_cast<int>(state.range(0));
   const int vp_local = kVp / tp, vocab_begin = (tp - 1) * vp_local, v_local = kV - vocab_begin;
-  Buffer logits(static_cast<std::size_t>(kN) * vp_local, -5.0f, 5.0f), row_max(kN),
-      row_sumexp(kN), target_logit(kN);
+  Buffer logits(static_cast<std::size_t>(kN) * vp_local, -5.0f, 5.0f), stats(3 * static_cast<std::size_t>(kN));
   const auto targets = random_tokens(kN, kV);
   for (auto _ : state) {
-    backend().cross_entropy_row_max(row_max.get(), logits.get(), kN, v_local, vp_local);
-    backend().cross_entropy_row_sums(row_sumexp.get(), target_logit.get(), logits.get(),
-                                     targets.data(), row_max.get(), kN, v_local, vp_local,
-                                     vocab_begin);
+    backend().cross_entropy_shard_statistics(stats.get(), logits.get(), targets.data(), kN, v_local, vp_local,
+                                             vocab_begin);
     benchmark::ClobberMemory();
   }
   set_bytes(state, sizeof(float) * static_cast<double>(logits.size()));
@@ -262,15 +260,15 @@ void BM_CrossEntropyShardedBackward(benchmark::State& state) {
   const int tp = static_cast<int>(state.range(0));
   const int vp_local = kVp / tp, vocab_begin = (tp - 1) * vp_local, v_local = kV - vocab_begin;
   Buffer logits(static_cast<std::size_t>(kN) * vp_local, -5.0f, 5.0f), dlogits(logits.size()),
-      row_max(kN), row_sumexp(kN), target_logit(kN);
+      stats(3 * static_cast<std::size_t>(kN));
   const auto targets = random_tokens(kN, kV);
-  backend().cross_entropy_row_max(row_max.get(), logits.get(), kN, v_local, vp_local);
-  backend().cross_entropy_row_sums(row_sumexp.get(), target_logit.get(), logits.get(),
-                                   targets.data(), row_max.get(), kN, v_local, vp_local,
-                                   vocab_begin);
+  backend().cross_entropy_shard_statistics(stats.get(), logits.get(), targets.data(), kN, v_local, vp_local,
+                                           vocab_begin);
+  const float* row_max = stats.get();
+  const float* row_sumexp = stats.get() + kN;
   for (auto _ : state) {
     backend().cross_entropy_backward_sharded(dlogits.get(), logits.get(), targets.data(),
-                                             row_max.get(), row_sumexp.get(), 1.0f / kN, kN,
+                                             row_max, row_sumexp, 1.0f / kN, kN,
                                              v_local, vp_local, vocab_begin);
     benchmark::ClobberMemory();
   }

@@ -67,12 +67,12 @@ class TimingBackend final : public kernels::ForwardingBackend {
   void cross_entropy_backward(kernels::ActPtr d, kernels::ConstActPtr lg, const int32_t* t, float s, int N, int V, int Vp) override {
     timed("cross_entropy_backward", [&] { inner_.cross_entropy_backward(d, lg, t, s, N, V, Vp); });
   }
-  void cross_entropy_row_max(float* m, kernels::ConstActPtr lg, int N, int V, int Vp) override {
-    timed("cross_entropy_row_max", [&] { inner_.cross_entropy_row_max(m, lg, N, V, Vp); });
+  void cross_entropy_shard_statistics(float* st, kernels::ConstActPtr lg, const int32_t* t, int N, int V, int Vp,
+                                      int vb) override {
+    timed("cross_entropy_shard_statistics", [&] { inner_.cross_entropy_shard_statistics(st, lg, t, N, V, Vp, vb); });
   }
-  void cross_entropy_row_sums(float* s, float* tl, kernels::ConstActPtr lg, const int32_t* t, const float* m, int N, int V,
-                              int Vp, int vb) override {
-    timed("cross_entropy_row_sums", [&] { inner_.cross_entropy_row_sums(s, tl, lg, t, m, N, V, Vp, vb); });
+  void cross_entropy_combine_shards(float* m, float* s, float* tl, const float* g, int N, int shards) override {
+    timed("cross_entropy_combine_shards", [&] { inner_.cross_entropy_combine_shards(m, s, tl, g, N, shards); });
   }
   void cross_entropy_backward_sharded(kernels::ActPtr d, kernels::ConstActPtr lg, const int32_t* t, const float* m, const float* s,
                                       float dl, int N, int V, int Vp, int vb) override {

@@ -157,17 +157,14 @@ void CpuBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
   cpu::cross_entropy_backward(dlogits.f32(), logits.f32(), targets, dloss, N, V, Vp);
 }
 
-void CpuBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
-                                       int Vp_local) {
-  cpu::cross_entropy_row_max(row_max, logits.f32(), N, V_local, Vp_local);
+void CpuBackend::cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N,
+                                                int V_local, int Vp_local, int vocab_begin) {
+  cpu::cross_entropy_shard_statistics(stats, logits.f32(), targets, N, V_local, Vp_local, vocab_begin);
 }
 
-void CpuBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit,
-                                        ConstActPtr logits, const int32_t* targets,
-                                        const float* row_max, int N, int V_local, int Vp_local,
-                                        int vocab_begin) {
-  cpu::cross_entropy_row_sums(row_sumexp, target_logit, logits.f32(), targets, row_max, N, V_local,
-                              Vp_local, vocab_begin);
+void CpuBackend::cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit,
+                                              const float* gathered, int N, int shards) {
+  cpu::cross_entropy_combine_shards(row_max, row_sumexp, target_logit, gathered, N, shards);
 }
 
 void CpuBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits,

@@ -15,11 +15,11 @@
 // compiled per ISA (simd_dispatch.h); at AVX-512 width the exponentials cost ~4x less.
 //
 // Sharded (vocabulary-parallel) pieces: the same row functions over a rank's V_local real
-// columns, with the max and the sum reduced across ranks by the caller in between. The local
-// sum is still accumulated in double and handed over as a float (relative error 6e-8, well
-// below the loss's own float rounding). The exponents are <= 0 as in the fused kernel, because
-// the max the caller passes is the global one. The backward knows the global sum up front, so
-// it writes each gradient in one pass: exp(l - max) * (dloss / sum), then the target's -dloss.
+// columns. Each rank sums exp(l - its own max) (exponents <= 0 as in the fused kernel) in
+// double and hands it over as a float (relative error 6e-8, well below the loss's own float
+// rounding) with that max; the combination rescales each shard's sum to the row's max with one
+// exp per shard. The backward knows the row's max and sum up front, so it writes each gradient
+// in one pass: exp(l - max) * (dloss / sum), then the target's -dloss.
 // The model runs that backward without tensor parallelism too, on the statistics the fused
 // forward hands out (row_max, row_sumexp), so its backward is that one pass.
 #include "kernels/cpu/cross_entropy.h"
@@ -114,26 +114,41 @@ void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* 
   }
 }
 
-void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
-                           int Vp_local) {
-  if (V_local <= 0) {
-    std::fill(row_max, row_max + N, -std::numeric_limits<float>::infinity());
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++)
-    row_max[n] = row_max_of(logits + static_cast<std::size_t>(n) * Vp_local, V_local);
-}
-
-void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
-                            const int32_t* targets, const float* row_max, int N, int V_local,
-                            int Vp_local, int vocab_begin) {
+void cross_entropy_shard_statistics(float* stats, const float* logits, const int32_t* targets, int N,
+                                    int V_local, int Vp_local, int vocab_begin) {
+  const int real = std::max(V_local, 0);
+  const auto rows = static_cast<std::size_t>(N);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float* row = logits + static_cast<std::size_t>(n) * Vp_local;
-    row_sumexp[n] = V_local > 0 ? static_cast<float>(exp_sum(row, row_max[n], V_local)) : 0.0f;
-    const int t = local_target(targets[n], vocab_begin, V_local);
-    target_logit[n] = t >= 0 ? row[t] : 0.0f;
+    const auto i = static_cast<std::size_t>(n);
+    const float max = real > 0 ? row_max_of(row, real) : -std::numeric_limits<float>::infinity();
+    stats[i] = max;
+    stats[rows + i] = real > 0 ? static_cast<float>(exp_sum(row, max, real)) : 0.0f;
+    const int t = local_target(targets[n], vocab_begin, real);
+    stats[2 * rows + i] = t >= 0 ? row[t] : 0.0f;
+  }
+}
+
+void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,
+                                  int N, int shards) {
+  const auto rows = static_cast<std::size_t>(N);
+  for (std::size_t n = 0; n < rows; n++) {
+    float max = -std::numeric_limits<float>::infinity();
+    for (int r = 0; r < shards; r++) max = std::max(max, gathered[static_cast<std::size_t>(r) * 3 * rows + n]);
+    double sum = 0.0, target = 0.0;
+    for (int r = 0; r < shards; r++) {
+      const float* block = gathered + static_cast<std::size_t>(r) * 3 * rows;
+      // A shard without real columns (max -infinity) adds nothing; exp(-inf - max) would too,
+      // but not when every shard's max is -infinity.
+      if (block[n] != -std::numeric_limits<float>::infinity()) {
+        sum += static_cast<double>(block[rows + n]) * std::exp(static_cast<double>(block[n]) - max);
+      }
+      target += block[2 * rows + n];
+    }
+    row_max[n] = max;
+    row_sumexp[n] = static_cast<float>(sum);
+    target_logit[n] = static_cast<float>(target);
   }
 }
 

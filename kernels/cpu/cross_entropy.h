@@ -1,6 +1,6 @@
 // Softmax + cross-entropy over a padded vocabulary, on the CPU: fused (whole vocabulary on one
-// rank) and in three pieces over a vocabulary shard (tensor parallelism; the caller reduces the
-// row maxima and sums across ranks between them).
+// rank) and in pieces over a vocabulary shard (tensor parallelism; the caller gathers the
+// shards' row statistics between them).
 #pragma once
 
 #include <cstdint>
@@ -20,15 +20,17 @@ void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* 
 
 // Sharded: each rank holds logits[N, Vp_local] for the ids [vocab_begin, vocab_begin +
 // Vp_local), the first V_local columns real (V_local may be 0), the rest padding (never read).
-// row_max[n] = max of the real local columns (-infinity when V_local == 0).
-void cross_entropy_row_max(float* row_max, const float* logits, int N, int V_local,
-                           int Vp_local);
+// One pass over this shard: stats[0,N) = each row's max over its real columns (-infinity when
+// V_local == 0), stats[N,2N) = the float sum of exp(l - that max) (0 when V_local == 0),
+// stats[2N,3N) = the target's logit when it is a real local column, else 0.
+void cross_entropy_shard_statistics(float* stats, const float* logits, const int32_t* targets, int N,
+                                    int V_local, int Vp_local, int vocab_begin);
 
-// With the global row_max: row_sumexp[n] = sum_{v < V_local} exp(logits[n,v] - row_max[n]);
-// target_logit[n] = logits[n, targets[n] - vocab_begin] if that is a real local column, else 0.
-void cross_entropy_row_sums(float* row_sumexp, float* target_logit, const float* logits,
-                            const int32_t* targets, const float* row_max, int N, int V_local,
-                            int Vp_local, int vocab_begin);
+// From the shards' stats blocks (gathered[shards * 3N], in rank order): the whole row's max,
+// the sum rescaled to it (sum_r sum_r * exp(max_r - max), in double, rounded to float) and the
+// target logit (the sum of the shards').
+void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,
+                                  int N, int shards);
 
 // With the global row_max and row_sumexp: dlogits[n,v] = (exp(l - max)/sum - [target]) * dloss
 // for v < V_local, 0 for V_local <= v < Vp_local. Overwrites; dlogits may alias logits.

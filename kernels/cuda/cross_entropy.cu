@@ -12,10 +12,12 @@
 // pass each thread reads logit v and then writes gradient v itself, so no thread overwrites a
 // logit another thread has still to read.
 //
-// Sharded (vocabulary-parallel) pieces: the same row loops over a rank's V_local real columns,
-// with the global max and sum (reduced across ranks by the caller) passed in. The local sum is
-// accumulated in double and handed over as a float, like the CPU twin. V_local may be 0 (an
-// all-padding shard): row max -infinity, sum 0, target logit 0, gradient all zeros.
+// Sharded (vocabulary-parallel) pieces: the same row loops over a rank's V_local real columns.
+// The statistics kernel hands out the shard's max and its sum of exp(l - that max), accumulated
+// in double and rounded to float, like the CPU twin; the caller gathers them and the combine
+// kernel rescales each shard's sum to the row's max. The backward gets the row's max and sum.
+// V_local may be 0 (an all-padding shard): max -infinity, sum 0, target logit 0, gradient all
+// zeros.
 //
 // The logits and their gradients are templated on their storage (kernels/stored_element.h):
 // fp32 buffers, or bf16/fp16 ones read as they are (each gradient rounded once when stored);
@@ -33,7 +35,7 @@ namespace trident::kernels::cuda {
 
 namespace {
 
-// Max of row[0..V), V >= 1, over the block; every thread gets it.
+// Max of row[0..V) over the block (-infinity when V is 0); every thread gets it.
 template <class S, class E = typename S::Element>
 __device__ float row_max_of(const E* row, int V) {
   float local = -INFINITY;
@@ -98,29 +100,43 @@ __global__ void cross_entropy_backward_kernel(E* dlogits, const E* logits, const
   }
 }
 
-__global__ void fill_kernel(float* x, float value, std::size_t n) {
-  for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) x[i] = value;
-}
-
+// stats[n], stats[N + n], stats[2N + n]: this shard's row max, the sum of exp(l - that max) and
+// the target's logit (V_local may be 0: row_max_of's block max of no values is -infinity, the
+// sum 0, no local target).
 template <class S, class E = typename S::Element>
-__global__ void cross_entropy_row_max_kernel(float* row_max, const E* logits, int V_local, int Vp_local) {
+__global__ void cross_entropy_shard_statistics_kernel(float* stats, const E* logits, const int32_t* targets,
+                                                      int V_local, int Vp_local, int vocab_begin) {
   const int n = blockIdx.x;
-  const float m = row_max_of<S>(logits + row_offset(n, Vp_local), V_local);
-  if (threadIdx.x == 0) row_max[n] = m;
-}
-
-template <class S, class E = typename S::Element>
-__global__ void cross_entropy_row_sums_kernel(float* row_sumexp, float* target_logit, const E* logits,
-                                              const int32_t* targets, const float* row_max, int V_local, int Vp_local,
-                                              int vocab_begin) {
-  const int n = blockIdx.x;
+  const std::size_t N = gridDim.x;
   const E* row = logits + row_offset(n, Vp_local);
-  // exp_sum is a block reduction: every thread calls it, also when V_local is 0 (sum 0).
-  const double sum = exp_sum<S>(row, row_max[n], V_local);
+  const float max = row_max_of<S>(row, V_local);
+  // A block reduction: every thread calls it, also when V_local is 0 (sum 0). The row was just
+  // read for the max, so this second read mostly hits L2.
+  const double sum = exp_sum<S>(row, max, V_local);
   if (threadIdx.x == 0) {
-    row_sumexp[n] = static_cast<float>(sum);
+    stats[n] = max;
+    stats[N + n] = V_local > 0 ? static_cast<float>(sum) : 0.0f;
     const int t = local_target(targets[n], vocab_begin, V_local);
-    target_logit[n] = t >= 0 ? S::load(row[t]) : 0.0f;
+    stats[2 * N + n] = t >= 0 ? S::load(row[t]) : 0.0f;
+  }
+}
+
+// One thread per row: the shards' blocks of gathered[shards * 3N] combined in rank order (the
+// CPU twin's loop; every rank gets the same bits from the same blocks).
+__global__ void cross_entropy_combine_shards_kernel(float* row_max, float* row_sumexp, float* target_logit,
+                                                    const float* gathered, std::size_t N, int shards) {
+  for (std::size_t n = grid_first_index(); n < N; n += grid_stride()) {
+    float max = -INFINITY;
+    for (int r = 0; r < shards; r++) max = fmaxf(max, gathered[static_cast<std::size_t>(r) * 3 * N + n]);
+    double sum = 0.0, target = 0.0;
+    for (int r = 0; r < shards; r++) {
+      const float* block = gathered + static_cast<std::size_t>(r) * 3 * N;
+      if (block[n] != -INFINITY) sum += static_cast<double>(block[N + n]) * exp(static_cast<double>(block[n]) - max);
+      target += block[2 * N + n];
+    }
+    row_max[n] = max;
+    row_sumexp[n] = static_cast<float>(sum);
+    target_logit[n] = static_cast<float>(target);
   }
 }
 
@@ -172,31 +188,23 @@ void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* t
   CUDA_CHECK_LAUNCH();
 }
 
-void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local, int Vp_local, cudaStream_t stream) {
-  if (N == 0) return;
-  if (V_local <= 0) {
-    const auto n = static_cast<std::size_t>(N);
-    fill_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(row_max, -INFINITY, n);
-  } else {
-    stored::with_policy(logits.storage(), [&](auto policy) {
-      using S = decltype(policy);
-      cross_entropy_row_max_kernel<S><<<N, kRowThreads, 0, stream>>>(row_max, stored::elements<S>(logits), V_local,
-                                                                     Vp_local);
-    });
-  }
-  CUDA_CHECK_LAUNCH();
-}
-
-void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits, const int32_t* targets,
-                            const float* row_max, int N, int V_local, int Vp_local, int vocab_begin,
-                            cudaStream_t stream) {
+void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N, int V_local,
+                                    int Vp_local, int vocab_begin, cudaStream_t stream) {
   if (N == 0) return;
   stored::with_policy(logits.storage(), [&](auto policy) {
     using S = decltype(policy);
-    cross_entropy_row_sums_kernel<S><<<N, kRowThreads, 0, stream>>>(row_sumexp, target_logit,
-                                                                    stored::elements<S>(logits), targets, row_max,
-                                                                    V_local < 0 ? 0 : V_local, Vp_local, vocab_begin);
+    cross_entropy_shard_statistics_kernel<S><<<N, kRowThreads, 0, stream>>>(
+        stats, stored::elements<S>(logits), targets, V_local < 0 ? 0 : V_local, Vp_local, vocab_begin);
   });
+  CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,
+                                  int N, int shards, cudaStream_t stream) {
+  if (N == 0) return;
+  const auto n = static_cast<std::size_t>(N);
+  cross_entropy_combine_shards_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(
+      row_max, row_sumexp, target_logit, gathered, n, shards);
   CUDA_CHECK_LAUNCH();
 }
 

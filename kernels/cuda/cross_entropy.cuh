@@ -1,6 +1,6 @@
 // Softmax + cross-entropy over a padded vocabulary on the device: fused (whole vocabulary) and
-// in three pieces over a vocabulary shard (tensor parallelism; the caller reduces the row
-// maxima and sums across ranks in between). Semantics as kernels/backend.h. Launchers queue on
+// in pieces over a vocabulary shard (tensor parallelism; the caller gathers the shards' row
+// statistics in between). Semantics as kernels/backend.h. Launchers queue on
 // `stream`. The logits and dlogits are fp32, or 16-bit of one format (read as they are, each
 // gradient rounded once when stored); losses and row statistics are fp32.
 #pragma once
@@ -24,15 +24,16 @@ void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, Con
 void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
                             int Vp, cudaStream_t stream);
 
-// row_max[n] = max of the V_local real columns of logits[N, Vp_local] (-infinity if V_local
-// is 0).
-void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local, int Vp_local, cudaStream_t stream);
+// One block per row: stats[0,N) = the max of the V_local real columns of logits[N, Vp_local]
+// (-infinity if V_local is 0), stats[N,2N) = the float sum of exp(l - that max), stats[2N,3N) =
+// the target's logit when it is a real local column, else 0.
+void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N, int V_local,
+                                    int Vp_local, int vocab_begin, cudaStream_t stream);
 
-// With the global row_max: row_sumexp[n] = sum_{v < V_local} exp(logits[n,v] - row_max[n]);
-// target_logit[n] = logits[n, targets[n] - vocab_begin] if that is a real local column, else 0.
-void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits, const int32_t* targets,
-                            const float* row_max, int N, int V_local, int Vp_local, int vocab_begin,
-                            cudaStream_t stream);
+// The shards' stats blocks (gathered[shards * 3N], rank order) combined: row max, the sums
+// rescaled to it, the target logit.
+void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,
+                                  int N, int shards, cudaStream_t stream);
 
 // With the global row_max and row_sumexp: dlogits[n,v] = (exp(l - max)/sum - [target]) * dloss
 // for v < V_local, 0 for V_local <= v < Vp_local. Overwrites; dlogits may alias logits.

@@ -299,17 +299,14 @@ void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
   cuda::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp, stream_);
 }
 
-void CudaBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
-                                        int Vp_local) {
-  cuda::cross_entropy_row_max(row_max, logits, N, V_local, Vp_local, stream_);
+void CudaBackend::cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N,
+                                                 int V_local, int Vp_local, int vocab_begin) {
+  cuda::cross_entropy_shard_statistics(stats, logits, targets, N, V_local, Vp_local, vocab_begin, stream_);
 }
 
-void CudaBackend::cross_entropy_row_sums(float* row_sumexp, float* target_logit,
-                                         ConstActPtr logits, const int32_t* targets,
-                                         const float* row_max, int N, int V_local, int Vp_local,
-                                         int vocab_begin) {
-  cuda::cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local,
-                               Vp_local, vocab_begin, stream_);
+void CudaBackend::cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit,
+                                               const float* gathered, int N, int shards) {
+  cuda::cross_entropy_combine_shards(row_max, row_sumexp, target_logit, gathered, N, shards, stream_);
 }
 
 void CudaBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits,

@@ -99,11 +99,10 @@ class CudaBackend final : public Backend {
                              const int32_t* targets, int N, int V, int Vp) override;
   void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                               float dloss, int N, int V, int Vp) override;
-  void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local,
-                             int Vp_local) override;
-  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits,
-                              const int32_t* targets, const float* row_max, int N, int V_local,
-                              int Vp_local, int vocab_begin) override;
+  void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N, int V_local,
+                                      int Vp_local, int vocab_begin) override;
+  void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,
+                                    int N, int shards) override;
   void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                       const float* row_max, const float* row_sumexp, float dloss,
                                       int N, int V_local, int Vp_local, int vocab_begin) override;

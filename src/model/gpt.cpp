@@ -118,7 +118,7 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
   const auto slots = static_cast<std::size_t>(layout.slots);
   const ActivationSizes workspace = block_workspace(c, b, t, layout);
   // Row max and row sum of exp (the backward reads them rather than the logits again), and with
-  // tp > 1 the target's logit beside the sum (one all-reduce combines both).
+  // tp > 1 the target's logit beside the sum (the loss's three terms, combined over the group).
   const std::size_t vocab_stats = tp > 1 ? 3 * bt : 2 * bt;
   const std::size_t local_vocab = static_cast<std::size_t>(c.padded_vocab / tp);
   const bool multi_chunk = stage.chunks.size() > 1;
@@ -153,6 +153,9 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
   // backward runs in place in dup); and the attention workspace, which forward uses as well.
   total.stored += rc + btc + 8 * btcl;
   total.fp32 += attention_scratch;
+  // tp > 1 on the stage with the head: every rank's row statistics (3 BT floats each), gathered
+  // for the vocabulary-parallel loss; forward scratch, holding nothing between micro-batches.
+  if (tp > 1 && stage.chunks.back().last) total.fp32 += 3 * bt * static_cast<std::size_t>(tp);
   if (layout.storage != kernels::Precision::kFp32) total.staging = staging_floats(c, bt, t, layout, stage);
   return total;
 }
@@ -402,6 +405,7 @@ void Gpt::carve_activations() {
   datty_ = take(btcl);
   dup_ = take(4 * btcl);
   attention_scratch_ = take_fp32(backend_.attention_scratch_size(B_, T_, local_heads_));
+  if (tp_.active() && stage_.chunks.back().last) shard_statistics_ = take_fp32(3 * bt * static_cast<std::size_t>(tp_.size()));
   if (cursor.get() != (stored_begin + activation_sizes_.stored).get() ||
       fp32_cursor != fp32_arena_ + activation_sizes_.fp32) {
     throw std::logic_error("Gpt: the activation arena was carved differently from activation_sizes()");
@@ -590,12 +594,14 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
 double Gpt::sharded_loss_sum(Slot& s) {
   const int N = B_ * T_;
   const auto n = static_cast<std::size_t>(N);
-  // loss = log(sum of exp(l - max)) + max - target logit, each term combined over the group.
-  backend_.cross_entropy_row_max(s.row_max, s.logits, N, vocab_.real, vocab_.size());
-  tp_.all_reduce_max(s.row_max, n);
-  backend_.cross_entropy_row_sums(s.row_sums, s.row_sums + n, s.logits, s.targets, s.row_max, N, vocab_.real,
-                                  vocab_.size(), vocab_.begin);
-  tp_.all_reduce_sum(s.row_sums, 2 * n);
+  // loss = log(sum of exp(l - max)) + max - target logit, each term combined over the group:
+  // one read of this rank's logits, one all-gather of every rank's (max, sum, target logit),
+  // and every rank combines the same blocks into the same statistics.
+  const std::size_t block = 3 * n;
+  float* own = shard_statistics_ + static_cast<std::size_t>(tp_.rank()) * block;
+  backend_.cross_entropy_shard_statistics(own, s.logits, s.targets, N, vocab_.real, vocab_.size(), vocab_.begin);
+  tp_.all_gather_in_place(shard_statistics_, block);
+  backend_.cross_entropy_combine_shards(s.row_max, s.row_sums, s.row_sums + n, shard_statistics_, N, tp_.size());
   backend_.copy_to_host(host_row_max_.data(), s.row_max, n);
   backend_.copy_to_host(host_row_sums_.data(), s.row_sums, 2 * n);
   double sum = 0.0;

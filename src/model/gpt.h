@@ -233,8 +233,7 @@ class Gpt {
     kernels::ActPtr lnf, logits;
     float *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
     // the cross-entropy's row statistics, which its backward reads: row max, row sum of exp and
-    // (tp > 1, vocabulary-parallel) the target's logit beside the sum, so that one all-reduce
-    // combines both
+    // (tp > 1, vocabulary-parallel) the target's logit beside the sum, for the loss
     float *row_max = nullptr, *row_sums = nullptr;
     int32_t* tokens = nullptr;
     int32_t* targets = nullptr;
@@ -317,6 +316,9 @@ class Gpt {
   // scores of one layer at a time), holding nothing between calls.
   kernels::ActPtr dresidual_, dln_, dqkv_, datty_, dup_;
   float* attention_scratch_ = nullptr;
+  // tp > 1, last stage: the tensor group's row statistics gathered for the loss (3 B T floats
+  // per rank, rank-major; Backend::cross_entropy_shard_statistics), forward scratch.
+  float* shard_statistics_ = nullptr;
   std::vector<float> host_losses_;
   std::vector<float> host_row_max_, host_row_sums_;
 };

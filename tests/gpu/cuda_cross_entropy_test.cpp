@@ -153,19 +153,13 @@ TEST_F(TwinBackends, ShardedCrossEntropyPiecesMatchCpu) {
   for (const Shard& shard : kShardCases) {
     SCOPED_TRACE(shard.name);
     auto logits = twin(shard_columns(full, shard));
-    auto row_max = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));  // garbage: overwritten
-    auto row_sumexp = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
-    auto target_logit = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
+    auto stats = twin(uniform(count_of(3 * kShardN, 1), 5.0f, 9.0f));  // garbage: overwritten
     run_on_both([&](Backend& b, Side side) {
-      b.cross_entropy_row_max(row_max.on(side), logits.on(side), kShardN, shard.real(),
-                              kShardWidth);
-      b.cross_entropy_row_sums(row_sumexp.on(side), target_logit.on(side), logits.on(side),
-                               targets.on(side), global_max.on(side), kShardN, shard.real(),
-                               kShardWidth, shard.vocab_begin());
+      b.cross_entropy_shard_statistics(stats.on(side), logits.on(side), targets.on(side), kShardN, shard.real(),
+                                       kShardWidth, shard.vocab_begin());
     });
-    expect_twins_agree(row_max, kReductionTolerance, "row_max");
-    expect_twins_agree(row_sumexp, kReductionTolerance, "row_sumexp");
-    expect_twins_agree(target_logit, kReductionTolerance, "target_logit");
+    // max, sum of exp(l - that max), target logit: one block each.
+    expect_twins_agree(stats, kReductionTolerance, "shard statistics");
 
     for (const bool in_place : {false, true}) {
       SCOPED_TRACE(in_place ? "backward, dlogits aliasing logits" : "backward");
@@ -185,6 +179,38 @@ TEST_F(TwinBackends, ShardedCrossEntropyPiecesMatchCpu) {
   }
 }
 
+// The combination of four shards' statistics: maxima spread over [-4, 4] (so sums are rescaled
+// both ways), shard 3 all padding on every other row (max -infinity, sum 0), each row's target
+// logit in one shard.
+TEST_F(TwinBackends, CombineShardsMatchesCpu) {
+  const auto rows = count_of(kShardN, 1);
+  std::vector<float> gathered = uniform(count_of(kShards, 3 * kShardN), 1.0f, 20.0f);
+  const std::vector<float> maxima = uniform(count_of(kShards, kShardN), -4.0f, 4.0f);
+  const std::vector<float> target_values = uniform(rows, -4.0f, 4.0f);
+  for (int r = 0; r < kShards; r++) {
+    float* block = gathered.data() + count_of(r, 3 * kShardN);
+    for (std::size_t n = 0; n < rows; n++) {
+      const bool empty = r == kShards - 1 && n % 2 == 0;
+      block[n] = empty ? -INFINITY : maxima[count_of(r, kShardN) + n];
+      if (empty) block[rows + n] = 0.0f;
+      block[2 * rows + n] = static_cast<int>(n % kShards) == r ? target_values[n] : 0.0f;
+    }
+  }
+  auto all = twin(gathered);
+  auto row_max = twin(uniform(rows, 5.0f, 9.0f));  // garbage: overwritten
+  auto row_sumexp = twin(uniform(rows, 5.0f, 9.0f));
+  auto target_logit = twin(uniform(rows, 5.0f, 9.0f));
+  run_on_both([&](Backend& b, Side side) {
+    b.cross_entropy_combine_shards(row_max.on(side), row_sumexp.on(side), target_logit.on(side), all.on(side),
+                                   kShardN, kShards);
+  });
+  expect_twins_agree(row_max, 0.0, "row max");  // a max is exact
+  // Double sums of four terms, each with a double exp: the float results differ by an ulp at most.
+  expect_twins_agree(row_sumexp, kReductionTolerance, "row sum");
+  expect_twins_agree(target_logit, 0.0, "target logit");  // one non-zero term
+  EXPECT_EQ(target_logit.values(Side::kGpu), target_values);
+}
+
 TEST_F(TwinBackends, AllPaddingShardContributesNothing) {
   // A shard beyond the real vocabulary (V_local = 0): every column is padding.
   const int begin = kShardVp;
@@ -192,29 +218,27 @@ TEST_F(TwinBackends, AllPaddingShardContributesNothing) {
   auto targets = twin_tokens(uniform_ids(count_of(kShardN, 1), 0, kShardV));
   auto global_max = twin(uniform(count_of(kShardN, 1), 3.0f, 4.0f));
   auto global_sumexp = twin(uniform(count_of(kShardN, 1), 1.0f, 9.0f));
-  auto row_max = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
-  auto row_sumexp = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
-  auto target_logit = twin(uniform(count_of(kShardN, 1), 5.0f, 9.0f));
+  auto stats = twin(uniform(count_of(3 * kShardN, 1), 5.0f, 9.0f));
   auto dlogits = twin(uniform(count_of(kShardN, kShardWidth), 5.0f, 9.0f));
   run_on_both([&](Backend& b, Side side) {
-    b.cross_entropy_row_max(row_max.on(side), logits.on(side), kShardN, 0, kShardWidth);
-    b.cross_entropy_row_sums(row_sumexp.on(side), target_logit.on(side), logits.on(side),
-                             targets.on(side), global_max.on(side), kShardN, 0, kShardWidth, begin);
+    b.cross_entropy_shard_statistics(stats.on(side), logits.on(side), targets.on(side), kShardN, 0, kShardWidth,
+                                     begin);
     b.cross_entropy_backward_sharded(dlogits.on(side), logits.on(side), targets.on(side),
                                      global_max.on(side), global_sumexp.on(side), 0.5f, kShardN, 0,
                                      kShardWidth, begin);
   });
-  const std::vector<float> max_gpu = row_max.values(Side::kGpu);
-  EXPECT_TRUE(std::all_of(max_gpu.begin(), max_gpu.end(),
+  const std::vector<float> gpu_stats = stats.values(Side::kGpu);
+  const auto rows = count_of(kShardN, 1);
+  EXPECT_TRUE(std::all_of(gpu_stats.begin(), gpu_stats.begin() + rows,
                           [](float m) { return std::isinf(m) && m < 0.0f; }));
-  expect_twins_agree(row_max, 0.0, "row_max");
-  expect_twins_agree(row_sumexp, 0.0, "row_sumexp");      // all 0
-  expect_twins_agree(target_logit, 0.0, "target_logit");  // all 0
+  EXPECT_TRUE(std::all_of(gpu_stats.begin() + rows, gpu_stats.end(), [](float x) { return x == 0.0f; }))
+      << "sums and target logits 0";
+  expect_twins_agree(stats, 0.0, "shard statistics");
   EXPECT_EQ(nonzero_padding(dlogits.values(Side::kGpu), kShardN, 0, kShardWidth), 0u);
 }
 
-// The three pieces over all four shards, combined as the callers' reductions would, give the
-// fused kernels' losses and gradients on the GPU itself.
+// The pieces over all four shards, gathered and combined as Gpt does, give the fused kernels'
+// losses and gradients on the GPU itself.
 TEST_F(TwinBackends, GpuShardsCombineToTheFusedCrossEntropy) {
   Backend& gpu = *gpu_;
   const std::vector<float> full = uniform(count_of(kShardN, kShardVp), -4.0f, 4.0f);
@@ -232,47 +256,35 @@ TEST_F(TwinBackends, GpuShardsCombineToTheFusedCrossEntropy) {
                              targets.on(Side::kGpu), dloss, kShardN, kShardV, kShardVp);
   const std::vector<float> want_dlogits = fused_logits.values(Side::kGpu);
 
-  // Sharded: max over shards, then sums over shards, then the loss and the gradients.
-  std::vector<float> row_max(count_of(kShardN, 1), -INFINITY);
-  std::vector<double> sumexp(count_of(kShardN, 1), 0.0);
-  std::vector<double> target_logit(count_of(kShardN, 1), 0.0);
-  std::vector<float> piece(count_of(kShardN, 1));
-  std::vector<float> piece2(count_of(kShardN, 1));
-  for (int r = 0; r < kShards; r++) {
-    auto logits = twin(shard_columns(full, Shard{"", r}));
-    auto shard_max = twin(piece);
-    gpu.cross_entropy_row_max(shard_max.on(Side::kGpu), logits.on(Side::kGpu), kShardN,
-                              Shard{"", r}.real(), kShardWidth);
-    piece = shard_max.values(Side::kGpu);
-    for (std::size_t n = 0; n < piece.size(); n++) row_max[n] = std::max(row_max[n], piece[n]);
-  }
-  auto global_max = twin(row_max);
+  // Sharded: every shard's statistics side by side (as the all-gather leaves them), combined on
+  // the GPU, then the loss (as Gpt forms it) and the gradients.
+  const auto rows = count_of(kShardN, 1);
+  std::vector<float> gathered;
   for (int r = 0; r < kShards; r++) {
     const Shard shard{"", r};
     auto logits = twin(shard_columns(full, shard));
-    auto shard_sum = twin(piece);
-    auto shard_target = twin(piece2);
-    gpu.cross_entropy_row_sums(shard_sum.on(Side::kGpu), shard_target.on(Side::kGpu),
-                               logits.on(Side::kGpu), targets.on(Side::kGpu),
-                               global_max.on(Side::kGpu), kShardN, shard.real(), kShardWidth,
-                               shard.vocab_begin());
-    piece = shard_sum.values(Side::kGpu);
-    piece2 = shard_target.values(Side::kGpu);
-    for (std::size_t n = 0; n < piece.size(); n++) {
-      sumexp[n] += static_cast<double>(piece[n]);
-      target_logit[n] += static_cast<double>(piece2[n]);
-    }
+    auto stats = twin(std::vector<float>(3 * rows));
+    gpu.cross_entropy_shard_statistics(stats.on(Side::kGpu), logits.on(Side::kGpu), targets.on(Side::kGpu), kShardN,
+                                       shard.real(), kShardWidth, shard.vocab_begin());
+    const std::vector<float> block = stats.values(Side::kGpu);
+    gathered.insert(gathered.end(), block.begin(), block.end());
   }
-  std::vector<float> losses(count_of(kShardN, 1));
-  std::vector<float> sumexp_float(count_of(kShardN, 1));
-  for (std::size_t n = 0; n < losses.size(); n++) {
-    losses[n] =
-        static_cast<float>(std::log(sumexp[n]) + static_cast<double>(row_max[n]) - target_logit[n]);
-    sumexp_float[n] = static_cast<float>(sumexp[n]);
+  auto gathered_twin = twin(gathered);
+  auto global_max = twin(std::vector<float>(rows));
+  auto global_sumexp = twin(std::vector<float>(rows));
+  auto global_target = twin(std::vector<float>(rows));
+  gpu.cross_entropy_combine_shards(global_max.on(Side::kGpu), global_sumexp.on(Side::kGpu),
+                                   global_target.on(Side::kGpu), gathered_twin.on(Side::kGpu), kShardN, kShards);
+  const std::vector<float> row_max = global_max.values(Side::kGpu);
+  const std::vector<float> sumexp = global_sumexp.values(Side::kGpu);
+  const std::vector<float> target_logit = global_target.values(Side::kGpu);
+  std::vector<float> losses(rows);
+  for (std::size_t n = 0; n < rows; n++) {
+    losses[n] = static_cast<float>(std::log(static_cast<double>(sumexp[n])) + static_cast<double>(row_max[n]) -
+                                   static_cast<double>(target_logit[n]));
   }
   expect_twins_agree(losses, want_losses, kReductionTolerance, "losses from shards");
 
-  auto global_sumexp = twin(sumexp_float);
   std::vector<float> dlogits(count_of(kShardN, kShardVp), 0.0f);
   for (int r = 0; r < kShards; r++) {
     const Shard shard{"", r};

@@ -90,14 +90,10 @@ class Native16BitKernelsStandIn final : public kernels::ForwardingBackend {
     target(claimed_.cross_entropy, calls.cross_entropy, {dlogits, logits})
         .cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
   }
-  void cross_entropy_row_max(float* row_max, ConstActPtr logits, int N, int V_local, int Vp_local) override {
+  void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N, int V_local,
+                                      int Vp_local, int vocab_begin) override {
     target(claimed_.cross_entropy, calls.cross_entropy, {logits})
-        .cross_entropy_row_max(row_max, logits, N, V_local, Vp_local);
-  }
-  void cross_entropy_row_sums(float* row_sumexp, float* target_logit, ConstActPtr logits, const int32_t* targets,
-                              const float* row_max, int N, int V_local, int Vp_local, int vocab_begin) override {
-    target(claimed_.cross_entropy, calls.cross_entropy, {logits})
-        .cross_entropy_row_sums(row_sumexp, target_logit, logits, targets, row_max, N, V_local, Vp_local, vocab_begin);
+        .cross_entropy_shard_statistics(stats, logits, targets, N, V_local, Vp_local, vocab_begin);
   }
   void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                       const float* row_max, const float* row_sumexp, float dloss, int N, int V_local,

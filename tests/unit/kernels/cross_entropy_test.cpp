@@ -1,6 +1,6 @@
 // cross_entropy_forward / cross_entropy_backward over a padded vocabulary (V=11, Vp=16), and the
-// vocabulary-parallel pieces (row max, row sums, sharded backward) with tp = 1..4 shards
-// simulated in-process, the cross-rank reductions done by hand.
+// vocabulary-parallel pieces (shard statistics, their combination, sharded backward) with
+// tp = 1..4 shards simulated in-process, the all-gather done by hand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -158,19 +158,20 @@ struct ShardedResult {
   std::vector<float> losses;   // [kN]
   std::vector<float> dlogits;  // [kN, tp * Vp_local], the shards' gradients side by side
   std::vector<int> v_local;    // real columns per shard
+  std::vector<float> row_max, row_sumexp, target_logit;  // [kN] each, combined over the shards
 };
 
-// What tp ranks do: each holds columns [r*Vp_local, (r+1)*Vp_local) of the logits; row maxima
-// are reduced with max and the sums with a float sum (as an MPI all-reduce of float buffers),
-// the loss is formed by the caller, and the backward runs per shard (in place if asked). The
-// gradient outputs start as NaN, so a column that is not written shows.
+// What tp ranks do: each holds columns [r*Vp_local, (r+1)*Vp_local) of the logits and hands out
+// its row statistics; the blocks are gathered in rank order and combined, the loss is formed by
+// the caller, and the backward runs per shard (in place if asked). Outputs start as NaN, so a
+// value that is not written shows.
 ShardedResult run_sharded(cpu::CpuBackend& backend, const Problem& p, int V, int tp, int Vp_local,
                           float dloss, bool in_place) {
   const int Vp = tp * Vp_local;
   const std::size_t local_width = static_cast<std::size_t>(Vp_local);
   std::vector<std::vector<float>> shards(static_cast<std::size_t>(tp));
   ShardedResult result{std::vector<float>(kN), std::vector<float>(p.logits.size(), kNaN),
-                       std::vector<int>(static_cast<std::size_t>(tp))};
+                       std::vector<int>(static_cast<std::size_t>(tp)), {}, {}, {}};
   for (int r = 0; r < tp; r++) {
     auto& shard = shards[static_cast<std::size_t>(r)];
     shard.resize(kN * local_width);
@@ -179,26 +180,19 @@ ShardedResult run_sharded(cpu::CpuBackend& backend, const Problem& p, int V, int
                   local_width, &shard[n * local_width]);
     result.v_local[static_cast<std::size_t>(r)] = std::clamp(V - r * Vp_local, 0, Vp_local);
   }
-  std::vector<float> global_max(kN, -std::numeric_limits<float>::infinity());
+  // Each rank's statistics block, side by side as the all-gather leaves them; then the combine.
+  std::vector<float> gathered(static_cast<std::size_t>(tp) * 3 * kN, kNaN);
   for (int r = 0; r < tp; r++) {
-    std::vector<float> row_max(kN, kNaN);
-    backend.cross_entropy_row_max(row_max.data(), shards[static_cast<std::size_t>(r)].data(), kN,
-                                  result.v_local[static_cast<std::size_t>(r)], Vp_local);
-    for (std::size_t n = 0; n < kN; n++) global_max[n] = std::max(global_max[n], row_max[n]);
+    backend.cross_entropy_shard_statistics(&gathered[static_cast<std::size_t>(r) * 3 * kN],
+                                           shards[static_cast<std::size_t>(r)].data(), p.targets.data(), kN,
+                                           result.v_local[static_cast<std::size_t>(r)], Vp_local, r * Vp_local);
   }
-  std::vector<float> global_sum(kN, 0.0f), global_target(kN, 0.0f);
-  for (int r = 0; r < tp; r++) {
-    std::vector<float> row_sumexp(kN, kNaN), target_logit(kN, kNaN);
-    backend.cross_entropy_row_sums(row_sumexp.data(), target_logit.data(),
-                                   shards[static_cast<std::size_t>(r)].data(), p.targets.data(),
-                                   global_max.data(), kN,
-                                   result.v_local[static_cast<std::size_t>(r)], Vp_local,
-                                   r * Vp_local);
-    for (std::size_t n = 0; n < kN; n++) {
-      global_sum[n] += row_sumexp[n];
-      global_target[n] += target_logit[n];
-    }
-  }
+  std::vector<float> global_max(kN, kNaN), global_sum(kN, kNaN), global_target(kN, kNaN);
+  backend.cross_entropy_combine_shards(global_max.data(), global_sum.data(), global_target.data(), gathered.data(),
+                                       kN, tp);
+  result.row_max = global_max;
+  result.row_sumexp = global_sum;
+  result.target_logit = global_target;
   for (std::size_t n = 0; n < kN; n++)
     result.losses[n] = static_cast<float>(std::log(static_cast<double>(global_sum[n])) +
                                           static_cast<double>(global_max[n]) -
@@ -232,9 +226,33 @@ TEST(CpuCrossEntropySharded, LossesMatchDoubleReference) {
     const auto p = make_sharded_problem(61, kV, Vp, s.Vp_local);
     const auto result = run_sharded(backend, p, kV, s.tp, s.Vp_local, 1.0f, false);
     // As the fused kernel: O(1-10) losses to 1e-5 relative, the +1000 row to 1e-4 absolute.
-    // The float reduction of the sums adds < 3 ulp (2e-7 relative), i.e. 2e-7 in the loss.
+    // The shards' float sums, combined in double, add < 3 ulp (2e-7 relative), i.e. 2e-7 in
+    // the loss.
     expect_close(result.losses, sharded_reference(p, kV, Vp, 1.0f).losses, 1e-4, 1e-5,
                  "losses, tp = " + std::to_string(s.tp));
+  }
+}
+
+// The combined statistics are the whole row's: the same max (bit for bit), the same target
+// logit, and the sum within rounding. Row 5 has its last shard's logits raised by 5, so that the
+// shards' maxima differ and every other shard's sum is rescaled to a larger max.
+TEST(CpuCrossEntropySharded, CombinedStatisticsAreTheWholeRows) {
+  cpu::CpuBackend backend(kTestThreads);
+  for (const Sharding& s : kShardings) {
+    const int Vp = s.tp * s.Vp_local;
+    auto p = make_sharded_problem(66, kV, Vp, s.Vp_local);
+    for (int v = (s.tp - 1) * s.Vp_local; v < kV; v++) p.logits[5 * static_cast<std::size_t>(Vp) + v] += 5.0f;
+    std::vector<float> whole(3 * kN, kNaN);
+    backend.cross_entropy_shard_statistics(whole.data(), p.logits.data(), p.targets.data(), kN, kV, Vp, 0);
+    const auto result = run_sharded(backend, p, kV, s.tp, s.Vp_local, 1.0f, false);
+    const std::string where = ", tp = " + std::to_string(s.tp);
+    for (std::size_t n = 0; n < kN; n++) {
+      EXPECT_EQ(result.row_max[n], whole[n]) << "row max, row " << n << where;
+      // Each shard's sum rounded to float (6e-8 relative), rescaled and summed in double, and
+      // rounded once more; the whole row's sum rounded once: a few 1e-8 apart.
+      EXPECT_NEAR(result.row_sumexp[n], whole[kN + n], 3e-7 * whole[kN + n]) << "row sum, row " << n << where;
+      EXPECT_EQ(result.target_logit[n], whole[2 * kN + n]) << "target logit, row " << n << where;
+    }
   }
 }
 
@@ -255,7 +273,7 @@ TEST(CpuCrossEntropySharded, OneShardAgreesWithFusedKernels) {
   expect_close(result.dlogits, to_double(fused_dlogits), 1e-7, 1e-6, "dlogits vs fused");
 }
 
-// The forward's row statistics are those of the pieces over the whole vocabulary (bit for bit:
+// The forward's row statistics are the shard statistics over the whole vocabulary (bit for bit:
 // the same max and the same double sum rounded to float), and the backward the model runs on
 // them (cross_entropy_backward_sharded, vocab_begin 0) gives the fused backward's gradients.
 TEST(CpuCrossEntropy, ForwardRowStatisticsDriveTheBackward) {
@@ -268,12 +286,13 @@ TEST(CpuCrossEntropy, ForwardRowStatisticsDriveTheBackward) {
   backend.cross_entropy_forward(plain_losses.data(), nullptr, nullptr, p.logits.data(), p.targets.data(), kN, kV,
                                 kVp);
   EXPECT_EQ(losses, plain_losses) << "asking for the statistics changes no loss";
-  std::vector<float> piece_max(kN, kNaN), piece_sums(2 * kN, kNaN);
-  backend.cross_entropy_row_max(piece_max.data(), p.logits.data(), kN, kV, kVp);
-  backend.cross_entropy_row_sums(piece_sums.data(), piece_sums.data() + kN, p.logits.data(), p.targets.data(),
-                                 piece_max.data(), kN, kV, kVp, 0);
-  EXPECT_EQ(row_max, piece_max);
-  EXPECT_EQ(row_sumexp, std::vector<float>(piece_sums.begin(), piece_sums.begin() + kN));
+  std::vector<float> piece(3 * kN, kNaN);
+  backend.cross_entropy_shard_statistics(piece.data(), p.logits.data(), p.targets.data(), kN, kV, kVp, 0);
+  EXPECT_EQ(row_max, std::vector<float>(piece.begin(), piece.begin() + kN));
+  EXPECT_EQ(row_sumexp, std::vector<float>(piece.begin() + kN, piece.begin() + 2 * kN));
+  for (std::size_t n = 0; n < kN; n++) {
+    EXPECT_EQ(piece[2 * kN + n], p.logits[n * kVp + static_cast<std::size_t>(p.targets[n])]) << "target logit, row " << n;
+  }
 
   std::vector<float> fused(p.logits.size(), kNaN);
   backend.cross_entropy_backward(fused.data(), p.logits.data(), p.targets.data(), dloss, kN, kV, kVp);
@@ -328,20 +347,17 @@ TEST(CpuCrossEntropySharded, AllPaddingShard) {
     expect_close(result.losses, ref.losses, 1e-4, 1e-5, "losses");
     expect_close(result.dlogits, ref.dlogits, 1e-6, 1e-5, "dlogits");  // 0 on the last shard
   }
-  // The empty shard alone: max -infinity (the identity of the max reduction), sums and target
-  // logits 0 (the identity of the sum), a zero gradient; its NaN logits are never read.
-  std::vector<float> logits(kN * Vp_local, kNaN), row_max(kN, 0.0f);
-  backend.cross_entropy_row_max(row_max.data(), logits.data(), kN, 0, Vp_local);
-  for (const float m : row_max) EXPECT_EQ(m, -std::numeric_limits<float>::infinity());
-  const std::vector<float> global_max(kN, 1.0f), global_sum(kN, 2.0f);
-  std::vector<float> row_sumexp(kN, kNaN), target_logit(kN, kNaN);
-  backend.cross_entropy_row_sums(row_sumexp.data(), target_logit.data(), logits.data(),
-                                 p.targets.data(), global_max.data(), kN, 0, Vp_local,
-                                 (tp - 1) * Vp_local);
+  // The empty shard alone: max -infinity, sum and target logit 0, a zero gradient; its NaN
+  // logits are never read.
+  std::vector<float> logits(kN * Vp_local, kNaN), stats(3 * kN, kNaN);
+  backend.cross_entropy_shard_statistics(stats.data(), logits.data(), p.targets.data(), kN, 0, Vp_local,
+                                         (tp - 1) * Vp_local);
   for (std::size_t n = 0; n < kN; n++) {
-    EXPECT_EQ(row_sumexp[n], 0.0f) << "row " << n;
-    EXPECT_EQ(target_logit[n], 0.0f) << "row " << n;
+    EXPECT_EQ(stats[n], -std::numeric_limits<float>::infinity()) << "row " << n;
+    EXPECT_EQ(stats[kN + n], 0.0f) << "row " << n;
+    EXPECT_EQ(stats[2 * kN + n], 0.0f) << "row " << n;
   }
+  const std::vector<float> global_max(kN, 1.0f), global_sum(kN, 2.0f);
   backend.cross_entropy_backward_sharded(logits.data(), logits.data(), p.targets.data(),
                                          global_max.data(), global_sum.data(), dloss, kN, 0,
                                          Vp_local, (tp - 1) * Vp_local);
