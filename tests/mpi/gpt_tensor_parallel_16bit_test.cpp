@@ -125,8 +125,9 @@ TEST_P(TensorParallel16Bit, MatchesOneRankAndMovesHalfTheBytes) {
       EXPECT_EQ(tensor.staging, tensor.staging_estimate);
       EXPECT_EQ(tensor.arena_bytes, tensor.arena_estimate);
       EXPECT_LT(tensor.arena_bytes, fp32_tensor.arena_bytes);
-      // The vocabulary-parallel cross-entropy's row statistics stay fp32: a max and two sums of
-      // B*T floats per forward, 12 bytes per row. Everything else the group moves is activations.
+      // The vocabulary-parallel cross-entropy's row statistics stay fp32: each rank's max, sum and
+      // target logit, 3 B*T floats gathered per forward, 12 bytes per row. Everything else the
+      // group moves is activations.
       const double stats = 2.0 * 12.0 * kB * kT;
       EXPECT_GT(fp32_tensor.tensor_bytes, 2 * stats);
       EXPECT_DOUBLE_EQ(tensor.tensor_bytes - stats, (fp32_tensor.tensor_bytes - stats) / 2);
