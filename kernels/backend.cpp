@@ -16,6 +16,7 @@ bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_problem() { return ""; }
 std::string cuda_device_bus_id(int) { return ""; }
+DeviceMemoryInfo cuda_device_memory(int) { return {}; }
 #endif
 
 Native16BitKernels native_16bit_kernels(Device device, BackendOptions options) {

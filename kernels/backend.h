@@ -328,4 +328,13 @@ std::string cuda_device_bus_id(int index);
 // that answers this must not be taken for one without a GPU.
 std::string cuda_device_problem();
 
+// Visible CUDA device `index`'s memory as the driver reports it now (cudaMemGetInfo: what this
+// process and every other one have not taken), and its name, for the check that a run fits
+// before the model is allocated. Zeros and "" without CUDA or when the driver does not answer.
+struct DeviceMemoryInfo {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  std::string name;
+};
+DeviceMemoryInfo cuda_device_memory(int index);
+
 }  // namespace trident::kernels

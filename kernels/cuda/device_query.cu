@@ -47,4 +47,23 @@ std::string cuda_device_problem() {
   return std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")";
 }
 
+DeviceMemoryInfo cuda_device_memory(int index) {
+  DeviceMemoryInfo info;
+  int current = 0;
+  cudaDeviceProp properties{};
+  // cudaMemGetInfo answers for the current device: switch to `index` for the question and back.
+  if (cudaGetDevice(&current) != cudaSuccess || cudaGetDeviceProperties(&properties, index) != cudaSuccess ||
+      cudaSetDevice(index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return info;
+  }
+  if (cudaMemGetInfo(&info.free_bytes, &info.total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    info = {};
+  }
+  (void)cudaSetDevice(current);
+  if (info.total_bytes > 0) info.name = properties.name;
+  return info;
+}
+
 }  // namespace trident::kernels

@@ -6,12 +6,10 @@
 
 namespace trident::app {
 
-namespace {
-
-std::size_t status_field_kib(const std::string& field) {
-  std::ifstream status("/proc/self/status");
+std::size_t proc_field_kib(const char* path, const std::string& field) {
+  std::ifstream file(path);
   std::string line;
-  while (std::getline(status, line)) {
+  while (std::getline(file, line)) {
     if (line.rfind(field + ":", 0) == 0) {
       std::istringstream in(line.substr(field.size() + 1));
       std::size_t kib = 0;
@@ -22,9 +20,7 @@ std::size_t status_field_kib(const std::string& field) {
   return 0;
 }
 
-}  // namespace
-
-std::size_t resident_bytes() { return status_field_kib("VmRSS") * 1024; }
-std::size_t peak_resident_bytes() { return status_field_kib("VmHWM") * 1024; }
+std::size_t resident_bytes() { return proc_field_kib("/proc/self/status", "VmRSS") * 1024; }
+std::size_t peak_resident_bytes() { return proc_field_kib("/proc/self/status", "VmHWM") * 1024; }
 
 }  // namespace trident::app

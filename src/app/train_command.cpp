@@ -17,6 +17,7 @@
 #include "src/app/device_choice.h"
 #include "src/app/run_setup.h"
 #include "src/app/memory_estimate.h"
+#include "src/app/memory_fit.h"
 #include "src/app/resident_memory.h"
 #include "io/param_file.h"
 #include "src/app/restart_choice.h"
@@ -91,6 +92,31 @@ DeviceChoice choose_device_collectively(const std::string& requested, bool ranks
                           "run.device = auto: cpu, because not every rank has a GPU of its own"};
   }
   return choice;
+}
+
+// Stops the run on every rank, before the model is allocated, when the ranks sharing a memory
+// pool (a node's host memory, or one GPU) need more than it has free (src/app/memory_fit.h).
+void check_run_fits(const MemoryEstimate& estimate, const DeviceChoice& device, parallel::ParallelContext& ctx,
+                    parallel::Comm& world) {
+  char node_name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  TRIDENT_MPI_CHECK(MPI_Get_processor_name(node_name, &length));
+  const bool cuda = device.device == kernels::Device::kCuda;
+  MemoryPool pool;
+  std::string key = "host";
+  if (cuda) {
+    const kernels::DeviceMemoryInfo gpu = kernels::cuda_device_memory(device.gpu);
+    pool.free_bytes = gpu.free_bytes;
+    pool.total_bytes = gpu.total_bytes;
+    pool.name = "GPU " + std::to_string(device.gpu) + " (" + gpu.name + ") of node " + node_name;
+    pool.free_means = "free";
+    key = kernels::cuda_device_bus_id(device.gpu);
+    if (key.empty()) key = "visible GPU " + std::to_string(device.gpu);
+  } else {
+    pool = host_memory_pool(node_name);
+  }
+  const std::string error = check_memory_fits(ctx.node(), world, key, estimate.total(), pool, cuda);
+  if (!error.empty()) throw io::UserError(error);
 }
 
 }  // namespace
@@ -192,7 +218,13 @@ int train_command(const std::vector<std::string>& args) {
   }
 
   model::GptLayout layout = train::run_layout(c, setup.stage_layers, ctx.coord().tp_rank, ctx.coord().pp_rank);
-  layout.native_16bit = compute.native_16bit();  // as Gpt sets it: the closing memory estimate counts the same
+  layout.native_16bit = compute.native_16bit();  // as Gpt sets it: the memory estimate counts the same
+  const MemoryEstimate estimate = estimate_run_memory(
+      c, setup.model, layout,
+      backend->attention_scratch_size(static_cast<int>(c.train.micro_batch), c.train.seq_len,
+                                      c.model.heads / c.parallel.tp),
+      transport);
+  check_run_fits(estimate, device, ctx, world);
   // Memory the trainer adds (parameters, gradients, optimizer state, activations), measured as
   // the growth of the resident high-water mark, against the estimate printed at start-up.
   const double resident_before = static_cast<double>(resident_bytes());
@@ -235,11 +267,6 @@ int train_command(const std::vector<std::string>& args) {
   {
     float grown_mib = static_cast<float>((static_cast<double>(peak_resident_bytes()) - resident_before) / 1048576.0);
     world.all_reduce_max(&grown_mib, 1);
-    const auto estimate = estimate_run_memory(
-        c, setup.model, layout,
-        backend->attention_scratch_size(static_cast<int>(c.train.micro_batch), c.train.seq_len,
-                                        c.model.heads / c.parallel.tp),
-        transport);
     // The gradient reductions' own buffers, held now against their share of the estimate.
     parallel::CommBufferBytes held = ctx.data().buffer_bytes();
     if (ctx.embedding() != nullptr) held += ctx.embedding()->buffer_bytes();

@@ -15,7 +15,8 @@
 #   ordering; a group of one moves nothing); with two or more GPUs also dp = 2 and tp = 2 over
 #   NCCL against one rank, within 1e-4, NCCL's bf16 wire buffer as estimated, and dp = 2 with one GPU bound to each rank (each sees
 #   only its own, as under srun --gpus-per-task=1); two ranks shown the same GPU refused under
-#   nccl, the GPU named by its PCI bus id.
+#   nccl, the GPU named by its PCI bus id;
+# - a model larger than the GPU refused before it is allocated, naming the GPU.
 # Environment as for tests/mpi (TRIDENT, MPIEXEC, CHECK_METRICS, WORK_DIR, TRIDENT_SOURCE_DIR);
 # perf/gpu_check.sh runs it on a lent GPU machine.
 source "$(dirname "$0")/../mpi/lib.sh"
@@ -117,6 +118,14 @@ CUDA_VISIBLE_DEVICES=0 mpi 2 train deck.ini $common --parallel.dp=2 --parallel.c
 grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9]" same.log \
   && pass "two ranks bound to one GPU: refused under nccl, the GPU named by bus id" \
   || { tail -5 same.log; fail "two ranks bound to one GPU: no refusal naming the GPU's bus id"; }
+# A model no GPU holds: refused before it is allocated (exit 2), naming the GPU and the need;
+# two ranks sharing the GPU (parallel.comm = mpi) add up their needs.
+mpi 2 train deck.ini $common --parallel.dp=2 --parallel.comm=mpi --model.hidden=32768 --model.heads=32 \
+  --model.layers=200 --run.dir=huge > huge.log 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "not enough memory on GPU [0-9]* (.*) of node .*: its 2 ranks need about" huge.log \
+  && pass "a model larger than the GPU: refused with exit 2, naming the GPU" \
+  || { tail -5 huge.log; fail "a model larger than the GPU: exit $rc, no refusal naming the GPU"; }
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${gpus:-0}" -ge 2 ]; then
   two_ranks_match ndp2 nccl --parallel.dp=2

@@ -63,6 +63,10 @@ expect_user_error missing_dataset 2 "absent.h5" train good.ini --data.path=absen
 echo "not hdf5" > text.h5
 expect_user_error not_a_dataset 2 "text.h5" train good.ini --data.path=text.h5
 expect_user_error vocab_too_large 2 "model.vocab" train good.ini --model.vocab=20
+# A model that no node holds (about 76 TiB for the two ranks): refused on every rank before
+# anything of it is allocated, naming the node, the need and what is available.
+expect_user_error model_too_large 2 "not enough memory on node .*its 2 ranks need about .* TiB.*available" train good.ini \
+  --model.hidden=32768 --model.heads=32 --model.layers=200
 expect_user_error unknown_command 1 "frobnicate" frobnicate
 expect_user_error check_bad_ranks 1 "ranks" check good.ini --ranks=zero
 
