@@ -19,23 +19,23 @@ namespace trident::app {
 // unknown, and then nothing is checked), and what to call it in a message.
 struct MemoryPool {
   std::size_t free_bytes = 0, total_bytes = 0;
-  std::string name;        // "node cn042", "GPU 0 (NVIDIA H100 80GB HBM3) of node gpu017"
+  std::string name;        // "node cn042", "GPU 0 (NVIDIA H100 80GB HBM3, 0000:1b:00.0) of node gpu017"
   std::string free_means;  // what "free" is: "free", "available (MemAvailable)"
 };
 
-// This node's host memory: MemAvailable and MemTotal of /proc/meminfo (zeros where that
-// cannot be read).
+// This node's host memory: MemAvailable and MemTotal of /proc/meminfo (unknown, total 0, where
+// MemAvailable cannot be read).
 MemoryPool host_memory_pool(const std::string& node_name);
 
 // The one-line error for `ranks` ranks that need `need_bytes` together from `pool`, or "" when
-// they fit (or the pool is unknown). `cuda` picks the advice (bf16 halves the activations).
+// they fit or the pool is unknown (total 0). `cuda`: the pool is a GPU (for the advice).
 std::string memory_fit_error(std::size_t need_bytes, int ranks, const MemoryPool& pool, bool cuda);
 
 // Collective over `node` (the ranks of this machine) then `world`: the ranks of a node that
 // give the same pool_key (one GPU's bus id; "host" for the CPU) add their need_bytes and
-// compare with the free bytes of their pool (the smallest any of them saw, as each measured
-// before any of them allocated). Returns the lowest failing rank's message on every rank, ""
-// when every pool fits.
+// compare the sum with the free bytes of their pool: the smallest any of them saw (each
+// measured before any of them allocated), leaving out ranks that could not tell (total 0).
+// Returns the lowest failing rank's message on every rank, "" when every pool fits.
 std::string check_memory_fits(parallel::Comm& node, parallel::Comm& world, const std::string& pool_key,
                               std::size_t need_bytes, const MemoryPool& pool, bool cuda);
 

@@ -108,10 +108,13 @@ void check_run_fits(const MemoryEstimate& estimate, const DeviceChoice& device, 
     const kernels::DeviceMemoryInfo gpu = kernels::cuda_device_memory(device.gpu);
     pool.free_bytes = gpu.free_bytes;
     pool.total_bytes = gpu.total_bytes;
-    pool.name = "GPU " + std::to_string(device.gpu) + " (" + gpu.name + ") of node " + node_name;
-    pool.free_means = "free";
     key = kernels::cuda_device_bus_id(device.gpu);
-    if (key.empty()) key = "visible GPU " + std::to_string(device.gpu);
+    pool.name = "GPU " + std::to_string(device.gpu) + " (" + gpu.name + (key.empty() ? "" : ", " + key) +
+                ") of node " + node_name;
+    pool.free_means = "free";
+    // Without a bus id, ranks bound to different GPUs could all call theirs "GPU 0": each rank
+    // then counts as a pool of its own, which can miss crowding but never refuses a run wrongly.
+    if (key.empty()) key = "GPU of world rank " + std::to_string(world.rank());
   } else {
     pool = host_memory_pool(node_name);
   }

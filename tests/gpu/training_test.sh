@@ -119,9 +119,9 @@ grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f
   && pass "two ranks bound to one GPU: refused under nccl, the GPU named by bus id" \
   || { tail -5 same.log; fail "two ranks bound to one GPU: no refusal naming the GPU's bus id"; }
 # A model no GPU holds: refused before it is allocated (exit 2), naming the GPU and the need;
-# two ranks sharing the GPU (parallel.comm = mpi) add up their needs.
-mpi 2 train deck.ini $common --parallel.dp=2 --parallel.comm=mpi --model.hidden=32768 --model.heads=32 \
-  --model.layers=200 --run.dir=huge > huge.log 2>&1
+# two ranks sharing one GPU (parallel.comm = mpi) add up their needs.
+CUDA_VISIBLE_DEVICES=0 mpi 2 train deck.ini $common --parallel.dp=2 --parallel.comm=mpi --model.hidden=32768 \
+  --model.heads=32 --model.layers=200 --run.dir=huge > huge.log 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "not enough memory on GPU [0-9]* (.*) of node .*: its 2 ranks need about" huge.log \
   && pass "a model larger than the GPU: refused with exit 2, naming the GPU" \

@@ -32,15 +32,16 @@ TEST(MemoryFitError, NamesThePoolTheNeedAndTheWaysOut) {
   EXPECT_EQ(gpu.rfind("not enough memory on GPU 0 (Test GPU) of node n1: the rank on it needs about 3.0 MiB", 0), 0u)
       << gpu;
   EXPECT_NE(gpu.find("2.0 MiB of 1.0 TiB are free"), std::string::npos) << gpu;
-  for (const char* key : {"train.micro_batch", "train.recompute", "train.precision = bf16", "parallel.tp"}) {
+  for (const char* key : {"train.micro_batch", "train.recompute", "parallel.tp", "parallel.pp", "parallel.zero"}) {
     EXPECT_NE(gpu.find(key), std::string::npos) << key << " missing from: " << gpu;
   }
+  EXPECT_EQ(gpu.find("fewer ranks"), std::string::npos) << "one rank on the GPU: no fewer ranks to start";
+  EXPECT_NE(memory_fit_error(3, 2, gpu_pool(2), true).find("fewer ranks per GPU"), std::string::npos);
   const std::string host =
       memory_fit_error(5000, 4, MemoryPool{100, 9000, "node cn1", "available (MemAvailable)"}, false);
   EXPECT_NE(host.find("on node cn1: its 4 ranks need about 4.9 KiB"), std::string::npos) << host;
   EXPECT_NE(host.find("available (MemAvailable)"), std::string::npos) << host;
   EXPECT_NE(host.find("fewer ranks per node"), std::string::npos) << host;
-  EXPECT_EQ(host.find("bf16"), std::string::npos) << "bf16 is no way out on the CPU, where every kernel is fp32";
 }
 
 TEST(HostMemoryPool, ReadsProcMeminfo) {
@@ -49,6 +50,20 @@ TEST(HostMemoryPool, ReadsProcMeminfo) {
   EXPECT_GT(pool.free_bytes, 0u);
   EXPECT_LE(pool.free_bytes, pool.total_bytes);
   EXPECT_EQ(pool.name, "node here");
+}
+
+// A rank that could not measure its pool (total 0) takes no part in the smallest free, but
+// its need still counts; a pool no rank could measure is not checked.
+TEST(CheckMemoryFits, RanksThatCannotTellAreLeftOutOfTheFreeBytes) {
+  auto world = make_world();
+  auto node = make_world();
+  const bool first = world.rank() == 0;
+  const std::size_t everyone = 10 * static_cast<std::size_t>(world.size());
+  const MemoryPool unknown{0, 0, "GPU 0 (Test GPU) of node n1", "free"};
+  EXPECT_EQ(check_memory_fits(node, world, "gpu", 10, first ? unknown : gpu_pool(everyone), true), "");
+  EXPECT_EQ(check_memory_fits(node, world, "gpu", 10, first ? gpu_pool(everyone - 1) : unknown, true),
+            memory_fit_error(everyone, world.size(), gpu_pool(everyone - 1), true));
+  EXPECT_EQ(check_memory_fits(node, world, "gpu", 1000, unknown, true), "");
 }
 
 // Ranks alternate between two pools ("gpu0", "gpu1"): each pool's need is the sum over its
