@@ -88,7 +88,8 @@ class Backend {
   virtual std::string name() const = 0;  // for banners: "cpu (OpenBLAS, 2 threads)"
 
   // --- memory ---------------------------------------------------------------------------------
-  // 64-byte aligned; contents undefined. Throws std::bad_alloc on failure.
+  // 64-byte aligned; contents undefined. Throws OutOfMemory (kernels/out_of_memory.h, a
+  // std::bad_alloc saying which memory and how much) on failure.
   virtual float* allocate(std::size_t count) = 0;
   virtual void release(float* ptr) = 0;
   virtual void fill_zero(ActPtr ptr, std::size_t count) = 0;  // count elements of ptr's storage

@@ -18,6 +18,7 @@
 #include "kernels/cpu/gelu.h"           // gelu_forward, gelu_backward
 #include "kernels/cpu/layernorm.h"      // layernorm_forward, layernorm_backward
 #include "kernels/cpu/matmul.h"         // matmul_forward, matmul_backward
+#include "kernels/out_of_memory.h"      // OutOfMemory, mib
 
 namespace trident::kernels::cpu {
 
@@ -29,7 +30,7 @@ void* aligned_bytes(std::size_t bytes) {
   bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (bytes == 0) bytes = kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, bytes);
-  if (ptr == nullptr) throw std::bad_alloc();
+  if (ptr == nullptr) throw OutOfMemory("out of host memory: an allocation of " + mib(bytes) + " failed");
   return ptr;
 }
 

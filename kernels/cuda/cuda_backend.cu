@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_check.h"     // CUDA_CHECK, CUBLAS_CHECK
 #include "kernels/cuda/elementwise.cuh"  // add, accumulate, scale, sum_squares
 #include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
+#include "kernels/out_of_memory.h"       // OutOfMemory, mib
 #include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
 #include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
 #include "kernels/cuda/matmul.cuh"       // matmul_forward/backward, their 16-bit forms
@@ -39,7 +40,14 @@ void* allocate_bytes(std::size_t bytes) {
   void* ptr = nullptr;
   if (cudaMalloc(&ptr, bytes == 0 ? 1 : bytes) != cudaSuccess) {
     (void)cudaGetLastError();  // out of memory is not sticky: clear it for the caller's retry
-    throw std::bad_alloc();
+    int device = -1;
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+    }
+    throw OutOfMemory("out of device memory on GPU " + std::to_string(device) + ": cudaMalloc of " + mib(bytes) +
+                      " failed with " + mib(free_bytes) + " free of " + mib(total_bytes) +
+                      " (lower train.micro_batch or set train.recompute = full)");
   }
   return ptr;
 }

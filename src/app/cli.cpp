@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/user_error.h"
+#include "kernels/out_of_memory.h"  // OutOfMemory
 #include "src/app/commands.h"
 #include "src/app/version_text.h"
 
@@ -72,6 +73,13 @@ int run_cli(int argc, char** argv) {
     // checks are agreed), so every rank gets here and no rank waits for another.
     if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
     status = 2;
+  } catch (const kernels::OutOfMemory& e) {
+    // One rank short of memory after the check before allocation passed (memory the estimate
+    // leaves out, or taken by another process since): the others cannot know, so end the job,
+    // saying what ran out rather than calling it an internal error.
+    std::fprintf(stderr, "trident: error on rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
   } catch (const std::exception& e) {
     // Anything else is a fault of one rank that the others cannot know about: end the job.
     std::fprintf(stderr, "trident: internal error on rank %d: %s\n", rank, e.what());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/backend.h"              // Backend, AdamWArgs
+#include "kernels/out_of_memory.h"        // OutOfMemory
 #include "tests/gpu/twin_test_support.h"  // TwinBackends, expect_twins_agree, tolerances
 
 namespace trident::kernels::gpu_test {
@@ -100,6 +101,24 @@ TEST_F(TwinBackends, DeviceMemoryHighWaterCountsLiveAllocations) {
   gpu->release(b);
   gpu->release_tokens(t);
   EXPECT_EQ(cpu_->device_bytes_high_water(), 0u);  // host memory: not counted here
+}
+
+// An allocation no GPU holds (256 TiB) fails as std::bad_alloc that names the GPU, the size
+// and what was free, and leaves the backend usable.
+TEST_F(TwinBackends, FailedAllocationSaysWhatRanOut) {
+  auto gpu = make_backend(Device::kCuda, kCpuThreads);
+  const std::size_t floats = std::size_t{1} << 46;
+  try {
+    gpu->allocate(floats);
+    ADD_FAILURE() << "a 256 TiB device allocation succeeded";
+  } catch (const OutOfMemory& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("out of device memory on GPU 0: cudaMalloc of 268435456.0 MiB failed with ", 0), 0u) << what;
+    EXPECT_NE(what.find(" free of "), std::string::npos) << what;
+  }
+  EXPECT_EQ(gpu->device_bytes_high_water(), 0u);
+  float* small = gpu->allocate(16);  // the failure is not sticky
+  gpu->release(small);
 }
 
 TEST_F(TwinBackends, CopiesAndZeroFillRoundTrip) {

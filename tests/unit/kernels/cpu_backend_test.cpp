@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"              // CpuBackend
+#include "kernels/out_of_memory.h"                // OutOfMemory
 #include "tests/unit/kernels/kernel_test_util.h"  // kTestThreads
 
 namespace trident::kernels::test {
@@ -49,6 +51,20 @@ TEST(CpuBackend, AllocationsAre64ByteAlignedForAnySize) {
     int32_t* t = backend.allocate_tokens(count);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t) % 64, 0u) << count << " tokens";
     backend.release_tokens(t);
+  }
+}
+
+// An allocation no machine can serve (4 PiB, beyond a 47-bit address space) fails as
+// std::bad_alloc, and says which memory and how much.
+TEST(CpuBackend, FailedAllocationSaysWhatRanOut) {
+  cpu::CpuBackend backend(kTestThreads);
+  const std::size_t floats = std::size_t{1} << 50;
+  EXPECT_THROW(backend.allocate(floats), std::bad_alloc);
+  try {
+    backend.allocate(floats);
+    ADD_FAILURE() << "a 4 PiB allocation succeeded";
+  } catch (const OutOfMemory& e) {
+    EXPECT_STREQ(e.what(), "out of host memory: an allocation of 4294967296.0 MiB failed");
   }
 }
 
