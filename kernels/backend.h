@@ -231,7 +231,7 @@ class Backend {
   //   3. cross_entropy_combine_shards     -> the row max, sum and target logit of the whole row
   //   4. loss_n = log(sumexp_n) + max_n - target_logit_n  (by the caller);
   //      cross_entropy_backward_sharded  (no reduction needed)
-  // So the forward reads the logits once and makes one collective (of 3N floats per rank).
+  // So the forward runs one kernel over the logits and makes one collective (3N floats per rank).
   //
   // stats[0, N):  max over the real local columns (-infinity when V_local == 0);
   // stats[N, 2N): sum over them of exp(l - that max), rounded to float (0 when V_local == 0);

@@ -24,11 +24,11 @@
 #include "kernels/cuda/cuda_check.h"     // CUDA_CHECK, CUBLAS_CHECK
 #include "kernels/cuda/elementwise.cuh"  // add, accumulate, scale, sum_squares
 #include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
-#include "kernels/out_of_memory.h"       // OutOfMemory, mib
 #include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
 #include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
 #include "kernels/cuda/matmul.cuh"       // matmul_forward/backward, their 16-bit forms
 #include "kernels/cuda/wire_cast.cuh"    // encode_16bit, decode_16bit (16-bit activation storage)
+#include "kernels/out_of_memory.h"       // OutOfMemory, mib
 
 namespace trident::kernels::cuda {
 

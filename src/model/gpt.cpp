@@ -405,7 +405,9 @@ void Gpt::carve_activations() {
   datty_ = take(btcl);
   dup_ = take(4 * btcl);
   attention_scratch_ = take_fp32(backend_.attention_scratch_size(B_, T_, local_heads_));
-  if (tp_.active() && stage_.chunks.back().last) shard_statistics_ = take_fp32(3 * bt * static_cast<std::size_t>(tp_.size()));
+  if (tp_.active() && stage_.chunks.back().last) {
+    shard_statistics_ = take_fp32(3 * bt * static_cast<std::size_t>(tp_.size()));
+  }
   if (cursor.get() != (stored_begin + activation_sizes_.stored).get() ||
       fp32_cursor != fp32_arena_ + activation_sizes_.fp32) {
     throw std::logic_error("Gpt: the activation arena was carved differently from activation_sizes()");
@@ -595,8 +597,8 @@ double Gpt::sharded_loss_sum(Slot& s) {
   const int N = B_ * T_;
   const auto n = static_cast<std::size_t>(N);
   // loss = log(sum of exp(l - max)) + max - target logit, each term combined over the group:
-  // one read of this rank's logits, one all-gather of every rank's (max, sum, target logit),
-  // and every rank combines the same blocks into the same statistics.
+  // one statistics kernel over this rank's logits, one all-gather of every rank's (max, sum,
+  // target logit), and every rank combines the same blocks into the same statistics.
   const std::size_t block = 3 * n;
   float* own = shard_statistics_ + static_cast<std::size_t>(tp_.rank()) * block;
   backend_.cross_entropy_shard_statistics(own, s.logits, s.targets, N, vocab_.real, vocab_.size(), vocab_.begin);
