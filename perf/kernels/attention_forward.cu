@@ -99,8 +99,7 @@ int replay() {
     outcome.checks.push_back(pg::validate("lse", lse, lse_ref, kLseTolerance));
     const std::string name = "host replay of 4: B=" + std::to_string(sh.B) + " T=" + std::to_string(sh.T) +
                              " C=" + std::to_string(sh.C) + " NH=" + std::to_string(sh.NH);
-    pg::print_row(++number, name, outcome, pg::Workload{});
-    for (const pg::Check& c : outcome.checks) all_pass = all_pass && c.pass;
+    all_pass = pg::print_replay_row(++number, name, outcome) && all_pass;
   }
   return all_pass ? 0 : 1;
 }

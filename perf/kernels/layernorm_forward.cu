@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
     };
   };
   // Variants 2 and 3 on a shape they do not handle: a failed row, nothing launched.
-  auto unsupported = [C](int) { return pg::Outcome{{unsupported_shape(C)}, 0.0}; };
+  auto unsupported = [C](int) { return pg::Outcome{{unsupported_shape(C)}, 0.0, 0.0}; };
 
   auto production = [&] {
     tk::cuda::layernorm_forward(d_out.data(), d_mean.data(), d_rstd.data(), d_inp.data(),

@@ -238,7 +238,7 @@ int run_shape(const pg::Args& args, const Context& ctx, int N, const Shape& shap
   auto unavailable = [](int) {
     return pg::Outcome{{{"cuBLASLt", INFINITY, 0.0, false,
                          "cublasLtMatmulAlgoGetHeuristic found no algorithm for this shape"}},
-                       0.0};
+                       0.0, 0.0};
   };
 
   auto production = [&](cublasHandle_t cublas) {

@@ -333,6 +333,9 @@ inline Check validate(const std::string& name, const std::vector<float>& gpu,
 struct Outcome {
   std::vector<Check> checks;
   double median_ms = 0.0;
+  // When > 0, this variant's own minimal traffic in bytes, in place of the program's Workload
+  // bytes: for a table whose variants read the same tensor in different storages (fp32, bf16).
+  double bytes = 0.0;
 };
 
 // A numbered variant: the number is its place in the program's list, from 1.
@@ -400,7 +403,8 @@ inline void print_header() {
 }
 
 // One row: number, description, worst relative error and its tolerance, pass/FAIL, median
-// time in microseconds, achieved GB/s and TFLOP/s of `work` ("-" where not meaningful); then
+// time in microseconds, achieved GB/s (of the outcome's own bytes when it has them) and TFLOP/s
+// of `work` ("-" where not meaningful); then
 // the detail of each failed check on its own line.
 inline void print_row(int number, const std::string& description, const Outcome& outcome,
                       const Workload& work) {
@@ -416,9 +420,10 @@ inline void print_row(int number, const std::string& description, const Outcome&
     if (worst == nullptr || ratio(c) > ratio(*worst)) worst = &c;
   }
   const double seconds = outcome.median_ms * 1e-3;
+  const double bytes = outcome.bytes > 0 ? outcome.bytes : work.bytes;
   char gbs[32] = "-";
   char tflops[32] = "-";
-  if (work.bytes > 0 && seconds > 0) std::snprintf(gbs, sizeof gbs, "%.1f", work.bytes / seconds / 1e9);
+  if (bytes > 0 && seconds > 0) std::snprintf(gbs, sizeof gbs, "%.1f", bytes / seconds / 1e9);
   if (work.flops > 0 && seconds > 0) {
     std::snprintf(tflops, sizeof tflops, "%.2f", work.flops / seconds / 1e12);
   }
@@ -430,6 +435,14 @@ inline void print_row(int number, const std::string& description, const Outcome&
     if (!c.pass) std::printf("       FAIL %s (tolerance %.1e)\n", c.detail.c_str(), c.tolerance);
   }
   std::fflush(stdout);
+}
+
+// A host replay's row (no time, no rates); true when it has checks and every one passed.
+inline bool print_replay_row(int number, const std::string& description, const Outcome& outcome) {
+  print_row(number, description, outcome, Workload{});
+  bool pass = !outcome.checks.empty();
+  for (const Check& c : outcome.checks) pass = pass && c.pass;
+  return pass;
 }
 
 // Runs the selected variants (all when args.variant is 0), one row each. Returns 0 when every
@@ -498,8 +511,31 @@ inline Check identical(const std::string& name, const std::vector<float>& again,
   return check;
 }
 
+// Passes when `got` holds exactly the values of `ref` (== elementwise, so -0 equals 0 and
+// infinities of the same sign match; NaN anywhere fails): for outputs that copy or compare
+// values without arithmetic (a max, a gathered logit), including a max of no values, -infinity,
+// which validate() cannot take as a reference. The "error" shown is the fraction that differ.
+inline Check exact(const std::string& name, const std::vector<float>& got, const std::vector<float>& ref) {
+  Check check{name, 0.0, 0.0, got.size() == ref.size(), ""};
+  std::size_t differ = 0;
+  std::size_t first_at = 0;
+  for (std::size_t i = 0; check.pass && i < ref.size(); i++) {
+    if (!(got[i] == ref[i]) && differ++ == 0) first_at = i;
+  }
+  if (!check.pass || differ > 0) {
+    check.pass = false;
+    check.max_rel_err = ref.empty() ? INFINITY : static_cast<double>(differ) / static_cast<double>(ref.size());
+    char text[200];
+    std::snprintf(text, sizeof text, "%s: %zu of %zu values differ, first at %zu (%g, reference %g)", name.c_str(),
+                  differ, ref.size(), first_at, got.empty() ? 0.0 : static_cast<double>(got[first_at]),
+                  ref.empty() ? 0.0 : static_cast<double>(ref[first_at]));
+    check.detail = text;
+  }
+  return check;
+}
+
 // The row of a variant that does not handle this shape: a failed check saying why, nothing run.
-inline Outcome unsupported_shape(const std::string& why) { return Outcome{{{"shape", INFINITY, 0.0, false, why}}, 0.0}; }
+inline Outcome unsupported_shape(const std::string& why) { return Outcome{{{"shape", INFINITY, 0.0, false, why}}, 0.0, 0.0}; }
 
 // ---- bf16 buffers -----------------------------------------------------------------------------
 
