@@ -73,6 +73,10 @@ std::vector<KeySpec> make_schema() {
                  "Attention kernels: gemm (the scores through a T x T workspace per head, one layer "
                  "at a time; every device) or flash (tiled, online softmax, nothing T x T; CUDA only, "
                  "model.hidden / model.heads = 64)."),
+      choice_key("run.matmul_epilogues", "fused", {"fused", "separate"},
+                 "16-bit matmuls on CUDA: fused (bias, GELU and GELU gradient in cuBLASLt's epilogues, "
+                 "no pass of their own) or separate (cuBLAS GEMMs, then bias and GELU kernels). fp32 "
+                 "and the CPU always run separate kernels."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
       bool_key("run.save_final", "true",

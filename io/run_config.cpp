@@ -111,6 +111,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.seed = static_cast<uint64_t>(int64_value(deck, "run.seed"));
   config.run.device = deck.value("run.device");
   config.run.attention = deck.value("run.attention");
+  config.run.matmul_epilogues = deck.value("run.matmul_epilogues");
   config.run.threads = int_value(deck, "run.threads");
   config.run.save_final = deck.value("run.save_final") == "true";
   config.run.restart = deck.value("run.restart");

@@ -14,6 +14,7 @@ struct RunSection {
   uint64_t seed = 0;   // run.seed: initialisation and data order
   std::string device;  // run.device: cpu | cuda | auto
   std::string attention;  // run.attention: gemm | flash (kernels::AttentionKernel)
+  std::string matmul_epilogues;  // run.matmul_epilogues: fused | separate (kernels::MatmulEpilogues)
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
   bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end
   std::string restart;     // run.restart: auto | none | PATH

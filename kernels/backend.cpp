@@ -1,6 +1,8 @@
-// make_backend: the one place that maps a Device to its implementation.
+// make_backend: the one place that maps a Device to its implementation; and the default
+// (unfused) forms of the fused Backend calls.
 #include "kernels/backend.h"
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +28,19 @@ Native16BitKernels native_16bit_kernels(Device device, BackendOptions options) {
   return native;
 }
 
+void Backend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
+                                  int N, int C, int OC) {
+  matmul_forward(pre, inp, weight, bias, N, C, OC);
+  gelu_forward(out, pre, static_cast<std::size_t>(N) * static_cast<std::size_t>(OC));
+}
+
+void Backend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, float* dbias, ConstActPtr dout,
+                                           ConstActPtr inp, ConstActPtr weight, ConstActPtr pre, int N, int C,
+                                           int OC) {
+  matmul_backward(dpre, dweight, dbias, dout, inp, weight, N, C, OC);
+  gelu_backward(dpre, pre, dpre, static_cast<std::size_t>(N) * static_cast<std::size_t>(C));
+}
+
 std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused]] int gpu, BackendOptions options) {
   switch (device) {
     case Device::kCpu:
@@ -40,7 +55,7 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused
                                  std::to_string(cuda_device_count()) +
                                  " are; check nvidia-smi and CUDA_VISIBLE_DEVICES); use run.device = cpu");
       }
-      return std::make_unique<cuda::CudaBackend>(gpu, options.attention);
+      return std::make_unique<cuda::CudaBackend>(gpu, options.attention, options.matmul_epilogues);
 #else
       throw std::runtime_error("this build has no CUDA backend (configure with -DTRIDENT_CUDA=ON)");
 #endif

@@ -158,6 +158,22 @@ class Backend {
   virtual void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) = 0;
 
+  // --- matmul and GELU together (the MLP) -------------------------------------------------------
+  // pre[N,OC] = inp @ weight^T + bias, out[N,OC] = gelu(pre): the up projection and its GELU, as
+  // one call so that a backend can fuse them (the CUDA backend's cuBLASLt epilogue writes both
+  // from the GEMM under run.matmul_epilogues = fused). Both outputs are kept for the backward.
+  // The default (backend.cpp) is matmul_forward(pre, ...) then gelu_forward(out, pre, ...).
+  virtual void matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
+                                   int N, int C, int OC);
+  // The backward of a matmul whose input is inp = gelu(pre) (the down projection): as
+  // matmul_backward, but the input gradient taken through the GELU as well,
+  // dpre[N,C] = gelu'(pre) * (dout @ weight) (overwritten), with dweight and dbias as there.
+  // The default is matmul_backward(dpre, ...) then gelu_backward(dpre, pre, dpre, ...); the
+  // CUDA backend can fuse the GELU gradient into the GEMM's epilogue.
+  virtual void matmul_backward_through_gelu(ActPtr dpre, float* dweight, float* dbias, ConstActPtr dout,
+                                            ConstActPtr inp, ConstActPtr weight, ConstActPtr pre, int N, int C,
+                                            int OC);
+
   // --- layernorm (eps = 1e-5) --------------------------------------------------------------------
   // out = (inp - mean) * rstd * weight + bias, per row; saves mean[N], rstd[N] for backward.
   virtual void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
@@ -297,9 +313,15 @@ inline std::size_t flash_attention_scratch_floats(int B, int T, int NH) {
   return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T);
 }
 
+// Whether the CUDA backend's 16-bit matmuls do their bias, GELU and GELU-gradient work in
+// cuBLASLt's epilogues (run.matmul_epilogues; kernels/cuda/lt_matmul.cuh) or in cuBLAS GEMMs
+// followed by separate kernels. fp32 runs and the CPU always run the separate kernels.
+enum class MatmulEpilogues { kFused, kSeparate };
+
 // Choices a deck makes about a backend's kernels.
 struct BackendOptions {
   AttentionKernel attention = AttentionKernel::kGemm;
+  MatmulEpilogues matmul_epilogues = MatmulEpilogues::kFused;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

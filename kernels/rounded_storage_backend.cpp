@@ -210,6 +210,27 @@ void RoundedStorageBackend::matmul_backward(ActPtr dinp, float* dweight, float* 
   s.store();
 }
 
+void RoundedStorageBackend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight,
+                                                ConstActPtr bias, int N, int C, int OC) {
+  const Native16BitKernels families = inner().native_16bit();
+  if (native(families.matmul && families.gelu, {out, pre, inp, weight, bias})) {
+    inner().matmul_gelu_forward(out, pre, inp, weight, bias, N, C, OC);  // which may fuse them
+    return;
+  }
+  Backend::matmul_gelu_forward(out, pre, inp, weight, bias, N, C, OC);  // this object's two calls
+}
+
+void RoundedStorageBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, float* dbias,
+                                                         ConstActPtr dout, ConstActPtr inp, ConstActPtr weight,
+                                                         ConstActPtr pre, int N, int C, int OC) {
+  const Native16BitKernels families = inner().native_16bit();
+  if (native(families.matmul && families.gelu, {dpre, dout, inp, weight, pre})) {
+    inner().matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
+    return;
+  }
+  Backend::matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
+}
+
 void RoundedStorageBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                                               ConstActPtr weight, ConstActPtr bias, int N, int C) {
   if (native(inner().native_16bit().layernorm, {out, inp, weight, bias})) {

@@ -62,6 +62,12 @@ class RoundedStorageBackend final : public ForwardingBackend {
                       int OC) override;
   void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                        ConstActPtr weight, int N, int C, int OC) override;
+  // Passed on when both families are native and every operand is 16-bit (the inner backend may
+  // fuse them); otherwise as their two parts on this object, each widened as it needs.
+  void matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias, int N,
+                           int C, int OC) override;
+  void matmul_backward_through_gelu(ActPtr dpre, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
+                                    ConstActPtr weight, ConstActPtr pre, int N, int C, int OC) override;
   void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, ConstActPtr weight,
                          ConstActPtr bias, int N, int C) override;
   void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,

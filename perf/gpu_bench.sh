@@ -3,7 +3,8 @@
 # micro-batches 8, 16 and 32, then GPT-2 350M and 774M (micro-batch 8), one rank, no gradient
 # accumulation (global batch = micro-batch). For each: median tokens/s and MFU over the steps
 # after the warm-up, and the GPU's peak memory in use (nvidia-smi, sampled every 0.2 s). Then
-# GPT-2 124M with run.attention = flash at micro-batches 8 and 32.
+# GPT-2 124M with run.attention = flash at micro-batches 8 and 32, and with
+# run.matmul_epilogues = separate (cuBLAS GEMMs and separate bias and GELU kernels) at 8.
 #
 #   here:   build with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, pack (perf/gpu_pack.sh)
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_bench.sh /tmp/devpack [STEPS]
@@ -26,8 +27,8 @@ flags=(--oversubscribe)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 table="$out/bench.md"
-echo "| model | precision | micro-batch | attention | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate |" > "$table"
-echo "|---|---|---|---|---|---|---|---|---|---|" >> "$table"
+echo "| model | precision | micro-batch | attention | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate |" > "$table"
+echo "|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
 
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).
 median() {
@@ -35,20 +36,21 @@ median() {
     awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
-run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash]
-  local model=$1 precision=$2 mb=$3 attention=${4:-gemm} name="$1-$2-mb$3-${4:-gemm}"
+run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [EPILOGUES: fused (default) | separate]
+  local model=$1 precision=$2 mb=$3 attention=${4:-gemm} epilogues=${5:-fused}
+  local name="$1-$2-mb$3-${4:-gemm}-${5:-fused}"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
   local sampler=$!
   mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
     --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
-    --run.attention="$attention" \
+    --run.attention="$attention" --run.matmul_epilogues="$epilogues" \
     --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
     --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50256 \
     --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
   local rc=$?
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   if [ $rc -ne 0 ]; then
-    echo "| gpt2-$model | $precision | $mb | $attention | failed (exit $rc): $(tail -1 "$out/$name.log") | | | | | |" >> "$table"
+    echo "| gpt2-$model | $precision | $mb | $attention | $epilogues | failed (exit $rc): $(tail -1 "$out/$name.log") | | | | | |" >> "$table"
     return
   fi
   local metrics="$out/$name/metrics.jsonl"
@@ -57,7 +59,8 @@ run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash]
   local held estimate
   held=$(sed -n 's/^memory: device memory held by the backend at most: \([0-9.]*\) MiB.*/\1/p' "$out/$name.log")
   estimate=$(sed -n 's/^memory: rank 0 estimate \([^;]*\);.*/\1/p' "$out/$name.log")
-  printf "| gpt2-%s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s |\n" "$model" "$precision" "$mb" "$attention" \
+  printf "| gpt2-%s | %s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s |\n" "$model" "$precision" "$mb" \
+    "$attention" "$epilogues" \
     "$(median "$metrics" tokens_per_s)" "$(median "$metrics" ms_per_step)" \
     "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
     "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" "$(awk -v m="${held:-0}" 'BEGIN {print m / 1024}')" \
@@ -71,6 +74,7 @@ run 774m bf16 8
 # Flash attention (run.attention = flash): no T x T workspace; its speed against the GEMM path.
 run 124m bf16 8 flash
 run 124m bf16 32 flash
+run 124m bf16 8 gemm separate
 cat "$table"
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"

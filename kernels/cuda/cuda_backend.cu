@@ -1,5 +1,6 @@
 // CudaBackend: forwards every Backend call to the launcher of its operation, on the one stream
-// of this backend, and owns that stream, the cuBLAS handle and the sum_squares scratch.
+// of this backend, and owns that stream, the cuBLAS handle (and, for fused matmul epilogues,
+// the cuBLASLt one) and the sum_squares scratch.
 //
 // Ordering: every kernel, cuBLAS call, memset and copy goes on stream_, so they run in call
 // order and no event is needed between them. The stream is a blocking one (cudaStreamCreate):
@@ -26,6 +27,7 @@
 #include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
 #include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
 #include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
+#include "kernels/cuda/lt_matmul.cuh"    // LtMatmul: cuBLASLt GEMMs with bias and GELU epilogues
 #include "kernels/cuda/matmul.cuh"       // matmul_forward/backward, their 16-bit forms
 #include "kernels/cuda/wire_cast.cuh"    // encode_16bit, decode_16bit (16-bit activation storage)
 #include "kernels/out_of_memory.h"       // OutOfMemory, mib
@@ -58,6 +60,22 @@ void release_bytes(void* ptr) {
   if (ptr != nullptr && cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
 }
 
+// The 16-bit format all the given operands (null ones aside) share, or fp32 when one is fp32 or
+// they mix formats: a call the fused cuBLASLt path does not take.
+Precision shared_16bit_format(std::initializer_list<ConstActPtr> operands) {
+  Precision found = Precision::kFp32;
+  for (ConstActPtr p : operands) {
+    if (!p) continue;
+    if (p.is_fp32() || (found != Precision::kFp32 && p.storage() != found)) return Precision::kFp32;
+    found = p.storage();
+  }
+  return found;
+}
+
+cudaDataType_t cuda_type_of(Precision precision) {
+  return precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
 void copy_and_wait(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                    cudaStream_t stream) {
   if (bytes == 0) return;
@@ -84,8 +102,8 @@ Precision one_16bit_precision(std::initializer_list<ConstActPtr> operands, const
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device_index, AttentionKernel attention)
-    : device_index_(device_index), attention_(attention) {
+CudaBackend::CudaBackend(int device_index, AttentionKernel attention, MatmulEpilogues epilogues)
+    : device_index_(device_index), attention_(attention), epilogues_(epilogues) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -100,7 +118,8 @@ CudaBackend::CudaBackend(int device_index, AttentionKernel attention)
   CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));
   const std::string arch = "sm_" + std::to_string(props.major) + std::to_string(props.minor);
   name_ = std::string("cuda (") + props.name + ", " + arch +
-          (attention == AttentionKernel::kFlash ? ", flash attention" : "") + ")";
+          (attention == AttentionKernel::kFlash ? ", flash attention" : "") +
+          (epilogues == MatmulEpilogues::kFused ? ", cuBLASLt epilogues" : "") + ")";
   if (attention == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
     // Refused here rather than by a failed launch in the first backward step.
     throw std::runtime_error("run.attention = flash: the flash kernels need " +
@@ -129,6 +148,7 @@ CudaBackend::~CudaBackend() {
   // Never throws: errors here are of earlier work, already reported.
   (void)cudaStreamSynchronize(stream_);
   release_bytes(sum_squares_scratch_);
+  lt_.reset();
   (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
   (void)cudaGetLastError();
@@ -223,12 +243,30 @@ void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
   cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end, stream_);
 }
 
+LtMatmul* CudaBackend::lt() {
+  if (epilogues_ != MatmulEpilogues::kFused) return nullptr;
+  if (!lt_) lt_ = std::make_unique<LtMatmul>();
+  return lt_.get();
+}
+
+bool CudaBackend::counted(bool ran) {
+  ++(ran ? epilogue_counts_.fused : epilogue_counts_.fell_back);
+  return ran;
+}
+
 void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
                                  ConstActPtr bias, int N, int C, int OC) {
   if (!inp.is_fp32()) {
     // 16-bit inputs; out 16-bit of the same format, or fp32 (fp32 results).
     const Precision p = one_16bit_precision({inp, weight, bias}, "matmul_forward");
     if (!out.is_fp32()) one_16bit_precision({out, inp}, "matmul_forward");
+    // The bias in the epilogue: no broadcast pass, and out is written once instead of written,
+    // read and written again.
+    if (bias && !out.is_fp32() && lt() != nullptr &&
+        counted(lt()->forward_bias(out.get(), inp.get(), weight.get(), bias.get(), N, C, OC, cuda_type_of(p),
+                                   stream_))) {
+      return;
+    }
     cuda::matmul_forward_16bit(out.get(), out.is_fp32(), inp.get(), weight.get(), bias.get(), N, C, OC, p, cublas_,
                                stream_);
     return;
@@ -245,6 +283,32 @@ void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, Con
     return;
   }
   cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC, cublas_, stream_);
+}
+
+void CudaBackend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
+                                      int N, int C, int OC) {
+  const Precision p = shared_16bit_format({out, pre, inp, weight, bias});
+  if (p != Precision::kFp32 && lt() != nullptr &&
+      counted(lt()->forward_gelu(out.get(), pre.get(), inp.get(), weight.get(), bias.get(), N, C, OC,
+                                 cuda_type_of(p), stream_))) {
+    return;
+  }
+  Backend::matmul_gelu_forward(out, pre, inp, weight, bias, N, C, OC);
+}
+
+void CudaBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, float* dbias, ConstActPtr dout,
+                                               ConstActPtr inp, ConstActPtr weight, ConstActPtr pre, int N, int C,
+                                               int OC) {
+  const Precision p = shared_16bit_format({dpre, dout, inp, weight, pre});
+  if (p != Precision::kFp32 && lt() != nullptr &&
+      counted(lt()->backward_dgelu(dpre.get(), dout.get(), weight.get(), pre.get(), N, C, OC, cuda_type_of(p),
+                                   stream_))) {
+    // The weight and bias gradients as matmul_backward makes them (no input gradient).
+    cuda::matmul_backward_16bit(nullptr, dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p, cublas_,
+                                stream_);
+    return;
+  }
+  Backend::matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
 }
 
 void CudaBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -21,6 +22,8 @@ struct cublasContext;
 
 namespace trident::kernels::cuda {
 
+class LtMatmul;  // kernels/cuda/lt_matmul.cuh: cuBLASLt GEMMs with epilogues
+
 class CudaBackend final : public Backend {
  public:
   // Makes device_index the current device of the calling thread and creates the stream, the
@@ -29,15 +32,27 @@ class CudaBackend final : public Backend {
   // (flash_attention.cuh, head size 64: other sizes throw std::logic_error when called; a GPU
   // that allows less shared memory per block than the kernels need, before sm_80, throws
   // std::runtime_error here).
+  // epilogues: whether the 16-bit matmuls add their bias, and the MLP its GELU and GELU
+  // gradient, in cuBLASLt's epilogues (kFused; the handle and its 32 MiB workspace are made at
+  // the first such call) or in separate kernels (kSeparate); fp32 matmuls never fuse.
   // The device is made current once, here: use the backend from the thread that built it
   // (Trident runs one rank per process on one thread; allocations and launches go to the
   // calling thread's current device).
-  explicit CudaBackend(int device_index, AttentionKernel attention = AttentionKernel::kGemm);
+  explicit CudaBackend(int device_index, AttentionKernel attention = AttentionKernel::kGemm,
+                       MatmulEpilogues epilogues = MatmulEpilogues::kFused);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   int device_index() const { return device_index_; }
+
+  // 16-bit calls that could fuse (run.matmul_epilogues = fused, every operand 16-bit): how many
+  // ran in a cuBLASLt epilogue and how many fell back to the separate kernels because cuBLASLt
+  // had no algorithm for their shape or alignment. For tests and reports.
+  struct EpilogueCounts {
+    std::size_t fused = 0, fell_back = 0;
+  };
+  EpilogueCounts epilogue_counts() const { return epilogue_counts_; }
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
@@ -75,6 +90,13 @@ class CudaBackend final : public Backend {
                       int C, int OC) override;
   void matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                        ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) override;
+  // Under MatmulEpilogues::kFused with every operand 16-bit of one format: one cuBLASLt GEMM with
+  // the GELU (forward) or GELU-gradient (backward) epilogue; otherwise, or where cuBLASLt has no
+  // algorithm for the shape, the two separate calls.
+  void matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias, int N,
+                           int C, int OC) override;
+  void matmul_backward_through_gelu(ActPtr dpre, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
+                                    ConstActPtr weight, ConstActPtr pre, int N, int C, int OC) override;
 
   void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
                          ConstActPtr weight, ConstActPtr bias, int N, int C) override;
@@ -123,6 +145,9 @@ class CudaBackend final : public Backend {
  private:
   int device_index_;                       // the CUDA device this backend runs on
   AttentionKernel attention_;              // GEMM path or flash attention (run.attention)
+  MatmulEpilogues epilogues_;              // cuBLASLt epilogues or separate kernels (run.matmul_epilogues)
+  std::unique_ptr<LtMatmul> lt_;           // made at the first fused call (lt())
+  EpilogueCounts epilogue_counts_;
   std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
   cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_ (fp32, or TF32: set_gemm_input_precision)
@@ -132,6 +157,10 @@ class CudaBackend final : public Backend {
   std::size_t live_bytes_ = 0;
   std::size_t high_water_bytes_ = 0;
   void* track(void* ptr, std::size_t bytes);
+  // The cuBLASLt matmuls when epilogues are fused (made on first use), else null.
+  LtMatmul* lt();
+  // Counts a fused attempt's outcome (ran: cuBLASLt took it) and returns it.
+  bool counted(bool ran);
   void untrack(const void* ptr);
 };
 

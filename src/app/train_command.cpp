@@ -154,7 +154,9 @@ int train_command(const std::vector<std::string>& args) {
   const bool nccl = c.parallel.comm == "nccl";
   const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
   const kernels::BackendOptions kernel_options{
-      .attention = c.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm};
+      .attention = c.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm,
+      .matmul_epilogues = c.run.matmul_epilogues == "separate" ? kernels::MatmulEpilogues::kSeparate
+                                                               : kernels::MatmulEpilogues::kFused};
   if (kernel_options.attention == kernels::AttentionKernel::kFlash && device.device == kernels::Device::kCpu) {
     // Every rank chose the same device (choose_device_collectively): all refuse alike.
     throw io::UserError("run.attention = flash: only the CUDA backend has flash attention, and this run is on the "

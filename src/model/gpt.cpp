@@ -486,8 +486,8 @@ void Gpt::block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerA
   backend_.residual_layernorm_forward(a.residual2, own_rows(a.ln2), a.ln2_mean, a.ln2_rstd, a.residual2, x_in, p.ln2_w,
                                       p.ln2_b, R, C);
   share_full_rows(a.ln2);
-  backend_.matmul_forward(a.up, a.ln2, p.up_w, p.up_b, N, C, 4 * Cl);
-  backend_.gelu_forward(a.up_gelu, a.up, 4 * static_cast<std::size_t>(N) * Cl);
+  // up = ln2 W_up^T + b, up_gelu = gelu(up): one call, so that a backend can fuse them.
+  backend_.matmul_gelu_forward(a.up_gelu, a.up, a.ln2, p.up_w, p.up_b, N, C, 4 * Cl);
   row_parallel(a.out, a.up_gelu, p.down_w, p.down_b, 4 * Cl);
   backend_.add(a.out, a.out, a.residual2, rc);
 }
@@ -516,16 +516,15 @@ kernels::ConstActPtr Gpt::own_input_grad() {
 void Gpt::block_backward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
   const int N = B * T, R = rows_;
-  const std::size_t btcl = static_cast<std::size_t>(N) * Cl;
   const auto p = layer_tensors<kernels::ConstActPtr>(params_, local_layer);
   const auto g = layer_tensors<float*>(grads_, local_layer);
   // out = residual2 + down(gelu(up(ln2(residual2)))). The output gradient of the full rows is
   // the same on every tensor rank, so the replicated down bias gets the same (whole) gradient
   // everywhere.
   kernels::ConstActPtr dout = full_output_grad();
-  // Activation gradients are overwritten by each call (no zero-fills); GELU's in place.
-  backend_.matmul_backward(dup_, g.down_w, g.down_b, dout, a.up_gelu, p.down_w, N, 4 * Cl, C);
-  backend_.gelu_backward(dup_, a.up, dup_, 4 * btcl);
+  // Activation gradients are overwritten by each call (no zero-fills). dup_ is the gradient of
+  // the GELU's input, up: the down projection's backward taken through the GELU in one call.
+  backend_.matmul_backward_through_gelu(dup_, g.down_w, g.down_b, dout, a.up_gelu, p.down_w, a.up, N, 4 * Cl, C);
   backend_.matmul_backward(dln_, g.up_w, g.up_b, dup_, a.ln2, p.up_w, N, C, 4 * Cl);
   // With sequence parallelism the LayerNorm gradients below cover this rank's rows only: a
   // partial sum (reduce_sequence_parallel_gradients).

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_backend.h"  // CudaBackend::epilogue_counts
 #include "kernels/precision.h"
 #include "kernels/rounded_storage_backend.h"
 #include "tests/gpu/twin_test_support.h"
@@ -388,6 +389,78 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionMatchesCpu) {
   flash16.synchronize();
   expect_twins_agree(unpacked(dqkv.values(g)), unpacked(dqkv.values(c)), kOneBf16Unit, "flash bf16 dqkv");
   EXPECT_EQ(flash16.staging_floats(), 0u);
+}
+
+// The MLP's fused calls on bf16 buffers (Backend::matmul_gelu_forward and
+// matmul_backward_through_gelu) against the CPU twin's two separate calls, which round the GEMM's
+// result before the GELU (or its gradient) reads it. Under run.matmul_epilogues = fused the CUDA
+// backend runs each as one cuBLASLt GEMM whose epilogue applies the GELU to the unrounded fp32
+// result. The pre-activation pre is the GEMM's result rounded once on both sides: one bf16 unit.
+// out = gelu(pre) and dpre = gelu'(pre) * (dout @ W) differ by the intermediate rounding the
+// fused path skips (2^-9 relative, times |gelu'| <= 1.13) on top of each side's own rounding of
+// the stored value (half a unit each), and by cuBLASLt's tanh (the approximation GPT-2 uses;
+// its hardware tanh is good to about 2^-11): together under two units (kTwoBf16Units). A wrong
+// layout, a missing bias or GELU applied twice is O(1). The weight and bias gradients are the
+// separate path's fp32 GEMM and column sums: kReductionTolerance.
+// `epilogues` picks the CUDA backend's path; check_mlp returns how many calls ran in a cuBLASLt
+// epilogue and how many fell back to the separate kernels (CudaBackend::epilogue_counts: a
+// fallback of the fused forward runs the matmul with its bias epilogue, itself counted).
+class MlpEpilogueTwins : public Bf16StorageTwins {
+ protected:
+  cuda::CudaBackend::EpilogueCounts check_mlp(MatmulEpilogues epilogues, int N, int C, int H) {
+    auto cuda = make_backend(Device::kCuda, kCpuThreads, 0, {.matmul_epilogues = epilogues});
+    RoundedStorageBackend cuda16(*cuda, Precision::kBf16);
+    auto bf16 = [&](std::size_t n, float lo, float hi) { return twin(packed(bf16_uniform(n, lo, hi))); };
+    auto in = [](TwinFloats& t, Side side) { return ConstActPtr(bf16_at(t, side)); };
+    auto expect_bf16_agree = [](TwinFloats& t, double tolerance, const std::string& what) {
+      expect_twins_agree(unpacked(t.values(Side::kGpu)), unpacked(t.values(Side::kCpu)), tolerance, what);
+    };
+    const std::string shape = " (N " + std::to_string(N) + ", C " + std::to_string(C) + ", H " + std::to_string(H) + ")";
+    auto inp = bf16(count_of(N, C), -1.0f, 1.0f), w_up = bf16(count_of(H, C), -0.5f, 0.5f);
+    auto b_up = bf16(count_of(H, 1), -0.5f, 0.5f), w_down = bf16(count_of(C, H), -0.5f, 0.5f);
+    auto pre = bf16(count_of(N, H), 5.0f, 9.0f), out = bf16(count_of(N, H), 5.0f, 9.0f);  // stale: overwritten
+    // The backward reads inputs of its own, the same on both sides (the forward's outputs differ
+    // by up to two units between the twins, which the fp32 weight gradient would show).
+    auto h = bf16(count_of(N, H), -0.2f, 2.0f), h_pre = bf16(count_of(N, H), -3.0f, 3.0f);
+    auto dout = bf16(count_of(N, C), -1.0f, 1.0f), dpre = bf16(count_of(N, H), 5.0f, 9.0f);
+    auto dw = twin(uniform(count_of(C, H), -1.0f, 1.0f)), db = twin(uniform(count_of(C, 1), -1.0f, 1.0f));
+    const auto before = dynamic_cast<cuda::CudaBackend&>(*cuda).epilogue_counts();
+    for (const Side side : {Side::kCpu, Side::kGpu}) {
+      Backend& b = side == Side::kCpu ? static_cast<Backend&>(*cpu16_) : static_cast<Backend&>(cuda16);
+      b.matmul_gelu_forward(bf16_at(out, side), bf16_at(pre, side), in(inp, side), in(w_up, side), in(b_up, side), N,
+                            C, H);
+      b.matmul_backward_through_gelu(bf16_at(dpre, side), dw.on(side), db.on(side), in(dout, side), in(h, side),
+                                     in(w_down, side), in(h_pre, side), N, H, C);
+    }
+    cuda16.synchronize();
+    expect_bf16_agree(pre, kOneBf16Unit, "pre" + shape);
+    expect_bf16_agree(out, kTwoBf16Units, "gelu out" + shape);
+    expect_bf16_agree(dpre, kTwoBf16Units, "dpre" + shape);
+    expect_twins_agree(dw, kReductionTolerance, "dweight (fp32)" + shape);
+    expect_twins_agree(db, kReductionTolerance, "dbias (fp32)" + shape);
+    const auto after = dynamic_cast<cuda::CudaBackend&>(*cuda).epilogue_counts();
+    EXPECT_EQ(cuda16.staging_floats(), 0u) << "nothing widened" << shape;
+    return {after.fused - before.fused, after.fell_back - before.fell_back};
+  }
+};
+
+TEST_F(MlpEpilogueTwins, FusedGeluEpiloguesMatchCpu) {
+  const auto counts = check_mlp(MatmulEpilogues::kFused, 128, 64, 256);  // GPT-2's proportions
+  EXPECT_EQ(counts.fused, 2u) << "the GELU forward and backward epilogues both ran";
+  EXPECT_EQ(counts.fell_back, 0u);
+}
+
+TEST_F(MlpEpilogueTwins, RaggedShapesMatchCpuFusedOrNot) {
+  // H = 36 is no multiple of 8, which the GELU input's leading dimension must be: both calls fall
+  // back to the separate kernels. N = 74 tokens: cuBLASLt may or may not have an algorithm for
+  // it, so there only the results are checked, not which path ran.
+  EXPECT_GE(check_mlp(MatmulEpilogues::kFused, 128, 48, 36).fell_back, 2u);
+  check_mlp(MatmulEpilogues::kFused, 74, 64, 256);
+}
+
+TEST_F(MlpEpilogueTwins, SeparateKernelsMatchCpu) {
+  const auto counts = check_mlp(MatmulEpilogues::kSeparate, 128, 64, 256);  // also the bias broadcast path
+  EXPECT_EQ(counts.fused + counts.fell_back, 0u) << "run.matmul_epilogues = separate never tries cuBLASLt";
 }
 
 }  // namespace

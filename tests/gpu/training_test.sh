@@ -5,7 +5,8 @@
 # - the quickstart to its plateau (600 steps) in bf16 and in fp16: within 2% of the fp32
 #   validation loss on the GPU;
 # - run.attention = flash at head size 64: 10 fp32 steps within 1e-4 of the CPU, 10 bf16
-#   steps within 1e-2 of the CPU's bf16 (one bf16 unit of the stored activations is 2^-8);
+#   steps within 1e-2 of the CPU's bf16 (one bf16 unit of the stored activations is 2^-8),
+#   with the matmuls' bias and GELU in cuBLASLt's epilogues (the default) and in separate kernels;
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
 #   GPU, against one rank on it: within 1e-4 (cuBLAS may pick other kernels, with other
@@ -84,6 +85,13 @@ mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.atte
   > fgpu16.log 2>&1 || { tail -20 fgpu16.log; fail "flash attention bf16 on the GPU"; }
 out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl fgpu16/metrics.jsonl loss 1e-2) \
   && pass "flash attention, bf16 GPU against bf16 CPU: $out" || fail "flash attention, bf16: $out"
+# The same bf16 run with the matmuls' bias and GELU work in separate kernels instead of cuBLASLt's
+# epilogues (run.matmul_epilogues = separate; the run above fused them, the default).
+grep -q "^backend.*cuBLASLt epilogues" fgpu16.log || fail "the bf16 run does not say it fuses the epilogues"
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention=flash \
+  --run.matmul_epilogues=separate --run.dir=fgpu16s > fgpu16s.log 2>&1 || { tail -20 fgpu16s.log; fail "separate epilogues"; }
+out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl fgpu16s/metrics.jsonl loss 1e-2) \
+  && pass "separate matmul epilogues, bf16 GPU against bf16 CPU: $out" || fail "separate epilogues, bf16: $out"
 
 common="--train.eval_batches=0 --run.device=cuda --run.restart=none"
 # The reference: one rank with host-staged communication (parallel.comm defaults to nccl).

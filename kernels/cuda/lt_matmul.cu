@@ -1,0 +1,168 @@
+// cuBLASLt linear layers with epilogues (lt_matmul.cuh).
+//
+// The row-major -> column-major mapping of gemm.cu: a row-major r x c buffer is the column-major
+// c x r matrix. So, in cuBLASLt's column-major terms,
+//   forward   out^T (OC x N, ld OC) = W (OC x C) @ inp^T (C x N):
+//             A = W's buffer, stored C x OC (ld C), TRANSA = T; B = inp's buffer, C x N (ld C);
+//             m = OC, n = N, k = C. The bias has one value per row of D (per output channel),
+//             broadcast over the columns (tokens); the GELU input, written as aux, has D's layout.
+//   backward  dpre^T (C x N, ld C) = W^T (C x OC) @ dout^T (OC x N):
+//             A = W's buffer, stored C x OC (ld C), TRANSA = N; B = dout's buffer, OC x N (ld OC);
+//             m = C, n = N, k = OC. aux = pre's buffer, D's layout.
+// The playground's matmul_forward variants 3 to 5 (perf/kernels/matmul_forward.cu) run the same
+// forward layout against the CPU twin.
+#include "kernels/cuda/lt_matmul.cuh"
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "kernels/cuda/cuda_check.h"  // CUDA_CHECK, CUBLAS_CHECK
+
+namespace trident::kernels::cuda {
+
+namespace {
+
+// The largest power of two dividing the address, up to 256 (cuBLASLt's default assumption); 256
+// for a null pointer (nothing to align).
+unsigned alignment_of(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  unsigned alignment = 1;
+  while (alignment < 256 && address % (2 * alignment) == 0) alignment *= 2;
+  return alignment;
+}
+
+}  // namespace
+
+// Descriptors and the chosen algorithm of one Key. The bias and aux pointers are set on the
+// descriptor before each call (they change from layer to layer); the heuristic saw pointers of
+// the key's alignment.
+struct LtMatmul::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool available = false;
+
+  ~Plan() {
+    // Never throws: a failed destroy leaks a descriptor, nothing worse.
+    if (d != nullptr) (void)cublasLtMatrixLayoutDestroy(d);
+    if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
+    if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
+    if (desc != nullptr) (void)cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+LtMatmul::LtMatmul() {
+  CUBLAS_CHECK(cublasLtCreate(&handle_));
+  if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cublasLtDestroy(handle_);
+    throw std::runtime_error("cuBLASLt: could not allocate its 32 MiB workspace on the GPU");
+  }
+}
+
+LtMatmul::~LtMatmul() {
+  plans_.clear();
+  if (workspace_ != nullptr && cudaFree(workspace_) != cudaSuccess) (void)cudaGetLastError();
+  (void)cublasLtDestroy(handle_);
+}
+
+LtMatmul::Plan& LtMatmul::plan_for(const Call& call) {
+  const Key key{static_cast<int>(call.epilogue), static_cast<int>(call.type), call.m, call.n, call.k,
+                call.transa ? 1 : 0, alignment_of(call.a), alignment_of(call.b), alignment_of(call.d),
+                alignment_of(call.bias), alignment_of(call.aux)};
+  std::unique_ptr<Plan>& slot = plans_[key];
+  if (slot) return *slot;
+  slot = std::make_unique<Plan>();
+  Plan& plan = *slot;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t transa = call.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t transb = CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &call.epilogue,
+                                              sizeof call.epilogue));
+  if (call.bias != nullptr) {
+    const std::int32_t bias_type = call.type;  // the bias in the operands' 16-bit format
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                sizeof bias_type));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias,
+                                                sizeof call.bias));
+  }
+  if (call.aux != nullptr) {
+    const std::int64_t aux_ld = call.m;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                                sizeof aux_ld));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux,
+                                                sizeof call.aux));
+  }
+  // The stored matrices (before op()): A is k x m when transposed, m x k otherwise.
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, call.type, call.transa ? call.k : call.m,
+                                          call.transa ? call.m : call.k, call.transa ? call.k : call.m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, call.type, call.k, call.n, call.k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.d, call.type, call.m, call.n, call.m));
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const std::size_t workspace = kWorkspaceBytes;
+  const std::uint32_t align_a = key.align_a, align_b = key.align_b, align_d = key.align_d;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  for (const auto& [attribute, value, size] :
+       {std::tuple{CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<const void*>(&workspace), sizeof workspace},
+        std::tuple{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<const void*>(&align_a), sizeof align_a},
+        std::tuple{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<const void*>(&align_b), sizeof align_b},
+        std::tuple{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<const void*>(&align_d), sizeof align_d},
+        std::tuple{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<const void*>(&align_d), sizeof align_d}}) {
+    if (status == CUBLAS_STATUS_SUCCESS) status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, value, size);
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.d, plan.d, preference, 1, &result,
+                                            &found);
+  }
+  (void)cublasLtMatmulPreferenceDestroy(preference);
+  // No algorithm (or a combination this cuBLASLt does not support): the separate kernels run.
+  // Any other failure is a bug or a broken device, reported as such.
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
+  plan.available = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (plan.available) plan.algo = result.algo;
+  return plan;
+}
+
+bool LtMatmul::run(const Call& call, cudaStream_t stream) {
+  if (call.m == 0 || call.n == 0) return true;  // nothing to write
+  // The GELU input's leading dimension must be a multiple of 8 (cublasLt.h).
+  if (call.aux != nullptr && call.m % 8 != 0) return false;
+  Plan& plan = plan_for(call);
+  if (!plan.available) return false;
+  if (call.bias != nullptr) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias,
+                                                sizeof call.bias));
+  }
+  if (call.aux != nullptr) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux,
+                                                sizeof call.aux));
+  }
+  const float alpha = 1.0f, beta = 0.0f;  // beta = 0: D is written, C (= D) never read
+  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, call.a, plan.a, call.b, plan.b, &beta, call.d, plan.d,
+                              call.d, plan.d, &plan.algo, workspace_, kWorkspaceBytes, stream));
+  return true;
+}
+
+bool LtMatmul::forward_bias(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
+                            cudaDataType_t type, cudaStream_t stream) {
+  return run({CUBLASLT_EPILOGUE_BIAS, type, OC, N, C, true, weight, inp, out, bias, nullptr}, stream);
+}
+
+bool LtMatmul::forward_gelu(void* out, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
+                            int OC, cudaDataType_t type, cudaStream_t stream) {
+  const cublasLtEpilogue_t epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  return run({epilogue, type, OC, N, C, true, weight, inp, out, bias, pre}, stream);
+}
+
+bool LtMatmul::backward_dgelu(void* dpre, const void* dout, const void* weight, const void* pre, int N, int C, int OC,
+                              cudaDataType_t type, cudaStream_t stream) {
+  return run({CUBLASLT_EPILOGUE_DGELU, type, C, N, OC, false, weight, dout, dpre, nullptr, pre}, stream);
+}
+
+}  // namespace trident::kernels::cuda

@@ -1,0 +1,85 @@
+// Linear layers on 16-bit buffers through cuBLASLt, with the work that follows a GEMM done in its
+// epilogue instead of a pass of its own (run.matmul_epilogues = fused):
+//   forward_bias:   out = inp @ weight^T + bias          (no broadcast pass, no read of out)
+//   forward_gelu:   pre = inp @ weight^T + bias, out = gelu(pre)   (one GEMM writes both)
+//   backward_dgelu: dpre = (dout @ weight) * gelu'(pre)  (the GELU backward's read and write of
+//                   the GEMM's result saved)
+// Every operand is bf16 or fp16 (all one format), products accumulate in fp32 and each stored
+// value is rounded once, from the fp32 result: the GELU of the fp32 pre-activation, not of its
+// rounded copy, and the GELU gradient times the unrounded product. So the fused results may
+// differ from the separate kernels' by a unit of the 16-bit format (tests/gpu say how much).
+// cuBLASLt's GELU is the tanh approximation, as GPT-2's and the CPU twin's.
+//
+// Each launcher returns false, having queued nothing, when cuBLASLt has no algorithm for the call
+// (a shape or alignment it does not handle, e.g. a leading dimension of the GELU input that is
+// not a multiple of 8): the caller then runs the separate kernels. The answer is cached per
+// shape, format and operand alignment, with the algorithm the heuristic chose, so the heuristic
+// runs once per layer shape.
+#pragma once
+
+#include <cublasLt.h>      // cublasLtHandle_t, cublasLtEpilogue_t, descriptor types
+#include <cuda_runtime.h>  // cudaStream_t, cudaDataType_t
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace trident::kernels::cuda {
+
+class LtMatmul {
+ public:
+  // Makes the cuBLASLt handle and its workspace on the current device.
+  LtMatmul();
+  ~LtMatmul();
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+
+  // Bytes of device memory the workspace holds (for the memory report).
+  static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+
+  // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC]; bias not null.
+  bool forward_bias(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
+                    cudaDataType_t type, cudaStream_t stream);
+  // pre[N,OC] = inp @ weight^T + bias (bias may be null), out[N,OC] = gelu(pre).
+  bool forward_gelu(void* out, void* pre, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
+                    cudaDataType_t type, cudaStream_t stream);
+  // dpre[N,C] = (dout[N,OC] @ weight[OC,C]) * gelu'(pre[N,C]); overwrites dpre.
+  bool backward_dgelu(void* dpre, const void* dout, const void* weight, const void* pre, int N, int C, int OC,
+                      cudaDataType_t type, cudaStream_t stream);
+
+ private:
+  // One GEMM in cuBLASLt's column-major terms: D (m x n, ld m) = op(A) op(B) with the epilogue,
+  // A stored (transa ? k x m : m x k), B stored k x n. Alignments are each pointer's largest
+  // power-of-two divisor up to 256 bytes: the heuristic picks kernels for them.
+  struct Key {
+    int epilogue, type, m, n, k, transa;
+    unsigned align_a, align_b, align_d, align_bias, align_aux;
+    bool operator<(const Key& o) const {
+      return std::tie(epilogue, type, m, n, k, transa, align_a, align_b, align_d, align_bias, align_aux) <
+             std::tie(o.epilogue, o.type, o.m, o.n, o.k, o.transa, o.align_a, o.align_b, o.align_d, o.align_bias,
+                      o.align_aux);
+    }
+  };
+  struct Plan;
+  struct Call {
+    cublasLtEpilogue_t epilogue;
+    cudaDataType_t type;
+    int m, n, k;
+    bool transa;
+    const void* a;
+    const void* b;
+    void* d;
+    const void* bias;  // null: none
+    const void* aux;   // the GELU input (written by forward_gelu, read by backward_dgelu), ld m; null: none
+  };
+  bool run(const Call& call, cudaStream_t stream);
+  Plan& plan_for(const Call& call);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace trident::kernels::cuda
