@@ -1,6 +1,6 @@
 // CudaBackend: forwards every Backend call to the launcher of its operation, on the one stream
 // of this backend, and owns that stream, the cuBLAS handle (and, for fused matmul epilogues,
-// the cuBLASLt one) and the sum_squares scratch.
+// the cuBLASLt one) and the scratch of sum_squares and of the gradients' column sums.
 //
 // Ordering: every kernel, cuBLAS call, memset and copy goes on stream_, so they run in call
 // order and no event is needed between them. The stream is a blocking one (cudaStreamCreate):
@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/adamw.cuh"          // adamw_update
 #include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
+#include "kernels/cuda/column_sums_math.h"  // columns::scratch_floats
 #include "kernels/cuda/flash_attention.cuh"  // flash_attention_forward/backward, its scratch size
 #include "kernels/cuda/cross_entropy.cuh"  // cross_entropy_forward/backward, sharded pieces
 #include "kernels/cuda/cuda_backend.h"
@@ -119,7 +120,7 @@ CudaBackend::CudaBackend(int device_index, AttentionKernel attention, MatmulEpil
   const std::string arch = "sm_" + std::to_string(props.major) + std::to_string(props.minor);
   name_ = std::string("cuda (") + props.name + ", " + arch +
           (attention == AttentionKernel::kFlash ? ", flash attention" : "") +
-          (epilogues == MatmulEpilogues::kFused ? ", cuBLASLt epilogues" : "") + ")";
+          (epilogues == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + ")";
   if (attention == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
     // Refused here rather than by a failed launch in the first backward step.
     throw std::runtime_error("run.attention = flash: the flash kernels need " +
@@ -137,7 +138,11 @@ CudaBackend::CudaBackend(int device_index, AttentionKernel attention, MatmulEpil
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     sum_squares_scratch_ =
         static_cast<double*>(allocate_bytes(kSumSquaresScratch * sizeof(double)));
+    // Made now, not at the first 16-bit matmul: its workspace is then taken before the check
+    // that the run fits measures the GPU's free memory, and a failure shows at start-up.
+    if (epilogues == MatmulEpilogues::kFused) lt_ = std::make_unique<LtMatmul>();
   } catch (...) {
+    release_bytes(sum_squares_scratch_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
     throw;
@@ -148,6 +153,7 @@ CudaBackend::~CudaBackend() {
   // Never throws: errors here are of earlier work, already reported.
   (void)cudaStreamSynchronize(stream_);
   release_bytes(sum_squares_scratch_);
+  release_bytes(column_scratch_);
   lt_.reset();
   (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
@@ -243,10 +249,20 @@ void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
   cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end, stream_);
 }
 
-LtMatmul* CudaBackend::lt() {
-  if (epilogues_ != MatmulEpilogues::kFused) return nullptr;
-  if (!lt_) lt_ = std::make_unique<LtMatmul>();
-  return lt_.get();
+LtMatmul* CudaBackend::lt() { return lt_.get(); }
+
+float* CudaBackend::column_scratch(int columns) {
+  const std::size_t wanted = columns::scratch_floats(columns);
+  if (wanted > column_scratch_floats_) {
+    // Queued kernels may still use the old buffer: wait for them before it goes.
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    release_bytes(column_scratch_);
+    column_scratch_ = nullptr;
+    column_scratch_floats_ = 0;
+    column_scratch_ = static_cast<float*>(allocate_bytes(wanted * sizeof(float)));
+    column_scratch_floats_ = wanted;
+  }
+  return column_scratch_;
 }
 
 bool CudaBackend::counted(bool ran) {
@@ -279,10 +295,11 @@ void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, Con
   if (!dout.is_fp32()) {
     const Precision p = one_16bit_precision({dinp, dout, inp, weight}, "matmul_backward");
     cuda::matmul_backward_16bit(dinp.get(), dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p,
-                                cublas_, stream_);
+                                column_scratch(OC), cublas_, stream_);
     return;
   }
-  cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC, cublas_, stream_);
+  cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC, column_scratch(OC),
+                        cublas_, stream_);
 }
 
 void CudaBackend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
@@ -304,8 +321,8 @@ void CudaBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, floa
       counted(lt()->backward_dgelu(dpre.get(), dout.get(), weight.get(), pre.get(), N, C, OC, cuda_type_of(p),
                                    stream_))) {
     // The weight and bias gradients as matmul_backward makes them (no input gradient).
-    cuda::matmul_backward_16bit(nullptr, dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p, cublas_,
-                                stream_);
+    cuda::matmul_backward_16bit(nullptr, dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p,
+                                column_scratch(OC), cublas_, stream_);
     return;
   }
   Backend::matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
@@ -324,7 +341,7 @@ void CudaBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float*
 void CudaBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                      ConstActPtr inp, ConstActPtr weight, const float* mean,
                                      const float* rstd, int N, int C) {
-  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, stream_);
+  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, column_scratch(C), stream_);
 }
 
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {

@@ -33,8 +33,8 @@ class CudaBackend final : public Backend {
   // that allows less shared memory per block than the kernels need, before sm_80, throws
   // std::runtime_error here).
   // epilogues: whether the 16-bit matmuls add their bias, and the MLP its GELU and GELU
-  // gradient, in cuBLASLt's epilogues (kFused; the handle and its 32 MiB workspace are made at
-  // the first such call) or in separate kernels (kSeparate); fp32 matmuls never fuse.
+  // gradient, in cuBLASLt's epilogues (kFused; the cuBLASLt handle and its 32 MiB workspace are
+  // made here) or in separate kernels (kSeparate); fp32 matmuls never fuse.
   // The device is made current once, here: use the backend from the thread that built it
   // (Trident runs one rank per process on one thread; allocations and launches go to the
   // calling thread's current device).
@@ -146,21 +146,27 @@ class CudaBackend final : public Backend {
   int device_index_;                       // the CUDA device this backend runs on
   AttentionKernel attention_;              // GEMM path or flash attention (run.attention)
   MatmulEpilogues epilogues_;              // cuBLASLt epilogues or separate kernels (run.matmul_epilogues)
-  std::unique_ptr<LtMatmul> lt_;           // made at the first fused call (lt())
+  std::unique_ptr<LtMatmul> lt_;           // cuBLASLt, under MatmulEpilogues::kFused only
   EpilogueCounts epilogue_counts_;
   std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
   cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_ (fp32, or TF32: set_gemm_input_precision)
   double* sum_squares_scratch_ = nullptr;  // device partial sums of sum_squares
+  // Partial sums of the bias and LayerNorm parameter gradients (column_sums.cuh), grown to the
+  // widest call so far (a few MiB at most: 2 x 64 chunks x the widest layer's channels).
+  float* column_scratch_ = nullptr;
+  std::size_t column_scratch_floats_ = 0;
   // Bytes of each live allocation of allocate / allocate_tokens, their sum and its maximum.
   std::unordered_map<const void*, std::size_t> allocation_bytes_;
   std::size_t live_bytes_ = 0;
   std::size_t high_water_bytes_ = 0;
   void* track(void* ptr, std::size_t bytes);
-  // The cuBLASLt matmuls when epilogues are fused (made on first use), else null.
+  // The cuBLASLt matmuls when epilogues are fused, else null.
   LtMatmul* lt();
   // Counts a fused attempt's outcome (ran: cuBLASLt took it) and returns it.
   bool counted(bool ran);
+  // column_scratch_ holding at least columns::scratch_floats(columns) floats.
+  float* column_scratch(int columns);
   void untrack(const void* ptr);
 };
 

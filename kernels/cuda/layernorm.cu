@@ -8,8 +8,9 @@
 // instead of the elementwise add's and the LayerNorm's.
 // Backward, with xhat = (x - mu) * rstd and g = w * dy:
 //   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))     one block per row, two block sums
-//   dw += sum_rows dy * xhat,   db += sum_rows dy            one thread per channel, rows in
-//                                                            order (no atomics, deterministic)
+//   dw += sum_rows dy * xhat,   db += sum_rows dy            column_sums.cuh: a two-stage
+//                                                            reduction over row chunks (no
+//                                                            atomics, deterministic)
 // Splitting the row-local dx from the column sums dw/db keeps each kernel free of races.
 // Every kernel is templated on the storage of its activations and weights
 // (kernels/stored_element.h): fp32, or bf16/fp16 buffers read as they are and stored rounded
@@ -18,8 +19,9 @@
 #include <cstddef>
 
 #include "kernels/cuda/block_reduce.cuh"  // block_sum
+#include "kernels/cuda/column_sums.cuh"   // add_layernorm_parameter_gradients
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
-#include "kernels/cuda/launch_shape.cuh"  // kRowThreads, kColumnThreads, blocks_for
+#include "kernels/cuda/launch_shape.cuh"  // kRowThreads
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/stored_element.h"  // stored::with_policy, elements, common_storage
 
@@ -101,24 +103,6 @@ __global__ void layernorm_backward_input_kernel(E* dinp, const E* dout, const E*
   }
 }
 
-// dweight, dbias: one thread per channel c, rows in order.
-template <class S, class E = typename S::Element>
-__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const E* dout, const E* inp,
-                                                 const float* mean, const float* rstd, int N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float dw = 0.0f;
-  float db = 0.0f;
-  for (int n = 0; n < N; n++) {
-    const std::size_t i = static_cast<std::size_t>(n) * C + c;
-    const float dy = S::load(dout[i]);
-    dw += dy * (S::load(inp[i]) - mean[n]) * rstd[n];
-    db += dy;
-  }
-  dweight[c] += dw;
-  dbias[c] += db;
-}
-
 }  // namespace
 
 void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
@@ -148,18 +132,17 @@ void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float*
 }
 
 void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
-                        ConstActPtr weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+                        ConstActPtr weight, const float* mean, const float* rstd, int N, int C, float* column_scratch,
+                        cudaStream_t stream) {
   if (N == 0 || C == 0) return;
   stored::with_policy(stored::common_storage({dinp, dout, inp, weight}, "layernorm_backward"), [&](auto policy) {
     using S = decltype(policy);
     layernorm_backward_input_kernel<S><<<N, kRowThreads, 0, stream>>>(
         stored::elements<S>(dinp), stored::elements<S>(dout), stored::elements<S>(inp), stored::elements<S>(weight),
         mean, rstd, C);
-    CUDA_CHECK_LAUNCH();
-    layernorm_backward_params_kernel<S><<<blocks_for(C, kColumnThreads), kColumnThreads, 0, stream>>>(
-        dweight, dbias, stored::elements<S>(dout), stored::elements<S>(inp), mean, rstd, N, C);
   });
   CUDA_CHECK_LAUNCH();
+  add_layernorm_parameter_gradients(dweight, dbias, dout, inp, mean, rstd, N, C, column_scratch, stream);
 }
 
 }  // namespace trident::kernels::cuda

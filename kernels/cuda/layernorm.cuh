@@ -24,8 +24,10 @@ void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, Co
 void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
                                 ConstActPtr weight, ConstActPtr bias, int N, int C, cudaStream_t stream);
 
-// dinp[N,C] += d/dinp;  dweight[C] += sum_n dout * xhat;  dbias[C] += sum_n dout.
+// dinp[N,C] += d/dinp;  dweight[C] += sum_n dout * xhat;  dbias[C] += sum_n dout. column_scratch:
+// columns::scratch_floats(C) floats of device workspace for the parameter sums (column_sums.cuh).
 void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
-                        ConstActPtr weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
+                        ConstActPtr weight, const float* mean, const float* rstd, int N, int C, float* column_scratch,
+                        cudaStream_t stream);
 
 }  // namespace trident::kernels::cuda

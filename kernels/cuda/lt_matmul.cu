@@ -14,9 +14,10 @@
 #include "kernels/cuda/lt_matmul.cuh"
 
 #include <cstdint>
-#include <stdexcept>
+#include <utility>
 
 #include "kernels/cuda/cuda_check.h"  // CUDA_CHECK, CUBLAS_CHECK
+#include "kernels/out_of_memory.h"    // OutOfMemory, mib
 
 namespace trident::kernels::cuda {
 
@@ -56,7 +57,8 @@ LtMatmul::LtMatmul() {
   if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess) {
     (void)cudaGetLastError();
     (void)cublasLtDestroy(handle_);
-    throw std::runtime_error("cuBLASLt: could not allocate its 32 MiB workspace on the GPU");
+    throw OutOfMemory("out of device memory: cuBLASLt's workspace of " + mib(kWorkspaceBytes) +
+                      " could not be allocated (run.matmul_epilogues = separate does without it)");
   }
 }
 
@@ -70,10 +72,11 @@ LtMatmul::Plan& LtMatmul::plan_for(const Call& call) {
   const Key key{static_cast<int>(call.epilogue), static_cast<int>(call.type), call.m, call.n, call.k,
                 call.transa ? 1 : 0, alignment_of(call.a), alignment_of(call.b), alignment_of(call.d),
                 alignment_of(call.bias), alignment_of(call.aux)};
-  std::unique_ptr<Plan>& slot = plans_[key];
-  if (slot) return *slot;
-  slot = std::make_unique<Plan>();
-  Plan& plan = *slot;
+  const auto found_plan = plans_.find(key);
+  if (found_plan != plans_.end()) return *found_plan->second;
+  // Built aside and cached only when complete: a call that throws halfway leaves no plan behind.
+  auto made = std::make_unique<Plan>();
+  Plan& plan = *made;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t transa = call.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t transb = CUBLAS_OP_N;
@@ -121,12 +124,12 @@ LtMatmul::Plan& LtMatmul::plan_for(const Call& call) {
                                             &found);
   }
   (void)cublasLtMatmulPreferenceDestroy(preference);
-  // No algorithm (or a combination this cuBLASLt does not support): the separate kernels run.
-  // Any other failure is a bug or a broken device, reported as such.
-  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
-  plan.available = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  // No algorithm, or a combination this cuBLASLt refuses (NOT_SUPPORTED, or INVALID_VALUE for an
+  // alignment or epilogue it does not take): the separate kernels run, which compute the same
+  // thing, and CudaBackend::epilogue_counts says so. A broken device fails there instead.
+  plan.available = status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   if (plan.available) plan.algo = result.algo;
-  return plan;
+  return *plans_.emplace(key, std::move(made)).first->second;
 }
 
 bool LtMatmul::run(const Call& call, cudaStream_t stream) {

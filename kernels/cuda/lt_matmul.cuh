@@ -11,8 +11,8 @@
 // cuBLASLt's GELU is the tanh approximation, as GPT-2's and the CPU twin's.
 //
 // Each launcher returns false, having queued nothing, when cuBLASLt has no algorithm for the call
-// (a shape or alignment it does not handle, e.g. a leading dimension of the GELU input that is
-// not a multiple of 8): the caller then runs the separate kernels. The answer is cached per
+// (a shape or alignment it does not handle or refuses, e.g. a leading dimension of the GELU input
+// that is not a multiple of 8): the caller then runs the separate kernels. The answer is cached per
 // shape, format and operand alignment, with the algorithm the heuristic chose, so the heuristic
 // runs once per layer shape.
 #pragma once
@@ -30,13 +30,15 @@ namespace trident::kernels::cuda {
 
 class LtMatmul {
  public:
-  // Makes the cuBLASLt handle and its workspace on the current device.
+  // Makes the cuBLASLt handle and its workspace on the current device; OutOfMemory when the
+  // workspace does not fit.
   LtMatmul();
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
 
-  // Bytes of device memory the workspace holds (for the memory report).
+  // Bytes of device memory the workspace holds: what the heuristic may pick kernels for (32 MiB,
+  // as usual on Hopper). Outside the memory estimate, like the other libraries' workspaces.
   static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
 
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC]; bias not null.

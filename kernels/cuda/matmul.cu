@@ -4,9 +4,9 @@
 //   forward : out  = inp @ W^T      (N, T), bias first broadcast into out, then beta = 1
 //   backward: dinp  = dout @ W      (N, N), beta = 0 (overwrite)
 //             dW   += dout^T @ inp  (T, N), beta = 1 (accumulate)
-//             db   += column sums of dout: one thread per column walks the rows in order
-//                     (deterministic, the CPU twin's order; OC threads suffice because OC is
-//                     a multiple of C in GPT-2 and the GEMMs dominate anyway).
+//             db   += column sums of dout (column_sums.cuh: a deterministic two-stage
+//                     reduction over row chunks, no atomics; another order of the additions
+//                     than the CPU twin's rows-in-order loop).
 // fp32 math (CUBLAS_DEFAULT_MATH, cuda_backend.cu) unless the backend was told that every GEMM
 // input is bf16- or fp16-representable (set_gemm_input_precision): then TF32 tensor cores, exact
 // on such inputs.
@@ -19,9 +19,10 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "kernels/cuda/column_sums.cuh"   // add_column_sums (bias gradients)
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/gemm.cuh"          // sgemm_row_major, gemm_row_major_ex
-#include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, blocks_for, grid-stride helpers
+#include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, grid-stride helpers
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/stored_element.h"        // stored::Fp32, with_policy
 
@@ -36,16 +37,6 @@ template <class OutS, class BiasS>
 __global__ void broadcast_bias_kernel(typename OutS::Element* out, const typename BiasS::Element* bias, int OC,
                                       std::size_t count) {
   for (std::size_t i = grid_first_index(); i < count; i += grid_stride()) out[i] = OutS::store(BiasS::load(bias[i % OC]));
-}
-
-// dbias[o] += sum_n dout[n, o]: one thread per column o, rows in order, each value widened.
-template <class S>
-__global__ void bias_backward_kernel(float* dbias, const typename S::Element* dout, int N, int OC) {
-  const int o = blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= OC) return;
-  float sum = 0.0f;
-  for (int n = 0; n < N; n++) sum += S::load(dout[static_cast<std::size_t>(n) * OC + o]);
-  dbias[o] += sum;
 }
 
 cudaDataType_t data_type_of(Precision precision) {
@@ -72,7 +63,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC, cublasHandle_t cublas,
+                     const float* weight, int N, int C, int OC, float* column_scratch, cublasHandle_t cublas,
                      cudaStream_t stream) {
   if (dinp != nullptr) {
     // beta = 0: dinp is overwritten (Backend::matmul_backward), so the GEMM never reads it.
@@ -81,11 +72,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   }
   sgemm_row_major(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight,
                   C);
-  if (dbias != nullptr && OC > 0) {
-    bias_backward_kernel<stored::Fp32><<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(dbias, dout, N,
-                                                                                                      OC);
-    CUDA_CHECK_LAUNCH();
-  }
+  if (dbias != nullptr) add_column_sums(dbias, dout, N, OC, column_scratch, stream);
 }
 
 void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void* weight, const void* bias, int N,
@@ -114,8 +101,8 @@ void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void*
 }
 
 void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                           const void* weight, int N, int C, int OC, Precision precision, cublasHandle_t cublas,
-                           cudaStream_t stream) {
+                           const void* weight, int N, int C, int OC, Precision precision, float* column_scratch,
+                           cublasHandle_t cublas, cudaStream_t stream) {
   const cudaDataType_t type = data_type_of(precision);
   if (dinp != nullptr) {
     gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, type, OC, weight, C, 0.0f, dinp, type,
@@ -124,13 +111,8 @@ void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void*
   // fp32 weight gradients from 16-bit operands: the GEMM's C is fp32.
   gemm_row_major_ex(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, type, OC, inp, C, 1.0f, dweight,
                     CUDA_R_32F, C);
-  if (dbias != nullptr && OC > 0) {
-    stored::with_policy(precision, [&](auto policy) {
-      using S = decltype(policy);
-      bias_backward_kernel<S><<<blocks_for(OC, kColumnThreads), kColumnThreads, 0, stream>>>(
-          dbias, static_cast<const typename S::Element*>(dout), N, OC);
-    });
-    CUDA_CHECK_LAUNCH();
+  if (dbias != nullptr) {
+    add_column_sums(dbias, ConstActPtr(static_cast<const uint16_t*>(dout), precision), N, OC, column_scratch, stream);
   }
 }
 

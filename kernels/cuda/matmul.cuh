@@ -1,5 +1,5 @@
-// Matmul (linear layer) on the device: cuBLAS GEMMs plus small bias kernels. Launchers queue
-// on `stream`, which must be the stream of `cublas`.
+// Matmul (linear layer) on the device: cuBLAS GEMMs plus the bias broadcast and bias-gradient
+// kernels. Launchers queue on `stream`, which must be the stream of `cublas`.
 #pragma once
 
 #include <cublas_v2.h>     // cublasHandle_t
@@ -13,10 +13,11 @@ namespace trident::kernels::cuda {
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC, cublasHandle_t cublas, cudaStream_t stream);
 
-// dinp[N,C] += dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout.
-// dinp and dbias may be null.
+// dinp[N,C] = dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout.
+// dinp and dbias may be null. column_scratch: columns::scratch_floats(OC) floats of device
+// workspace for the bias sums (column_sums.cuh).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC, cublasHandle_t cublas,
+                     const float* weight, int N, int C, int OC, float* column_scratch, cublasHandle_t cublas,
                      cudaStream_t stream);
 
 // The same with 16-bit activations and weights (the model's buffers under train.precision =
@@ -26,10 +27,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void* weight, const void* bias, int N,
                           int C, int OC, Precision precision, cublasHandle_t cublas, cudaStream_t stream);
 
-// dinp (16-bit, may be null) += dout @ weight, rounded once; dweight (fp32) += dout^T @ inp;
-// dbias (fp32, may be null) += column sums of dout. dout, inp, weight: 16-bit.
+// dinp (16-bit, may be null) = dout @ weight, rounded once; dweight (fp32) += dout^T @ inp;
+// dbias (fp32, may be null) += column sums of dout. dout, inp, weight: 16-bit. column_scratch
+// as matmul_backward's.
 void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                           const void* weight, int N, int C, int OC, Precision precision, cublasHandle_t cublas,
-                           cudaStream_t stream);
+                           const void* weight, int N, int C, int OC, Precision precision, float* column_scratch,
+                           cublasHandle_t cublas, cudaStream_t stream);
 
 }  // namespace trident::kernels::cuda

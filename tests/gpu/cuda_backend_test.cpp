@@ -295,6 +295,46 @@ TEST_F(TwinBackends, MatmulBackwardMatchesCpu) {
   }
 }
 
+// The bias and LayerNorm parameter gradients are sums over rows in a fixed order
+// (kernels/cuda/column_sums_math.h, a two-stage reduction over row chunks): two runs from the
+// same state give the same bits. At N = 8192 rows (GPT-2 124M at micro-batch 8) the sums are
+// longest; against the CPU's rows-in-order fp32 loop the difference is that loop's own rounding,
+// ~sqrt(N) ulp (the playground measured up to 3.7e-6 of the largest sum): kReductionTolerance.
+TEST_F(TwinBackends, ParameterGradientSumsAreTheSameBitsRunToRun) {
+  const int N = 8192, C = 768, OC = 3 * C;
+  auto dout = twin(uniform(count_of(N, OC), -1.0f, 1.0f)), inp = twin(uniform(count_of(N, C), -2.0f, 2.0f));
+  auto weight = twin(uniform(count_of(OC, C), -1.0f, 1.0f));
+  const std::vector<float> dbias_start = uniform(count_of(OC, 1), -1.0f, 1.0f);
+  auto dweight = twin(std::vector<float>(count_of(OC, C), 0.0f));
+  auto dbias = twin(dbias_start), again = twin(dbias_start);
+  run_on_both([&](Backend& b, Side side) {
+    b.matmul_backward(nullptr, dweight.on(side), dbias.on(side), dout.on(side), inp.on(side), weight.on(side), N, C,
+                      OC);
+  });
+  gpu_->matmul_backward(nullptr, dweight.on(Side::kGpu), again.on(Side::kGpu), dout.on(Side::kGpu), inp.on(Side::kGpu),
+                        weight.on(Side::kGpu), N, C, OC);
+  expect_twins_agree(dbias, kReductionTolerance, "dbias at N = 8192");
+  EXPECT_EQ(again.values(Side::kGpu), dbias.values(Side::kGpu)) << "bias gradient, run to run";
+
+  // LayerNorm's pair on the first C columns of dout, with made-up statistics (any values do).
+  auto ln_dout = twin(uniform(count_of(N, C), -1.0f, 1.0f)), dinp = twin(std::vector<float>(count_of(N, C), 0.0f));
+  auto ln_weight = twin(uniform(count_of(C, 1), 0.5f, 1.5f));
+  auto mean = twin(uniform(count_of(N, 1), -0.5f, 0.5f)), rstd = twin(uniform(count_of(N, 1), 0.5f, 2.0f));
+  const std::vector<float> start = uniform(count_of(C, 1), -1.0f, 1.0f);
+  auto dw = twin(start), db = twin(start), dw2 = twin(start), db2 = twin(start);
+  run_on_both([&](Backend& b, Side side) {
+    b.layernorm_backward(dinp.on(side), dw.on(side), db.on(side), ln_dout.on(side), inp.on(side), ln_weight.on(side),
+                         mean.on(side), rstd.on(side), N, C);
+  });
+  const Side g = Side::kGpu;
+  gpu_->layernorm_backward(dinp.on(g), dw2.on(g), db2.on(g), ln_dout.on(g), inp.on(g), ln_weight.on(g), mean.on(g),
+                           rstd.on(g), N, C);
+  expect_twins_agree(dw, kReductionTolerance, "layernorm dweight at N = 8192");
+  expect_twins_agree(db, kReductionTolerance, "layernorm dbias at N = 8192");
+  EXPECT_EQ(dw2.values(g), dw.values(g)) << "layernorm dweight, run to run";
+  EXPECT_EQ(db2.values(g), db.values(g)) << "layernorm dbias, run to run";
+}
+
 // --- layernorm ---------------------------------------------------------------------------------
 
 TEST_F(TwinBackends, LayernormForwardMatchesCpu) {

@@ -397,7 +397,7 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionMatchesCpu) {
 // backend runs each as one cuBLASLt GEMM whose epilogue applies the GELU to the unrounded fp32
 // result. The pre-activation pre is the GEMM's result rounded once on both sides: one bf16 unit.
 // out = gelu(pre) and dpre = gelu'(pre) * (dout @ W) differ by the intermediate rounding the
-// fused path skips (2^-9 relative, times |gelu'| <= 1.13) on top of each side's own rounding of
+// fused path skips (2^-8 relative, times |gelu'| <= 1.13) on top of each side's own rounding of
 // the stored value (half a unit each), and by cuBLASLt's tanh (the approximation GPT-2 uses;
 // its hardware tanh is good to about 2^-11): together under two units (kTwoBf16Units). A wrong
 // layout, a missing bias or GELU applied twice is O(1). The weight and bias gradients are the
@@ -456,6 +456,29 @@ TEST_F(MlpEpilogueTwins, RaggedShapesMatchCpuFusedOrNot) {
   // it, so there only the results are checked, not which path ran.
   EXPECT_GE(check_mlp(MatmulEpilogues::kFused, 128, 48, 36).fell_back, 2u);
   check_mlp(MatmulEpilogues::kFused, 74, 64, 256);
+}
+
+// The bias epilogue of a plain 16-bit matmul (every matmul with a bias): one GEMM adds the bias
+// to the fp32 result and rounds once, as the broadcast-then-accumulate path does; within one bf16
+// unit of the CPU twin (the order of the sums), and it must have run in the epilogue.
+TEST_F(MlpEpilogueTwins, BiasEpilogueMatchesCpu) {
+  auto cuda = make_backend(Device::kCuda, kCpuThreads, 0, {.matmul_epilogues = MatmulEpilogues::kFused});
+  RoundedStorageBackend cuda16(*cuda, Precision::kBf16);
+  const int N = 128, C = 64, OC = 192;
+  auto inp = twin(packed(bf16_uniform(count_of(N, C), -1.0f, 1.0f)));
+  auto weight = twin(packed(bf16_uniform(count_of(OC, C), -1.0f, 1.0f)));
+  auto bias = twin(packed(bf16_uniform(count_of(OC, 1), -1.0f, 1.0f)));
+  auto out = twin(packed(bf16_uniform(count_of(N, OC), 5.0f, 9.0f)));  // stale: overwritten
+  const auto before = dynamic_cast<cuda::CudaBackend&>(*cuda).epilogue_counts();
+  for (const Side side : {Side::kCpu, Side::kGpu}) {
+    Backend& b = side == Side::kCpu ? static_cast<Backend&>(*cpu16_) : static_cast<Backend&>(cuda16);
+    b.matmul_forward(bf16_at(out, side), ConstActPtr(bf16_at(inp, side)), ConstActPtr(bf16_at(weight, side)),
+                     ConstActPtr(bf16_at(bias, side)), N, C, OC);
+  }
+  cuda16.synchronize();
+  expect_twins_agree(unpacked(out.values(Side::kGpu)), unpacked(out.values(Side::kCpu)), kOneBf16Unit, "out");
+  const auto after = dynamic_cast<cuda::CudaBackend&>(*cuda).epilogue_counts();
+  EXPECT_EQ(after.fused - before.fused, 1u) << "the matmul ran with the bias epilogue";
 }
 
 TEST_F(MlpEpilogueTwins, SeparateKernelsMatchCpu) {
