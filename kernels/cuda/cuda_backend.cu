@@ -1,6 +1,7 @@
 // CudaBackend: forwards every Backend call to the launcher of its operation, on the one stream
 // of this backend, and owns that stream, the cuBLAS handle (and, for fused matmul epilogues,
-// the cuBLASLt one) and the scratch of sum_squares and of the gradients' column sums.
+// the cuBLASLt one), the scratch of sum_squares and a workspace grown for the kernels that need
+// one (column sums, the embedding backward's sort).
 //
 // Ordering: every kernel, cuBLAS call, memset and copy goes on stream_, so they run in call
 // order and no event is needed between them. The stream is a blocking one (cudaStreamCreate):
@@ -153,7 +154,7 @@ CudaBackend::~CudaBackend() {
   // Never throws: errors here are of earlier work, already reported.
   (void)cudaStreamSynchronize(stream_);
   release_bytes(sum_squares_scratch_);
-  release_bytes(column_scratch_);
+  release_bytes(workspace_);
   lt_.reset();
   (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
@@ -246,23 +247,27 @@ void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActP
 void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
                                      const int32_t* tokens, int B, int T, int C, int vocab_begin,
                                      int vocab_end) {
-  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end, stream_);
+  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end,
+                           workspace(cuda::embedding_backward_scratch_bytes(B * T)), stream_);
 }
 
 LtMatmul* CudaBackend::lt() { return lt_.get(); }
 
-float* CudaBackend::column_scratch(int columns) {
-  const std::size_t wanted = columns::scratch_floats(columns);
-  if (wanted > column_scratch_floats_) {
+void* CudaBackend::workspace(std::size_t bytes) {
+  if (bytes > workspace_bytes_) {
     // Queued kernels may still use the old buffer: wait for them before it goes.
     CUDA_CHECK(cudaStreamSynchronize(stream_));
-    release_bytes(column_scratch_);
-    column_scratch_ = nullptr;
-    column_scratch_floats_ = 0;
-    column_scratch_ = static_cast<float*>(allocate_bytes(wanted * sizeof(float)));
-    column_scratch_floats_ = wanted;
+    release_bytes(workspace_);
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+    workspace_ = allocate_bytes(bytes);
+    workspace_bytes_ = bytes;
   }
-  return column_scratch_;
+  return workspace_;
+}
+
+float* CudaBackend::column_scratch(int columns) {
+  return static_cast<float*>(workspace(columns::scratch_floats(columns) * sizeof(float)));
 }
 
 bool CudaBackend::counted(bool ran) {

@@ -152,10 +152,12 @@ class CudaBackend final : public Backend {
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
   cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_ (fp32, or TF32: set_gemm_input_precision)
   double* sum_squares_scratch_ = nullptr;  // device partial sums of sum_squares
-  // Partial sums of the bias and LayerNorm parameter gradients (column_sums.cuh), grown to the
-  // widest call so far (a few MiB at most: 2 x 64 chunks x the widest layer's channels).
-  float* column_scratch_ = nullptr;
-  std::size_t column_scratch_floats_ = 0;
+  // Device workspace of the kernels that need one for a call (the partial sums of the bias and
+  // LayerNorm parameter gradients, the embedding backward's sort), grown to the largest call
+  // so far: a few MiB at most (2 x 64 chunks x the widest layer's channels, or 4 ints per
+  // position of a micro-batch and CUB's sort storage).
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
   // Bytes of each live allocation of allocate / allocate_tokens, their sum and its maximum.
   std::unordered_map<const void*, std::size_t> allocation_bytes_;
   std::size_t live_bytes_ = 0;
@@ -165,7 +167,8 @@ class CudaBackend final : public Backend {
   LtMatmul* lt();
   // Counts a fused attempt's outcome (ran: cuBLASLt took it) and returns it.
   bool counted(bool ran);
-  // column_scratch_ holding at least columns::scratch_floats(columns) floats.
+  // workspace_, grown to at least `bytes`; and as the column sums' partials for `columns`.
+  void* workspace(std::size_t bytes);
   float* column_scratch(int columns);
   void untrack(const void* ptr);
 };

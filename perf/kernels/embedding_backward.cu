@@ -17,9 +17,10 @@
 // once or not at all. A frequent token is the hard case: its additions form one long chain.
 //
 // Variants:
-//   1  production cuda::embedding_backward (kernels/cuda/embedding.cu, dwpe = nullptr): one
-//      thread per channel walks all B*T positions in order, a read-modify-write of dwte in
-//      global memory per position. C = 768 threads in all.
+//   1  production cuda::embedding_backward (kernels/cuda/embedding.cu, dwpe = nullptr): the
+//      positions sorted by token on the device (CUB's stable radix sort of (token, position)
+//      pairs), then one block per (run of a token, 128-channel tile) adds the run's dout rows in
+//      position order into the token's row; blocks not at a run's start return at once.
 //   2  bucketed by token. The launch copies the tokens to the host (the backend only has them
 //      on the device), builds there the owned distinct tokens and, per token, its positions in
 //      ascending order (CSR: one pass to count, one to place, O(B*T), into preallocated pinned
@@ -31,13 +32,17 @@
 //      what the backend would pay. Buckets go to blocks in order of first appearance, which
 //      puts the frequent (long) buckets early, so they do not start last and form the tail.
 //
-// Both variants add to each dwte element in the CPU twin's order (ascending positions), with
+//   3  the former production kernel (until the sort replaced it): one thread per channel walks
+//      all B*T positions in order, a read-modify-write of dwte in global memory per position.
+//      C = 768 threads in all.
+//
+// Every variant adds to each dwte element in the CPU twin's order (ascending positions), with
 // the same fp32 additions (a bare add: nothing to contract into an FMA; a register holds an
 // fp32 exactly as memory does, so variant 2's running sum rounds exactly as the twin's
 // in-memory +=), so they must equal the twin BIT FOR BIT: tolerance 0.
 //
 // The rate column is the minimal traffic (the dout rows of owned positions and the tokens read
-// once, the touched dwte rows read and written once), the same numerator for both variants.
+// once, the touched dwte rows read and written once), the same numerator for every variant.
 #include <cuda_runtime.h>  // cudaMallocHost, dim3
 
 #include <algorithm>
@@ -50,7 +55,8 @@
 #include <vector>
 
 #include "kernels/cpu/embedding.h"      // cpu::embedding_backward (the reference)
-#include "kernels/cuda/embedding.cuh"   // cuda::embedding_backward (variant 1)
+#include "kernels/cuda/embedding.cuh"   // cuda::embedding_backward (variant 1), its scratch size
+#include "kernels/cuda/launch_shape.cuh"  // blocks_for (variant 3)
 #include "perf/kernels/playground.cuh"  // harness
 
 namespace {
@@ -220,6 +226,19 @@ struct BucketWorkspace {
   std::vector<int> count;
 };
 
+// Variant 3: the former production kernel, one thread per channel, positions in order.
+__global__ void thread_per_channel_kernel(float* dwte, const float* dout, const std::int32_t* tokens, int positions,
+                                          int C, int vocab_begin, int vocab_end) {
+  const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (c >= C) return;
+  for (int bt = 0; bt < positions; bt++) {
+    const std::int32_t token = tokens[bt];
+    if (token >= vocab_begin && token < vocab_end) {
+      dwte[static_cast<std::size_t>(token - vocab_begin) * C + c] += dout[static_cast<std::size_t>(bt) * C + c];
+    }
+  }
+}
+
 // The whole of variant 2, queued on `stream`; it waits for the tokens' copy to the host.
 void bucketed_embedding_backward(float* dwte, const float* dout, const std::int32_t* d_tokens,
                                  int P, int C, int vocab_begin, int vocab_end, BucketWorkspace& ws,
@@ -314,6 +333,7 @@ int run_case(const pg::Args& args, const Context& ctx, const Case& cs) {
   const pg::DeviceBuffer<float> d_init = pg::upload(init);
   const pg::DeviceBuffer<float> d_dwte(table);
   BucketWorkspace ws(P, vocab_rows);
+  const pg::DeviceBuffer<unsigned char> d_sort_scratch(tk::cuda::embedding_backward_scratch_bytes(P));
 
   // Bit-identical to the twin (file comment): tolerance 0, i.e. |gpu - ref| = 0 everywhere.
   constexpr double kExact = 0.0;
@@ -332,15 +352,21 @@ int run_case(const pg::Args& args, const Context& ctx, const Case& cs) {
   };
   auto production = [&] {
     tk::cuda::embedding_backward(d_dwte.data(), nullptr, d_dout.data(), ctx.d_tokens.data(), ctx.B,
-                                 ctx.T, C, cs.vocab_begin, cs.vocab_end, ctx.stream);
+                                 ctx.T, C, cs.vocab_begin, cs.vocab_end, d_sort_scratch.data(), ctx.stream);
+  };
+  auto thread_per_channel = [&] {
+    thread_per_channel_kernel<<<tk::cuda::blocks_for(static_cast<std::size_t>(C), 32), 32, 0, ctx.stream>>>(
+        d_dwte.data(), d_dout.data(), ctx.d_tokens.data(), P, C, cs.vocab_begin, cs.vocab_end);
+    PG_CHECK_LAUNCH();
   };
   auto bucketed = [&] {
     bucketed_embedding_backward(d_dwte.data(), d_dout.data(), ctx.d_tokens.data(), P, C,
                                 cs.vocab_begin, cs.vocab_end, ws, ctx.stream);
   };
   const std::vector<pg::Variant> variants = {
-      {"production: thread per channel, positions in order", measure(production)},
+      {"production: device sort by token, a block per run", measure(production)},
       {"bucketed by token, host CSR (time includes D2H+host+H2D)", measure(bucketed)},
+      {"former production: thread per channel, positions in order", measure(thread_per_channel)},
   };
   const double floats_moved =
       static_cast<double>(owned) * C + 2.0 * static_cast<double>(distinct) * C;
