@@ -2,10 +2,15 @@
 // math, kernels/cpu/cross_entropy.cpp):
 //   loss_n = log(sum_v exp(l_v - m)) + m - l_target,  m = max_v l_v   (stable: exponents <= 0)
 //   dl_v   = (exp(l_v - m) / sum - [v == target]) * dloss
-// One block per row (kRowThreads threads striding over the vocabulary; block_max, block_sum).
-// The exponential sum is accumulated in double, as on the CPU: V is ~50k terms and the loss is
-// a small difference of large sums. The padded columns V..Vp are never read; backward writes
-// them 0 so that the LM-head matmul backward sees no gradient there.
+// One block per row (kRowThreads threads striding over the vocabulary). The forward and the
+// shard statistics read the row once (cross_entropy_math.h: each thread a running max and
+// rescaled sum, merged over the block); the backward on given statistics reads it once more
+// and writes the gradient: 3 passes over the logits per micro-batch, with or without tensor
+// parallelism. (cross_entropy_backward, which finds the max and sum itself, takes two passes
+// for them: the model does not call it.) The exponential sum is accumulated in double, as on
+// the CPU: V is ~50k terms and the loss is a small difference of large sums. The padded columns
+// V..Vp are never read; backward writes them 0 so that the LM-head matmul backward sees no
+// gradient there.
 //
 // Aliasing (dlogits == logits): every read of the row for the max and the sum happens before
 // the block reduction that ends that pass (block_sum synchronises the block), and in the final
@@ -14,8 +19,9 @@
 //
 // Sharded (vocabulary-parallel) pieces: the same row loops over a rank's V_local real columns.
 // The statistics kernel hands out the shard's max and its sum of exp(l - that max), accumulated
-// in double and rounded to float, like the CPU twin; the caller gathers them and the combine
-// kernel rescales each shard's sum to the row's max. The backward gets the row's max and sum.
+// in double and rounded to float, like the CPU twin (in one read, as the forward); the caller
+// gathers them and the combine kernel rescales each shard's sum to the row's max. The backward
+// gets the row's max and sum.
 // V_local may be 0 (an all-padding shard): max -infinity, sum 0, target logit 0, gradient all
 // zeros.
 //
@@ -25,8 +31,9 @@
 #include <cmath>
 #include <cstddef>
 
-#include "kernels/cuda/block_reduce.cuh"  // block_max, block_sum
+#include "kernels/cuda/block_reduce.cuh"  // block_max, block_sum, kWarpSize, kFullWarpMask
 #include "kernels/cuda/cross_entropy.cuh"
+#include "kernels/cuda/cross_entropy_math.h"  // softmax::Running, thread_running, merged, loss_of
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/launch_shape.cuh"  // kRowThreads, elementwise_blocks, grid-stride helpers
 #include "kernels/stored_element.h"        // stored::with_policy, elements, common_storage
@@ -64,19 +71,62 @@ __device__ std::size_t row_offset(int n, int columns) {
   return static_cast<std::size_t>(n) * columns;
 }
 
+// The warp's pairs merged by a butterfly (every lane gets the same bits: merged is symmetric).
+__device__ softmax::Running warp_merged(softmax::Running r) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const softmax::Running other{__shfl_xor_sync(kFullWarpMask, r.max, offset),
+                                 __shfl_xor_sync(kFullWarpMask, r.sum, offset)};
+    r = softmax::merged(r, other);
+  }
+  return r;
+}
+
+// block_reduce's scheme for the pair (its contract: blockDim.x a multiple of 32, every thread
+// calls it); every thread gets the block's result.
+__device__ softmax::Running block_merged(softmax::Running r) {
+  __shared__ float warp_max[1024 / kWarpSize];
+  __shared__ double warp_sum[1024 / kWarpSize];
+  __shared__ float block_max_value;
+  __shared__ double block_sum_value;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  r = warp_merged(r);
+  __syncthreads();  // as block_reduce: safe whatever ran before
+  if (lane == 0) {
+    warp_max[warp] = r.max;
+    warp_sum[warp] = r.sum;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    softmax::Running partial = lane < warps ? softmax::Running{warp_max[lane], warp_sum[lane]} : softmax::empty_running();
+    partial = warp_merged(partial);
+    if (lane == 0) {
+      block_max_value = partial.max;
+      block_sum_value = partial.sum;
+    }
+  }
+  __syncthreads();
+  return {block_max_value, block_sum_value};
+}
+
+// The row's statistics in one read (cross_entropy_math.h), 16-byte loads where it is aligned.
+template <class S, class E = typename S::Element>
+__device__ softmax::Running row_statistics(const E* row, int V) {
+  return block_merged(softmax::thread_running<S>(row, V, softmax::starts_aligned(row), threadIdx.x, blockDim.x));
+}
+
 template <class S, class E = typename S::Element>
 __global__ void cross_entropy_forward_kernel(float* losses, float* row_max, float* row_sumexp, const E* logits,
                                              const int32_t* targets, int V, int Vp) {
   const int n = blockIdx.x;
   const E* row = logits + row_offset(n, Vp);
-  const float max = row_max_of<S>(row, V);
-  const double sum = exp_sum<S>(row, max, V);
+  const softmax::Running r = row_statistics<S>(row, V);
   if (threadIdx.x == 0) {
-    const double loss = log(sum) + static_cast<double>(max) - static_cast<double>(S::load(row[targets[n]]));
-    losses[n] = static_cast<float>(loss);
+    losses[n] = softmax::loss_of(r, S::load(row[targets[n]]));
     if (row_max != nullptr) {
-      row_max[n] = max;
-      row_sumexp[n] = static_cast<float>(sum);
+      row_max[n] = r.max;
+      row_sumexp[n] = static_cast<float>(r.sum);
     }
   }
 }
@@ -101,23 +151,18 @@ __global__ void cross_entropy_backward_kernel(E* dlogits, const E* logits, const
 }
 
 // stats[n], stats[N + n], stats[2N + n]: this shard's row max, the sum of exp(l - that max) and
-// the target's logit (V_local may be 0: row_max_of's block max of no values is -infinity, the
-// sum 0, no local target).
+// the target's logit (V_local may be 0: no values, max -infinity, sum 0, no local target).
 template <class S, class E = typename S::Element>
 __global__ void cross_entropy_shard_statistics_kernel(float* stats, const E* logits, const int32_t* targets,
                                                       int V_local, int Vp_local, int vocab_begin) {
   const int n = blockIdx.x;
   const std::size_t N = gridDim.x;
   const E* row = logits + row_offset(n, Vp_local);
-  const float max = row_max_of<S>(row, V_local);
-  // A block reduction: every thread calls it, also when V_local is 0 (sum 0). The row was just
-  // read for the max, so this second read mostly hits L2.
-  const double sum = exp_sum<S>(row, max, V_local);
+  const softmax::Running r = row_statistics<S>(row, V_local);  // every thread, also when V_local is 0
   if (threadIdx.x == 0) {
-    stats[n] = max;
-    stats[N + n] = V_local > 0 ? static_cast<float>(sum) : 0.0f;
-    const int t = local_target(targets[n], vocab_begin, V_local);
-    stats[2 * N + n] = t >= 0 ? S::load(row[t]) : 0.0f;
+    stats[n] = r.max;
+    stats[N + n] = static_cast<float>(r.sum);
+    stats[2 * N + n] = softmax::shard_target_logit<S>(row, targets[n], vocab_begin, V_local);
   }
 }
 

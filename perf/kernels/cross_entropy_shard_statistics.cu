@@ -11,20 +11,16 @@
 //   2 at GPT-2 shapes is 25,105 real columns and 47 of padding, half of the targets in it.
 //
 // Variants:
-//   1  production cuda::cross_entropy_shard_statistics, fp32: a block per row, the shard's max,
-//      then the sum on it (the second read of the row right after the first, partly from L2).
-//   2  online softmax (perf/kernels/online_cross_entropy.cuh), fp32: one read, 16-byte loads
-//      when the row starts aligned.
+//   1  production cuda::cross_entropy_shard_statistics, fp32: one read of the row (online
+//      softmax, kernels/cuda/cross_entropy_math.h), 16-byte loads where it is aligned.
+//   2  the former production kernel (perf/kernels/two_pass_cross_entropy.cuh): the shard's max,
+//      then the sum on it (the second read of a row right after the first, partly from L2).
 //   3  production, bf16 logits.
-//   4  online softmax, bf16.
+//   4  the former kernel, bf16 logits.
 //   The bf16 variants are checked against the twin on the logits rounded to bf16. Every variant
-//   is run twice from the same state: the bits must agree.
-//
-//   playground_cross_entropy_shard_statistics replay   (no GPU needed) runs the online kernel's
-//   threads and block merge on the host (online_ce::replay_shard_statistics) against the twin:
-//   first, middle and last shards, an all-padding shard (max -infinity, sum 0), rows not
-//   16-byte aligned; fp32 and bf16, with and without vector loads. CTest runs it on every build
-//   (unit.shard_statistics_online_replay).
+//   is run twice from the same state: the bits must agree. The online math is replayed on the
+//   host against the twin on every build, all-padding and unaligned shards included
+//   (tests/unit/kernels/cross_entropy_replay_test.cpp).
 //
 // GB/s: one read of the shard's real logits in the variant's storage.
 #include <cuda_runtime.h>
@@ -41,13 +37,12 @@
 #include "kernels/cuda/cross_entropy.cuh"        // cuda::cross_entropy_shard_statistics (variants 1, 3)
 #include "kernels/stored_element.h"              // stored::Fp32, stored::Bf16
 #include "perf/kernels/cross_entropy_cases.h"    // test_logits, test_targets
-#include "perf/kernels/online_cross_entropy.cuh"  // online_ce::shard_statistics, replay_shard_statistics
 #include "perf/kernels/playground.cuh"           // harness
+#include "perf/kernels/two_pass_cross_entropy.cuh"  // two_pass::shard_statistics (variants 2, 4)
 
 namespace {
 
 namespace pg = trident::playground;
-namespace oce = trident::playground::online_ce;
 namespace tk = trident::kernels;
 
 // As cross_entropy_forward.cu's kSumTolerance (the reasoning there). The max and the target
@@ -85,58 +80,9 @@ void add_checks(pg::Outcome& outcome, const std::vector<float>& ref, const std::
   outcome.checks.push_back(pg::exact("target logit", block(stats, 2), block(ref, 2)));
 }
 
-// `replay`: the online kernel's per-thread loops and block merge on the host against the twin.
-int replay() {
-  struct Case {
-    int N, V, Vp, tp, rank;
-    const char* what;
-  };
-  const Case cases[] = {
-      {3, 2000, 2048, 2, 0, "first shard, no padding"},
-      {3, 2000, 2048, 2, 1, "last shard, padding"},
-      {3, 3000, 3072, 3, 1, "middle shard"},
-      {3, 2000, 2688, 4, 3, "all padding"},
-      {3, 2000, 2006, 2, 1, "Vp_local 1003: rows not aligned"},
-      {2, 50257, 50304, 2, 1, "GPT-2, rank 1 of 2"},
-  };
-  pg::print_header();
-  int number = 0;
-  bool all_pass = true;
-  for (const Case& c : cases) {
-    const Shard s = shard_of(c.V, c.Vp, c.tp, c.rank);
-    const std::vector<float> logits = pg::test_logits(c.N, s.V_local, s.Vp_local, 61);
-    // Targets over the whole vocabulary; row 0's in this shard when it has real columns.
-    std::vector<int32_t> targets = pg::test_targets(c.N, c.V, 62);
-    if (s.V_local > 0) targets[0] = s.vocab_begin + s.V_local - 1;
-    const std::vector<float> logits16 = pg::rounded_to_bf16(logits);
-    const std::vector<uint16_t> bits = pg::encoded_bf16(logits16);
-    const std::vector<float> ref = twin(logits, targets, c.N, s);
-    const std::vector<float> ref16 = twin(logits16, targets, c.N, s);
-    for (const bool bf16 : {false, true}) {
-      for (const bool vectorized : {false, true}) {
-        std::vector<float> stats(ref.size(), NAN);
-        if (bf16) {
-          oce::replay_shard_statistics<tk::stored::Bf16>(stats.data(), bits.data(), targets.data(), c.N, s.V_local,
-                                                         s.Vp_local, s.vocab_begin, vectorized);
-        } else {
-          oce::replay_shard_statistics<tk::stored::Fp32>(stats.data(), logits.data(), targets.data(), c.N, s.V_local,
-                                                         s.Vp_local, s.vocab_begin, vectorized);
-        }
-        pg::Outcome outcome;
-        add_checks(outcome, bf16 ? ref16 : ref, stats, c.N);
-        const std::string name = std::string("replay ") + (bf16 ? "bf16" : "fp32") + (vectorized ? " 16B " : " 1/load ") +
-                                 std::to_string(c.rank) + "/" + std::to_string(c.tp) + " " + c.what;
-        all_pass = pg::print_replay_row(++number, name, outcome) && all_pass;
-      }
-    }
-  }
-  return all_pass ? 0 : 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::string(argv[1]) == "replay") return replay();
   const pg::Args args = pg::parse_args_or_exit(argc, argv, "playground_cross_entropy_shard_statistics");
   pg::require_gpu();
   const int N = pg::env_int("CE_N", 8192);
@@ -191,20 +137,22 @@ int main(int argc, char** argv) {
     tk::cuda::cross_entropy_shard_statistics(d_stats.data(), tk::ConstActPtr(d_logits16.data(), tk::Precision::kBf16),
                                              d_targets.data(), N, s.V_local, s.Vp_local, s.vocab_begin, stream.get());
   };
-  auto online = [&] {
-    PG_CUDA_CHECK(oce::shard_statistics<tk::stored::Fp32>(d_stats.data(), d_logits.data(), d_targets.data(), N,
-                                                          s.V_local, s.Vp_local, s.vocab_begin, stream.get()));
+  auto former = [&] {
+    PG_CUDA_CHECK(pg::two_pass::shard_statistics<tk::stored::Fp32>(d_stats.data(), d_logits.data(), d_targets.data(),
+                                                                   N, s.V_local, s.Vp_local, s.vocab_begin,
+                                                                   stream.get()));
   };
-  auto online16 = [&] {
-    PG_CUDA_CHECK(oce::shard_statistics<tk::stored::Bf16>(d_stats.data(), d_logits16.data(), d_targets.data(), N,
-                                                          s.V_local, s.Vp_local, s.vocab_begin, stream.get()));
+  auto former16 = [&] {
+    PG_CUDA_CHECK(pg::two_pass::shard_statistics<tk::stored::Bf16>(d_stats.data(), d_logits16.data(),
+                                                                   d_targets.data(), N, s.V_local, s.Vp_local,
+                                                                   s.vocab_begin, stream.get()));
   };
 
   const std::vector<pg::Variant> variants = {
-      {"production cuda::cross_entropy_shard_statistics, fp32", measure(ref, fp32_bytes, production)},
-      {"online softmax, one read, fp32, 16-byte loads", measure(ref, fp32_bytes, online)},
-      {"production cuda::cross_entropy_shard_statistics, bf16", measure(ref16, fp32_bytes / 2, production16)},
-      {"online softmax, one read, bf16, 16-byte loads", measure(ref16, fp32_bytes / 2, online16)},
+      {"production: online softmax, one read, fp32", measure(ref, fp32_bytes, production)},
+      {"former production: max, then sum (two reads), fp32", measure(ref, fp32_bytes, former)},
+      {"production: online softmax, one read, bf16", measure(ref16, fp32_bytes / 2, production16)},
+      {"former production: max, then sum (two reads), bf16", measure(ref16, fp32_bytes / 2, former16)},
   };
   return pg::run_variants(args, variants, pg::Workload{fp32_bytes, 0.0});
 }

@@ -1,0 +1,127 @@
+// The cross-entropy's row statistics in one read of the row, the per-thread math of
+// kernels/cuda/cross_entropy.cu (the fused forward and the vocabulary shard's statistics): plain
+// C++ that nvcc compiles for the device and any C++ compiler for the host, so that a host
+// program can replay the kernels with these very functions
+// (tests/unit/kernels/cross_entropy_replay_test.cpp, on every build).
+//
+// Online softmax: each thread keeps a running max and the sum of exp(l - max) over the values
+// it reads, rescaling its sum when its max grows,
+//   x > max:  sum = sum * exp(max - x) + 1,  max = x
+//   else:     sum += exp(x - max),
+// and the block merges the threads' pairs, (m1, s1) + (m2, s2) = (m, s1 exp(m1 - m) + s2 exp(m2 - m))
+// with m = max(m1, m2), in block_reduce.cuh's order (a warp butterfly, then warp 0 over the
+// warps' results). One read of the row instead of two (the max, then the sum on it). The sums
+// are double, as in the CPU twin; each exponential is a float expf. A thread's max grows about
+// ln k times over k random values, so the rescaling costs little.
+//
+// Loads: 16 bytes at a time (4 fp32 or 8 16-bit values) when the row starts 16-byte aligned,
+// chunk c of the row to thread c % threads, then the V % (16 / sizeof E) tail one value per
+// thread; one value per load otherwise. The decision is per row, so any Vp works.
+//
+// Determinism: the merge is symmetric (fmaxf, and a + b in double), so every lane of the
+// butterfly holds the same bits, and the block's order is fixed by its shape: the same bits run
+// to run. Against the twin (a max pass, then a sum pass) the sums differ in the last bits:
+// another order of the additions, and the rescale factors' roundings.
+#pragma once
+
+#include <cmath>  // expf, fmaxf, log, INFINITY (the C functions, as CUDA names them)
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/stored_element.h"  // stored::Fp32, Bf16, Fp16: load as fp32
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>  // uint4
+#define TRIDENT_SOFTMAX_HD __host__ __device__ __forceinline__
+#else
+#define TRIDENT_SOFTMAX_HD inline
+#endif
+
+namespace trident::kernels::cuda::softmax {
+
+inline constexpr int kVectorBytes = 16;
+
+// A running max and the double sum of exp(value - max) over the values seen. No default member
+// initializers: the block merge keeps these in __shared__ memory.
+struct Running {
+  float max;
+  double sum;
+};
+
+TRIDENT_SOFTMAX_HD Running empty_running() { return {-INFINITY, 0.0}; }
+
+// One more value. The first value takes the first branch (exp(-inf) = 0: sum = 1).
+TRIDENT_SOFTMAX_HD void add(Running& r, float x) {
+  if (x > r.max) {
+    r.sum = r.sum * static_cast<double>(expf(r.max - x)) + 1.0;
+    r.max = x;
+  } else {
+    r.sum += static_cast<double>(expf(x - r.max));
+  }
+}
+
+// Two pairs as one; symmetric in a and b, bit for bit. Two empty pairs stay empty
+// (exp(-inf - -inf) would be NaN).
+TRIDENT_SOFTMAX_HD Running merged(Running a, Running b) {
+  const float m = fmaxf(a.max, b.max);
+  if (m == -INFINITY) return a;
+  return {m, a.sum * static_cast<double>(expf(a.max - m)) + b.sum * static_cast<double>(expf(b.max - m))};
+}
+
+// 16 bytes of elements: one 128-bit load on the device, a copy on the host.
+template <class E>
+struct Pack {
+  static constexpr int kCount = kVectorBytes / static_cast<int>(sizeof(E));
+  E values[kCount];
+};
+
+template <class E>
+TRIDENT_SOFTMAX_HD Pack<E> load_pack(const E* src) {
+  Pack<E> pack;
+#ifdef __CUDA_ARCH__
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  memcpy(&pack, &raw, sizeof pack);
+#else
+  std::memcpy(&pack, src, sizeof pack);
+#endif
+  return pack;
+}
+
+TRIDENT_SOFTMAX_HD bool starts_aligned(const void* row) {
+  return reinterpret_cast<std::uintptr_t>(row) % kVectorBytes == 0;
+}
+
+// Thread `thread` of `threads`: its running pair over row[0, V). `vectorized` only when the row
+// starts 16-byte aligned.
+template <class S, class E = typename S::Element>
+TRIDENT_SOFTMAX_HD Running thread_running(const E* row, int V, bool vectorized, int thread, int threads) {
+  Running r = empty_running();
+  int tail_begin = 0;
+  if (vectorized) {
+    constexpr int kCount = Pack<E>::kCount;
+    const int chunks = V / kCount;
+    for (int c = thread; c < chunks; c += threads) {
+      const Pack<E> pack = load_pack(row + static_cast<std::size_t>(c) * kCount);
+      for (int i = 0; i < kCount; i++) add(r, S::load(pack.values[i]));
+    }
+    tail_begin = chunks * kCount;
+  }
+  for (int v = tail_begin + thread; v < V; v += threads) add(r, S::load(row[v]));
+  return r;
+}
+
+// The loss thread 0 writes from the block's pair: log(sum) + max - the target's logit.
+TRIDENT_SOFTMAX_HD float loss_of(const Running& r, float target_logit) {
+  return static_cast<float>(log(r.sum) + static_cast<double>(r.max) - static_cast<double>(target_logit));
+}
+
+// The target's logit when it is a real column of this shard (ids [vocab_begin, vocab_begin +
+// V_local)), else 0.
+template <class S, class E = typename S::Element>
+TRIDENT_SOFTMAX_HD float shard_target_logit(const E* row, int32_t target, int vocab_begin, int V_local) {
+  const int t = target - vocab_begin;
+  return t >= 0 && t < V_local ? S::load(row[t]) : 0.0f;
+}
+
+}  // namespace trident::kernels::cuda::softmax
