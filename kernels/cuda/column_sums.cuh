@@ -1,7 +1,9 @@
 // Sums over rows on the device, deterministic (kernels/cuda/column_sums_math.h: the scheme, a
 // two-stage reduction over 32-column tiles and row chunks, no atomics). Launchers queue on
-// `stream`; `scratch` is device memory of columns::scratch_floats(columns) floats, its contents
-// undefined on entry and on exit (one call at a time on the stream may use it).
+// `stream`; `scratch` is device memory of columns::sum_scratch_floats(columns) floats for a sum,
+// pair_scratch_floats(columns) for LayerNorm's pair (with max_chunks passed on for the
+// _in_chunks forms), its contents undefined on entry and on exit (one call at a time on the
+// stream may use it).
 #pragma once
 
 #include <cuda_runtime.h>  // cudaStream_t

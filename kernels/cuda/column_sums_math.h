@@ -49,9 +49,13 @@ TRIDENT_COLUMNS_HD ChunkPlan plan_chunks(int N, int max_chunks) {
   return {rows_per_chunk, (N + rows_per_chunk - 1) / rows_per_chunk};
 }
 
-// Floats of scratch for sums over `columns` columns: partials for two sums (LayerNorm's pair).
-inline std::size_t scratch_floats(int columns) {
-  return 2 * static_cast<std::size_t>(kChunks) * static_cast<std::size_t>(columns);
+// Floats of scratch for one sum over `columns` columns (a bias), and for LayerNorm's pair: a
+// partial per (chunk, column) of each sum, at most `max_chunks` chunks.
+inline std::size_t sum_scratch_floats(int columns, int max_chunks = kChunks) {
+  return static_cast<std::size_t>(max_chunks) * static_cast<std::size_t>(columns);
+}
+inline std::size_t pair_scratch_floats(int columns, int max_chunks = kChunks) {
+  return 2 * sum_scratch_floats(columns, max_chunks);
 }
 
 // Thread x of block (tile, chunk): its column and the chunk's rows; lane y takes begin + y,

@@ -20,7 +20,7 @@
 
 #include "kernels/cuda/adamw.cuh"          // adamw_update
 #include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
-#include "kernels/cuda/column_sums_math.h"  // columns::scratch_floats
+#include "kernels/cuda/column_sums_math.h"  // columns::sum_scratch_floats, pair_scratch_floats
 #include "kernels/cuda/flash_attention.cuh"  // flash_attention_forward/backward, its scratch size
 #include "kernels/cuda/cross_entropy.cuh"  // cross_entropy_forward/backward, sharded pieces
 #include "kernels/cuda/cuda_backend.h"
@@ -266,8 +266,12 @@ void* CudaBackend::workspace(std::size_t bytes) {
   return workspace_;
 }
 
-float* CudaBackend::column_scratch(int columns) {
-  return static_cast<float*>(workspace(columns::scratch_floats(columns) * sizeof(float)));
+float* CudaBackend::column_scratch(std::size_t floats) {
+  return static_cast<float*>(workspace(floats * sizeof(float)));
+}
+
+float* CudaBackend::bias_scratch(const float* dbias, int OC) {
+  return dbias != nullptr ? column_scratch(columns::sum_scratch_floats(OC)) : nullptr;
 }
 
 bool CudaBackend::counted(bool ran) {
@@ -300,11 +304,11 @@ void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, Con
   if (!dout.is_fp32()) {
     const Precision p = one_16bit_precision({dinp, dout, inp, weight}, "matmul_backward");
     cuda::matmul_backward_16bit(dinp.get(), dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p,
-                                column_scratch(OC), cublas_, stream_);
+                                bias_scratch(dbias, OC), cublas_, stream_);
     return;
   }
-  cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC, column_scratch(OC),
-                        cublas_, stream_);
+  cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC,
+                        bias_scratch(dbias, OC), cublas_, stream_);
 }
 
 void CudaBackend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
@@ -327,7 +331,7 @@ void CudaBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, floa
                                    stream_))) {
     // The weight and bias gradients as matmul_backward makes them (no input gradient).
     cuda::matmul_backward_16bit(nullptr, dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p,
-                                column_scratch(OC), cublas_, stream_);
+                                bias_scratch(dbias, OC), cublas_, stream_);
     return;
   }
   Backend::matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
@@ -346,7 +350,8 @@ void CudaBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float*
 void CudaBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                      ConstActPtr inp, ConstActPtr weight, const float* mean,
                                      const float* rstd, int N, int C) {
-  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, column_scratch(C), stream_);
+  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
+                           column_scratch(columns::pair_scratch_floats(C)), stream_);
 }
 
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {

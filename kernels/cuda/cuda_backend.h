@@ -154,8 +154,8 @@ class CudaBackend final : public Backend {
   double* sum_squares_scratch_ = nullptr;  // device partial sums of sum_squares
   // Device workspace of the kernels that need one for a call (the partial sums of the bias and
   // LayerNorm parameter gradients, the embedding backward's sort), grown to the largest call
-  // so far: a few MiB at most (2 x 64 chunks x the widest layer's channels, or 4 ints per
-  // position of a micro-batch and CUB's sort storage).
+  // so far: a few MiB at most (64 chunks x the widest biased layer's channels, 2 x 64 x C for a
+  // LayerNorm, or 3 ints per position of a micro-batch and CUB's sort storage).
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   // Bytes of each live allocation of allocate / allocate_tokens, their sum and its maximum.
@@ -167,9 +167,11 @@ class CudaBackend final : public Backend {
   LtMatmul* lt();
   // Counts a fused attempt's outcome (ran: cuBLASLt took it) and returns it.
   bool counted(bool ran);
-  // workspace_, grown to at least `bytes`; and as the column sums' partials for `columns`.
+  // workspace_, grown to at least `bytes`; as `floats` floats of column-sum partials; and as a
+  // bias gradient's partials for OC columns (null without a bias gradient: nothing to sum).
   void* workspace(std::size_t bytes);
-  float* column_scratch(int columns);
+  float* column_scratch(std::size_t floats);
+  float* bias_scratch(const float* dbias, int OC);
   void untrack(const void* ptr);
 };
 

@@ -1,12 +1,13 @@
 // Launch shapes shared by the CUDA kernels, so that every launcher computes its grid the same
 // way and none launches an empty grid (a grid of zero blocks is a launch error).
 //
-// Three kinds of kernel:
+// Two kinds of kernel share them:
 // - elementwise: a grid-stride loop over n elements; the grid is capped, so any n works and
 //   each thread handles several elements when n is large;
 // - row-wise: one block of kRowThreads threads per row; the threads stride over the row and
-//   combine through the block reductions of block_reduce.cuh;
-// - column: one thread per column summing over the rows in order (kColumnThreads).
+//   combine through the block reductions of block_reduce.cuh.
+// Sums over rows (bias and LayerNorm parameter gradients) have their own two-stage shape
+// (column_sums_math.h), as has the embedding's scatter (embedding_math.h).
 #pragma once
 
 #include <cuda_runtime.h>  // blockIdx, blockDim, gridDim, threadIdx (implicit under nvcc)
@@ -35,12 +36,6 @@ __device__ inline std::size_t grid_first_index() {
 __device__ inline std::size_t grid_stride() {
   return static_cast<std::size_t>(gridDim.x) * blockDim.x;
 }
-
-// Threads per block for column kernels: one thread per column walking every row in order (the
-// deterministic, atomic-free sums over rows: bias and layernorm parameter gradients, embedding
-// scatter). One warp per block still reads 32 consecutive floats of a row at a time
-// (coalesced), and spreads the few threads (a column count) over as many SMs as possible.
-inline constexpr int kColumnThreads = 32;
 
 // Blocks for a grid-stride loop over n > 0 elements.
 inline int elementwise_blocks(std::size_t n) {

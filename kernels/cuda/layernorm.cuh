@@ -25,7 +25,7 @@ void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float*
                                 ConstActPtr weight, ConstActPtr bias, int N, int C, cudaStream_t stream);
 
 // dinp[N,C] += d/dinp;  dweight[C] += sum_n dout * xhat;  dbias[C] += sum_n dout. column_scratch:
-// columns::scratch_floats(C) floats of device workspace for the parameter sums (column_sums.cuh).
+// columns::pair_scratch_floats(C) floats of device workspace for the parameter sums (column_sums.cuh).
 void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                         ConstActPtr weight, const float* mean, const float* rstd, int N, int C, float* column_scratch,
                         cudaStream_t stream);

@@ -14,8 +14,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     int C, int OC, cublasHandle_t cublas, cudaStream_t stream);
 
 // dinp[N,C] = dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout.
-// dinp and dbias may be null. column_scratch: columns::scratch_floats(OC) floats of device
-// workspace for the bias sums (column_sums.cuh).
+// dinp and dbias may be null. column_scratch: columns::sum_scratch_floats(OC) floats of device
+// workspace for the bias sums (column_sums.cuh); null when dbias is.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC, float* column_scratch, cublasHandle_t cublas,
                      cudaStream_t stream);

@@ -42,7 +42,7 @@
 #include "kernels/cpu/layernorm.h"          // cpu::layernorm_forward, cpu::layernorm_backward
 #include "kernels/cuda/column_sums.cuh"     // variant 2: add_column_sums_in_chunks, ..._in_chunks
 #include "kernels/cuda/column_sums_math.h"  // columns::plan_chunks, kChunks
-#include "kernels/cuda/launch_shape.cuh"    // blocks_for, kColumnThreads
+#include "kernels/cuda/launch_shape.cuh"    // blocks_for
 #include "perf/kernels/playground.cuh"    // harness
 
 namespace {
@@ -78,17 +78,19 @@ __global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, c
   dbias[c] += db;
 }
 
-// The production launch shape: blocks of kColumnThreads (32) threads, one per column.
+// Their launch shape: blocks of 32 threads, one per column.
+constexpr int kFormerColumnThreads = 32;
+
 void former_bias(float* dbias, const float* dout, int N, int OC, cudaStream_t stream) {
-  bias_backward_kernel<<<tk::cuda::blocks_for(OC, tk::cuda::kColumnThreads),
-                         tk::cuda::kColumnThreads, 0, stream>>>(dbias, dout, N, OC);
+  bias_backward_kernel<<<tk::cuda::blocks_for(OC, kFormerColumnThreads),
+                         kFormerColumnThreads, 0, stream>>>(dbias, dout, N, OC);
   PG_CHECK_LAUNCH();
 }
 
 void former_layernorm(float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
-  layernorm_backward_params_kernel<<<tk::cuda::blocks_for(C, tk::cuda::kColumnThreads),
-                                     tk::cuda::kColumnThreads, 0, stream>>>(dweight, dbias, dout,
+  layernorm_backward_params_kernel<<<tk::cuda::blocks_for(C, kFormerColumnThreads),
+                                     kFormerColumnThreads, 0, stream>>>(dweight, dbias, dout,
                                                                             inp, mean, rstd, N, C);
   PG_CHECK_LAUNCH();
 }
@@ -271,6 +273,10 @@ int main(int argc, char** argv) {
   const int N = pg::env_int("CS_N", 8 * 1024);
   const int C = pg::env_int("CS_C", 768);
   const int max_chunks = pg::env_int("CS_CHUNKS", tk::cuda::columns::kChunks);
+  if (max_chunks > 65535) {  // the chunks are the grid's y dimension
+    std::fprintf(stderr, "CS_CHUNKS = %d: at most 65535\n", max_chunks);
+    return 2;
+  }
 
   const pg::Stream stream;
   pg::Timer timer(stream.get());

@@ -153,10 +153,12 @@ int train_command(const std::vector<std::string>& args) {
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const bool nccl = c.parallel.comm == "nccl";
   const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
+  // fp32 matmuls never fuse their epilogues: an fp32 run asks for none, and so holds no cuBLASLt
+  // workspace.
+  const bool fuse = c.run.matmul_epilogues == "fused" && c.train.precision != "fp32";
   const kernels::BackendOptions kernel_options{
       .attention = c.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm,
-      .matmul_epilogues = c.run.matmul_epilogues == "separate" ? kernels::MatmulEpilogues::kSeparate
-                                                               : kernels::MatmulEpilogues::kFused};
+      .matmul_epilogues = fuse ? kernels::MatmulEpilogues::kFused : kernels::MatmulEpilogues::kSeparate};
   if (kernel_options.attention == kernels::AttentionKernel::kFlash && device.device == kernels::Device::kCpu) {
     // Every rank chose the same device (choose_device_collectively): all refuse alike.
     throw io::UserError("run.attention = flash: only the CUDA backend has flash attention, and this run is on the "

@@ -179,7 +179,8 @@ TEST(ColumnSumsReplay, ChunksCoverEveryRowOnce) {
     EXPECT_LT((plan.chunks - 1) * plan.rows_per_chunk, N) << N << ": the last chunk is empty";
     EXPECT_GE(plan.chunks * plan.rows_per_chunk, N) << N << ": rows left over";
   }
-  EXPECT_GE(col::scratch_floats(768), 2u * col::kChunks * 768u);
+  EXPECT_GE(col::sum_scratch_floats(768), static_cast<std::size_t>(col::kChunks) * 768u);
+  EXPECT_GE(col::pair_scratch_floats(768), 2u * col::kChunks * 768u);
 }
 
 }  // namespace
