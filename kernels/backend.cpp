@@ -21,11 +21,9 @@ std::string cuda_device_bus_id(int) { return ""; }
 DeviceMemoryInfo cuda_device_memory(int) { return {}; }
 #endif
 
-Native16BitKernels native_16bit_kernels(Device device, BackendOptions options) {
-  if (device == Device::kCpu) return {};
-  Native16BitKernels native = Native16BitKernels::all();
-  native.attention = options.attention == AttentionKernel::kFlash;
-  return native;
+Native16BitKernels native_16bit_kernels(Device device, [[maybe_unused]] BackendOptions options) {
+  // CUDA reads 16 bits in every family, whichever attention kernel the options choose.
+  return device == Device::kCpu ? Native16BitKernels{} : Native16BitKernels::all();
 }
 
 void Backend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,

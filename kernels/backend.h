@@ -333,8 +333,8 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, int gpu = 0, B
 // The kernel families the backend of `device` computes on 16-bit operands itself, as its
 // Backend::native_16bit answers, without building one: for memory estimates made before a
 // backend exists (trident check, on a login node without a GPU). The CPU computes on fp32 only;
-// CUDA reads 16 bits in every family but the GEMM attention (its T x T products are fp32 GEMMs
-// on widened operands), so with flash attention in all of them.
+// CUDA reads 16 bits in every family, with either attention kernel (options is kept for a
+// backend whose answer depends on them).
 Native16BitKernels native_16bit_kernels(Device device, BackendOptions options = {});
 
 // True when this build has the CUDA backend compiled in.

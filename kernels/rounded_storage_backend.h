@@ -20,12 +20,13 @@
 //     are rounded.
 // Both give the same bits. A call whose operands are all 16-bit buffers goes straight to the inner
 // backend when it computes on 16 bits itself in that kernel family (Backend::native_16bit: the
-// CUDA backend, in every family but the GEMM attention path), without the widening: the same
-// semantics (fp32 math, one rounding per stored value), and for the matmuls another summation
-// order. The weights a kernel reads come the same two ways: the model's 16-bit compute copy
-// (widened like an activation operand, or read natively) or fp32 buffers holding rounded values
-// (read in place). On the CUDA backend the model's logits are 16-bit too, so only the GEMM
-// attention is widened there; on the CPU, fp32 logits are read and rounded in place.
+// CUDA backend, in every family), without the widening: the same semantics (fp32 math, one
+// rounding per stored value), and for the matmuls another summation order; the CUDA GEMM
+// attention also rounds its probabilities and score gradient to 16 bits between its products
+// (kernels/cuda/attention_schedule.h). The weights a kernel reads come the same two ways: the
+// model's 16-bit compute copy (widened like an activation operand, or read natively) or fp32
+// buffers holding rounded values (read in place). On the CUDA backend the model's logits are
+// 16-bit too, so nothing is widened there; on the CPU, fp32 logits are read and rounded in place.
 //
 // `add` (the residual stream) is rounded; `accumulate` and `scale` are not: the model never
 // applies them to activations, only the trainer to fp32 gradient buffers.

@@ -28,6 +28,7 @@
 #include "kernels/cuda/elementwise.cuh"  // add, accumulate, scale, sum_squares
 #include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
 #include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
+#include "kernels/cuda/gemm.cuh"         // cuda_data_type
 #include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
 #include "kernels/cuda/lt_matmul.cuh"    // LtMatmul: cuBLASLt GEMMs with bias and GELU epilogues
 #include "kernels/cuda/matmul.cuh"       // matmul_forward/backward, their 16-bit forms
@@ -72,10 +73,6 @@ Precision shared_16bit_format(std::initializer_list<ConstActPtr> operands) {
     found = p.storage();
   }
   return found;
-}
-
-cudaDataType_t cuda_type_of(Precision precision) {
-  return precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
 }
 
 void copy_and_wait(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
@@ -288,7 +285,7 @@ void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight
     // The bias in the epilogue: no broadcast pass, and out is written once instead of written,
     // read and written again.
     if (bias && !out.is_fp32() && lt() != nullptr &&
-        counted(lt()->forward_bias(out.get(), inp.get(), weight.get(), bias.get(), N, C, OC, cuda_type_of(p),
+        counted(lt()->forward_bias(out.get(), inp.get(), weight.get(), bias.get(), N, C, OC, cuda_data_type(p),
                                    stream_))) {
       return;
     }
@@ -316,7 +313,7 @@ void CudaBackend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, C
   const Precision p = shared_16bit_format({out, pre, inp, weight, bias});
   if (p != Precision::kFp32 && lt() != nullptr &&
       counted(lt()->forward_gelu(out.get(), pre.get(), inp.get(), weight.get(), bias.get(), N, C, OC,
-                                 cuda_type_of(p), stream_))) {
+                                 cuda_data_type(p), stream_))) {
     return;
   }
   Backend::matmul_gelu_forward(out, pre, inp, weight, bias, N, C, OC);
@@ -327,7 +324,7 @@ void CudaBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, floa
                                                int OC) {
   const Precision p = shared_16bit_format({dpre, dout, inp, weight, pre});
   if (p != Precision::kFp32 && lt() != nullptr &&
-      counted(lt()->backward_dgelu(dpre.get(), dout.get(), weight.get(), pre.get(), N, C, OC, cuda_type_of(p),
+      counted(lt()->backward_dgelu(dpre.get(), dout.get(), weight.get(), pre.get(), N, C, OC, cuda_data_type(p),
                                    stream_))) {
     // The weight and bias gradients as matmul_backward makes them (no input gradient).
     cuda::matmul_backward_16bit(nullptr, dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p,
@@ -368,7 +365,7 @@ void CudaBackend::attention_forward(ActPtr out, float* lse, float* scratch, Cons
     cuda::flash_attention_forward(out, lse, qkv, B, T, C, NH, stream_);
     return;
   }
-  cuda::attention_forward(out.f32(), lse, scratch, qkv.f32(), B, T, C, NH, cublas_, stream_);
+  cuda::attention_forward(out, lse, scratch, qkv, B, T, C, NH, cublas_, stream_);
 }
 
 void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout,
@@ -379,7 +376,7 @@ void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr do
     cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_);
     return;
   }
-  cuda::attention_backward(dqkv.f32(), scratch, dout.f32(), qkv.f32(), lse, B, T, C, NH, cublas_, stream_);
+  cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_);
 }
 
 std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {

@@ -47,4 +47,14 @@ void gemm_row_major_ex(cublasHandle_t handle, cublasOperation_t trans_a, cublasO
                             c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+void gemm_row_major_batched_ex(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b, int M,
+                               int N, int K, float alpha, const void* A, cudaDataType_t a_type, int lda,
+                               long long stride_a, const void* B, int ldb, long long stride_b, float beta, void* C,
+                               cudaDataType_t c_type, int ldc, long long stride_c, int batch) {
+  if (M == 0 || N == 0 || batch == 0) return;
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, trans_b, trans_a, N, M, K, &alpha, B, a_type, ldb, stride_b, A,
+                                          a_type, lda, stride_a, &beta, C, c_type, ldc, stride_c, batch,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace trident::kernels::cuda

@@ -2,9 +2,16 @@
 // cblas_sgemm(CblasRowMajor, ...), so that every CPU-twin call has a literal GPU translation.
 #pragma once
 
-#include <cublas_v2.h>  // cublasHandle_t, cublasOperation_t
+#include <cublas_v2.h>  // cublasHandle_t, cublasOperation_t, cudaDataType_t
+
+#include "kernels/precision.h"  // Precision
 
 namespace trident::kernels::cuda {
+
+// cuBLAS's name for a storage precision's element: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F.
+inline cudaDataType_t cuda_data_type(Precision precision) {
+  return precision == Precision::kBf16 ? CUDA_R_16BF : precision == Precision::kFp16 ? CUDA_R_16F : CUDA_R_32F;
+}
 
 // C[M,N] = alpha * op(A) @ op(B) + beta * C, every matrix row-major with its leading dimension
 // (elements between consecutive rows): op(A) is M x K, op(B) is K x N. trans_a = CUBLAS_OP_T
@@ -30,5 +37,12 @@ void sgemm_row_major_batched(cublasHandle_t handle, cublasOperation_t trans_a,
 void gemm_row_major_ex(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b, int M, int N,
                        int K, float alpha, const void* A, cudaDataType_t a_type, int lda, const void* B, int ldb,
                        float beta, void* C, cudaDataType_t c_type, int ldc);
+
+// `batch` independent GEMMs as gemm_row_major_ex (cublasGemmStridedBatchedEx); matrix i of A, B,
+// C starts stride_a, stride_b, stride_c elements after matrix i-1.
+void gemm_row_major_batched_ex(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b, int M,
+                               int N, int K, float alpha, const void* A, cudaDataType_t a_type, int lda,
+                               long long stride_a, const void* B, int ldb, long long stride_b, float beta, void* C,
+                               cudaDataType_t c_type, int ldc, long long stride_c, int batch);
 
 }  // namespace trident::kernels::cuda

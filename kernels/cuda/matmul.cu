@@ -21,7 +21,7 @@
 
 #include "kernels/cuda/column_sums.cuh"   // add_column_sums (bias gradients)
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
-#include "kernels/cuda/gemm.cuh"          // sgemm_row_major, gemm_row_major_ex
+#include "kernels/cuda/gemm.cuh"          // sgemm_row_major, gemm_row_major_ex, cuda_data_type
 #include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, grid-stride helpers
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/stored_element.h"        // stored::Fp32, with_policy
@@ -40,9 +40,8 @@ __global__ void broadcast_bias_kernel(typename OutS::Element* out, const typenam
 }
 
 cudaDataType_t data_type_of(Precision precision) {
-  if (precision == Precision::kBf16) return CUDA_R_16BF;
-  if (precision == Precision::kFp16) return CUDA_R_16F;
-  throw std::logic_error("matmul_*_16bit: fp32 is not a 16-bit precision");
+  if (precision == Precision::kFp32) throw std::logic_error("matmul_*_16bit: fp32 is not a 16-bit precision");
+  return cuda_data_type(precision);
 }
 
 }  // namespace

@@ -46,10 +46,8 @@ CountedKernels counted_kernels(const io::RunConfig& c) {
   }
   if (cuda) {
     return {kernels::native_16bit_kernels(kernels::Device::kCuda, options),
-            "16-bit kernels: memory counted for the CUDA backend (" + why + "): 16-bit logits, " +
-                (options.attention == kernels::AttentionKernel::kFlash
-                     ? std::string("nothing widened to fp32\n")
-                     : std::string("only attention's operands widened to fp32 (run.attention = gemm)\n")),
+            "16-bit kernels: memory counted for the CUDA backend (" + why +
+                "): 16-bit logits, nothing widened to fp32\n",
             true};
   }
   return {kernels::native_16bit_kernels(kernels::Device::kCpu, options),

@@ -181,8 +181,8 @@ int train_command(const std::vector<std::string>& args) {
     ctx.stage_device_buffers(*backend_memory);
   }
   // bf16 / fp16: 16-bit storage semantics (kernels/rounded_storage_backend.h) for the model's
-  // 16-bit buffers: the kernels that do not read 16 bits themselves (all of the CPU's; on CUDA
-  // only the GEMM attention path) run on widened fp32 copies.
+  // 16-bit buffers: the kernels that do not read 16 bits themselves (all of the CPU's; none on
+  // CUDA) run on widened fp32 copies.
   const kernels::Precision precision = kernels::parse_precision(c.train.precision);
   std::unique_ptr<kernels::RoundedStorageBackend> rounded;
   if (precision != kernels::Precision::kFp32) rounded = std::make_unique<kernels::RoundedStorageBackend>(*backend, precision);

@@ -263,7 +263,7 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitMatmulWithBiasMatchesCpu) {
 TEST_F(Bf16StorageTwins, NativeSixteenBitKernelsMatchCpu) {
   const Native16BitKernels native = gpu16_->native_16bit();
   EXPECT_TRUE(native.layernorm && native.gelu && native.add && native.embedding && native.cross_entropy);
-  EXPECT_FALSE(native.attention);  // the GEMM path (run.attention = gemm) widens
+  EXPECT_TRUE(native.attention);  // the GEMM path too (NativeSixteenBitGemmAttentionMatchesCpu)
   const int N = 67, C = 300;        // rows longer than a block
   auto bf16 = [&](std::size_t n, float lo, float hi) { return twin(packed(bf16_uniform(n, lo, hi))); };
   auto at = [](TwinFloats& t, Side side) { return bf16_at(t, side); };
@@ -389,6 +389,69 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionMatchesCpu) {
   flash16.synchronize();
   expect_twins_agree(unpacked(dqkv.values(g)), unpacked(dqkv.values(c)), kOneBf16Unit, "flash bf16 dqkv");
   EXPECT_EQ(flash16.staging_floats(), 0u);
+}
+
+// The GEMM attention (run.attention = gemm, the default) on 16-bit buffers, bf16 and fp16: the
+// CUDA backend reads qkv and dout and stores out and dqkv in 16 bits itself, rounding the
+// probabilities and the score gradient to the same format between its products
+// (kernels/cuda/attention_schedule.h), against the CPU twin (fp32 on the widened values, each
+// output rounded once). The host replay of the same schedule measures that rounding at under one
+// step of the format at the largest value (out 0.5 steps, dqkv up to 0.91:
+// tests/unit/kernels/attention_schedule_replay_test.cpp); here cuBLAS's fp32 sums and expf may
+// also move a value across a rounding midpoint, so two steps. B = 3: region B's fp32 slots lie
+// over the packed 16-bit probabilities of two batch elements each. The scratch starts as NaN in
+// every 16-bit half, so reading anything not written first fails.
+TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
+  for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+    SCOPED_TRACE(precision_name(p));
+    RoundedStorageBackend cpu16(*cpu_, p), gpu16(*gpu_, p);
+    EXPECT_TRUE(gpu16.native_16bit().attention);
+    const double step = p == Precision::kBf16 ? 0x1p-7 : 0x1p-10;
+    const int B = 3, T = 129, C = 128, NH = 2;  // head size 64, T not a multiple of a tile
+    auto pack = [p](const std::vector<float>& values) {
+      std::vector<uint16_t> bits(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) bits[i] = encode_16bit(values[i], p);
+      std::vector<float> f(bits.size() / 2);
+      std::memcpy(f.data(), bits.data(), f.size() * sizeof(float));
+      return f;
+    };
+    auto unpack = [p](const std::vector<float>& f) {
+      std::vector<uint16_t> bits(f.size() * 2);
+      std::memcpy(bits.data(), f.data(), f.size() * sizeof(float));
+      std::vector<float> values(bits.size());
+      for (std::size_t i = 0; i < bits.size(); ++i) values[i] = decode_16bit(bits[i], p);
+      return values;
+    };
+    auto at = [p](TwinFloats& t, Side side) { return ActPtr(reinterpret_cast<uint16_t*>(t.on(side)), p); };
+    auto nan_scratch = [](std::size_t floats) {
+      std::vector<float> v(floats);
+      const uint32_t nan_in_both_halves = 0x7fff7fffu;
+      for (float& f : v) std::memcpy(&f, &nan_in_both_halves, sizeof f);
+      return v;
+    };
+    auto qkv = twin(pack(uniform(count_of(B * T, 3 * C), -2.0f, 2.0f)));
+    auto out = twin(pack(uniform(count_of(B * T, C), 5.0f, 9.0f)));  // stale: overwritten
+    auto lse = twin(uniform(count_of(B * NH, T), 5.0f, 9.0f));
+    BackendFloats cpu_scratch(*cpu_, uniform(cpu_->attention_scratch_size(B, T, NH), 5.0f, 9.0f));
+    BackendFloats gpu_scratch(*gpu_, nan_scratch(gpu_->attention_scratch_size(B, T, NH)));
+    const Side c = Side::kCpu, g = Side::kGpu;
+    cpu16.attention_forward(at(out, c), lse.on(c), cpu_scratch.get(), ConstActPtr(at(qkv, c)), B, T, C, NH);
+    gpu16.attention_forward(at(out, g), lse.on(g), gpu_scratch.get(), ConstActPtr(at(qkv, g)), B, T, C, NH);
+    gpu16.synchronize();
+    expect_twins_agree(unpack(out.values(g)), unpack(out.values(c)), 2 * step, "gemm attention out");
+    expect_twins_agree(lse, kReductionTolerance, "gemm attention lse (fp32)");
+    // Backward from the CPU's forward state on both sides, so that only the backward is measured.
+    auto cpu_out = twin(out.values(c)), cpu_lse = twin(lse.values(c));
+    auto dout = twin(pack(uniform(count_of(B * T, C), -1.0f, 1.0f)));
+    auto dqkv = twin(pack(uniform(count_of(B * T, 3 * C), 5.0f, 9.0f)));  // stale: overwritten
+    cpu16.attention_backward(at(dqkv, c), cpu_scratch.get(), ConstActPtr(at(dout, c)), ConstActPtr(at(qkv, c)),
+                             ConstActPtr(at(cpu_out, c)), cpu_lse.on(c), B, T, C, NH);
+    gpu16.attention_backward(at(dqkv, g), gpu_scratch.get(), ConstActPtr(at(dout, g)), ConstActPtr(at(qkv, g)),
+                             ConstActPtr(at(cpu_out, g)), cpu_lse.on(g), B, T, C, NH);
+    gpu16.synchronize();
+    expect_twins_agree(unpack(dqkv.values(g)), unpack(dqkv.values(c)), 2 * step, "gemm attention dqkv");
+    EXPECT_EQ(gpu16.staging_floats(), 0u);  // nothing widened on the device
+  }
 }
 
 // The MLP's fused calls on bf16 buffers (Backend::matmul_gelu_forward and

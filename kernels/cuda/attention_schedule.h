@@ -1,0 +1,197 @@
+// The GEMM attention's schedule: which product or row pass runs when, on which views of qkv,
+// out, dout, dqkv and the two scratch regions, for fp32 or 16-bit storage. The device launchers
+// (attention.cu: cuBLAS products and row kernels) and a host replay
+// (tests/unit/kernels/attention_schedule_replay_test.cpp: loops) run this same code with their
+// own Ops, so every build checks what a GPU run would find hardest to explain: the views
+// (offsets, leading dimensions, strides), the reuse of the scratch regions, and the order that
+// reuse depends on. No CUDA here: plain C++ that nvcc and the host compiler both read.
+//
+// The math is the CPU twin's (kernels/cpu/attention.cpp), per (batch b, head h), hs = C / NH,
+// scale = 1 / sqrt(hs):
+//   S = scale Q K^T,  P = softmax_row(S) causal,  O = P V,  lse[t] = log sum_{t2<=t} exp(S[t,t2])
+//   dV = P^T dO,  dP = dO V^T,  dS = scale P (dP - rowsum(P dP)),  dQ = dS K,  dK = dS^T Q
+//
+// Storage policy S (kernels/stored_element.h) is the storage of qkv, out, dout and dqkv. The
+// scores S and the probability gradient dP are fp32 products (exact products of the stored
+// inputs, fp32 sums); the probabilities P and the score gradient dS, which feed the next
+// products, are stored in S's element: fp32 for fp32 runs (the former GEMM path's values, bit
+// for bit), rounded to bf16 or fp16 for 16-bit runs. That rounding is FlashAttention's and
+// llm.c's: a tensor-core product takes two operands of one type, and V, K, Q and dO are 16-bit.
+// It is the one place where the GPU's 16-bit attention is not "fp32 math, one rounding per
+// stored value"; the replay measures what it costs against the fp32 twin (a fraction of the
+// output's own rounding, there documented), and the GPU tests hold the kernels to it.
+//
+// Scratch: two regions of B*NH*T*T floats, a T x T slot per (b, h) in each (slot b*NH + h at
+// (b*NH + h)*T*T elements of the region's element type):
+//   region A: S (fp32); in backward, dS is stored over it, row r of dS in the first bytes of
+//             S's own row r (row stride T floats = T * (4 / sizeof(element)) elements), so a
+//             row pass that reads its row before writing it needs no other space;
+//   region B: P (elements, packed: row stride T), then in backward dP (fp32) over it.
+// Products read only the views named below, so the second half of each dS row (stale S) and
+// the parts of region B a packed P does not cover are never read.
+//
+// Causality: the products compute the full T x T square per head; the row passes read columns
+// t2 <= t only and store exact zeros above the diagonal, so P = 0 and dS = 0 there and the
+// full-square products that follow are the causal ones.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#if defined(__CUDACC__)
+#define TRIDENT_ATTENTION_HD __host__ __device__ __forceinline__
+#else
+#define TRIDENT_ATTENTION_HD inline
+#endif
+
+namespace trident::kernels::cuda::attention_schedule {
+
+// Whether a product reads its operand as stored or transposed (row-major, cblas' meaning).
+enum class Op { kN, kT };
+
+// One operand of a batched product: `batch` row-major matrices, matrix i at data + i * stride
+// elements, consecutive rows ld elements apart.
+template <class E>
+struct View {
+  E* data;
+  int ld;
+  long long stride;
+};
+
+// ---- the per-element math of the row passes (device kernels and host replay) ----
+
+// Forward's probability: exp(s - max) / sum with the row's max and 1 / sum.
+TRIDENT_ATTENTION_HD float softmax_probability(float s, float row_max, float inv_sum) {
+  return expf(s - row_max) * inv_sum;
+}
+// Backward's probability, recomputed from the score and forward's lse = max + log(sum).
+TRIDENT_ATTENTION_HD float probability(float s, float lse) { return expf(s - lse); }
+// dS = scale * P * (dP - rowsum(P * dP)).
+TRIDENT_ATTENTION_HD float score_gradient(float p, float dp, float dot, float scale) {
+  return scale * p * (dp - dot);
+}
+
+// Elements of type E in one float: how much longer a row of dS is, in its own elements, when
+// it is stored in the first bytes of a row of fp32 scores (1 for fp32, 2 for 16-bit).
+template <class E>
+constexpr int elements_per_float() {
+  static_assert(sizeof(float) % sizeof(E) == 0, "an element must tile a float");
+  return static_cast<int>(sizeof(float) / sizeof(E));
+}
+
+// Where everything lives, for one call's shape.
+template <class E>
+struct Layout {
+  int B, T, C, NH;
+
+  int head_size() const { return C / NH; }
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_size())); }
+  std::size_t tt() const { return static_cast<std::size_t>(T) * static_cast<std::size_t>(T); }
+  std::size_t region_floats() const { return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * tt(); }
+  std::size_t rows() const {
+    return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T);
+  }
+
+  // Q (part 0), K (part 1) or V (part 2) of the heads of batch element b: ld 3C, head h + 1 is
+  // hs elements on.
+  template <class Q>
+  View<Q> qkv_part(Q* qkv, int b, int part) const {
+    const std::size_t at = static_cast<std::size_t>(b) * static_cast<std::size_t>(T) * 3 * static_cast<std::size_t>(C) +
+                           static_cast<std::size_t>(part) * static_cast<std::size_t>(C);
+    return {qkv + at, 3 * C, head_size()};
+  }
+  // out, dout (the heads' channels) of batch element b: ld C.
+  template <class Q>
+  View<Q> channels(Q* x, int b) const {
+    return {x + static_cast<std::size_t>(b) * static_cast<std::size_t>(T) * static_cast<std::size_t>(C), C,
+            head_size()};
+  }
+  // The slots of batch element b in a region of element type Q, rows `widen` * T elements apart.
+  template <class Q>
+  View<Q> slots(Q* region, int b, int widen = 1) const {
+    const std::size_t slot = tt() * static_cast<std::size_t>(widen);
+    return {region + static_cast<std::size_t>(b) * static_cast<std::size_t>(NH) * slot, widen * T,
+            static_cast<long long>(slot)};
+  }
+
+  float* scores(float* scratch) const { return scratch; }                         // region A, fp32
+  E* gradient(float* scratch) const { return reinterpret_cast<E*>(scratch); }      // region A, dS over S
+  E* probabilities(float* scratch) const { return reinterpret_cast<E*>(scratch + region_floats()); }  // B
+  float* dprobabilities(float* scratch) const { return scratch + region_floats(); }                  // B
+};
+
+template <class E>
+View<const E> as_const(View<E> v) {
+  return {v.data, v.ld, v.stride};
+}
+
+// Ops (the device's or the host replay's) provides, E being S::Element:
+//   gemm(Op a, Op b, M, N, K, alpha, View<const E> A, View<const E> Bm, View<Out> Cm, batch):
+//       Cm[i] = alpha op(A[i]) op(Bm[i]) for i < batch (beta = 0: Cm is written, never read),
+//       Out float (fp32 result) or E (rounded once);
+//   softmax_rows(const float* scores, E* probabilities, float* lse, rows, T);
+//   probability_rows(const float* scores, E* probabilities, const float* lse, rows, T);
+//   score_gradient_rows(float* scores_then_gradient, const float* dprobabilities, const float* lse,
+//                       rows, T, scale): dS stored over each row's own scores (Layout::gradient).
+// Row r of the [rows, T] stacks is query t = r % T of slot r / T; every row pass writes all T
+// columns (zeros above the diagonal).
+
+// S = scale Q K^T into region A, by B calls of NH heads. Forward and backward both call this,
+// so backward's recomputed S has forward's bits (same operands, shapes and destination).
+template <class E, class Ops>
+void scores_of(Ops& ops, const Layout<E>& at, float* scores, const E* qkv) {
+  for (int b = 0; b < at.B; b++) {
+    ops.gemm(Op::kN, Op::kT, at.T, at.T, at.head_size(), at.scale(), at.qkv_part(qkv, b, 0), at.qkv_part(qkv, b, 1),
+             at.slots(scores, b), at.NH);
+  }
+}
+
+template <class S, class Ops>
+void forward(Ops& ops, typename S::Element* out, float* lse, float* scratch, const typename S::Element* qkv, int B,
+             int T, int C, int NH) {
+  using E = typename S::Element;
+  const Layout<E> at{B, T, C, NH};
+  const int hs = at.head_size();
+  float* scores = at.scores(scratch);
+  E* probabilities = at.probabilities(scratch);
+  scores_of(ops, at, scores, qkv);
+  ops.softmax_rows(scores, probabilities, lse, at.rows(), T);
+  for (int b = 0; b < B; b++) {  // O = P V, into the heads' channels of out
+    ops.gemm(Op::kN, Op::kN, T, hs, T, 1.0f, as_const(at.slots(probabilities, b)), at.qkv_part(qkv, b, 2),
+             at.channels(out, b), NH);
+  }
+}
+
+template <class S, class Ops>
+void backward(Ops& ops, typename S::Element* dqkv, float* scratch, const typename S::Element* dout,
+              const typename S::Element* qkv, const float* lse, int B, int T, int C, int NH) {
+  using E = typename S::Element;
+  const Layout<E> at{B, T, C, NH};
+  const int hs = at.head_size();
+  float* scores = at.scores(scratch);
+  float* dprobabilities = at.dprobabilities(scratch);
+  E* probabilities = at.probabilities(scratch);
+  E* gradient = at.gradient(scratch);
+  constexpr int widen = elements_per_float<E>();
+  scores_of(ops, at, scores, qkv);  // forward's very calls: the same bits
+  ops.probability_rows(scores, probabilities, lse, at.rows(), T);
+  // dV = P^T dO, for every b before any dP below: dP's fp32 slots of b lie over the packed 16-bit
+  // P of b' = 2b and 2b + 1.
+  for (int b = 0; b < B; b++) {
+    ops.gemm(Op::kT, Op::kN, T, hs, T, 1.0f, as_const(at.slots(probabilities, b)), at.channels(dout, b),
+             at.qkv_part(dqkv, b, 2), NH);
+  }
+  for (int b = 0; b < B; b++) {  // dP = dO V^T
+    ops.gemm(Op::kN, Op::kT, T, T, hs, 1.0f, at.channels(dout, b), at.qkv_part(qkv, b, 2),
+             at.slots(dprobabilities, b), NH);
+  }
+  ops.score_gradient_rows(scores, dprobabilities, lse, at.rows(), T, at.scale());
+  for (int b = 0; b < B; b++) {
+    const View<const E> ds = as_const(at.slots(gradient, b, widen));
+    // dQ = dS K, dK = dS^T Q; written, never read (Backend::attention_backward overwrites dqkv).
+    ops.gemm(Op::kN, Op::kN, T, hs, T, 1.0f, ds, at.qkv_part(qkv, b, 1), at.qkv_part(dqkv, b, 0), NH);
+    ops.gemm(Op::kT, Op::kN, T, hs, T, 1.0f, ds, at.qkv_part(qkv, b, 0), at.qkv_part(dqkv, b, 1), NH);
+  }
+}
+
+}  // namespace trident::kernels::cuda::attention_schedule

@@ -1,0 +1,268 @@
+// The CUDA GEMM attention's schedule (kernels/cuda/attention_schedule.h) replayed on the host:
+// the same code that queues the device's products and row passes, given Ops that run them as
+// loops on one host scratch buffer with the device's layout (the 16-bit P packed into region B,
+// dP over it, dS stored over each row's own scores in region A). Against the CPU twin
+// (kernels/cpu/attention.cpp on the widened values, outputs rounded once: RoundedStorageBackend's
+// semantics), for fp32, bf16 and fp16 storage. This checks on every build what a GPU run would
+// find hardest to explain: the views (offsets, leading dimensions, strides), the reuse of the
+// regions and the order that reuse needs, and what rounding P and dS to 16 bits costs.
+//
+// The scratch starts as 0x7fff7fff in every float: a NaN as fp32 and, in either half, as bf16
+// and fp16, so a product or row pass that reads anything the schedule did not write first
+// turns the result into NaN and fails.
+//
+// The host Ops accumulate products in double (cuBLAS: fp32 on the tensor cores; either is far
+// below a 16-bit rounding) and simulate the device's chunked store of dS (a block of kThreads
+// reads a chunk of columns, then writes it) on the aliased memory, so a layout in which a
+// store overwrites a score still to be read gives wrong gradients here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/attention.h"              // cpu::attention_forward, attention_backward
+#include "kernels/cuda/attention_schedule.h"    // attention_schedule::forward, backward
+#include "kernels/stored_element.h"             // stored::Fp32, Bf16, Fp16
+#include "tests/unit/kernels/kernel_test_util.h"  // random_floats
+
+namespace trident::kernels::test {
+namespace {
+
+namespace as = cuda::attention_schedule;
+
+constexpr int kThreads = 256;  // kRowThreads: one block per row on the device
+
+// Every access goes through memcpy: the scratch is read and written as floats and as 16-bit
+// elements over the same bytes, as on the device.
+template <class S, class X>
+float load(const X* p) {
+  X x;
+  std::memcpy(&x, p, sizeof x);
+  if constexpr (std::is_same_v<X, float>) {
+    return x;
+  } else {
+    return S::load(x);
+  }
+}
+
+template <class S, class X>
+void store(X* p, float v) {
+  X x;
+  if constexpr (std::is_same_v<X, float>) {
+    x = v;
+  } else {
+    x = S::store(v);
+  }
+  std::memcpy(p, &x, sizeof x);
+}
+
+// The schedule's Ops as host loops.
+template <class S>
+struct HostOps {
+  using E = typename S::Element;
+
+  template <class Out>
+  void gemm(as::Op a, as::Op b, int M, int N, int K, float alpha, as::View<const E> A, as::View<const E> Bm,
+            as::View<Out> Cm, int batch) {
+    for (int i = 0; i < batch; i++) {
+      const E* a0 = A.data + static_cast<std::ptrdiff_t>(i) * A.stride;
+      const E* b0 = Bm.data + static_cast<std::ptrdiff_t>(i) * Bm.stride;
+      Out* c0 = Cm.data + static_cast<std::ptrdiff_t>(i) * Cm.stride;
+      for (int m = 0; m < M; m++) {
+        for (int n = 0; n < N; n++) {
+          double sum = 0.0;
+          for (int k = 0; k < K; k++) {
+            const std::size_t ai = a == as::Op::kN ? static_cast<std::size_t>(m) * A.ld + k
+                                                   : static_cast<std::size_t>(k) * A.ld + m;
+            const std::size_t bi = b == as::Op::kN ? static_cast<std::size_t>(k) * Bm.ld + n
+                                                   : static_cast<std::size_t>(n) * Bm.ld + k;
+            sum += static_cast<double>(load<S>(a0 + ai)) * static_cast<double>(load<S>(b0 + bi));
+          }
+          store<S>(c0 + static_cast<std::size_t>(m) * Cm.ld + n, static_cast<float>(alpha * sum));
+        }
+      }
+    }
+  }
+
+  void softmax_rows(const float* scores, E* probabilities, float* lse, std::size_t rows, int T) {
+    for (std::size_t r = 0; r < rows; r++) {
+      const int t = static_cast<int>(r % static_cast<std::size_t>(T));
+      const float* row = scores + r * T;
+      float row_max = -INFINITY;
+      for (int t2 = 0; t2 <= t; t2++) row_max = std::max(row_max, load<S>(row + t2));
+      float sum = 0.0f;
+      for (int t2 = 0; t2 <= t; t2++) sum += std::exp(load<S>(row + t2) - row_max);
+      const float inv_sum = 1.0f / sum;
+      store<S>(lse + r, row_max + std::log(sum));
+      for (int t2 = 0; t2 < T; t2++) {
+        store<S>(probabilities + r * T + t2, t2 <= t ? as::softmax_probability(load<S>(row + t2), row_max, inv_sum)
+                                                      : 0.0f);
+      }
+    }
+  }
+
+  void probability_rows(const float* scores, E* probabilities, const float* lse, std::size_t rows, int T) {
+    for (std::size_t r = 0; r < rows; r++) {
+      const int t = static_cast<int>(r % static_cast<std::size_t>(T));
+      const float row_lse = load<S>(lse + r);
+      for (int t2 = 0; t2 < T; t2++) {
+        store<S>(probabilities + r * T + t2, t2 <= t ? as::probability(load<S>(scores + r * T + t2), row_lse) : 0.0f);
+      }
+    }
+  }
+
+  void score_gradient_rows(float* scores, const float* dprobabilities, const float* lse, std::size_t rows, int T,
+                           float scale) {
+    for (std::size_t r = 0; r < rows; r++) {
+      const int t = static_cast<int>(r % static_cast<std::size_t>(T));
+      const float* s_row = scores + r * T;
+      const float* dp_row = dprobabilities + r * T;
+      const float row_lse = load<S>(lse + r);
+      float dot = 0.0f;
+      for (int t2 = 0; t2 <= t; t2++) dot += as::probability(load<S>(s_row + t2), row_lse) * load<S>(dp_row + t2);
+      E* ds_row = reinterpret_cast<E*>(scores + r * T);
+      std::vector<float> chunk(kThreads);
+      for (int base = 0; base < T; base += kThreads) {
+        for (int lane = 0; lane < kThreads; lane++) {  // every thread reads ...
+          const int t2 = base + lane;
+          chunk[lane] = t2 <= t ? as::score_gradient(as::probability(load<S>(s_row + t2), row_lse),
+                                                     load<S>(dp_row + t2), dot, scale)
+                                : 0.0f;
+        }
+        for (int lane = 0; lane < kThreads; lane++) {  // ... then, after the barrier, writes
+          if (base + lane < T) store<S>(ds_row + base + lane, chunk[lane]);
+        }
+      }
+    }
+  }
+};
+
+struct Shape {
+  const char* name;
+  int B, T, C, NH;
+};
+
+// B = 3: region B's fp32 slot of b covers the packed 16-bit P of 2b and 2b + 1, so the order of
+// the dV and dP products matters for b = 1 (computing dP of b right after dV of b gives NaN
+// there). T = 300: rows longer than a block (two chunks of the dS store). T = 1024: GPT-2's
+// rows, head size 64. NH = 3: heads inside a batched product.
+constexpr Shape kShapes[] = {{"B=3 T=37 C=48 NH=3", 3, 37, 48, 3},
+                             {"B=2 T=129 C=128 NH=2", 2, 129, 128, 2},
+                             {"B=2 T=300 C=64 NH=1", 2, 300, 64, 1}, {"B=1 T=1024 C=64 NH=1", 1, 1024, 64, 1}};
+
+std::size_t count(int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b); }
+
+// Values representable in S (the stored inputs a 16-bit run has).
+template <class S>
+std::vector<float> representable(std::vector<float> v) {
+  for (float& x : v) x = S::load(S::store(x));
+  return v;
+}
+
+template <class S>
+std::vector<typename S::Element> encoded(const std::vector<float>& v) {
+  std::vector<typename S::Element> e(v.size());
+  for (std::size_t i = 0; i < v.size(); i++) e[i] = S::store(v[i]);
+  return e;
+}
+
+template <class S>
+std::vector<float> decoded(const std::vector<typename S::Element>& e) {
+  std::vector<float> v(e.size());
+  for (std::size_t i = 0; i < e.size(); i++) v[i] = S::load(e[i]);
+  return v;
+}
+
+std::vector<float> garbage_scratch(std::size_t floats) {
+  std::vector<float> scratch(floats);
+  const std::uint32_t nan_everywhere = 0x7fff7fffu;
+  for (float& f : scratch) std::memcpy(&f, &nan_everywhere, sizeof f);
+  return scratch;
+}
+
+// max |got - want| / max |want|, the GPU twin tests' measure (twin_test_support.h).
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double error = 0.0, largest = 0.0;
+  for (std::size_t i = 0; i < want.size(); i++) {
+    const double e = std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
+    error = std::isnan(e) ? INFINITY : std::max(error, e);
+    largest = std::max(largest, std::abs(static_cast<double>(want[i])));
+  }
+  return error / largest;
+}
+
+struct Errors {
+  double out = 0, lse = 0, dqkv = 0;
+};
+
+// One shape through the schedule in storage S and through the CPU twin, the twin's outputs
+// rounded to S. Backward starts from the twin's lse on both sides, so that it is measured alone.
+template <class S>
+Errors replay_against_twin(const Shape& s, std::mt19937& rng) {
+  const std::size_t n_qkv = count(s.B * s.T, 3 * s.C), n_out = count(s.B * s.T, s.C), n_lse = count(s.B * s.NH, s.T);
+  const std::vector<float> qkv = representable<S>(random_floats(n_qkv, rng, -2.0f, 2.0f));
+  const std::vector<float> dout = representable<S>(random_floats(n_out, rng, -1.0f, 1.0f));
+
+  std::vector<float> twin_out(n_out), twin_lse(n_lse), twin_dqkv(n_qkv);
+  std::vector<float> twin_scratch(cpu::attention_scratch_size(s.B, s.T, s.NH));
+  cpu::attention_forward(twin_out.data(), twin_lse.data(), twin_scratch.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  cpu::attention_backward(twin_dqkv.data(), twin_scratch.data(), dout.data(), qkv.data(), twin_lse.data(), s.B, s.T,
+                          s.C, s.NH);
+  twin_out = representable<S>(twin_out);
+  twin_dqkv = representable<S>(twin_dqkv);
+
+  HostOps<S> ops;
+  std::vector<float> scratch = garbage_scratch(2 * count(s.B * s.NH, s.T * s.T));
+  std::vector<typename S::Element> out(n_out, S::store(7.0f)), dqkv(n_qkv, S::store(7.0f));  // stale: overwritten
+  std::vector<float> lse(n_lse, 7.0f);
+  const std::vector<typename S::Element> qkv_e = encoded<S>(qkv), dout_e = encoded<S>(dout);
+  as::forward<S>(ops, out.data(), lse.data(), scratch.data(), qkv_e.data(), s.B, s.T, s.C, s.NH);
+  scratch = garbage_scratch(scratch.size());  // backward owes nothing to forward's scratch
+  as::backward<S>(ops, dqkv.data(), scratch.data(), dout_e.data(), qkv_e.data(), twin_lse.data(), s.B, s.T, s.C,
+                  s.NH);
+  return {relative_error(decoded<S>(out), twin_out), relative_error(lse, twin_lse),
+          relative_error(decoded<S>(dqkv), twin_dqkv)};
+}
+
+// fp32: the former device path's math (P and dS stay fp32), so only the summation orders and
+// the exponentials differ from the twin (exp_approx there, std::exp here): kernel tolerance.
+TEST(AttentionScheduleReplay, Fp32MatchesTheCpuTwin) {
+  std::mt19937 rng(2024);
+  for (const Shape& s : kShapes) {
+    const Errors e = replay_against_twin<stored::Fp32>(s, rng);
+    EXPECT_LE(e.out, 1e-5) << s.name;
+    EXPECT_LE(e.lse, 1e-5) << s.name;
+    EXPECT_LE(e.dqkv, 1e-5) << s.name;
+  }
+}
+
+// bf16 and fp16: P and dS are rounded to the storage format before the products that read
+// them (attention_schedule.h). In units of the format's rounding step at the largest reference
+// value (2^-7 bf16, 2^-10 fp16), measured here: out 0.50 to 0.51 (the output's own rounding: the
+// replay and the rounded twin one step apart at half the largest value), dqkv 0.38 to 0.91.
+// So rounding P and dS costs less than one step on these shapes; one step is the bound held.
+// lse (fp32, from exact products of the stored inputs) within 2.4e-7.
+template <class S>
+void expect_within_one_step(double step) {
+  std::mt19937 rng(2025);
+  for (const Shape& s : kShapes) {
+    const Errors e = replay_against_twin<S>(s, rng);
+    EXPECT_LE(e.out, step) << s.name << ": out off by " << e.out / step << " steps";
+    EXPECT_LE(e.lse, 1e-6) << s.name;
+    EXPECT_LE(e.dqkv, step) << s.name << ": dqkv off by " << e.dqkv / step << " steps";
+  }
+}
+
+TEST(AttentionScheduleReplay, Bf16IsWithinOneStepOfTheRoundedTwin) { expect_within_one_step<stored::Bf16>(0x1p-7); }
+
+TEST(AttentionScheduleReplay, Fp16IsWithinOneStepOfTheRoundedTwin) { expect_within_one_step<stored::Fp16>(0x1p-10); }
+
+}  // namespace
+}  // namespace trident::kernels::test
