@@ -26,8 +26,12 @@
 //   4  tensor-core flash forward on bf16 buffers (perf/kernels/flash_tensor_core.cuh): WMMA
 //      16x16x16 bf16 products with fp32 accumulation for Q K^T and P V, 4 warps per 64-query
 //      tile, the online softmax on one lane per query row, P rounded to bf16 for P V.
-//   Variants 3 and 4 read qkv rounded to bf16 and are validated against the twin run on those
-//   rounded values.
+//   5  production cuda::attention_forward on bf16 buffers (what train.precision = bf16 runs by
+//      default): variant 1's schedule (kernels/cuda/attention_schedule.h) with bf16 products
+//      on the tensor cores (cublasGemmStridedBatchedEx, fp32 accumulation), the scores fp32,
+//      P rounded to bf16 for P V.
+//   Variants 3, 4 and 5 read qkv rounded to bf16 and are validated against the twin run on
+//   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
 //   (flash_tc::replay_forward: the same functions in the kernel's order, plain loops for the
@@ -63,8 +67,8 @@ using pg::decoded_bf16;
 using pg::encoded_bf16;
 using pg::rounded_to_bf16;
 
-// bf16 outputs (variants 3, 4 and the replay), against the twin on the rounded qkv. The stored
-// out is rounded to bf16: half a unit, 2^-9 |out| <= 2^-9 max |ref|. Variant 4 also rounds each
+// bf16 outputs (variants 3, 4, 5 and the replay), against the twin on the rounded qkv. The stored
+// out is rounded to bf16: half a unit, 2^-9 |out| <= 2^-9 max |ref|. Variants 4 and 5 also round each
 // probability to bf16 before P V: a relative 2^-9 per weight of a convex combination of v rows,
 // at most another 2^-9 max |ref| (and far less over many keys, the roundings having both
 // signs). So 2^-8 ~ 3.9e-3 bounds what is expected, and 8e-3 leaves a margin while a wrong
@@ -202,6 +206,11 @@ int main(int argc, char** argv) {
     tk::cuda::attention_forward(d_out.data(), d_lse.data(), d_scratch.data(), d_qkv.data(), batch,
                                 T, C, NH, cublas.get(), stream.get());
   };
+  auto production16 = [&](int batch) {
+    tk::cuda::attention_forward(tk::ActPtr(d_out16.data(), tk::Precision::kBf16), d_lse.data(), d_scratch.data(),
+                                tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH, cublas.get(),
+                                stream.get());
+  };
   auto flash = [&](int batch) {
     tk::cuda::flash_attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), batch, T, C, NH, stream.get());
   };
@@ -227,6 +236,7 @@ int main(int argc, char** argv) {
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16)) : Run(unsupported)},
       {"tensor-core flash (WMMA bf16, 4 warps per 64 queries), bf16",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(tensor_core)) : Run(unsupported)},
+      {"variant 1 on bf16 buffers (bf16 cuBLAS products, P rounded to bf16)", measure16(production16)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;

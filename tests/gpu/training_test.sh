@@ -6,7 +6,8 @@
 #   validation loss on the GPU;
 # - run.attention = flash at head size 64: 10 fp32 steps within 1e-4 of the CPU, 10 bf16
 #   steps within 1e-2 of the CPU's bf16 (one bf16 unit of the stored activations is 2^-8),
-#   with the matmuls' bias and GELU in cuBLASLt's epilogues (the default) and in separate kernels;
+#   with the matmuls' bias and GELU in cuBLASLt's epilogues (the default) and in separate kernels,
+#   and with the GEMM attention on bf16 buffers (run.attention = gemm, the default);
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
 #   GPU, against one rank on it: within 1e-4 (cuBLAS may pick other kernels, with other
@@ -92,6 +93,14 @@ mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.atte
   --run.matmul_epilogues=separate --run.dir=fgpu16s > fgpu16s.log 2>&1 || { tail -20 fgpu16s.log; fail "separate epilogues"; }
 out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl fgpu16s/metrics.jsonl loss 1e-2) \
   && pass "separate matmul epilogues, bf16 GPU against bf16 CPU: $out" || fail "separate epilogues, bf16: $out"
+# The GEMM attention (the default) on the same 16-bit buffers: its products read bf16 and it
+# rounds P and dS to bf16 between them (kernels/cuda/attention_schedule.h).
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.dir=ggpu16 > ggpu16.log 2>&1 \
+  || { tail -20 ggpu16.log; fail "GEMM attention bf16 on the GPU"; }
+grep -q "^backend.*bf16 kernels (.*attention" ggpu16.log \
+  || { grep '^backend' ggpu16.log; fail "the bf16 GEMM attention run does not name attention among its bf16 kernels"; }
+out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl ggpu16/metrics.jsonl loss 1e-2) \
+  && pass "GEMM attention, bf16 GPU against bf16 CPU: $out" || fail "GEMM attention, bf16: $out"
 
 common="--train.eval_batches=0 --run.device=cuda --run.restart=none"
 # The reference: one rank with host-staged communication (parallel.comm defaults to nccl).
