@@ -81,10 +81,9 @@ __global__ void causal_probabilities_kernel(const float* scores, typename S::Ele
 }
 
 // dS[r, t2] = scale * P * (dP - rowsum(P * dP)) for t2 <= t, 0 beyond, P recomputed from S and
-// lse, stored in S's element over the row's own scores (attention_schedule.h, region A). Column
-// t2's element lies inside float t2 / sizeof-ratio <= t2 of the same row, so a write never
-// touches a score a later chunk reads; within a chunk the barrier puts every read before any
-// write. (For fp32 the element is the float itself.)
+// lse, stored in S's element over the row's own scores (attention_schedule.h: gradient_row says
+// why a chunk's stores never touch a score a later chunk reads); within a chunk the barrier puts
+// every read before any store. (For fp32 the element is the float itself.)
 template <class S>
 __global__ void causal_score_gradient_kernel(float* scores, const float* dprobabilities, const float* lse, int T,
                                              float scale) {
@@ -98,7 +97,7 @@ __global__ void causal_score_gradient_kernel(float* scores, const float* dprobab
   for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) local_dot += as::probability(s_row[t2], row_lse) * dp_row[t2];
   const float dot = block_sum(local_dot);  // its barriers also end every read of the loop above
 
-  typename S::Element* ds_row = reinterpret_cast<typename S::Element*>(scores + r * T);
+  typename S::Element* ds_row = as::gradient_row<typename S::Element>(scores, r, T);
   for (int base = 0; base < T; base += blockDim.x) {  // the same trip count in every thread
     const int t2 = base + static_cast<int>(threadIdx.x);
     const float ds = t2 <= t ? as::score_gradient(as::probability(s_row[t2], row_lse), dp_row[t2], dot, scale) : 0.0f;

@@ -14,12 +14,16 @@
 // Storage policy S (kernels/stored_element.h) is the storage of qkv, out, dout and dqkv. The
 // scores S and the probability gradient dP are fp32 products (exact products of the stored
 // inputs, fp32 sums); the probabilities P and the score gradient dS, which feed the next
-// products, are stored in S's element: fp32 for fp32 runs (the former GEMM path's values, bit
-// for bit), rounded to bf16 or fp16 for 16-bit runs. That rounding is FlashAttention's and
-// llm.c's: a tensor-core product takes two operands of one type, and V, K, Q and dO are 16-bit.
-// It is the one place where the GPU's 16-bit attention is not "fp32 math, one rounding per
-// stored value"; the replay measures what it costs against the fp32 twin (a fraction of the
-// output's own rounding, there documented), and the GPU tests hold the kernels to it.
+// products, are stored in S's element: fp32 for fp32 runs (the former GEMM path's expressions;
+// the same bits where cuBLAS picks the same kernels, P and dS now starting at other offsets of
+// the scratch), rounded to bf16 or fp16 for 16-bit runs. That rounding is what FlashAttention-2
+// (in its 16-bit products) and llm.c do: a tensor-core product takes two operands of one type,
+// and V, K, Q and dO are 16-bit. It is the one place where the GPU's 16-bit attention is not
+// "fp32 math, one rounding per stored value"; the replay measures what it costs against the
+// fp32 twin (under one rounding step of the format, there documented), and the GPU tests hold
+// the kernels to it. fp16 has a narrow exponent range: the small entries of dS (small P, small
+// gradients) fall into its subnormals, so fp16 relies on the loss scaling that fp16 runs need
+// anyway to keep activation gradients well above 2^-14 (the replay measures dout of 1e-3 too).
 //
 // Scratch: two regions of B*NH*T*T floats, a T x T slot per (b, h) in each (slot b*NH + h at
 // (b*NH + h)*T*T elements of the region's element type):
@@ -79,6 +83,16 @@ constexpr int elements_per_float() {
   return static_cast<int>(sizeof(float) / sizeof(E));
 }
 
+// Where the row pass stores row r of dS: the first bytes of row r of the scores (rows T floats
+// apart). Column t2's element lies inside float t2 / elements_per_float <= t2 of that row, so
+// a pass that reads columns in chunks and stores a chunk only after every thread has read it
+// never overwrites a score still to be read. The device kernel and the host replay both store
+// through this.
+template <class E>
+TRIDENT_ATTENTION_HD E* gradient_row(float* scores, std::size_t r, int T) {
+  return reinterpret_cast<E*>(scores + r * static_cast<std::size_t>(T));
+}
+
 // Where everything lives, for one call's shape.
 template <class E>
 struct Layout {
@@ -132,7 +146,7 @@ View<const E> as_const(View<E> v) {
 //   softmax_rows(const float* scores, E* probabilities, float* lse, rows, T);
 //   probability_rows(const float* scores, E* probabilities, const float* lse, rows, T);
 //   score_gradient_rows(float* scores_then_gradient, const float* dprobabilities, const float* lse,
-//                       rows, T, scale): dS stored over each row's own scores (Layout::gradient).
+//                       rows, T, scale): dS stored over each row's own scores (gradient_row).
 // Row r of the [rows, T] stacks is query t = r % T of slot r / T; every row pass writes all T
 // columns (zeros above the diagonal).
 

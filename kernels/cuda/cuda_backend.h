@@ -76,9 +76,9 @@ class CudaBackend final : public Backend {
   void* device_stream() const override { return stream_; }
   std::size_t device_bytes_high_water() const override { return high_water_bytes_; }
   void set_gemm_input_precision(Precision inputs) override;
-  // Every kernel family reads 16-bit operands natively (matmuls and the GEMM attention's products
-  // through cublasGemmEx, the others templated on their storage, kernels/stored_element.h),
-  // with either attention kernel.
+  // Every kernel family reads 16-bit operands natively (matmuls through cublasGemmEx and
+  // cuBLASLt, the GEMM attention's products through cublasGemmStridedBatchedEx, the others
+  // templated on their storage, kernels/stored_element.h), with either attention kernel.
   Native16BitKernels native_16bit() const override;
 
   void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte, ConstActPtr wpe,

@@ -433,7 +433,8 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
     auto out = twin(pack(uniform(count_of(B * T, C), 5.0f, 9.0f)));  // stale: overwritten
     auto lse = twin(uniform(count_of(B * NH, T), 5.0f, 9.0f));
     BackendFloats cpu_scratch(*cpu_, uniform(cpu_->attention_scratch_size(B, T, NH), 5.0f, 9.0f));
-    BackendFloats gpu_scratch(*gpu_, nan_scratch(gpu_->attention_scratch_size(B, T, NH)));
+    const std::vector<float> nan = nan_scratch(gpu_->attention_scratch_size(B, T, NH));
+    BackendFloats gpu_scratch(*gpu_, nan);
     const Side c = Side::kCpu, g = Side::kGpu;
     cpu16.attention_forward(at(out, c), lse.on(c), cpu_scratch.get(), ConstActPtr(at(qkv, c)), B, T, C, NH);
     gpu16.attention_forward(at(out, g), lse.on(g), gpu_scratch.get(), ConstActPtr(at(qkv, g)), B, T, C, NH);
@@ -444,6 +445,7 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
     auto cpu_out = twin(out.values(c)), cpu_lse = twin(lse.values(c));
     auto dout = twin(pack(uniform(count_of(B * T, C), -1.0f, 1.0f)));
     auto dqkv = twin(pack(uniform(count_of(B * T, 3 * C), 5.0f, 9.0f)));  // stale: overwritten
+    gpu_->copy_to_device(gpu_scratch.get(), nan.data(), nan.size());  // backward owes nothing to forward's
     cpu16.attention_backward(at(dqkv, c), cpu_scratch.get(), ConstActPtr(at(dout, c)), ConstActPtr(at(qkv, c)),
                              ConstActPtr(at(cpu_out, c)), cpu_lse.on(c), B, T, C, NH);
     gpu16.attention_backward(at(dqkv, g), gpu_scratch.get(), ConstActPtr(at(dout, g)), ConstActPtr(at(qkv, g)),

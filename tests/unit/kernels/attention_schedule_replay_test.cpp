@@ -127,7 +127,7 @@ struct HostOps {
       const float row_lse = load<S>(lse + r);
       float dot = 0.0f;
       for (int t2 = 0; t2 <= t; t2++) dot += as::probability(load<S>(s_row + t2), row_lse) * load<S>(dp_row + t2);
-      E* ds_row = reinterpret_cast<E*>(scores + r * T);
+      E* ds_row = as::gradient_row<E>(scores, r, T);
       std::vector<float> chunk(kThreads);
       for (int base = 0; base < T; base += kThreads) {
         for (int lane = 0; lane < kThreads; lane++) {  // every thread reads ...
@@ -203,12 +203,12 @@ struct Errors {
 };
 
 // One shape through the schedule in storage S and through the CPU twin, the twin's outputs
-// rounded to S. Backward starts from the twin's lse on both sides, so that it is measured alone.
+// rounded to S; dout uniform in [-dout_range, dout_range). Backward starts from the twin's lse on both sides, so that it is measured alone.
 template <class S>
-Errors replay_against_twin(const Shape& s, std::mt19937& rng) {
+Errors replay_against_twin(const Shape& s, std::mt19937& rng, float dout_range = 1.0f) {
   const std::size_t n_qkv = count(s.B * s.T, 3 * s.C), n_out = count(s.B * s.T, s.C), n_lse = count(s.B * s.NH, s.T);
   const std::vector<float> qkv = representable<S>(random_floats(n_qkv, rng, -2.0f, 2.0f));
-  const std::vector<float> dout = representable<S>(random_floats(n_out, rng, -1.0f, 1.0f));
+  const std::vector<float> dout = representable<S>(random_floats(n_out, rng, -dout_range, dout_range));
 
   std::vector<float> twin_out(n_out), twin_lse(n_lse), twin_dqkv(n_qkv);
   std::vector<float> twin_scratch(cpu::attention_scratch_size(s.B, s.T, s.NH));
@@ -263,6 +263,20 @@ void expect_within_one_step(double step) {
 TEST(AttentionScheduleReplay, Bf16IsWithinOneStepOfTheRoundedTwin) { expect_within_one_step<stored::Bf16>(0x1p-7); }
 
 TEST(AttentionScheduleReplay, Fp16IsWithinOneStepOfTheRoundedTwin) { expect_within_one_step<stored::Fp16>(0x1p-10); }
+
+// fp16's exponent range is narrow: with gradients a thousand times smaller (dout within 1e-3,
+// still above fp16's smallest normal, 2^-14 ~ 6.1e-5, as loss scaling keeps them), more entries
+// of dS = scale P (dP - rowsum) fall into its subnormals and lose bits. Measured: dqkv 0.3 to
+// 1.05 steps (T = 1024 the most: the smallest P); two steps, the GPU tests' bound, is held.
+// (At dout within 1e-4, where dout itself nears the subnormals, it grew to 9.7 steps at
+// T = 1024: the regime fp16 runs avoid by loss scaling, docs/model.md.)
+TEST(AttentionScheduleReplay, Fp16WithSmallGradientsIsWithinTwoSteps) {
+  std::mt19937 rng(7);
+  for (const Shape& s : kShapes) {
+    const double dqkv = replay_against_twin<stored::Fp16>(s, rng, 1e-3f).dqkv;
+    EXPECT_LE(dqkv, 2 * 0x1p-10) << s.name << ": dqkv off by " << dqkv / 0x1p-10 << " steps";
+  }
+}
 
 }  // namespace
 }  // namespace trident::kernels::test
