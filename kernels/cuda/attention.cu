@@ -147,10 +147,7 @@ struct DeviceOps {
 
 }  // namespace
 
-std::size_t attention_scratch_size(int B, int T, int NH) {
-  return 2 * static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T) *
-         static_cast<std::size_t>(T);
-}
+std::size_t attention_scratch_size(int B, int T, int NH) { return 2 * as::region_floats(B, T, NH); }
 
 void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C, int NH,
                        cublasHandle_t cublas, cudaStream_t stream) {

@@ -93,6 +93,12 @@ TRIDENT_ATTENTION_HD E* gradient_row(float* scores, std::size_t r, int T) {
   return reinterpret_cast<E*>(scores + r * static_cast<std::size_t>(T));
 }
 
+// Floats of one scratch region: a T x T slot per (batch, head). The scratch is two regions.
+inline std::size_t region_floats(int B, int T, int NH) {
+  return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T) *
+         static_cast<std::size_t>(T);
+}
+
 // Where everything lives, for one call's shape.
 template <class E>
 struct Layout {
@@ -101,7 +107,7 @@ struct Layout {
   int head_size() const { return C / NH; }
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_size())); }
   std::size_t tt() const { return static_cast<std::size_t>(T) * static_cast<std::size_t>(T); }
-  std::size_t region_floats() const { return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * tt(); }
+  std::size_t region_floats() const { return attention_schedule::region_floats(B, T, NH); }
   std::size_t rows() const {
     return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T);
   }
