@@ -2,9 +2,14 @@
 // attention_schedule.h (what runs when, on which views and scratch regions; the math; the
 // 16-bit rounding of P and dS) with Ops that queue cuBLAS calls and the kernels below.
 //
-// The products are batched GEMMs on strided views of qkv (ld 3C), out/dout (ld C) and the
-// scratch slots: one call covers the NH heads of one batch element (head h + 1 starts hs
-// elements after head h in qkv and one slot after it in a region), so each product is B calls.
+// The products are batched GEMMs over the B x NH grid of (batch element, head) matrices, on
+// views of qkv (ld 3C), out/dout (ld C) and the scratch slots. Head h + 1 starts hs elements
+// after head h in qkv and batch element b + 1 T rows after b: two strides, so one strided
+// batched call cannot cover the grid. By default a product is min(B, NH) strided calls (the
+// shorter axis looped, the longer batched: attention_schedule::strided_calls); given room for
+// pointer arrays, one pointer-array call (cublasGemmBatchedEx / cublasSgemmBatched) after a
+// small kernel writes them. Which is faster is for a GPU to say (perf/kernels' attention
+// variants 5 and 6); production passes no pointer arrays until then.
 // fp32 storage: cublasSgemm (TF32 tensor cores once Backend::set_gemm_input_precision has
 // promised rounded inputs); 16-bit storage: cublasGemmStridedBatchedEx on the 16-bit operands
 // with fp32 accumulation, the result stored as fp32 (S, dP) or rounded once (P V into out, the
@@ -30,7 +35,7 @@
 #include "kernels/cuda/attention_schedule.h"  // attention_schedule::forward, backward, View, Op
 #include "kernels/cuda/block_reduce.cuh"       // block_max, block_sum
 #include "kernels/cuda/cuda_check.h"           // CUDA_CHECK_LAUNCH
-#include "kernels/cuda/gemm.cuh"               // sgemm_row_major_batched, gemm_row_major_batched_ex, cuda_data_type
+#include "kernels/cuda/gemm.cuh"               // *_row_major_batched*, *_row_major_pointer_batched*
 #include "kernels/cuda/launch_shape.cuh"       // kRowThreads
 #include "kernels/stored_element.h"            // stored::with_policy, elements, common_storage
 
@@ -108,24 +113,74 @@ __global__ void causal_score_gradient_kernel(float* scores, const float* dprobab
 
 cublasOperation_t cublas_op(as::Op op) { return op == as::Op::kN ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
-// The schedule's Ops on the device.
+// The three pointer arrays of one pointer-array product: matrix i of A, B and C at pointers[i],
+// pointers[count + i] and pointers[2 count + i] (attention_schedule::matrix_at, as the host
+// replay computes them).
+template <class E, class Out>
+__global__ void matrix_pointers_kernel(void** pointers, as::View<const E> a, as::View<const E> b, as::View<Out> c,
+                                       int heads, int count) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= count) return;
+  pointers[i] = const_cast<E*>(as::matrix_at(a, i, heads));
+  pointers[count + i] = const_cast<E*>(as::matrix_at(b, i, heads));
+  pointers[2 * count + i] = as::matrix_at(c, i, heads);
+}
+
+// The schedule's Ops on the device. A product over the B x NH grid is min(B, NH) strided
+// batched calls (strided_calls), or, given room for the pointer arrays (matrix_pointers), a
+// small kernel that writes them and one pointer-array batched call. Each product's calls are
+// queued after the previous product's on the one stream, so one set of arrays serves them all.
 template <class S>
 struct DeviceOps {
   using E = typename S::Element;
   cublasHandle_t cublas;
   cudaStream_t stream;
+  void** matrix_pointers;  // 3 B NH device pointers, or null: strided calls
 
   template <class Out>
   void gemm(as::Op a, as::Op b, int M, int N, int K, float alpha, as::View<const E> A, as::View<const E> Bm,
-            as::View<Out> Cm, int batch) {
+            as::View<Out> Cm, as::Grid grid) {
+    if (matrix_pointers != nullptr) {
+      pointer_array_gemm(a, b, M, N, K, alpha, A, Bm, Cm, grid);
+      return;
+    }
+    as::strided_calls(grid, A, Bm, Cm,
+                      [&](as::Strided<const E> sa, as::Strided<const E> sb, as::Strided<Out> sc, int batch) {
+                        if constexpr (std::is_same_v<E, float>) {
+                          sgemm_row_major_batched(cublas, cublas_op(a), cublas_op(b), M, N, K, alpha, sa.data, sa.ld,
+                                                  sa.stride, sb.data, sb.ld, sb.stride, 0.0f, sc.data, sc.ld,
+                                                  sc.stride, batch);
+                        } else {
+                          const cudaDataType_t type = cuda_data_type(S::kPrecision);
+                          gemm_row_major_batched_ex(cublas, cublas_op(a), cublas_op(b), M, N, K, alpha, sa.data,
+                                                    type, sa.ld, sa.stride, sb.data, sb.ld, sb.stride, 0.0f,
+                                                    sc.data, std::is_same_v<Out, float> ? CUDA_R_32F : type, sc.ld,
+                                                    sc.stride, batch);
+                        }
+                      });
+  }
+
+  template <class Out>
+  void pointer_array_gemm(as::Op a, as::Op b, int M, int N, int K, float alpha, as::View<const E> A,
+                          as::View<const E> Bm, as::View<Out> Cm, as::Grid grid) {
+    const int count = grid.count();
+    constexpr int kThreads = 256;
+    matrix_pointers_kernel<E, Out><<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        matrix_pointers, A, Bm, Cm, grid.heads, count);
+    CUDA_CHECK_LAUNCH();
+    void** const a_array = matrix_pointers;
+    void** const b_array = matrix_pointers + count;
+    void** const c_array = matrix_pointers + 2 * static_cast<std::size_t>(count);
     if constexpr (std::is_same_v<E, float>) {
-      sgemm_row_major_batched(cublas, cublas_op(a), cublas_op(b), M, N, K, alpha, A.data, A.ld, A.stride, Bm.data,
-                              Bm.ld, Bm.stride, 0.0f, Cm.data, Cm.ld, Cm.stride, batch);
+      sgemm_row_major_pointer_batched(cublas, cublas_op(a), cublas_op(b), M, N, K, alpha,
+                                      reinterpret_cast<const float* const*>(a_array), A.ld,
+                                      reinterpret_cast<const float* const*>(b_array), Bm.ld, 0.0f,
+                                      reinterpret_cast<float* const*>(c_array), Cm.ld, count);
     } else {
       const cudaDataType_t type = cuda_data_type(S::kPrecision);
-      gemm_row_major_batched_ex(cublas, cublas_op(a), cublas_op(b), M, N, K, alpha, A.data, type, A.ld, A.stride,
-                                Bm.data, Bm.ld, Bm.stride, 0.0f, Cm.data,
-                                std::is_same_v<Out, float> ? CUDA_R_32F : type, Cm.ld, Cm.stride, batch);
+      gemm_row_major_pointer_batched_ex(cublas, cublas_op(a), cublas_op(b), M, N, K, alpha, a_array, type, A.ld,
+                                        b_array, Bm.ld, 0.0f, c_array,
+                                        std::is_same_v<Out, float> ? CUDA_R_32F : type, Cm.ld, count);
     }
   }
   void softmax_rows(const float* scores, E* probabilities, float* lse, std::size_t rows, int T) {
@@ -149,22 +204,26 @@ struct DeviceOps {
 
 std::size_t attention_scratch_size(int B, int T, int NH) { return 2 * as::region_floats(B, T, NH); }
 
+std::size_t attention_matrix_pointers(int B, int NH) {
+  return 3 * static_cast<std::size_t>(B) * static_cast<std::size_t>(NH);
+}
+
 void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C, int NH,
-                       cublasHandle_t cublas, cudaStream_t stream) {
+                       cublasHandle_t cublas, cudaStream_t stream, void** matrix_pointers) {
   if (B == 0 || T == 0 || NH == 0) return;
   stored::with_policy(stored::common_storage({out, qkv}, "attention_forward"), [&](auto policy) {
     using S = decltype(policy);
-    DeviceOps<S> ops{cublas, stream};
+    DeviceOps<S> ops{cublas, stream, matrix_pointers};
     as::forward<S>(ops, stored::elements<S>(out), lse, scratch, stored::elements<S>(qkv), B, T, C, NH);
   });
 }
 
 void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, const float* lse, int B,
-                        int T, int C, int NH, cublasHandle_t cublas, cudaStream_t stream) {
+                        int T, int C, int NH, cublasHandle_t cublas, cudaStream_t stream, void** matrix_pointers) {
   if (B == 0 || T == 0 || NH == 0) return;
   stored::with_policy(stored::common_storage({dqkv, dout, qkv}, "attention_backward"), [&](auto policy) {
     using S = decltype(policy);
-    DeviceOps<S> ops{cublas, stream};
+    DeviceOps<S> ops{cublas, stream, matrix_pointers};
     as::backward<S>(ops, stored::elements<S>(dqkv), scratch, stored::elements<S>(dout), stored::elements<S>(qkv), lse,
                     B, T, C, NH);
   });

@@ -20,16 +20,23 @@ namespace trident::kernels::cuda {
 
 // out[B,T,C] = softmax(q k^T / sqrt(hs), causal) v per head, hs = C / NH; lse[B,NH,T] gets the
 // log-sum-exp of each row of scaled scores over its causal columns. scratch:
-// attention_scratch_size(B,T,NH) floats, contents undefined on entry and exit.
+// attention_scratch_size(B,T,NH) floats, contents undefined on entry and exit. matrix_pointers:
+// null (each product min(B, NH) strided batched cuBLAS calls), or attention_matrix_pointers(B, NH)
+// device pointers' room, contents undefined on entry and exit (each product one pointer-array
+// batched call; the playground's attention variant 6 until a GPU has timed it).
 void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C, int NH,
-                       cublasHandle_t cublas, cudaStream_t stream);
+                       cublasHandle_t cublas, cudaStream_t stream, void** matrix_pointers = nullptr);
 
 // dqkv[B,T,3C] = gradient w.r.t. qkv (overwritten), recomputing the probabilities from qkv and lse.
-// scratch as for forward.
+// scratch and matrix_pointers as for forward.
 void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, const float* lse, int B,
-                        int T, int C, int NH, cublasHandle_t cublas, cudaStream_t stream);
+                        int T, int C, int NH, cublasHandle_t cublas, cudaStream_t stream,
+                        void** matrix_pointers = nullptr);
 
 // Two T x T fp32 slots per (batch, head): attention_schedule.h's regions A and B.
 std::size_t attention_scratch_size(int B, int T, int NH);
+
+// Device pointers a pointer-array product needs: one per matrix of A, B and C (3 B NH).
+std::size_t attention_matrix_pointers(int B, int NH);
 
 }  // namespace trident::kernels::cuda

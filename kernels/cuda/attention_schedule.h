@@ -41,6 +41,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define TRIDENT_ATTENTION_HD __host__ __device__ __forceinline__
@@ -53,14 +54,58 @@ namespace trident::kernels::cuda::attention_schedule {
 // Whether a product reads its operand as stored or transposed (row-major, cblas' meaning).
 enum class Op { kN, kT };
 
-// One operand of a batched product: `batch` row-major matrices, matrix i at data + i * stride
-// elements, consecutive rows ld elements apart.
+// The B x NH grid of (batch element, head) matrices that every product of the schedule covers:
+// matrix i = b * heads + h.
+struct Grid {
+  int batch;
+  int heads;
+  int count() const { return batch * heads; }
+};
+
+// One operand of a product: a row-major matrix per (b, h) of the grid, consecutive rows ld
+// elements apart, matrix (b, h) at data + b * batch_stride + h * head_stride elements. Two
+// strides because batch element b + 1 is not NH heads on (in qkv head h + 1 is hs elements on,
+// b + 1 is T * 3C, not NH * hs), so no single stride steps through all B * NH matrices.
 template <class E>
 struct View {
   E* data;
   int ld;
+  long long batch_stride;
+  long long head_stride;
+};
+
+// Matrix i = b * heads + h of a view: the address a pointer-array batched product is given.
+template <class E>
+TRIDENT_ATTENTION_HD E* matrix_at(const View<E>& v, int i, int heads) {
+  return v.data + static_cast<long long>(i / heads) * v.batch_stride + static_cast<long long>(i % heads) * v.head_stride;
+}
+
+// One operand of a strided batched call (cublas*StridedBatched*): matrix j at data + j * stride.
+template <class E>
+struct Strided {
+  E* data;
+  int ld;
   long long stride;
 };
+
+// A product's grid as strided batched calls: the shorter axis is looped over and the longer
+// one batched along its own stride, so min(B, NH) calls of max(B, NH) matrices each (B calls of
+// NH heads while B <= NH, NH calls of B batch elements beyond). call(a, b, c, batch) is made once
+// per call, in order; every (b, h) is in exactly one of them.
+template <class A, class Bt, class C, class Call>
+void strided_calls(Grid grid, const View<A>& a, const View<Bt>& b, const View<C>& c, Call&& call) {
+  const bool batch_heads = grid.batch <= grid.heads;
+  const int calls = batch_heads ? grid.batch : grid.heads;
+  const int batch = batch_heads ? grid.heads : grid.batch;
+  for (int k = 0; k < calls; k++) {
+    const int first = batch_heads ? k * grid.heads : k;  // matrix (k, 0) or (0, k)
+    auto strided = [&](const auto& v) {
+      using E = std::remove_pointer_t<decltype(v.data)>;
+      return Strided<E>{matrix_at(v, first, grid.heads), v.ld, batch_heads ? v.head_stride : v.batch_stride};
+    };
+    call(strided(a), strided(b), strided(c), batch);
+  }
+}
 
 // ---- the per-element math of the row passes (device kernels and host replay) ----
 
@@ -112,26 +157,26 @@ struct Layout {
     return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T);
   }
 
-  // Q (part 0), K (part 1) or V (part 2) of the heads of batch element b: ld 3C, head h + 1 is
-  // hs elements on.
+  Grid grid() const { return {B, NH}; }
+
+  // Q (part 0), K (part 1) or V (part 2) of every (b, h): ld 3C, head h + 1 is hs elements on,
+  // batch element b + 1 is T rows of 3C on.
   template <class Q>
-  View<Q> qkv_part(Q* qkv, int b, int part) const {
-    const std::size_t at = static_cast<std::size_t>(b) * static_cast<std::size_t>(T) * 3 * static_cast<std::size_t>(C) +
-                           static_cast<std::size_t>(part) * static_cast<std::size_t>(C);
-    return {qkv + at, 3 * C, head_size()};
+  View<Q> qkv_part(Q* qkv, int part) const {
+    return {qkv + static_cast<std::size_t>(part) * static_cast<std::size_t>(C), 3 * C,
+            static_cast<long long>(T) * 3 * C, head_size()};
   }
-  // out, dout (the heads' channels) of batch element b: ld C.
+  // out, dout (the heads' channels): ld C, head h + 1 is hs elements on, b + 1 is T rows on.
   template <class Q>
-  View<Q> channels(Q* x, int b) const {
-    return {x + static_cast<std::size_t>(b) * static_cast<std::size_t>(T) * static_cast<std::size_t>(C), C,
-            head_size()};
+  View<Q> channels(Q* x) const {
+    return {x, C, static_cast<long long>(T) * C, head_size()};
   }
-  // The slots of batch element b in a region of element type Q, rows `widen` * T elements apart.
+  // The T x T slots of a region of element type Q (slot b * NH + h), rows `widen` * T elements
+  // apart.
   template <class Q>
-  View<Q> slots(Q* region, int b, int widen = 1) const {
-    const std::size_t slot = tt() * static_cast<std::size_t>(widen);
-    return {region + static_cast<std::size_t>(b) * static_cast<std::size_t>(NH) * slot, widen * T,
-            static_cast<long long>(slot)};
+  View<Q> slots(Q* region, int widen = 1) const {
+    const long long slot = static_cast<long long>(tt()) * widen;
+    return {region, widen * T, NH * slot, slot};
   }
 
   float* scores(float* scratch) const { return scratch; }                         // region A, fp32
@@ -142,28 +187,28 @@ struct Layout {
 
 template <class E>
 View<const E> as_const(View<E> v) {
-  return {v.data, v.ld, v.stride};
+  return {v.data, v.ld, v.batch_stride, v.head_stride};
 }
 
 // Ops (the device's or the host replay's) provides, E being S::Element:
-//   gemm(Op a, Op b, M, N, K, alpha, View<const E> A, View<const E> Bm, View<Out> Cm, batch):
-//       Cm[i] = alpha op(A[i]) op(Bm[i]) for i < batch (beta = 0: Cm is written, never read),
-//       Out float (fp32 result) or E (rounded once);
+//   gemm(Op a, Op b, M, N, K, alpha, View<const E> A, View<const E> Bm, View<Out> Cm, Grid grid):
+//       Cm(b, h) = alpha op(A(b, h)) op(Bm(b, h)) for every (b, h) of the grid (beta = 0: Cm is
+//       written, never read), Out float (fp32 result) or E (rounded once); the product is
+//       complete, for the whole grid, before the next call's work starts (stream order);
 //   softmax_rows(const float* scores, E* probabilities, float* lse, rows, T);
 //   probability_rows(const float* scores, E* probabilities, const float* lse, rows, T);
 //   score_gradient_rows(float* scores_then_gradient, const float* dprobabilities, const float* lse,
 //                       rows, T, scale): dS stored over each row's own scores (gradient_row).
 // Row r of the [rows, T] stacks is query t = r % T of slot r / T; every row pass writes all T
-// columns (zeros above the diagonal).
+// columns (zeros above the diagonal). How a gemm covers the grid (strided_calls: min(B, NH)
+// strided batched calls; or one pointer-array call over matrix_at) is the Ops' choice.
 
-// S = scale Q K^T into region A, by B calls of NH heads. Forward and backward both call this,
-// so backward's recomputed S has forward's bits (same operands, shapes and destination).
+// S = scale Q K^T into region A. Forward and backward both call this, so backward's recomputed
+// S has forward's bits (same operands, shapes, destination and calls).
 template <class E, class Ops>
 void scores_of(Ops& ops, const Layout<E>& at, float* scores, const E* qkv) {
-  for (int b = 0; b < at.B; b++) {
-    ops.gemm(Op::kN, Op::kT, at.T, at.T, at.head_size(), at.scale(), at.qkv_part(qkv, b, 0), at.qkv_part(qkv, b, 1),
-             at.slots(scores, b), at.NH);
-  }
+  ops.gemm(Op::kN, Op::kT, at.T, at.T, at.head_size(), at.scale(), at.qkv_part(qkv, 0), at.qkv_part(qkv, 1),
+           at.slots(scores), at.grid());
 }
 
 template <class S, class Ops>
@@ -171,15 +216,13 @@ void forward(Ops& ops, typename S::Element* out, float* lse, float* scratch, con
              int T, int C, int NH) {
   using E = typename S::Element;
   const Layout<E> at{B, T, C, NH};
-  const int hs = at.head_size();
   float* scores = at.scores(scratch);
   E* probabilities = at.probabilities(scratch);
   scores_of(ops, at, scores, qkv);
   ops.softmax_rows(scores, probabilities, lse, at.rows(), T);
-  for (int b = 0; b < B; b++) {  // O = P V, into the heads' channels of out
-    ops.gemm(Op::kN, Op::kN, T, hs, T, 1.0f, as_const(at.slots(probabilities, b)), at.qkv_part(qkv, b, 2),
-             at.channels(out, b), NH);
-  }
+  // O = P V, into the heads' channels of out
+  ops.gemm(Op::kN, Op::kN, T, at.head_size(), T, 1.0f, as_const(at.slots(probabilities)), at.qkv_part(qkv, 2),
+           at.channels(out), at.grid());
 }
 
 template <class S, class Ops>
@@ -195,23 +238,18 @@ void backward(Ops& ops, typename S::Element* dqkv, float* scratch, const typenam
   constexpr int widen = elements_per_float<E>();
   scores_of(ops, at, scores, qkv);  // forward's very calls: the same bits
   ops.probability_rows(scores, probabilities, lse, at.rows(), T);
-  // dV = P^T dO, for every b before any dP below: dP's fp32 slots of b lie over the packed 16-bit
-  // P of b' = 2b and 2b + 1.
-  for (int b = 0; b < B; b++) {
-    ops.gemm(Op::kT, Op::kN, T, hs, T, 1.0f, as_const(at.slots(probabilities, b)), at.channels(dout, b),
-             at.qkv_part(dqkv, b, 2), NH);
-  }
-  for (int b = 0; b < B; b++) {  // dP = dO V^T
-    ops.gemm(Op::kN, Op::kT, T, T, hs, 1.0f, at.channels(dout, b), at.qkv_part(qkv, b, 2),
-             at.slots(dprobabilities, b), NH);
-  }
+  // dV = P^T dO, for every (b, h) before any dP below: dP's fp32 slot b * NH + h lies over the
+  // packed 16-bit P of slots 2 (b * NH + h) and 2 (b * NH + h) + 1.
+  ops.gemm(Op::kT, Op::kN, T, hs, T, 1.0f, as_const(at.slots(probabilities)), at.channels(dout),
+           at.qkv_part(dqkv, 2), at.grid());
+  // dP = dO V^T
+  ops.gemm(Op::kN, Op::kT, T, T, hs, 1.0f, at.channels(dout), at.qkv_part(qkv, 2), at.slots(dprobabilities),
+           at.grid());
   ops.score_gradient_rows(scores, dprobabilities, lse, at.rows(), T, at.scale());
-  for (int b = 0; b < B; b++) {
-    const View<const E> ds = as_const(at.slots(gradient, b, widen));
-    // dQ = dS K, dK = dS^T Q; written, never read (Backend::attention_backward overwrites dqkv).
-    ops.gemm(Op::kN, Op::kN, T, hs, T, 1.0f, ds, at.qkv_part(qkv, b, 1), at.qkv_part(dqkv, b, 0), NH);
-    ops.gemm(Op::kT, Op::kN, T, hs, T, 1.0f, ds, at.qkv_part(qkv, b, 0), at.qkv_part(dqkv, b, 1), NH);
-  }
+  // dQ = dS K, dK = dS^T Q; written, never read (Backend::attention_backward overwrites dqkv).
+  const View<const E> ds = as_const(at.slots(gradient, widen));
+  ops.gemm(Op::kN, Op::kN, T, hs, T, 1.0f, ds, at.qkv_part(qkv, 1), at.qkv_part(dqkv, 0), at.grid());
+  ops.gemm(Op::kT, Op::kN, T, hs, T, 1.0f, ds, at.qkv_part(qkv, 0), at.qkv_part(dqkv, 1), at.grid());
 }
 
 }  // namespace trident::kernels::cuda::attention_schedule

@@ -57,4 +57,20 @@ void gemm_row_major_batched_ex(cublasHandle_t handle, cublasOperation_t trans_a,
                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+void sgemm_row_major_pointer_batched(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b,
+                                     int M, int N, int K, float alpha, const float* const* A, int lda,
+                                     const float* const* B, int ldb, float beta, float* const* C, int ldc, int batch) {
+  if (M == 0 || N == 0 || batch == 0) return;
+  CUBLAS_CHECK(cublasSgemmBatched(handle, trans_b, trans_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc, batch));
+}
+
+void gemm_row_major_pointer_batched_ex(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b,
+                                       int M, int N, int K, float alpha, const void* const* A, cudaDataType_t a_type,
+                                       int lda, const void* const* B, int ldb, float beta, void* const* C,
+                                       cudaDataType_t c_type, int ldc, int batch) {
+  if (M == 0 || N == 0 || batch == 0) return;
+  CUBLAS_CHECK(cublasGemmBatchedEx(handle, trans_b, trans_a, N, M, K, &alpha, B, a_type, ldb, A, a_type, lda, &beta,
+                                   C, c_type, ldc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace trident::kernels::cuda

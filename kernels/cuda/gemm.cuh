@@ -45,4 +45,15 @@ void gemm_row_major_batched_ex(cublasHandle_t handle, cublasOperation_t trans_a,
                                long long stride_a, const void* B, int ldb, long long stride_b, float beta, void* C,
                                cudaDataType_t c_type, int ldc, long long stride_c, int batch);
 
+// `batch` independent GEMMs whose matrices are anywhere: matrix i of A, B and C at A[i], B[i],
+// C[i], the three pointer arrays in device memory (cublasSgemmBatched: fp32 as sgemm_row_major;
+// cublasGemmBatchedEx: types and accumulation as gemm_row_major_ex).
+void sgemm_row_major_pointer_batched(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b,
+                                     int M, int N, int K, float alpha, const float* const* A, int lda,
+                                     const float* const* B, int ldb, float beta, float* const* C, int ldc, int batch);
+void gemm_row_major_pointer_batched_ex(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b,
+                                       int M, int N, int K, float alpha, const void* const* A, cudaDataType_t a_type,
+                                       int lda, const void* const* B, int ldb, float beta, void* const* C,
+                                       cudaDataType_t c_type, int ldc, int batch);
+
 }  // namespace trident::kernels::cuda

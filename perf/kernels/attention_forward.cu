@@ -28,9 +28,13 @@
 //      tile, the online softmax on one lane per query row, P rounded to bf16 for P V.
 //   5  production cuda::attention_forward on bf16 buffers (what train.precision = bf16 runs by
 //      default): variant 1's schedule (kernels/cuda/attention_schedule.h) with bf16 products
-//      on the tensor cores (cublasGemmStridedBatchedEx, fp32 accumulation), the scores fp32,
-//      P rounded to bf16 for P V.
-//   Variants 3, 4 and 5 read qkv rounded to bf16 and are validated against the twin run on
+//      on the tensor cores (cublasGemmStridedBatchedEx, fp32 accumulation; each product
+//      min(B, NH) calls), the scores fp32, P rounded to bf16 for P V.
+//   6  variant 5 with each product one pointer-array batched call (cublasGemmBatchedEx over
+//      the B x NH matrices, their addresses written by a small kernel) where 5 makes min(B, NH)
+//      strided batched calls: the same schedule and math (the host replay checks both give the
+//      same bits), fewer launches. Production moves to it if this is faster.
+//   Variants 3, 4, 5 and 6 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
@@ -67,8 +71,8 @@ using pg::decoded_bf16;
 using pg::encoded_bf16;
 using pg::rounded_to_bf16;
 
-// bf16 outputs (variants 3, 4, 5 and the replay), against the twin on the rounded qkv. The stored
-// out is rounded to bf16: half a unit, 2^-9 |out| <= 2^-9 max |ref|. Variants 4 and 5 also round each
+// bf16 outputs (variants 3 to 6 and the replay), against the twin on the rounded qkv. The stored
+// out is rounded to bf16: half a unit, 2^-9 |out| <= 2^-9 max |ref|. Variants 4 to 6 also round each
 // probability to bf16 before P V: a relative 2^-9 per weight of a convex combination of v rows,
 // at most another 2^-9 max |ref| (and far less over many keys, the roundings having both
 // signs). So 2^-8 ~ 3.9e-3 bounds what is expected, and 8e-3 leaves a margin while a wrong
@@ -158,6 +162,7 @@ int main(int argc, char** argv) {
   const pg::DeviceBuffer<float> d_out(static_cast<std::size_t>(B) * T * C);
   const pg::DeviceBuffer<float> d_lse(static_cast<std::size_t>(B) * NH * T);
   const pg::DeviceBuffer<float> d_scratch(tk::cuda::attention_scratch_size(B, T, NH));  // 1
+  const pg::DeviceBuffer<void*> d_pointers(tk::cuda::attention_matrix_pointers(B, NH));  // 6
   const pg::Stream stream;
   pg::Timer timer(stream.get());
   // fp32 math: qkv here is not 16-bit representable, so no TF32.
@@ -211,6 +216,11 @@ int main(int argc, char** argv) {
                                 tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH, cublas.get(),
                                 stream.get());
   };
+  auto pointer_array16 = [&](int batch) {
+    tk::cuda::attention_forward(tk::ActPtr(d_out16.data(), tk::Precision::kBf16), d_lse.data(), d_scratch.data(),
+                                tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH, cublas.get(),
+                                stream.get(), d_pointers.data());
+  };
   auto flash = [&](int batch) {
     tk::cuda::flash_attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), batch, T, C, NH, stream.get());
   };
@@ -237,6 +247,7 @@ int main(int argc, char** argv) {
       {"tensor-core flash (WMMA bf16, 4 warps per 64 queries), bf16",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(tensor_core)) : Run(unsupported)},
       {"variant 1 on bf16 buffers (bf16 cuBLAS products, P rounded to bf16)", measure16(production16)},
+      {"variant 5, each product one pointer-array cuBLAS call", measure16(pointer_array16)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;

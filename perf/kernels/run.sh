@@ -25,4 +25,16 @@ for exe in "$pack"/bin/playground_*; do
   echo "== $program: exit $rc" | tee -a "$log"
   [ "$rc" -eq 0 ] || status=1
 done
+# The attention batchings (variants 5: min(B, NH) strided calls per product, 6: one pointer-array
+# call) again at micro-batch 32, where 5 makes 12 calls per product.
+for program in playground_attention_forward playground_attention_backward; do
+  [ -x "$pack/bin/$program" ] || continue
+  for variant in 5 6; do
+    echo "== $program $variant $reps ATTN_B=32" | tee -a "$log"
+    ATTN_B=32 "$pack/bin/$program" "$variant" "$reps" 2>&1 | tee -a "$log"
+    rc=${PIPESTATUS[0]}
+    echo "== $program $variant ATTN_B=32: exit $rc" | tee -a "$log"
+    [ "$rc" -eq 0 ] || status=1
+  done
+done
 exit $status

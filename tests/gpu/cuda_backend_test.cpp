@@ -41,6 +41,7 @@ constexpr AttentionShape kAttentionShapes[] = {
     {"B=2 T=37 C=48 NH=3", 2, 37, 48, 3},
     {"B=1 T=300 C=96 NH=4 (rows longer than a block)", 1, 300, 96, 4},
     {"B=2 T=129 C=128 NH=2 (GPT-2's head size 64)", 2, 129, 128, 2},
+    {"B=4 T=33 C=64 NH=2 (B > NH: each product NH strided calls of B matrices)", 4, 33, 64, 2},
 };
 
 struct RowShape {

@@ -410,7 +410,8 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
     RoundedStorageBackend cpu16(*cpu_, p), gpu16(*gpu_, p);
     EXPECT_TRUE(gpu16.native_16bit().attention);
     const double step = p == Precision::kBf16 ? 0x1p-7 : 0x1p-10;
-    const int B = 3, T = 129, C = 128, NH = 2;  // head size 64, T not a multiple of a tile
+    // Head size 64, T not a multiple of a tile, B > NH (each product NH strided calls of B matrices).
+    const int B = 3, T = 129, C = 128, NH = 2;
     auto pack = [p](const std::vector<float>& values) { return packed(values, p); };
     auto unpack = [p](const std::vector<float>& f) { return unpacked(f, p); };
     auto at = [p](TwinFloats& t, Side side) { return sixteen_bit_at(t, side, p); };
