@@ -13,11 +13,17 @@
 # MFU is against log.peak_tflops = 989 (H100 SXM dense bf16; set PEAK_TFLOPS for another GPU).
 # The data is a synthetic token file generated on first use (the speed does not depend on it).
 # llm.c and PyTorch run on the same GPU in the same sitting; docs/performance.md says how.
+# Each run is capped (RUN_CAP_S, default 150 s) within one budget for the script
+# (perf/gpu_budget.sh: GPU_BUDGET_S, default 540 s), and the table goes to $OUT after every
+# run, so a hang costs its own row, not the sitting.
 set -u
 pack=${1:-/tmp/devpack}
 steps=${2:-30}
 # shellcheck disable=SC1091
 source "$pack/env.sh"
+# shellcheck source=perf/gpu_budget.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_budget.sh"
+run_cap=${RUN_CAP_S:-150}
 # Only a few files come back from a GPU machine's $OUT (at most 8), so the work stays in a
 # scratch folder and $OUT gets bench[-TAG].md (the table) and one archive of the logs; TAG
 # (when set) names them, to keep two packs' results apart.
@@ -31,6 +37,14 @@ echo "| model | precision | micro-batch | attention | matmul epilogues | tokens/
 echo "|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
 
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).
+# The table and the logs so far into $OUT (after every run: what is there when a kill comes,
+# comes back).
+publish() {
+  [ -n "${OUT:-}" ] || return 0
+  mkdir -p "$OUT"
+  cp "$table" "$OUT/bench${TAG:+-$TAG}.md"
+  tar czf "$OUT/bench${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' --exclude='checkpoint*' -C "$out" .
+}
 median() {
   grep -o "\"$2\": [0-9.e+-]*" "$1" | awk '{print $2}' | awk -v n="$(grep -c . "$1")" 'NR > n / 3' | sort -g |
     awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
@@ -41,7 +55,7 @@ run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [
   local name="$1-$2-mb$3-${4:-gemm}-${5:-fused}"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
   local sampler=$!
-  mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
+  capped "$run_cap" mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
     --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
     --run.attention="$attention" --run.matmul_epilogues="$epilogues" \
     --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
@@ -50,7 +64,14 @@ run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [
   local rc=$?
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   if [ $rc -ne 0 ]; then
-    echo "| gpt2-$model | $precision | $mb | $attention | $epilogues | failed (exit $rc): $(tail -1 "$out/$name.log") | | | | | |" >> "$table"
+    local why
+    case $rc in
+      124) why="timed out" ;;
+      125) why="skipped: budget spent" ;;
+      *) why="failed (exit $rc): $( (grep -m1 -E 'error' "$out/$name.log" || tail -1 "$out/$name.log") | tr '|' '/')" ;;
+    esac
+    echo "| gpt2-$model | $precision | $mb | $attention | $epilogues | $why | | | | | |" >> "$table"
+    publish
     return
   fi
   local metrics="$out/$name/metrics.jsonl"
@@ -65,6 +86,7 @@ run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [
     "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
     "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" "$(awk -v m="${held:-0}" 'BEGIN {print m / 1024}')" \
     "${estimate:-?}" >> "$table"
+  publish
 }
 
 for mb in 8 16 32; do run 124m bf16 "$mb"; done
@@ -76,8 +98,4 @@ run 124m bf16 8 flash
 run 124m bf16 32 flash
 run 124m bf16 8 gemm separate
 cat "$table"
-if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT"
-  cp "$table" "$OUT/bench${TAG:+-$TAG}.md"
-  tar czf "$OUT/bench${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' --exclude='checkpoint*' -C "$out" .
-fi
+publish

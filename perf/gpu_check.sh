@@ -9,43 +9,55 @@
 # It prints the GPU, runs every CUDA kernel against the CPU backend (trident_gpu_tests), then
 # the training tests of tests/gpu/training_test.sh (fp32 GPU against CPU within 1e-4, auto
 # takes the GPU, bf16 and fp16 within 2% of fp32, tp = 2 and pp = 2 sharing the GPU, NCCL), and
-# writes a summary and the logs under $OUT when that is set.
+# writes a summary and the logs under $OUT when that is set. Each stage runs under a time cap
+# from one budget (perf/gpu_budget.sh: GPU_BUDGET_S, default 540 s), and the summary is
+# rewritten after every stage, so a hang still leaves what ran before it in $OUT.
 set -u
 pack=${1:-/tmp/devpack}
 # shellcheck disable=SC1091
 source "$pack/env.sh"
+# shellcheck source=perf/gpu_budget.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_budget.sh"
 # Only a few files come back from a GPU machine's $OUT (at most 8), so the work stays in a
 # scratch folder and $OUT gets check[-TAG].txt (the kernels' and the training tests' summaries)
 # and one archive of the logs; TAG (when set) names them, to keep two packs' results apart.
 out=$(mktemp -d)
 status=0
+touch "$out/gpu_tests.txt" "$out/training.txt"
+# $OUT/check[-TAG].txt: the GPU, the kernel tests' verdicts (and the last one started, which
+# is the one that hung if they timed out), the training tests' tail; and the logs' archive.
+summarize() {
+  [ -n "${OUT:-}" ] || return 0
+  mkdir -p "$OUT"
+  { cat "$out/gpu.txt"; grep -E "^\[(==========|  PASSED  |  FAILED  )\]|timed out|budget spent" "$out/gpu_tests.txt"
+    grep -E "^\[ RUN      \]" "$out/gpu_tests.txt" | tail -1 | sed 's/^/last started: /'
+    tail -40 "$out/training.txt"; echo "exit status so far: $status (after: $1)"; } > "$OUT/check${TAG:+-$TAG}.txt"
+  tar czf "$OUT/check${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' -C "$out" .
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 
 echo "== CUDA kernels against the CPU twin"
-trident_gpu_tests 2>&1 | tee "$out/gpu_tests.txt" | tail -30
+capped 240 trident_gpu_tests 2>&1 | tee "$out/gpu_tests.txt" | tail -30
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+summarize "kernel tests"
 
 echo "== training on the GPU against the CPU twin (tests/gpu/training_test.sh)"
 [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-TRIDENT=$(command -v trident) CHECK_METRICS=$(command -v check_metrics) MPIEXEC=mpirun \
-  TRIDENT_SOURCE_DIR=$PWD WORK_DIR="$out/training" OMP_NUM_THREADS=2 \
+capped 300 env TRIDENT="$(command -v trident)" CHECK_METRICS="$(command -v check_metrics)" MPIEXEC=mpirun \
+  TRIDENT_SOURCE_DIR="$PWD" WORK_DIR="$out/training" OMP_NUM_THREADS=2 \
   bash tests/gpu/training_test.sh 2>&1 | tee "$out/training.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+summarize "training tests"
 
 # Memory errors in the riskiest kernels, when the machine has the sanitizer (part of the CUDA
 # toolkit, not of the driver; refused on some sandboxes): reported, and counted as a failure.
 if command -v compute-sanitizer > /dev/null; then
   echo "== compute-sanitizer memcheck on attention, cross-entropy and layernorm"
-  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 trident_gpu_tests \
+  capped 300 compute-sanitizer --tool memcheck --error-exitcode 1 trident_gpu_tests \
     --gtest_filter='*Attention*:*CrossEntropy*:*Layernorm*' 2>&1 | tee "$out/memcheck.txt" | tail -15
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else
   echo "== compute-sanitizer not on this machine: memcheck skipped"
 fi
-if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT"
-  { cat "$out/gpu.txt"; grep -E "^\[(==========|  PASSED  |  FAILED  )\]" "$out/gpu_tests.txt"
-    tail -40 "$out/training.txt"; echo "exit status: $status"; } > "$OUT/check${TAG:+-$TAG}.txt"
-  tar czf "$OUT/check${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' -C "$out" .
-fi
+summarize "memcheck (the last stage)"
 exit $status

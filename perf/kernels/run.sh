@@ -6,11 +6,16 @@
 #           (writes $OUT/playground.txt when OUT is set)
 #
 # Exit status: 0 when every variant of every program passed its validation, 1 otherwise.
+# Each program is capped (PROGRAM_CAP_S, default 120 s) within one budget for the script
+# (perf/gpu_budget.sh: GPU_BUDGET_S, default 540 s); the log is written as it goes.
 set -u
 pack=${1:-/tmp/devpack}
 reps=${2:-50}
 # shellcheck disable=SC1091
 source "$pack/env.sh"
+# shellcheck source=perf/gpu_budget.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../gpu_budget.sh"
+program_cap=${PROGRAM_CAP_S:-120}
 out=${OUT:-$(mktemp -d)}  # one file: $OUT/playground.txt ($OUT/playground-$TAG.txt with TAG set)
 mkdir -p "$out"
 log="$out/playground${TAG:+-$TAG}.txt"
@@ -20,7 +25,7 @@ status=0
 for exe in "$pack"/bin/playground_*; do
   program=$(basename "$exe")
   echo "== $program all $reps" | tee -a "$log"
-  "$exe" all "$reps" 2>&1 | tee -a "$log"
+  capped "$program_cap" "$exe" all "$reps" 2>&1 | tee -a "$log"
   rc=${PIPESTATUS[0]}
   echo "== $program: exit $rc" | tee -a "$log"
   [ "$rc" -eq 0 ] || status=1
@@ -31,7 +36,7 @@ for program in playground_attention_forward playground_attention_backward; do
   [ -x "$pack/bin/$program" ] || continue
   for variant in 5 6; do
     echo "== $program $variant $reps ATTN_B=32" | tee -a "$log"
-    ATTN_B=32 "$pack/bin/$program" "$variant" "$reps" 2>&1 | tee -a "$log"
+    capped "$program_cap" env ATTN_B=32 "$pack/bin/$program" "$variant" "$reps" 2>&1 | tee -a "$log"
     rc=${PIPESTATUS[0]}
     echo "== $program $variant ATTN_B=32: exit $rc" | tee -a "$log"
     [ "$rc" -eq 0 ] || status=1
