@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that run on a lent GPU machine (gpu_check.sh, gpu_bench.sh,
 # kernels/run.sh). A command there is killed at its time limit (600 s at most), and then only
 # what is already under $OUT comes back. So each stage runs under a cap taken from one budget
