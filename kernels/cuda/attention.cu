@@ -7,11 +7,11 @@
 // after head h in qkv and batch element b + 1 T rows after b: two strides, so one strided
 // batched call cannot cover the grid. By default a product is min(B, NH) strided calls (the
 // shorter axis looped, the longer batched: attention_schedule::strided_calls); given room for
-// pointer arrays, one pointer-array call (cublasGemmBatchedEx / cublasSgemmBatched) after a
-// small kernel writes them. Which is faster is for a GPU to say (perf/kernels' attention
-// variants 5 and 6); production passes no pointer arrays until then.
-// fp32 storage: cublasSgemm (TF32 tensor cores once Backend::set_gemm_input_precision has
-// promised rounded inputs); 16-bit storage: cublasGemmStridedBatchedEx on the 16-bit operands
+// pointer arrays, one pointer-array call after a small kernel writes them. Which is faster is
+// for a GPU to say (perf/kernels' attention variants 5 and 6); production passes no pointer
+// arrays until then. The calls: fp32 storage, cublasSgemmStridedBatched or cublasSgemmBatched
+// (TF32 tensor cores once Backend::set_gemm_input_precision has promised rounded inputs);
+// 16-bit storage, cublasGemmStridedBatchedEx or cublasGemmBatchedEx on the 16-bit operands
 // with fp32 accumulation, the result stored as fp32 (S, dP) or rounded once (P V into out, the
 // dqkv products).
 //
@@ -127,8 +127,9 @@ __global__ void matrix_pointers_kernel(void** pointers, as::View<const E> a, as:
 }
 
 // The schedule's Ops on the device. A product over the B x NH grid is min(B, NH) strided
-// batched calls (strided_calls), or, given room for the pointer arrays (matrix_pointers), a
-// small kernel that writes them and one pointer-array batched call. Each product's calls are
+// batched calls (strided_calls), or, given room for the pointer arrays (matrix_pointers) and
+// matrices that all start on 16 bytes (aligned_matrices: not the fp32 T x T slots of an odd T,
+// which take the strided calls), a small kernel that writes them and one pointer-array call. Each product's calls are
 // queued after the previous product's on the one stream, so one set of arrays serves them all.
 template <class S>
 struct DeviceOps {
@@ -140,7 +141,8 @@ struct DeviceOps {
   template <class Out>
   void gemm(as::Op a, as::Op b, int M, int N, int K, float alpha, as::View<const E> A, as::View<const E> Bm,
             as::View<Out> Cm, as::Grid grid) {
-    if (matrix_pointers != nullptr) {
+    if (matrix_pointers != nullptr && as::aligned_matrices(A) && as::aligned_matrices(Bm) &&
+        as::aligned_matrices(Cm)) {
       pointer_array_gemm(a, b, M, N, K, alpha, A, Bm, Cm, grid);
       return;
     }

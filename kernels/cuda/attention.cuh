@@ -21,9 +21,11 @@ namespace trident::kernels::cuda {
 // out[B,T,C] = softmax(q k^T / sqrt(hs), causal) v per head, hs = C / NH; lse[B,NH,T] gets the
 // log-sum-exp of each row of scaled scores over its causal columns. scratch:
 // attention_scratch_size(B,T,NH) floats, contents undefined on entry and exit. matrix_pointers:
-// null (each product min(B, NH) strided batched cuBLAS calls), or attention_matrix_pointers(B, NH)
-// device pointers' room, contents undefined on entry and exit (each product one pointer-array
-// batched call; the playground's attention variant 6 until a GPU has timed it).
+// null (each product min(B, NH) strided batched cuBLAS calls), or device room for
+// attention_matrix_pointers(B, NH) pointers (8-byte aligned, as cudaMalloc's are), contents
+// undefined on entry and exit: then each product whose matrices all start on 16 bytes is one
+// pointer-array batched call (the playground's attention variant 6 until a GPU has timed it).
+// Backward recomputes forward's scores bit for bit only when both get the same choice.
 void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C, int NH,
                        cublasHandle_t cublas, cudaStream_t stream, void** matrix_pointers = nullptr);
 

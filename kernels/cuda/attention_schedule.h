@@ -41,6 +41,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -78,6 +79,18 @@ struct View {
 template <class E>
 TRIDENT_ATTENTION_HD E* matrix_at(const View<E>& v, int i, int heads) {
   return v.data + static_cast<long long>(i / heads) * v.batch_stride + static_cast<long long>(i % heads) * v.head_stride;
+}
+
+// Whether every matrix of a view starts on a multiple of `alignment` bytes. A pointer-array
+// batched call (cublasGemmBatchedEx, cublasSgemmBatched) needs that of each pointer for its
+// tensor-core kernels, 16 bytes being what cuBLAS documents for them, and cannot check pointers
+// that live in device memory; a strided call's base and strides cuBLAS checks itself. Not so
+// for every shape: a T x T fp32 slot is T * T * 4 bytes, a multiple of 16 only for even T.
+template <class E>
+bool aligned_matrices(const View<E>& v, std::size_t alignment = 16) {
+  const auto bytes = [](long long elements) { return static_cast<unsigned long long>(elements) * sizeof(E); };
+  return reinterpret_cast<std::uintptr_t>(v.data) % alignment == 0 && bytes(v.batch_stride) % alignment == 0 &&
+         bytes(v.head_stride) % alignment == 0;
 }
 
 // One operand of a strided batched call (cublas*StridedBatched*): matrix j at data + j * stride.
@@ -201,7 +214,9 @@ View<const E> as_const(View<E> v) {
 //                       rows, T, scale): dS stored over each row's own scores (gradient_row).
 // Row r of the [rows, T] stacks is query t = r % T of slot r / T; every row pass writes all T
 // columns (zeros above the diagonal). How a gemm covers the grid (strided_calls: min(B, NH)
-// strided batched calls; or one pointer-array call over matrix_at) is the Ops' choice.
+// strided batched calls; or one pointer-array call over matrix_at where aligned_matrices holds
+// for its three views) is the Ops' choice; it must be the same in forward and backward for
+// scores_of to give backward forward's bits.
 
 // S = scale Q K^T into region A. Forward and backward both call this, so backward's recomputed
 // S has forward's bits (same operands, shapes, destination and calls).

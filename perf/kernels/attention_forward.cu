@@ -10,8 +10,8 @@
 //   ATTN_VALIDATE_B (2) batch elements (the CPU twin is slow at B = 8), timed at ATTN_B.
 //
 // Variants:
-//   1  production cuda::attention_forward (kernels/cuda/attention.cu): per batch element a
-//      batched cuBLAS GEMM S = scale Q K^T over the full T x T square into its scratch
+//   1  production cuda::attention_forward (kernels/cuda/attention.cu): min(B, NH) strided
+//      batched cuBLAS GEMMs S = scale Q K^T over the full T x T square into its scratch
 //      (B*NH*T*T floats in global memory), a causal softmax kernel in place that also writes
 //      lse, then O = P V. fp32 (CUBLAS_DEFAULT_MATH).
 //   2  production cuda::flash_attention_forward (kernels/cuda/flash_attention.cu, chosen by
@@ -32,8 +32,8 @@
 //      min(B, NH) calls), the scores fp32, P rounded to bf16 for P V.
 //   6  variant 5 with each product one pointer-array batched call (cublasGemmBatchedEx over
 //      the B x NH matrices, their addresses written by a small kernel) where 5 makes min(B, NH)
-//      strided batched calls: the same schedule and math (the host replay checks both give the
-//      same bits), fewer launches. Production moves to it if this is faster.
+//      strided batched calls: the same schedule and math (on the host the replay checks that
+//      both give the same bits; cuBLAS may pick other kernels for them), fewer launches. Production moves to it if this is faster.
 //   Variants 3, 4, 5 and 6 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //

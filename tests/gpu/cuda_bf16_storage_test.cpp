@@ -20,6 +20,9 @@
 #include <string>
 #include <vector>
 
+#include <cublas_v2.h>  // cublasCreate (the pointer-array attention test calls the launchers)
+
+#include "kernels/cuda/attention.cuh"     // cuda::attention_forward/backward, attention_matrix_pointers
 #include "kernels/cuda/cuda_backend.h"  // CudaBackend::epilogue_counts
 #include "kernels/precision.h"
 #include "kernels/rounded_storage_backend.h"
@@ -446,6 +449,89 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
     expect_twins_agree(unpack(dqkv.values(g)), unpack(dqkv.values(c)), 2 * step, "gemm attention dqkv");
     EXPECT_EQ(gpu16.staging_floats(), 0u);  // nothing widened on the device
   }
+}
+
+// The attention launchers given room for pointer arrays (each product one pointer-array cuBLAS
+// call: perf/kernels' attention variant 6, not yet production's) against the same launchers
+// without (min(B, NH) strided calls, production), on the device directly, in fp32, bf16 and
+// fp16. Even T, so that every product takes the pointer path (attention_schedule's
+// aligned_matrices; B > NH and B < NH both), and an odd T, whose fp32 score slots are not
+// 16-byte aligned and take the strided calls instead. Each matrix's product has the same
+// operands on both sides, but cuBLAS may pick other kernels for the two kinds of call, so the
+// results are held to the CPU-twin tolerances (fp32 kReductionTolerance; 16-bit two rounding
+// steps), not to the bit. The scratch and the pointer room start as NaN and 0xff bytes.
+TEST_F(Bf16StorageTwins, PointerArrayAttentionMatchesStridedCalls) {
+  cublasHandle_t cublas = nullptr;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);  // CUBLAS_DEFAULT_MATH: fp32 stays fp32
+  struct Shape {
+    int B, T, C, NH;
+  };
+  for (const Shape s : {Shape{3, 128, 128, 2}, Shape{2, 64, 192, 3}, Shape{3, 33, 128, 2}}) {
+    for (const Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+      SCOPED_TRACE(std::string(precision_name(p)) + " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
+                   " NH=" + std::to_string(s.NH));
+      const bool wide = p == Precision::kFp32;
+      const double tolerance = wide ? kReductionTolerance : p == Precision::kBf16 ? 2 * 0x1p-7 : 2 * 0x1p-10;
+      // Device buffers of n values in p (packed two to a float when 16-bit), and back.
+      auto on_device = [&](const std::vector<float>& values) {
+        return std::make_unique<BackendFloats>(*gpu_, wide ? values : packed(values, p));
+      };
+      auto act = [&](BackendFloats& b) {
+        return wide ? ActPtr(b.get()) : ActPtr(reinterpret_cast<uint16_t*>(b.get()), p);
+      };
+      auto values_of = [&](BackendFloats& b, std::size_t n) {
+        std::vector<float> f(wide ? n : n / 2);
+        gpu_->copy_to_host(f.data(), b.get(), f.size());
+        return wide ? f : unpacked(f, p);
+      };
+      auto nan_floats = [](std::size_t floats) {
+        std::vector<float> v(floats);
+        const uint32_t nan_in_both_halves = 0x7fff7fffu;
+        for (float& f : v) std::memcpy(&f, &nan_in_both_halves, sizeof f);
+        return v;
+      };
+      auto representable = [&](std::vector<float> v) { return wide ? v : unpacked(packed(v, p), p); };
+      const std::size_t n_qkv = count_of(s.B * s.T, 3 * s.C), n_out = count_of(s.B * s.T, s.C);
+      const std::size_t n_lse = count_of(s.B * s.NH, s.T);
+      const std::vector<float> qkv_h = representable(uniform(n_qkv, -2.0f, 2.0f));
+      const std::vector<float> dout_h = representable(uniform(n_out, -1.0f, 1.0f));
+      auto qkv = on_device(qkv_h), dout = on_device(dout_h);
+      auto scratch = on_device(nan_floats(gpu_->attention_scratch_size(s.B, s.T, s.NH)));
+      // attention_matrix_pointers pointers of 8 bytes: two floats each, 0xff bytes to start.
+      std::vector<float> garbage(2 * cuda::attention_matrix_pointers(s.B, s.NH));
+      std::memset(garbage.data(), 0xff, garbage.size() * sizeof(float));
+      BackendFloats room(*gpu_, garbage);
+      void** pointers = reinterpret_cast<void**>(room.get());
+
+      struct Run {
+        std::vector<float> out, lse, dqkv;
+      };
+      std::vector<float> backward_lse;  // the strided forward's, for both backwards
+      auto run = [&](void** matrix_pointers) {
+        auto out = on_device(std::vector<float>(n_out, 7.0f));  // stale: overwritten
+        auto dqkv = on_device(std::vector<float>(n_qkv, 7.0f));
+        BackendFloats lse(*gpu_, std::vector<float>(n_lse, 7.0f));
+        cuda::attention_forward(act(*out), lse.get(), scratch->get(), ConstActPtr(act(*qkv)), s.B, s.T, s.C, s.NH,
+                                cublas, nullptr, matrix_pointers);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        Run r{values_of(*out, n_out), std::vector<float>(n_lse), {}};
+        gpu_->copy_to_host(r.lse.data(), lse.get(), n_lse);
+        if (backward_lse.empty()) backward_lse = r.lse;
+        gpu_->copy_to_device(lse.get(), backward_lse.data(), n_lse);
+        cuda::attention_backward(act(*dqkv), scratch->get(), ConstActPtr(act(*dout)), ConstActPtr(act(*qkv)), lse.get(),
+                                 s.B, s.T, s.C, s.NH, cublas, nullptr, matrix_pointers);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        r.dqkv = values_of(*dqkv, n_qkv);
+        return r;
+      };
+      const Run strided = run(nullptr);
+      const Run pointer_array = run(pointers);
+      expect_twins_agree(pointer_array.out, strided.out, tolerance, "out");
+      expect_twins_agree(pointer_array.lse, strided.lse, kReductionTolerance, "lse (fp32)");
+      expect_twins_agree(pointer_array.dqkv, strided.dqkv, tolerance, "dqkv");
+    }
+  }
+  EXPECT_EQ(cublasDestroy(cublas), CUBLAS_STATUS_SUCCESS);
 }
 
 // The MLP's fused calls on bf16 buffers (Backend::matmul_gelu_forward and

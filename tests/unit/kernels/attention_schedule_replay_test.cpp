@@ -333,16 +333,17 @@ TEST(AttentionScheduleReplay, Fp16WithSmallGradientsIsWithinTwoSteps) {
 }
 
 // The strided calls cover each (b, h) of the grid exactly once, in min(B, NH) calls of
-// max(B, NH) matrices, each call's matrices one stride apart: checked on every grid shape up to
-// 5 x 5 with distinct strides on the three operands.
+// max(B, NH) matrices, each call's matrices one stride apart, the same (b, h) in all three
+// operands: checked on every grid shape up to 5 x 5 with distinct strides on the three.
 TEST(AttentionScheduleReplay, StridedCallsCoverTheGridOnce) {
   for (int B = 1; B <= 5; B++) {
     for (int NH = 1; NH <= 5; NH++) {
-      const long long big = 1000;  // matrix (b, h) at b * big + h elements of every operand
-      std::vector<char> memory(static_cast<std::size_t>(B * big));
+      // Matrix (b, h) of operand k (1 for A, 2 for B, 3 for C) at k * (b * big + h) elements.
+      const long long big = 1000;
+      std::vector<char> memory(static_cast<std::size_t>(3 * B * big));
       const char* base = memory.data();
-      const as::View<const char> a{base, 1, big, 1}, b{base, 1, big, 1};
-      const as::View<char> c{memory.data(), 1, big, 1};
+      const as::View<const char> a{base, 1, big, 1}, b{base, 1, 2 * big, 2};
+      const as::View<char> c{memory.data(), 1, 3 * big, 3};
       std::vector<int> seen(static_cast<std::size_t>(B * NH), 0);
       int calls = 0;
       as::strided_calls(as::Grid{B, NH}, a, b, c,
@@ -350,15 +351,15 @@ TEST(AttentionScheduleReplay, StridedCallsCoverTheGridOnce) {
                           calls++;
                           EXPECT_EQ(batch, std::max(B, NH));
                           EXPECT_EQ(sa.stride, B <= NH ? 1 : big);
-                          EXPECT_EQ(sb.stride, sa.stride);
-                          EXPECT_EQ(sc.stride, sa.stride);
-                          EXPECT_EQ(sb.data, sa.data);
-                          EXPECT_EQ(sc.data, sa.data);
+                          EXPECT_EQ(sb.stride, 2 * sa.stride);
+                          EXPECT_EQ(sc.stride, 3 * sa.stride);
                           for (int j = 0; j < batch; j++) {
                             const long long at = (sa.data - base) + j * sa.stride;
                             const long long bb = at / big, hh = at % big;
                             ASSERT_LT(bb, B);
                             ASSERT_LT(hh, NH);
+                            EXPECT_EQ((sb.data - base) + j * sb.stride, 2 * at);  // the same (b, h) in B
+                            EXPECT_EQ((sc.data - base) + j * sc.stride, 3 * at);  // and in C
                             seen[static_cast<std::size_t>(bb * NH + hh)]++;
                           }
                         });
@@ -366,9 +367,30 @@ TEST(AttentionScheduleReplay, StridedCallsCoverTheGridOnce) {
       for (std::size_t i = 0; i < seen.size(); i++) EXPECT_EQ(seen[i], 1) << "B=" << B << " NH=" << NH << " matrix " << i;
       for (int i = 0; i < B * NH; i++) {
         EXPECT_EQ(as::matrix_at(a, i, NH) - base, (i / NH) * big + i % NH);
+        EXPECT_EQ(as::matrix_at(c, i, NH) - base, 3 * ((i / NH) * big + i % NH));
       }
     }
   }
+}
+
+// Which views may go to a pointer-array call (every matrix on 16 bytes): GPT-2's shapes and
+// any even T do; the fp32 T x T slots of an odd T (T * T * 4 bytes apart) and a 16-bit head of
+// 4 elements do not, and take the strided calls.
+TEST(AttentionScheduleReplay, PointerArraysOnlyForAlignedMatrices) {
+  alignas(16) static float floats[64];
+  alignas(16) static std::uint16_t halves[64];
+  const as::Layout<std::uint16_t> gpt2{8, 1024, 768, 12};
+  EXPECT_TRUE(as::aligned_matrices(gpt2.qkv_part(halves, 0)));
+  EXPECT_TRUE(as::aligned_matrices(gpt2.qkv_part(halves, 1)));  // C elements on: 1536 bytes
+  EXPECT_TRUE(as::aligned_matrices(gpt2.channels(halves)));
+  EXPECT_TRUE(as::aligned_matrices(gpt2.slots(floats)));
+  EXPECT_TRUE(as::aligned_matrices(gpt2.slots(halves, 2)));
+  const as::Layout<float> odd{3, 129, 128, 2};
+  EXPECT_FALSE(as::aligned_matrices(odd.slots(floats)));
+  EXPECT_TRUE(as::aligned_matrices(odd.qkv_part(floats, 2)));
+  const as::Layout<std::uint16_t> narrow{2, 64, 8, 2};  // hs = 4: heads 8 bytes apart
+  EXPECT_FALSE(as::aligned_matrices(narrow.qkv_part(halves, 0)));
+  EXPECT_FALSE(as::aligned_matrices(as::View<const float>{floats + 1, 4, 64, 16}));  // a base off 16 bytes
 }
 
 // The pointer-array batching (attention variant 6: one call per product over matrix_at's
