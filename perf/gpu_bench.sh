@@ -39,12 +39,7 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).
 # The table and the logs so far into $OUT (after every run: what is there when a kill comes,
 # comes back).
-publish() {
-  [ -n "${OUT:-}" ] || return 0
-  mkdir -p "$OUT"
-  cp "$table" "$OUT/bench${TAG:+-$TAG}.md"
-  tar czf "$OUT/bench${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' --exclude='checkpoint*' -C "$out" .
-}
+publish() { publish_to_out "$table" "bench${TAG:+-$TAG}" "$out" '*.h5' 'checkpoint*'; }
 median() {
   grep -o "\"$2\": [0-9.e+-]*" "$1" | awk '{print $2}' | awk -v n="$(grep -c . "$1")" 'NR > n / 3' | sort -g |
     awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'

@@ -2,8 +2,8 @@
 # Sourced by the scripts that run on a lent GPU machine (gpu_check.sh, gpu_bench.sh,
 # kernels/run.sh). A command there is killed at its time limit (600 s at most), and then only
 # what is already under $OUT comes back. So each stage runs under a cap taken from one budget
-# for the whole script, a hang costs that stage and not the sitting, and the scripts write
-# their summary into $OUT after every stage.
+# for the whole script (capped), a hang costs that stage and not the sitting, and the scripts
+# write their summary into $OUT after every stage (publish_to_out).
 #
 #   GPU_BUDGET_S  seconds for the whole script (default 540: the 600 s limit less a margin for
 #                 writing the archive of the logs)
@@ -29,4 +29,16 @@ capped() {
   local rc=$?
   ((rc == 124)) && echo "timed out after $cap s: $*" >&2
   return $rc
+}
+
+# publish_to_out FILE NAME DIR [EXCLUDE...]: FILE as $OUT/NAME.md and DIR (less the EXCLUDE
+# patterns) as $OUT/NAME-logs.tgz; nothing without OUT. Called after every run, so that what
+# a kill leaves behind is already there.
+publish_to_out() {
+  [ -n "${OUT:-}" ] || return 0
+  local file=$1 name=$2 dir=$3
+  shift 3
+  mkdir -p "$OUT"
+  cp "$file" "$OUT/$name.md"
+  tar czf "$OUT/$name-logs.tgz" "${@/#/--exclude=}" -C "$dir" .
 }

@@ -27,12 +27,7 @@ out=$(mktemp -d)
 table="$out/llmc.md"
 echo "| model | micro-batch | tokens/s (median) | ms/step | MFU (Trident's FLOPs) | MFU (llm.c's) | peak GPU memory (nvidia-smi) |" > "$table"
 echo "|---|---|---|---|---|---|---|" >> "$table"
-publish() {
-  [ -n "${OUT:-}" ] || return 0
-  mkdir -p "$OUT"
-  cp "$table" "$OUT/llmc.md"
-  tar czf "$OUT/llmc-logs.tgz" --exclude='*.bin' -C "$out" .
-}
+publish() { publish_to_out "$table" llmc "$out" '*.bin'; }
 
 # llm.c's token file: 256 int32 of header (magic 20240520, version 1, token count), then the
 # tokens as uint16; 4M random tokens of GPT-2's 50257 (the speed does not depend on them).
