@@ -13,6 +13,8 @@ micro-batch per step (no accumulation), the shapes of perf/gpu_bench.sh.
     python3 perf/pytorch_reference.py --runs 124m:8 --steps 40
     python3 perf/pytorch_reference.py --runs 124m:8 --no-compile   # eager, to tell compile apart
 
+Each run is capped (--run-timeout, default RUN_CAP_S or 150 s, compilation included).
+
 Each run is its own process (a fresh compile cache and a fresh peak-memory count). Per run it
 prints one line `SUMMARY pytorch ...` and appends a row to $OUT/pytorch.md (or ./pytorch.md):
 median tokens/s and ms/step over the steps after the warm-up (compilation happens in the first
@@ -166,6 +168,8 @@ def main():
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--peak-tflops", type=float, default=float(os.environ.get("PEAK_TFLOPS", 989)))
     parser.add_argument("--no-compile", dest="compile", action="store_false")
+    parser.add_argument("--run-timeout", type=float, default=float(os.environ.get("RUN_CAP_S", 150)),
+                        help="seconds per run, compilation included (default: RUN_CAP_S or 150)")
     parser.add_argument("--model", help=argparse.SUPPRESS)  # set for the child process of one run
     parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -182,8 +186,15 @@ def main():
         command = [sys.executable, os.path.abspath(__file__), "--model", model, "--batch", batch,
                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--seq-len", str(args.seq_len),
                    "--peak-tflops", str(args.peak_tflops)] + ([] if args.compile else ["--no-compile"])
-        if subprocess.run(command).returncode != 0:
-            print(f"SUMMARY pytorch gpt2-{model} B={batch}: failed (see above)", flush=True)
+        # A cap per run (compilation included), so that a hang costs its row and not the GPU
+        # machine's whole command (killed at its time limit, after which only $OUT comes back).
+        try:
+            failed = subprocess.run(command, timeout=args.run_timeout).returncode != 0
+            why = "failed (see above)"
+        except subprocess.TimeoutExpired:
+            failed, why = True, f"timed out after {args.run_timeout:.0f} s"
+        if failed:
+            print(f"SUMMARY pytorch gpt2-{model} B={batch}: {why}", flush=True)
             failures += 1
     sys.exit(1 if failures else 0)
 
