@@ -17,7 +17,8 @@
 //
 // The row kernels use one block per row (b, h, t) of a [B*NH*T, T] stack, kRowThreads threads
 // striding over its columns, block reductions for the max and the sums. Each reads columns
-// t2 <= t and writes all T columns (zeros above the diagonal).
+// t2 <= t and writes the columns below its causal block's end (attention_schedule::row_end: all
+// T with one block), zeros past t.
 //
 // Forward and backward probabilities: backward recomputes S with the very GEMM calls forward
 // made (same operands, shapes and destination: cuBLAS gives the same bits run to run on one
@@ -47,12 +48,14 @@ namespace as = attention_schedule;
 
 // Row r of the stack is query position t = r % T; r is also its index in lse [B, NH, T].
 
-// P[r, t2] = exp(S - max) / sum for t2 <= t, 0 beyond, stored in S's element; lse[r] =
+// P[r, t2] = exp(S - max) / sum for t2 <= t, 0 beyond (up to row_end), stored in S's element; lse[r] =
 // max + log(sum).
 template <class S>
-__global__ void causal_softmax_kernel(const float* scores, typename S::Element* probabilities, float* lse, int T) {
+__global__ void causal_softmax_kernel(const float* scores, typename S::Element* probabilities, float* lse, int T,
+                                      int blocks) {
   const std::size_t r = blockIdx.x;
   const int t = static_cast<int>(r % T);
+  const int end = as::row_end(t, T, blocks);
   const float* row = scores + r * T;
   typename S::Element* p_row = probabilities + r * T;
 
@@ -66,34 +69,36 @@ __global__ void causal_softmax_kernel(const float* scores, typename S::Element* 
   const float inv_sum = 1.0f / sum;
   if (threadIdx.x == 0) lse[r] = row_max + logf(sum);
 
-  for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) {
+  for (int t2 = threadIdx.x; t2 < end; t2 += blockDim.x) {
     p_row[t2] = S::store(t2 <= t ? as::softmax_probability(row[t2], row_max, inv_sum) : 0.0f);
   }
 }
 
-// P[r, t2] = exp(S - lse[r]) for t2 <= t, 0 beyond, stored in S's element.
+// P[r, t2] = exp(S - lse[r]) for t2 <= t, 0 beyond (up to row_end), stored in S's element.
 template <class S>
 __global__ void causal_probabilities_kernel(const float* scores, typename S::Element* probabilities,
-                                            const float* lse, int T) {
+                                            const float* lse, int T, int blocks) {
   const std::size_t r = blockIdx.x;
   const int t = static_cast<int>(r % T);
+  const int end = as::row_end(t, T, blocks);
   const float* row = scores + r * T;
   typename S::Element* p_row = probabilities + r * T;
   const float row_lse = lse[r];
-  for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) {
+  for (int t2 = threadIdx.x; t2 < end; t2 += blockDim.x) {
     p_row[t2] = S::store(t2 <= t ? as::probability(row[t2], row_lse) : 0.0f);
   }
 }
 
-// dS[r, t2] = scale * P * (dP - rowsum(P * dP)) for t2 <= t, 0 beyond, P recomputed from S and
+// dS[r, t2] = scale * P * (dP - rowsum(P * dP)) for t2 <= t, 0 beyond (up to row_end), P recomputed from S and
 // lse, stored in S's element over the row's own scores (attention_schedule.h: gradient_row says
 // why a chunk's stores never touch a score a later chunk reads); within a chunk the barrier puts
 // every read before any store. (For fp32 the element is the float itself.)
 template <class S>
 __global__ void causal_score_gradient_kernel(float* scores, const float* dprobabilities, const float* lse, int T,
-                                             float scale) {
+                                             int blocks, float scale) {
   const std::size_t r = blockIdx.x;
   const int t = static_cast<int>(r % T);
+  const int end = as::row_end(t, T, blocks);
   const float* s_row = scores + r * T;
   const float* dp_row = dprobabilities + r * T;
   const float row_lse = lse[r];
@@ -103,11 +108,11 @@ __global__ void causal_score_gradient_kernel(float* scores, const float* dprobab
   const float dot = block_sum(local_dot);  // its barriers also end every read of the loop above
 
   typename S::Element* ds_row = as::gradient_row<typename S::Element>(scores, r, T);
-  for (int base = 0; base < T; base += blockDim.x) {  // the same trip count in every thread
+  for (int base = 0; base < end; base += blockDim.x) {  // the same trip count in every thread
     const int t2 = base + static_cast<int>(threadIdx.x);
     const float ds = t2 <= t ? as::score_gradient(as::probability(s_row[t2], row_lse), dp_row[t2], dot, scale) : 0.0f;
     __syncthreads();
-    if (t2 < T) ds_row[t2] = S::store(ds);
+    if (t2 < end) ds_row[t2] = S::store(ds);
   }
 }
 
@@ -185,19 +190,21 @@ struct DeviceOps {
                                         std::is_same_v<Out, float> ? CUDA_R_32F : type, Cm.ld, count);
     }
   }
-  void softmax_rows(const float* scores, E* probabilities, float* lse, std::size_t rows, int T) {
-    causal_softmax_kernel<S><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(scores, probabilities, lse, T);
+  void softmax_rows(const float* scores, E* probabilities, float* lse, std::size_t rows, int T, int blocks) {
+    causal_softmax_kernel<S><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(scores, probabilities, lse, T,
+                                                                                      blocks);
     CUDA_CHECK_LAUNCH();
   }
-  void probability_rows(const float* scores, E* probabilities, const float* lse, std::size_t rows, int T) {
+  void probability_rows(const float* scores, E* probabilities, const float* lse, std::size_t rows, int T,
+                        int blocks) {
     causal_probabilities_kernel<S><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(scores, probabilities,
-                                                                                            lse, T);
+                                                                                            lse, T, blocks);
     CUDA_CHECK_LAUNCH();
   }
   void score_gradient_rows(float* scores, const float* dprobabilities, const float* lse, std::size_t rows, int T,
-                           float scale) {
+                           int blocks, float scale) {
     causal_score_gradient_kernel<S><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-        scores, dprobabilities, lse, T, scale);
+        scores, dprobabilities, lse, T, blocks, scale);
     CUDA_CHECK_LAUNCH();
   }
 };
@@ -211,23 +218,25 @@ std::size_t attention_matrix_pointers(int B, int NH) {
 }
 
 void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C, int NH,
-                       cublasHandle_t cublas, cudaStream_t stream, void** matrix_pointers) {
+                       cublasHandle_t cublas, cudaStream_t stream, const GemmAttentionOptions& options) {
   if (B == 0 || T == 0 || NH == 0) return;
   stored::with_policy(stored::common_storage({out, qkv}, "attention_forward"), [&](auto policy) {
     using S = decltype(policy);
-    DeviceOps<S> ops{cublas, stream, matrix_pointers};
-    as::forward<S>(ops, stored::elements<S>(out), lse, scratch, stored::elements<S>(qkv), B, T, C, NH);
+    DeviceOps<S> ops{cublas, stream, options.matrix_pointers};
+    as::forward<S>(ops, stored::elements<S>(out), lse, scratch, stored::elements<S>(qkv), B, T, C, NH,
+                   options.causal_blocks);
   });
 }
 
 void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, const float* lse, int B,
-                        int T, int C, int NH, cublasHandle_t cublas, cudaStream_t stream, void** matrix_pointers) {
+                        int T, int C, int NH, cublasHandle_t cublas, cudaStream_t stream,
+                        const GemmAttentionOptions& options) {
   if (B == 0 || T == 0 || NH == 0) return;
   stored::with_policy(stored::common_storage({dqkv, dout, qkv}, "attention_backward"), [&](auto policy) {
     using S = decltype(policy);
-    DeviceOps<S> ops{cublas, stream, matrix_pointers};
+    DeviceOps<S> ops{cublas, stream, options.matrix_pointers};
     as::backward<S>(ops, stored::elements<S>(dqkv), scratch, stored::elements<S>(dout), stored::elements<S>(qkv), lse,
-                    B, T, C, NH);
+                    B, T, C, NH, options.causal_blocks);
   });
 }
 

@@ -18,22 +18,33 @@ namespace trident::kernels::cuda {
 // the score gradient between the products are rounded to the same format:
 // attention_schedule.h says why and what it costs); lse and the scratch are fp32.
 
+// How the products run (attention_schedule.h). Production passes the defaults; perf/kernels'
+// attention variants time the others, which move into production only on a GPU's measurements.
+// Forward and backward must be given the same options for backward's recomputed scores to
+// have forward's bits.
+struct GemmAttentionOptions {
+  // null: each product min(B, NH) strided batched cuBLAS calls (per causal block); or device
+  // room for attention_matrix_pointers(B, NH) pointers (8-byte aligned, as cudaMalloc's are),
+  // contents undefined on entry and exit: then each product whose matrices all start on 16
+  // bytes is one pointer-array batched call (attention variant 6).
+  void** matrix_pointers = nullptr;
+  // Causal row blocks: 1, each product over the full T x T square; k, each product per block
+  // of T / k queries against the keys below the block's end, (k - 1) / 2k of the square left
+  // out for k times the calls (attention variants 7 and 8: 2 and 4).
+  int causal_blocks = 1;
+};
+
 // out[B,T,C] = softmax(q k^T / sqrt(hs), causal) v per head, hs = C / NH; lse[B,NH,T] gets the
 // log-sum-exp of each row of scaled scores over its causal columns. scratch:
-// attention_scratch_size(B,T,NH) floats, contents undefined on entry and exit. matrix_pointers:
-// null (each product min(B, NH) strided batched cuBLAS calls), or device room for
-// attention_matrix_pointers(B, NH) pointers (8-byte aligned, as cudaMalloc's are), contents
-// undefined on entry and exit: then each product whose matrices all start on 16 bytes is one
-// pointer-array batched call (the playground's attention variant 6 until a GPU has timed it).
-// Backward recomputes forward's scores bit for bit only when both get the same choice.
+// attention_scratch_size(B,T,NH) floats, contents undefined on entry and exit.
 void attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv, int B, int T, int C, int NH,
-                       cublasHandle_t cublas, cudaStream_t stream, void** matrix_pointers = nullptr);
+                       cublasHandle_t cublas, cudaStream_t stream, const GemmAttentionOptions& options = {});
 
 // dqkv[B,T,3C] = gradient w.r.t. qkv (overwritten), recomputing the probabilities from qkv and lse.
-// scratch and matrix_pointers as for forward.
+// scratch as for forward.
 void attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, const float* lse, int B,
                         int T, int C, int NH, cublasHandle_t cublas, cudaStream_t stream,
-                        void** matrix_pointers = nullptr);
+                        const GemmAttentionOptions& options = {});
 
 // Two T x T fp32 slots per (batch, head): attention_schedule.h's regions A and B.
 std::size_t attention_scratch_size(int B, int T, int NH);

@@ -34,9 +34,11 @@
 // Products read only the views named below, so the second half of each dS row (stale S) and
 // the parts of region B a packed P does not cover are never read.
 //
-// Causality: the products compute the full T x T square per head; the row passes read columns
-// t2 <= t only and store exact zeros above the diagonal, so P = 0 and dS = 0 there and the
-// full-square products that follow are the causal ones.
+// Causality: the products compute, per causal row block (one block by default: the full T x T
+// square), the rows of the block against the keys below the block's end; the row passes read
+// columns t2 <= t only and store exact zeros above the diagonal up to the block's end, so P = 0
+// and dS = 0 there and the products that follow are the causal ones. More blocks leave out
+// more of the upper triangle for more calls (block_start, row_end below).
 #pragma once
 
 #include <cmath>
@@ -120,6 +122,23 @@ void strided_calls(Grid grid, const View<A>& a, const View<Bt>& b, const View<C>
   }
 }
 
+// ---- causal row blocks ----
+// The T query rows in `blocks` blocks, block j = [block_start(j), block_start(j + 1)). Queries
+// of block j attend to keys below block_start(j + 1) only, so each product runs per block on
+// that corner of the T x T square: with one block the full square (the products compute the
+// upper triangle's zeros too), with k blocks (k - 1) / 2k of it left out, for k times the calls.
+// blocks is in [1, T] (causal_blocks), so no block is empty.
+TRIDENT_ATTENTION_HD int block_start(int j, int T, int blocks) {
+  return static_cast<int>(static_cast<long long>(j) * T / blocks);
+}
+// The end of query t's block: the columns a row pass writes (zeros past t) and the products read.
+TRIDENT_ATTENTION_HD int row_end(int t, int T, int blocks) {
+  const int j = static_cast<int>(((static_cast<long long>(t) + 1) * blocks - 1) / T);  // t's block
+  return block_start(j + 1, T, blocks);
+}
+// A requested block count made valid for T: at least 1, at most T.
+inline int causal_blocks(int requested, int T) { return requested < 1 ? 1 : requested > T ? T : requested; }
+
 // ---- the per-element math of the row passes (device kernels and host replay) ----
 
 // Forward's probability: exp(s - max) / sum with the row's max and 1 / sum.
@@ -161,6 +180,7 @@ inline std::size_t region_floats(int B, int T, int NH) {
 template <class E>
 struct Layout {
   int B, T, C, NH;
+  int blocks = 1;  // causal row blocks, in [1, T]
 
   int head_size() const { return C / NH; }
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_size())); }
@@ -171,6 +191,7 @@ struct Layout {
   }
 
   Grid grid() const { return {B, NH}; }
+  int start(int j) const { return block_start(j, T, blocks); }
 
   // Q (part 0), K (part 1) or V (part 2) of every (b, h): ld 3C, head h + 1 is hs elements on,
   // batch element b + 1 is T rows of 3C on.
@@ -203,48 +224,63 @@ View<const E> as_const(View<E> v) {
   return {v.data, v.ld, v.batch_stride, v.head_stride};
 }
 
+// The same matrices from row r and column c on (every (b, h) alike).
+template <class E>
+View<E> from(View<E> v, int r, int c = 0) {
+  return {v.data + static_cast<long long>(r) * v.ld + c, v.ld, v.batch_stride, v.head_stride};
+}
+
 // Ops (the device's or the host replay's) provides, E being S::Element:
 //   gemm(Op a, Op b, M, N, K, alpha, View<const E> A, View<const E> Bm, View<Out> Cm, Grid grid):
 //       Cm(b, h) = alpha op(A(b, h)) op(Bm(b, h)) for every (b, h) of the grid (beta = 0: Cm is
 //       written, never read), Out float (fp32 result) or E (rounded once); the product is
 //       complete, for the whole grid, before the next call's work starts (stream order);
-//   softmax_rows(const float* scores, E* probabilities, float* lse, rows, T);
-//   probability_rows(const float* scores, E* probabilities, const float* lse, rows, T);
+//   softmax_rows(const float* scores, E* probabilities, float* lse, rows, T, blocks);
+//   probability_rows(const float* scores, E* probabilities, const float* lse, rows, T, blocks);
 //   score_gradient_rows(float* scores_then_gradient, const float* dprobabilities, const float* lse,
-//                       rows, T, scale): dS stored over each row's own scores (gradient_row).
-// Row r of the [rows, T] stacks is query t = r % T of slot r / T; every row pass writes all T
-// columns (zeros above the diagonal). How a gemm covers the grid (strided_calls: min(B, NH)
+//                       rows, T, blocks, scale): dS stored over each row's own scores (gradient_row).
+// Row r of the [rows, T] stacks is query t = r % T of slot r / T; every row pass reads columns
+// t2 <= t and writes columns t2 < row_end(t, T, blocks), zeros past t (all T columns with one
+// block); the products read no column of a row past its row_end. How a gemm covers the grid (strided_calls: min(B, NH)
 // strided batched calls; or one pointer-array call over matrix_at where aligned_matrices holds
 // for its three views) is the Ops' choice; it must be the same in forward and backward for
 // scores_of to give backward forward's bits.
 
-// S = scale Q K^T into region A. Forward and backward both call this, so backward's recomputed
-// S has forward's bits (same operands, shapes, destination and calls).
+// S = scale Q K^T into region A, block by block: rows [r0, r1) of each slot against keys below
+// r1. Forward and backward both call this, so backward's recomputed S has forward's bits (same
+// operands, shapes, destination and calls).
 template <class E, class Ops>
 void scores_of(Ops& ops, const Layout<E>& at, float* scores, const E* qkv) {
-  ops.gemm(Op::kN, Op::kT, at.T, at.T, at.head_size(), at.scale(), at.qkv_part(qkv, 0), at.qkv_part(qkv, 1),
-           at.slots(scores), at.grid());
+  for (int j = 0; j < at.blocks; j++) {
+    const int r0 = at.start(j), r1 = at.start(j + 1);
+    ops.gemm(Op::kN, Op::kT, r1 - r0, r1, at.head_size(), at.scale(), from(at.qkv_part(qkv, 0), r0),
+             at.qkv_part(qkv, 1), from(at.slots(scores), r0), at.grid());
+  }
 }
 
+// Forward and backward: `blocks` causal row blocks (causal_blocks(blocks, T) is used; 1, the
+// full square, is production's), the same in both for backward's S to have forward's bits.
 template <class S, class Ops>
 void forward(Ops& ops, typename S::Element* out, float* lse, float* scratch, const typename S::Element* qkv, int B,
-             int T, int C, int NH) {
+             int T, int C, int NH, int blocks = 1) {
   using E = typename S::Element;
-  const Layout<E> at{B, T, C, NH};
+  const Layout<E> at{B, T, C, NH, causal_blocks(blocks, T)};
   float* scores = at.scores(scratch);
   E* probabilities = at.probabilities(scratch);
   scores_of(ops, at, scores, qkv);
-  ops.softmax_rows(scores, probabilities, lse, at.rows(), T);
-  // O = P V, into the heads' channels of out
-  ops.gemm(Op::kN, Op::kN, T, at.head_size(), T, 1.0f, as_const(at.slots(probabilities)), at.qkv_part(qkv, 2),
-           at.channels(out), at.grid());
+  ops.softmax_rows(scores, probabilities, lse, at.rows(), T, at.blocks);
+  for (int j = 0; j < at.blocks; j++) {  // O = P V, into the heads' channels of out
+    const int r0 = at.start(j), r1 = at.start(j + 1);
+    ops.gemm(Op::kN, Op::kN, r1 - r0, at.head_size(), r1, 1.0f, from(as_const(at.slots(probabilities)), r0),
+             at.qkv_part(qkv, 2), from(at.channels(out), r0), at.grid());
+  }
 }
 
 template <class S, class Ops>
 void backward(Ops& ops, typename S::Element* dqkv, float* scratch, const typename S::Element* dout,
-              const typename S::Element* qkv, const float* lse, int B, int T, int C, int NH) {
+              const typename S::Element* qkv, const float* lse, int B, int T, int C, int NH, int blocks = 1) {
   using E = typename S::Element;
-  const Layout<E> at{B, T, C, NH};
+  const Layout<E> at{B, T, C, NH, causal_blocks(blocks, T)};
   const int hs = at.head_size();
   float* scores = at.scores(scratch);
   float* dprobabilities = at.dprobabilities(scratch);
@@ -252,19 +288,34 @@ void backward(Ops& ops, typename S::Element* dqkv, float* scratch, const typenam
   E* gradient = at.gradient(scratch);
   constexpr int widen = elements_per_float<E>();
   scores_of(ops, at, scores, qkv);  // forward's very calls: the same bits
-  ops.probability_rows(scores, probabilities, lse, at.rows(), T);
+  ops.probability_rows(scores, probabilities, lse, at.rows(), T, at.blocks);
   // dV = P^T dO, for every (b, h) before any dP below: dP's fp32 slot b * NH + h lies over the
-  // packed 16-bit P of slots 2 (b * NH + h) and 2 (b * NH + h) + 1.
-  ops.gemm(Op::kT, Op::kN, T, hs, T, 1.0f, as_const(at.slots(probabilities)), at.channels(dout),
-           at.qkv_part(dqkv, 2), at.grid());
-  // dP = dO V^T
-  ops.gemm(Op::kN, Op::kT, T, T, hs, 1.0f, at.channels(dout), at.qkv_part(qkv, 2), at.slots(dprobabilities),
-           at.grid());
-  ops.score_gradient_rows(scores, dprobabilities, lse, at.rows(), T, at.scale());
-  // dQ = dS K, dK = dS^T Q; written, never read (Backend::attention_backward overwrites dqkv).
+  // packed 16-bit P of slots 2 (b * NH + h) and 2 (b * NH + h) + 1. By key block [c0, c1): the
+  // queries from c0 on, the columns [c0, c1) of their rows.
+  for (int j = 0; j < at.blocks; j++) {
+    const int c0 = at.start(j), c1 = at.start(j + 1);
+    ops.gemm(Op::kT, Op::kN, c1 - c0, hs, T - c0, 1.0f, from(as_const(at.slots(probabilities)), c0, c0),
+             from(at.channels(dout), c0), from(at.qkv_part(dqkv, 2), c0), at.grid());
+  }
+  for (int j = 0; j < at.blocks; j++) {  // dP = dO V^T, as S
+    const int r0 = at.start(j), r1 = at.start(j + 1);
+    ops.gemm(Op::kN, Op::kT, r1 - r0, r1, hs, 1.0f, from(at.channels(dout), r0), at.qkv_part(qkv, 2),
+             from(at.slots(dprobabilities), r0), at.grid());
+  }
+  ops.score_gradient_rows(scores, dprobabilities, lse, at.rows(), T, at.blocks, at.scale());
+  // dQ = dS K (as O = P V), dK = dS^T Q (as dV); written, never read (Backend::attention_backward
+  // overwrites dqkv).
   const View<const E> ds = as_const(at.slots(gradient, widen));
-  ops.gemm(Op::kN, Op::kN, T, hs, T, 1.0f, ds, at.qkv_part(qkv, 1), at.qkv_part(dqkv, 0), at.grid());
-  ops.gemm(Op::kT, Op::kN, T, hs, T, 1.0f, ds, at.qkv_part(qkv, 0), at.qkv_part(dqkv, 1), at.grid());
+  for (int j = 0; j < at.blocks; j++) {
+    const int r0 = at.start(j), r1 = at.start(j + 1);
+    ops.gemm(Op::kN, Op::kN, r1 - r0, hs, r1, 1.0f, from(ds, r0), at.qkv_part(qkv, 1), from(at.qkv_part(dqkv, 0), r0),
+             at.grid());
+  }
+  for (int j = 0; j < at.blocks; j++) {
+    const int c0 = at.start(j), c1 = at.start(j + 1);
+    ops.gemm(Op::kT, Op::kN, c1 - c0, hs, T - c0, 1.0f, from(ds, c0, c0), from(at.qkv_part(qkv, 0), c0),
+             from(at.qkv_part(dqkv, 1), c0), at.grid());
+  }
 }
 
 }  // namespace trident::kernels::cuda::attention_schedule

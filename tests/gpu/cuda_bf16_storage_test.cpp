@@ -451,16 +451,17 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
   }
 }
 
-// The attention launchers given room for pointer arrays (each product one pointer-array cuBLAS
-// call: perf/kernels' attention variant 6, not yet production's) against the same launchers
-// without (min(B, NH) strided calls, production), on the device directly, in fp32, bf16 and
-// fp16. Even T, so that every product takes the pointer path (attention_schedule's
+// The attention launchers' other options (cuda::GemmAttentionOptions: pointer arrays, each
+// product one pointer-array cuBLAS call; causal row blocks, the upper corners left out;
+// perf/kernels' attention variants 6 to 8, not yet production's) against the defaults
+// (min(B, NH) strided calls over the full square, production), on the device directly, in
+// fp32, bf16 and fp16. Even T, so that every product takes the pointer path (attention_schedule's
 // aligned_matrices; B > NH and B < NH both), and an odd T, whose fp32 score slots are not
 // 16-byte aligned and take the strided calls instead. Each matrix's product has the same
 // operands on both sides, but cuBLAS may pick other kernels for the two kinds of call, so the
 // results are held to the CPU-twin tolerances (fp32 kReductionTolerance; 16-bit two rounding
 // steps), not to the bit. The scratch and the pointer room start as NaN and 0xff bytes.
-TEST_F(Bf16StorageTwins, PointerArrayAttentionMatchesStridedCalls) {
+TEST_F(Bf16StorageTwins, GemmAttentionOptionsMatchTheDefaults) {
   cublasHandle_t cublas = nullptr;
   ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);  // CUBLAS_DEFAULT_MATH: fp32 stays fp32
   struct Shape {
@@ -507,28 +508,34 @@ TEST_F(Bf16StorageTwins, PointerArrayAttentionMatchesStridedCalls) {
         std::vector<float> out, lse, dqkv;
       };
       std::vector<float> backward_lse;  // the strided forward's, for both backwards
-      auto run = [&](void** matrix_pointers) {
+      auto run = [&](const cuda::GemmAttentionOptions& options) {
         auto out = on_device(std::vector<float>(n_out, 7.0f));  // stale: overwritten
         auto dqkv = on_device(std::vector<float>(n_qkv, 7.0f));
         BackendFloats lse(*gpu_, std::vector<float>(n_lse, 7.0f));
         cuda::attention_forward(act(*out), lse.get(), scratch->get(), ConstActPtr(act(*qkv)), s.B, s.T, s.C, s.NH,
-                                cublas, nullptr, matrix_pointers);
+                                cublas, nullptr, options);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         Run r{values_of(*out, n_out), std::vector<float>(n_lse), {}};
         gpu_->copy_to_host(r.lse.data(), lse.get(), n_lse);
         if (backward_lse.empty()) backward_lse = r.lse;
         gpu_->copy_to_device(lse.get(), backward_lse.data(), n_lse);
         cuda::attention_backward(act(*dqkv), scratch->get(), ConstActPtr(act(*dout)), ConstActPtr(act(*qkv)), lse.get(),
-                                 s.B, s.T, s.C, s.NH, cublas, nullptr, matrix_pointers);
+                                 s.B, s.T, s.C, s.NH, cublas, nullptr, options);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         r.dqkv = values_of(*dqkv, n_qkv);
         return r;
       };
-      const Run strided = run(nullptr);
-      const Run pointer_array = run(pointers);
-      expect_twins_agree(pointer_array.out, strided.out, tolerance, "out");
-      expect_twins_agree(pointer_array.lse, strided.lse, kReductionTolerance, "lse (fp32)");
-      expect_twins_agree(pointer_array.dqkv, strided.dqkv, tolerance, "dqkv");
+      const Run strided = run({});
+      // Pointer arrays; causal blocks (2, and 3 with pointer arrays: uneven blocks).
+      const cuda::GemmAttentionOptions others[] = {{pointers, 1}, {nullptr, 2}, {pointers, 3}};
+      for (const cuda::GemmAttentionOptions& options : others) {
+        SCOPED_TRACE(std::string(options.matrix_pointers ? "pointer arrays" : "strided calls") + ", " +
+                     std::to_string(options.causal_blocks) + " causal blocks");
+        const Run other = run(options);
+        expect_twins_agree(other.out, strided.out, tolerance, "out");
+        expect_twins_agree(other.lse, strided.lse, kReductionTolerance, "lse (fp32)");
+        expect_twins_agree(other.dqkv, strided.dqkv, tolerance, "dqkv");
+      }
     }
   }
   EXPECT_EQ(cublasDestroy(cublas), CUBLAS_STATUS_SUCCESS);

@@ -113,9 +113,10 @@ struct HostOps {
                       });
   }
 
-  void softmax_rows(const float* scores, E* probabilities, float* lse, std::size_t rows, int T) {
+  void softmax_rows(const float* scores, E* probabilities, float* lse, std::size_t rows, int T, int blocks) {
     for (std::size_t r = 0; r < rows; r++) {
       const int t = static_cast<int>(r % static_cast<std::size_t>(T));
+      const int end = as::row_end(t, T, blocks);
       const float* row = scores + r * T;
       float row_max = -INFINITY;
       for (int t2 = 0; t2 <= t; t2++) row_max = std::max(row_max, load<S>(row + t2));
@@ -123,27 +124,30 @@ struct HostOps {
       for (int t2 = 0; t2 <= t; t2++) sum += std::exp(load<S>(row + t2) - row_max);
       const float inv_sum = 1.0f / sum;
       store<S>(lse + r, row_max + std::log(sum));
-      for (int t2 = 0; t2 < T; t2++) {
+      for (int t2 = 0; t2 < end; t2++) {
         store<S>(probabilities + r * T + t2, t2 <= t ? as::softmax_probability(load<S>(row + t2), row_max, inv_sum)
                                                       : 0.0f);
       }
     }
   }
 
-  void probability_rows(const float* scores, E* probabilities, const float* lse, std::size_t rows, int T) {
+  void probability_rows(const float* scores, E* probabilities, const float* lse, std::size_t rows, int T,
+                        int blocks) {
     for (std::size_t r = 0; r < rows; r++) {
       const int t = static_cast<int>(r % static_cast<std::size_t>(T));
+      const int end = as::row_end(t, T, blocks);
       const float row_lse = load<S>(lse + r);
-      for (int t2 = 0; t2 < T; t2++) {
+      for (int t2 = 0; t2 < end; t2++) {
         store<S>(probabilities + r * T + t2, t2 <= t ? as::probability(load<S>(scores + r * T + t2), row_lse) : 0.0f);
       }
     }
   }
 
   void score_gradient_rows(float* scores, const float* dprobabilities, const float* lse, std::size_t rows, int T,
-                           float scale) {
+                           int blocks, float scale) {
     for (std::size_t r = 0; r < rows; r++) {
       const int t = static_cast<int>(r % static_cast<std::size_t>(T));
+      const int end = as::row_end(t, T, blocks);
       const float* s_row = scores + r * T;
       const float* dp_row = dprobabilities + r * T;
       const float row_lse = load<S>(lse + r);
@@ -151,7 +155,7 @@ struct HostOps {
       for (int t2 = 0; t2 <= t; t2++) dot += as::probability(load<S>(s_row + t2), row_lse) * load<S>(dp_row + t2);
       E* ds_row = as::gradient_row<E>(scores, r, T);
       std::vector<float> chunk(kThreads);
-      for (int base = 0; base < T; base += kThreads) {
+      for (int base = 0; base < end; base += kThreads) {
         for (int lane = 0; lane < kThreads; lane++) {  // every thread reads ...
           const int t2 = base + lane;
           chunk[lane] = t2 <= t ? as::score_gradient(as::probability(load<S>(s_row + t2), row_lse),
@@ -159,7 +163,7 @@ struct HostOps {
                                 : 0.0f;
         }
         for (int lane = 0; lane < kThreads; lane++) {  // ... then, after the barrier, writes
-          if (base + lane < T) store<S>(ds_row + base + lane, chunk[lane]);
+          if (base + lane < end) store<S>(ds_row + base + lane, chunk[lane]);
         }
       }
     }
@@ -237,17 +241,17 @@ struct ScheduleRun {
 // NaN-filled scratch each time, out and dqkv stale (they must be overwritten).
 template <class S>
 ScheduleRun run_schedule(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout,
-                         const std::vector<float>& backward_lse, Batching batching) {
+                         const std::vector<float>& backward_lse, Batching batching, int blocks = 1) {
   HostOps<S> ops;
   ops.batching = batching;
   std::vector<float> scratch = garbage_scratch(2 * as::region_floats(s.B, s.T, s.NH));
   std::vector<typename S::Element> out(dout.size(), S::store(7.0f)), dqkv(qkv.size(), S::store(7.0f));
   std::vector<float> lse(backward_lse.size(), 7.0f);
   const std::vector<typename S::Element> qkv_e = encoded<S>(qkv), dout_e = encoded<S>(dout);
-  as::forward<S>(ops, out.data(), lse.data(), scratch.data(), qkv_e.data(), s.B, s.T, s.C, s.NH);
+  as::forward<S>(ops, out.data(), lse.data(), scratch.data(), qkv_e.data(), s.B, s.T, s.C, s.NH, blocks);
   scratch = garbage_scratch(scratch.size());  // backward owes nothing to forward's scratch
   as::backward<S>(ops, dqkv.data(), scratch.data(), dout_e.data(), qkv_e.data(), backward_lse.data(), s.B, s.T, s.C,
-                  s.NH);
+                  s.NH, blocks);
   return {decoded<S>(out), lse, decoded<S>(dqkv), ops.calls};
 }
 
@@ -417,6 +421,51 @@ void expect_pointer_array_matches_strided() {
 TEST(AttentionScheduleReplay, PointerArrayBatchingMatchesStridedCalls) {
   expect_pointer_array_matches_strided<stored::Fp32>();
   expect_pointer_array_matches_strided<stored::Bf16>();
+}
+
+// block_start and row_end against their definitions: blocks partition [0, T) in order, none
+// empty, and row_end(t) is the end of the block holding t; causal_blocks clamps to [1, T].
+TEST(AttentionScheduleReplay, CausalBlocksPartitionTheRows) {
+  for (int T = 1; T <= 70; T++) {
+    for (int blocks = 1; blocks <= T; blocks++) {
+      EXPECT_EQ(as::block_start(0, T, blocks), 0);
+      EXPECT_EQ(as::block_start(blocks, T, blocks), T);
+      for (int j = 0; j < blocks; j++) {
+        const int r0 = as::block_start(j, T, blocks), r1 = as::block_start(j + 1, T, blocks);
+        ASSERT_LT(r0, r1) << "T=" << T << " blocks=" << blocks << " block " << j;
+        for (int t = r0; t < r1; t++) ASSERT_EQ(as::row_end(t, T, blocks), r1) << "T=" << T << " t=" << t;
+      }
+    }
+  }
+  EXPECT_EQ(as::causal_blocks(0, 10), 1);
+  EXPECT_EQ(as::causal_blocks(4, 10), 4);
+  EXPECT_EQ(as::causal_blocks(50, 10), 10);
+}
+
+// Causal row blocks (attention variants 7 and 8): the products leave out the upper corners
+// and the row passes write only up to their block's end, on NaN scratch, so a product that
+// read a column no pass wrote would give NaN. Against the CPU twin at the tests' bounds above
+// (fp32 1e-5, bf16 one step), for 2, 3 and 4 blocks (uneven blocks on these T), with 7 k
+// strided calls' worth of products per call of the full square (k blocks, min(B, NH) each).
+TEST(AttentionScheduleReplay, CausalBlocksMatchTheCpuTwin) {
+  std::mt19937 rng(31);
+  for (const Shape& s : kShapes) {
+    if (s.T > 300) continue;  // the 1024 row is the slow one and adds no case
+    for (int blocks : {2, 3, 4}) {
+      const Case f = make_case<stored::Fp32>(s, rng, 1.0f);
+      const ScheduleRun r32 = run_schedule<stored::Fp32>(s, f.qkv, f.dout, f.twin_lse, Batching::kStrided, blocks);
+      EXPECT_LE(relative_error(r32.out, f.twin_out), 1e-5) << s.name << " blocks " << blocks;
+      EXPECT_LE(relative_error(r32.lse, f.twin_lse), 1e-5) << s.name << " blocks " << blocks;
+      EXPECT_LE(relative_error(r32.dqkv, f.twin_dqkv), 1e-5) << s.name << " blocks " << blocks;
+      EXPECT_EQ(r32.calls, 7 * blocks * std::min(s.B, s.NH)) << s.name;
+      const Case h = make_case<stored::Bf16>(s, rng, 1.0f);
+      const ScheduleRun r16 = run_schedule<stored::Bf16>(s, h.qkv, h.dout, h.twin_lse, Batching::kStrided, blocks);
+      EXPECT_LE(relative_error(r16.out, h.twin_out), 0x1p-7) << s.name << " blocks " << blocks;
+      EXPECT_LE(relative_error(r16.dqkv, h.twin_dqkv), 0x1p-7) << s.name << " blocks " << blocks;
+      const ScheduleRun p16 = run_schedule<stored::Bf16>(s, h.qkv, h.dout, h.twin_lse, Batching::kPointerArray, blocks);
+      EXPECT_EQ(p16.dqkv, r16.dqkv) << s.name << " blocks " << blocks;  // per matrix the same loops
+    }
+  }
 }
 
 }  // namespace
