@@ -38,7 +38,8 @@
 //      each product per block of queries against the keys below the block's end, so 1/4 and
 //      3/8 of the T x T square (the products' work and the scores' and probabilities' traffic
 //      there) left out, for 2 and 4 times the calls.
-//   Variants 3 to 8 read qkv rounded to bf16 and are validated against the twin run on
+//   9  variants 6 and 8 together: one pointer-array call per product and block, 4 blocks.
+//   Variants 3 to 9 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
@@ -75,8 +76,8 @@ using pg::decoded_bf16;
 using pg::encoded_bf16;
 using pg::rounded_to_bf16;
 
-// bf16 outputs (variants 3 to 8 and the replay), against the twin on the rounded qkv. The stored
-// out is rounded to bf16: half a unit, 2^-9 |out| <= 2^-9 max |ref|. Variants 4 to 8 also round each
+// bf16 outputs (variants 3 to 9 and the replay), against the twin on the rounded qkv. The stored
+// out is rounded to bf16: half a unit, 2^-9 |out| <= 2^-9 max |ref|. Variants 4 to 9 also round each
 // probability to bf16 before P V: a relative 2^-9 per weight of a convex combination of v rows,
 // at most another 2^-9 max |ref| (and far less over many keys, the roundings having both
 // signs). So 2^-8 ~ 3.9e-3 bounds what is expected, and 8e-3 leaves a margin while a wrong
@@ -225,11 +226,11 @@ int main(int argc, char** argv) {
                                 tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH, cublas.get(),
                                 stream.get(), {d_pointers.data(), 1});
   };
-  auto causal_blocks16 = [&](int blocks) {
-    return [&, blocks](int batch) {
+  auto causal_blocks16 = [&](int blocks, void** pointers) {
+    return [&, blocks, pointers](int batch) {
       tk::cuda::attention_forward(tk::ActPtr(d_out16.data(), tk::Precision::kBf16), d_lse.data(), d_scratch.data(),
                                   tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH, cublas.get(),
-                                  stream.get(), {nullptr, blocks});
+                                  stream.get(), {pointers, blocks});
     };
   };
   auto flash = [&](int batch) {
@@ -259,8 +260,9 @@ int main(int argc, char** argv) {
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(tensor_core)) : Run(unsupported)},
       {"variant 1 on bf16 buffers (bf16 cuBLAS products, P rounded to bf16)", measure16(production16)},
       {"variant 5, each product one pointer-array cuBLAS call", measure16(pointer_array16)},
-      {"variant 5 with 2 causal row blocks", measure16(causal_blocks16(2))},
-      {"variant 5 with 4 causal row blocks", measure16(causal_blocks16(4))},
+      {"variant 5 with 2 causal row blocks", measure16(causal_blocks16(2, nullptr))},
+      {"variant 5 with 4 causal row blocks", measure16(causal_blocks16(4, nullptr))},
+      {"variants 6 and 8 together: pointer arrays, 4 blocks", measure16(causal_blocks16(4, d_pointers.data()))},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;

@@ -31,16 +31,16 @@ for exe in "$pack"/bin/playground_*; do
   [ "$rc" -eq 0 ] || status=1
 done
 # The GEMM attention's options (variants 5: production, min(B, NH) strided calls per product;
-# 6: one pointer-array call; 7 and 8: 2 and 4 causal row blocks) again at micro-batch 32, where 5
-# makes 12 calls per product; and validated with B > NH (the strided calls then batch over batch
-# elements; the default validation has B = 2 < NH).
+# 6: one pointer-array call; 7 and 8: 2 and 4 causal row blocks; 9: 6 and 8 together) again at
+# micro-batch 32, where 5 makes 12 calls per product; and validated with B > NH (the strided
+# calls then batch over batch elements; the default validation has B = 2 < NH).
 for program in playground_attention_forward playground_attention_backward; do
   [ -x "$pack/bin/$program" ] || continue
   for setting in "ATTN_B=32 $reps" "ATTN_B=6 ATTN_C=128 ATTN_NH=2 ATTN_VALIDATE_B=6 3"; do
     read -r -a words <<< "$setting"
     shape=("${words[@]:0:${#words[@]}-1}")
     n=${words[-1]}
-    for variant in 5 6 7 8; do
+    for variant in 5 6 7 8 9; do
       echo "== $program $variant $n ${shape[*]}" | tee -a "$log"
       capped "$program_cap" env "${shape[@]}" "$pack/bin/$program" "$variant" "$n" 2>&1 | tee -a "$log"
       rc=${PIPESTATUS[0]}
