@@ -497,7 +497,8 @@ TEST_F(Bf16StorageTwins, GemmAttentionOptionsMatchTheDefaults) {
       const std::vector<float> qkv_h = representable(uniform(n_qkv, -2.0f, 2.0f));
       const std::vector<float> dout_h = representable(uniform(n_out, -1.0f, 1.0f));
       auto qkv = on_device(qkv_h), dout = on_device(dout_h);
-      auto scratch = on_device(nan_floats(gpu_->attention_scratch_size(s.B, s.T, s.NH)));
+      const std::vector<float> nan = nan_floats(gpu_->attention_scratch_size(s.B, s.T, s.NH));
+      auto scratch = on_device(nan);
       // attention_matrix_pointers pointers of 8 bytes: two floats each, 0xff bytes to start.
       std::vector<float> garbage(2 * cuda::attention_matrix_pointers(s.B, s.NH));
       std::memset(garbage.data(), 0xff, garbage.size() * sizeof(float));
@@ -507,8 +508,15 @@ TEST_F(Bf16StorageTwins, GemmAttentionOptionsMatchTheDefaults) {
       struct Run {
         std::vector<float> out, lse, dqkv;
       };
-      std::vector<float> backward_lse;  // the strided forward's, for both backwards
+      // Every backward starts from the defaults' forward lse, so that the backwards are compared
+      // alone; with other options that lse is within a few ulps of the run's own (its scores
+      // come from other calls), not the bits attention.cuh asks for between a forward and its
+      // backward, which the tolerances cover.
+      std::vector<float> backward_lse;
       auto run = [&](const cuda::GemmAttentionOptions& options) {
+        // NaN scratch before each forward and backward: a read of anything the run has not
+        // written (past a causal block's end, say) shows, not the previous run's values.
+        gpu_->copy_to_device(scratch->get(), nan.data(), nan.size());
         auto out = on_device(std::vector<float>(n_out, 7.0f));  // stale: overwritten
         auto dqkv = on_device(std::vector<float>(n_qkv, 7.0f));
         BackendFloats lse(*gpu_, std::vector<float>(n_lse, 7.0f));
@@ -519,6 +527,7 @@ TEST_F(Bf16StorageTwins, GemmAttentionOptionsMatchTheDefaults) {
         gpu_->copy_to_host(r.lse.data(), lse.get(), n_lse);
         if (backward_lse.empty()) backward_lse = r.lse;
         gpu_->copy_to_device(lse.get(), backward_lse.data(), n_lse);
+        gpu_->copy_to_device(scratch->get(), nan.data(), nan.size());
         cuda::attention_backward(act(*dqkv), scratch->get(), ConstActPtr(act(*dout)), ConstActPtr(act(*qkv)), lse.get(),
                                  s.B, s.T, s.C, s.NH, cublas, nullptr, options);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -526,7 +535,8 @@ TEST_F(Bf16StorageTwins, GemmAttentionOptionsMatchTheDefaults) {
         return r;
       };
       const Run strided = run({});
-      // Pointer arrays; causal blocks (2, and 3 with pointer arrays: uneven blocks).
+      // Pointer arrays; causal blocks (2, and 3 with pointer arrays: uneven blocks, whose 16-bit
+      // corners off 16 bytes take the strided calls).
       const cuda::GemmAttentionOptions others[] = {{pointers, 1}, {nullptr, 2}, {pointers, 3}};
       for (const cuda::GemmAttentionOptions& options : others) {
         SCOPED_TRACE(std::string(options.matrix_pointers ? "pointer arrays" : "strided calls") + ", " +

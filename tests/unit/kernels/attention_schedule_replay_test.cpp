@@ -440,6 +440,7 @@ TEST(AttentionScheduleReplay, CausalBlocksPartitionTheRows) {
   EXPECT_EQ(as::causal_blocks(0, 10), 1);
   EXPECT_EQ(as::causal_blocks(4, 10), 4);
   EXPECT_EQ(as::causal_blocks(50, 10), 10);
+  EXPECT_EQ(as::causal_blocks(3, 0), 1);
 }
 
 // Causal row blocks (attention variants 7 and 8): the products leave out the upper corners
