@@ -112,6 +112,8 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.device = deck.value("run.device");
   config.run.attention = deck.value("run.attention");
   config.run.matmul_epilogues = deck.value("run.matmul_epilogues");
+  config.run.attention_blocks = int_value(deck, "run.attention_blocks");
+  config.run.attention_batching = deck.value("run.attention_batching");
   config.run.threads = int_value(deck, "run.threads");
   config.run.save_final = deck.value("run.save_final") == "true";
   config.run.restart = deck.value("run.restart");

@@ -53,7 +53,7 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused
                                  std::to_string(cuda_device_count()) +
                                  " are; check nvidia-smi and CUDA_VISIBLE_DEVICES); use run.device = cpu");
       }
-      return std::make_unique<cuda::CudaBackend>(gpu, options.attention, options.matmul_epilogues);
+      return std::make_unique<cuda::CudaBackend>(gpu, options);
 #else
       throw std::runtime_error("this build has no CUDA backend (configure with -DTRIDENT_CUDA=ON)");
 #endif

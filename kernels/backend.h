@@ -318,10 +318,24 @@ inline std::size_t flash_attention_scratch_floats(int B, int T, int NH) {
 // followed by separate kernels. fp32 runs and the CPU always run the separate kernels.
 enum class MatmulEpilogues { kFused, kSeparate };
 
+// How the CUDA GEMM attention batches each product over the B x NH (batch, head) matrices
+// (run.attention_batching; kernels/cuda/attention.cuh, GemmAttentionOptions):
+//   kStrided:  min(B, NH) strided batched cuBLAS calls, the shorter axis looped over;
+//   kPointers: one pointer-array batched call, after a kernel writes the matrices' addresses
+//              (products whose matrices do not all start on 16 bytes keep the strided calls).
+// The same matrices' products either way; only the number of calls differs.
+enum class AttentionBatching { kStrided, kPointers };
+
 // Choices a deck makes about a backend's kernels.
 struct BackendOptions {
   AttentionKernel attention = AttentionKernel::kGemm;
   MatmulEpilogues matmul_epilogues = MatmulEpilogues::kFused;
+  // The CUDA GEMM attention's schedule (run.attention_blocks, run.attention_batching): causal
+  // row blocks (1: every product over the full T x T square; k: per block of T / k queries
+  // against the keys below the block's end, (k - 1) / 2k of the square's work left out for k
+  // times the calls) and the batching. The CPU and flash attention ignore both.
+  int attention_blocks = 1;
+  AttentionBatching attention_batching = AttentionBatching::kStrided;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

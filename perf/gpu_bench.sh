@@ -4,11 +4,16 @@
 # accumulation (global batch = micro-batch). For each: median tokens/s and MFU over the steps
 # after the warm-up, and the GPU's peak memory in use (nvidia-smi, sampled every 0.2 s). Then
 # GPT-2 124M with run.attention = flash at micro-batches 8 and 32, and with
-# run.matmul_epilogues = separate (cuBLAS GEMMs and separate bias and GELU kernels) at 8.
+# run.matmul_epilogues = separate (cuBLAS GEMMs and separate bias and GELU kernels) at 8. Last,
+# the GEMM attention's other schedules (run.attention_blocks, run.attention_batching) at 8 and
+# 32, whose timings choose the defaults.
 #
 #   here:   build with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, pack (perf/gpu_pack.sh)
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_bench.sh /tmp/devpack [STEPS]
 #           (writes $OUT/bench.md when OUT is set; see TAG below)
+#   BENCH_ROWS=core runs only the issue's table (124M at 8, 16, 32; fp32; 350M; 774M), =variants
+#   only the rows after it (flash, separate epilogues, attention schedules); all (the default)
+#   both, so that a sitting can split them between commands.
 #
 # MFU is against log.peak_tflops = 989 (H100 SXM dense bf16; set PEAK_TFLOPS for another GPU).
 # The data is a synthetic token file generated on first use (the speed does not depend on it).
@@ -33,7 +38,7 @@ flags=(--oversubscribe)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 table="$out/bench.md"
-echo "| model | precision | micro-batch | attention | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate |" > "$table"
+echo "| model | precision | micro-batch | attention (blocks, batching) | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate |" > "$table"
 echo "|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
 
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).
@@ -45,14 +50,19 @@ median() {
     awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
-run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [EPILOGUES: fused (default) | separate]
-  local model=$1 precision=$2 mb=$3 attention=${4:-gemm} epilogues=${5:-fused}
-  local name="$1-$2-mb$3-${4:-gemm}-${5:-fused}"
+# run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [EPILOGUES: fused (default) | separate]
+#     [BLOCKS: GEMM attention's causal row blocks, 1 (default)] [BATCHING: strided (default) | pointers]
+run() {
+  local model=$1 precision=$2 mb=$3 attention=${4:-gemm} epilogues=${5:-fused} blocks=${6:-1} batching=${7:-strided}
+  local name="$1-$2-mb$3-$attention-$epilogues-b$blocks-$batching"
+  local label=$attention
+  [ "$attention" = gemm ] && label="gemm ($blocks, $batching)"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
   local sampler=$!
   capped "$run_cap" mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
     --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
     --run.attention="$attention" --run.matmul_epilogues="$epilogues" \
+    --run.attention_blocks="$blocks" --run.attention_batching="$batching" \
     --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
     --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50256 \
     --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
@@ -65,7 +75,7 @@ run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [
       125) why="skipped: budget spent" ;;
       *) why="failed (exit $rc): $( (grep -m1 -E 'error' "$out/$name.log" || tail -1 "$out/$name.log") | tr '|' '/')" ;;
     esac
-    echo "| gpt2-$model | $precision | $mb | $attention | $epilogues | $why | | | | | |" >> "$table"
+    echo "| gpt2-$model | $precision | $mb | $label | $epilogues | $why | | | | | |" >> "$table"
     publish
     return
   fi
@@ -76,7 +86,7 @@ run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [
   held=$(sed -n 's/^memory: device memory held by the backend at most: \([0-9.]*\) MiB.*/\1/p' "$out/$name.log")
   estimate=$(sed -n 's/^memory: rank 0 estimate \([^;]*\);.*/\1/p' "$out/$name.log")
   printf "| gpt2-%s | %s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s |\n" "$model" "$precision" "$mb" \
-    "$attention" "$epilogues" \
+    "$label" "$epilogues" \
     "$(median "$metrics" tokens_per_s)" "$(median "$metrics" ms_per_step)" \
     "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
     "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" "$(awk -v m="${held:-0}" 'BEGIN {print m / 1024}')" \
@@ -84,13 +94,33 @@ run() {  # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [
   publish
 }
 
-for mb in 8 16 32; do run 124m bf16 "$mb"; done
-run 124m fp32 8
-run 350m bf16 8
-run 774m bf16 8
+rows=${BENCH_ROWS:-all}
+case $rows in
+  core | variants | all) ;;
+  *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants or all" >&2; exit 2 ;;
+esac
+if [ "$rows" != variants ]; then
+  for mb in 8 16 32; do run 124m bf16 "$mb"; done
+  run 124m fp32 8
+  run 350m bf16 8
+  run 774m bf16 8
+fi
+if [ "$rows" = core ]; then
+  cat "$table"
+  publish
+  exit 0
+fi
 # Flash attention (run.attention = flash): no T x T workspace; its speed against the GEMM path.
 run 124m bf16 8 flash
 run 124m bf16 32 flash
 run 124m bf16 8 gemm separate
+# The GEMM attention's schedules (perf/kernels' attention variants 6 to 9 in whole steps): 4
+# causal row blocks, pointer-array products, both, 2 blocks; then the first and third at 32.
+run 124m bf16 8 gemm fused 4
+run 124m bf16 8 gemm fused 1 pointers
+run 124m bf16 8 gemm fused 4 pointers
+run 124m bf16 8 gemm fused 2
+run 124m bf16 32 gemm fused 4
+run 124m bf16 32 gemm fused 4 pointers
 cat "$table"
 publish

@@ -101,8 +101,18 @@ Precision one_16bit_precision(std::initializer_list<ConstActPtr> operands, const
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device_index, AttentionKernel attention, MatmulEpilogues epilogues)
-    : device_index_(device_index), attention_(attention), epilogues_(epilogues) {
+CudaBackend::CudaBackend(int device_index, BackendOptions options)
+    : device_index_(device_index),
+      attention_(options.attention),
+      epilogues_(options.matmul_epilogues),
+      attention_blocks_(options.attention_blocks),
+      attention_batching_(options.attention_batching) {
+  if (attention_blocks_ < 1) {
+    throw std::invalid_argument("the GEMM attention's causal row blocks must be at least 1, not " +
+                                std::to_string(attention_blocks_));
+  }
+  const AttentionKernel attention = attention_;
+  const MatmulEpilogues epilogues = epilogues_;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -116,8 +126,15 @@ CudaBackend::CudaBackend(int device_index, AttentionKernel attention, MatmulEpil
   cudaDeviceProp props{};
   CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));
   const std::string arch = "sm_" + std::to_string(props.major) + std::to_string(props.minor);
+  std::string schedule;
+  if (attention == AttentionKernel::kGemm && attention_blocks_ > 1) {
+    schedule += ", " + std::to_string(attention_blocks_) + " causal attention blocks";
+  }
+  if (attention == AttentionKernel::kGemm && attention_batching_ == AttentionBatching::kPointers) {
+    schedule += ", pointer-array attention products";
+  }
   name_ = std::string("cuda (") + props.name + ", " + arch +
-          (attention == AttentionKernel::kFlash ? ", flash attention" : "") +
+          (attention == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
           (epilogues == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + ")";
   if (attention == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
     // Refused here rather than by a failed launch in the first backward step.
@@ -365,7 +382,7 @@ void CudaBackend::attention_forward(ActPtr out, float* lse, float* scratch, Cons
     cuda::flash_attention_forward(out, lse, qkv, B, T, C, NH, stream_);
     return;
   }
-  cuda::attention_forward(out, lse, scratch, qkv, B, T, C, NH, cublas_, stream_);
+  cuda::attention_forward(out, lse, scratch, qkv, B, T, C, NH, cublas_, stream_, gemm_attention_options(B, NH));
 }
 
 void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout,
@@ -376,7 +393,20 @@ void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr do
     cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_);
     return;
   }
-  cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_);
+  cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_,
+                           gemm_attention_options(B, NH));
+}
+
+GemmAttentionOptions CudaBackend::gemm_attention_options(int B, int NH) {
+  GemmAttentionOptions options;
+  options.causal_blocks = attention_blocks_;  // clamped to [1, T] by the schedule
+  if (attention_batching_ == AttentionBatching::kPointers) {
+    // Each product writes its pointers and then reads them, in stream order, so one array
+    // serves every product of every layer.
+    options.matrix_pointers =
+        static_cast<void**>(workspace(cuda::attention_matrix_pointers(B, NH) * sizeof(void*)));
+  }
+  return options;
 }
 
 std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {

@@ -23,23 +23,26 @@ struct cublasContext;
 namespace trident::kernels::cuda {
 
 class LtMatmul;  // kernels/cuda/lt_matmul.cuh: cuBLASLt GEMMs with epilogues
+struct GemmAttentionOptions;  // kernels/cuda/attention.cuh: the GEMM attention's schedule
 
 class CudaBackend final : public Backend {
  public:
   // Makes device_index the current device of the calling thread and creates the stream, the
   // cuBLAS handle and the scratch on it. Throws std::runtime_error when the device is missing.
-  // attention: the GEMM path (kernels/cuda/attention.cuh) or flash attention
+  // options.attention: the GEMM path (kernels/cuda/attention.cuh) or flash attention
   // (flash_attention.cuh, head size 64: other sizes throw std::logic_error when called; a GPU
   // that allows less shared memory per block than the kernels need, before sm_80, throws
   // std::runtime_error here).
-  // epilogues: whether the 16-bit matmuls add their bias, and the MLP its GELU and GELU
-  // gradient, in cuBLASLt's epilogues (kFused; the cuBLASLt handle and its 32 MiB workspace are
-  // made here) or in separate kernels (kSeparate); fp32 matmuls never fuse.
+  // options.matmul_epilogues: whether the 16-bit matmuls add their bias, and the MLP its GELU
+  // and GELU gradient, in cuBLASLt's epilogues (kFused; the cuBLASLt handle and its 32 MiB
+  // workspace are made here) or in separate kernels (kSeparate); fp32 matmuls never fuse.
+  // options.attention_blocks and attention_batching: the GEMM path's schedule (its
+  // GemmAttentionOptions; the pointer arrays live in the workspace below). A block count below
+  // 1 throws std::invalid_argument here.
   // The device is made current once, here: use the backend from the thread that built it
   // (Trident runs one rank per process on one thread; allocations and launches go to the
   // calling thread's current device).
-  explicit CudaBackend(int device_index, AttentionKernel attention = AttentionKernel::kGemm,
-                       MatmulEpilogues epilogues = MatmulEpilogues::kFused);
+  explicit CudaBackend(int device_index, BackendOptions options = {});
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -146,6 +149,8 @@ class CudaBackend final : public Backend {
   int device_index_;                       // the CUDA device this backend runs on
   AttentionKernel attention_;              // GEMM path or flash attention (run.attention)
   MatmulEpilogues epilogues_;              // cuBLASLt epilogues or separate kernels (run.matmul_epilogues)
+  int attention_blocks_;                   // the GEMM path's causal row blocks (run.attention_blocks)
+  AttentionBatching attention_batching_;   // and how its products batch (run.attention_batching)
   std::unique_ptr<LtMatmul> lt_;           // cuBLASLt, under MatmulEpilogues::kFused only
   EpilogueCounts epilogue_counts_;
   std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
@@ -153,9 +158,10 @@ class CudaBackend final : public Backend {
   cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_ (fp32, or TF32: set_gemm_input_precision)
   double* sum_squares_scratch_ = nullptr;  // device partial sums of sum_squares
   // Device workspace of the kernels that need one for a call (the partial sums of the bias and
-  // LayerNorm parameter gradients, the embedding backward's sort), grown to the largest call
-  // so far: a few MiB at most (64 chunks x the widest biased layer's channels, 2 x 64 x C for a
-  // LayerNorm, or 3 ints per position of a micro-batch and CUB's sort storage).
+  // LayerNorm parameter gradients, the embedding backward's sort, the GEMM attention's pointer
+  // arrays), grown to the largest call so far: a few MiB at most (64 chunks x the widest biased
+  // layer's channels, 2 x 64 x C for a LayerNorm, 3 ints per position of a micro-batch and
+  // CUB's sort storage, or 3 B NH pointers).
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   // Bytes of each live allocation of allocate / allocate_tokens, their sum and its maximum.
@@ -173,6 +179,9 @@ class CudaBackend final : public Backend {
   float* column_scratch(std::size_t floats);
   float* bias_scratch(const float* dbias, int OC);
   void untrack(const void* ptr);
+  // The GEMM attention's options for a call of B x NH matrices (pointer arrays in the workspace
+  // under AttentionBatching::kPointers).
+  GemmAttentionOptions gemm_attention_options(int B, int NH);
 };
 
 }  // namespace trident::kernels::cuda

@@ -8,6 +8,7 @@
 #include "io/user_error.h"
 #include "kernels/backend.h"
 #include "parallel/mpi_comm.h"
+#include "src/app/backend_options.h"
 #include "src/app/command_args.h"
 #include "src/app/commands.h"
 #include "src/app/run_setup.h"
@@ -33,8 +34,7 @@ struct CountedKernels {
 };
 
 CountedKernels counted_kernels(const io::RunConfig& c) {
-  kernels::BackendOptions options;
-  options.attention = c.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
+  const kernels::BackendOptions options = backend_options(c);
   const bool gpu_here = kernels::cuda_compiled() && kernels::cuda_device_count() > 0;
   const bool cuda = c.run.device == "cuda" || options.attention == kernels::AttentionKernel::kFlash ||
                     (c.run.device == "auto" && gpu_here);

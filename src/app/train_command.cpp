@@ -11,6 +11,7 @@
 #include "kernels/rounded_storage_backend.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/parallel_context.h"
+#include "src/app/backend_options.h"
 #include "src/app/command_args.h"
 #include "src/app/commands.h"
 #include "src/app/dataset_access.h"
@@ -153,12 +154,7 @@ int train_command(const std::vector<std::string>& args) {
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const bool nccl = c.parallel.comm == "nccl";
   const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
-  // fp32 matmuls never fuse their epilogues: an fp32 run asks for none, and so holds no cuBLASLt
-  // workspace.
-  const bool fuse = c.run.matmul_epilogues == "fused" && c.train.precision != "fp32";
-  const kernels::BackendOptions kernel_options{
-      .attention = c.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm,
-      .matmul_epilogues = fuse ? kernels::MatmulEpilogues::kFused : kernels::MatmulEpilogues::kSeparate};
+  const kernels::BackendOptions kernel_options = backend_options(c);
   if (kernel_options.attention == kernels::AttentionKernel::kFlash && device.device == kernels::Device::kCpu) {
     // Every rank chose the same device (choose_device_collectively): all refuse alike.
     throw io::UserError("run.attention = flash: only the CUDA backend has flash attention, and this run is on the "

@@ -547,13 +547,82 @@ TEST_F(TwinBackends, AttentionBackwardMatchesCpu) {
   }
 }
 
+// Attention on another CUDA backend than the fixture's (other options) against the CPU twin.
+class AttentionTwins : public TwinBackends {
+ protected:
+  // Forward of `gpu` from the CPU's qkv (uniform in [-qkv_bound, qkv_bound]); then backward from
+  // the CPU forward's out and lse, so that the backward's own error is measured alone. Each
+  // backend's scratch starts full of garbage, and so do out, lse and dqkv (overwritten). With
+  // `same_bits_again`, a second backward from a NaN start must give the first's bits (every
+  // element written, none read; no atomics).
+  void expect_attention_agrees(Backend& gpu, const AttentionShape& s, float qkv_bound, bool same_bits_again) {
+    auto qkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), -qkv_bound, qkv_bound));
+    auto out = twin(uniform(count_of(s.B * s.T, s.C), 5.0f, 9.0f));
+    auto lse = twin(uniform(count_of(s.B * s.NH, s.T), 5.0f, 9.0f));
+    BackendFloats cpu_scratch(*cpu_, uniform(cpu_->attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
+    BackendFloats gpu_scratch(*gpu_, uniform(gpu.attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
+    cpu_->attention_forward(out.on(Side::kCpu), lse.on(Side::kCpu), cpu_scratch.get(), qkv.on(Side::kCpu), s.B, s.T,
+                            s.C, s.NH);
+    gpu.attention_forward(out.on(Side::kGpu), lse.on(Side::kGpu), gpu_scratch.get(), qkv.on(Side::kGpu), s.B, s.T,
+                          s.C, s.NH);
+    gpu.synchronize();
+    expect_twins_agree(out, kReductionTolerance, "out");
+    expect_twins_agree(lse, kReductionTolerance, "lse");
+
+    auto cpu_out = twin(out.values(Side::kCpu)), cpu_lse = twin(lse.values(Side::kCpu));
+    auto dout = twin(uniform(count_of(s.B * s.T, s.C), -1.0f, 1.0f));
+    auto dqkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), 5.0f, 9.0f));
+    cpu_->attention_backward(dqkv.on(Side::kCpu), cpu_scratch.get(), dout.on(Side::kCpu), qkv.on(Side::kCpu),
+                             cpu_out.on(Side::kCpu), cpu_lse.on(Side::kCpu), s.B, s.T, s.C, s.NH);
+    gpu.attention_backward(dqkv.on(Side::kGpu), gpu_scratch.get(), dout.on(Side::kGpu), qkv.on(Side::kGpu),
+                           cpu_out.on(Side::kGpu), cpu_lse.on(Side::kGpu), s.B, s.T, s.C, s.NH);
+    gpu.synchronize();
+    expect_twins_agree(dqkv, kReductionTolerance, "dqkv");
+    if (!same_bits_again) return;
+    auto repeat = twin(std::vector<float>(count_of(s.B * s.T, 3 * s.C), std::numeric_limits<float>::quiet_NaN()));
+    gpu.attention_backward(repeat.on(Side::kGpu), gpu_scratch.get(), dout.on(Side::kGpu), qkv.on(Side::kGpu),
+                           cpu_out.on(Side::kGpu), cpu_lse.on(Side::kGpu), s.B, s.T, s.C, s.NH);
+    gpu.synchronize();
+    EXPECT_EQ(repeat.values(Side::kGpu), dqkv.values(Side::kGpu));
+  }
+};
+
+// The GEMM attention's other schedules (run.attention_blocks, run.attention_batching) through
+// the backend: causal row blocks and pointer-array products, the arrays in the backend's
+// workspace, at the tolerances of the defaults (only the batching of the products and the
+// columns past each block's end differ). cuda_bf16_storage_test.cpp compares the same options
+// against the defaults in 16 bits, at the launcher.
+TEST_F(AttentionTwins, AttentionSchedulesMatchCpu) {
+  struct Schedule {
+    const char* name;
+    int blocks;
+    AttentionBatching batching;
+  };
+  const Schedule schedules[] = {{"2 blocks", 2, AttentionBatching::kStrided},
+                                {"pointer arrays", 1, AttentionBatching::kPointers},
+                                {"4 blocks, pointer arrays", 4, AttentionBatching::kPointers},
+                                {"more blocks than rows", 1000, AttentionBatching::kStrided}};
+  for (const Schedule& schedule : schedules) {
+    BackendOptions options;
+    options.attention_blocks = schedule.blocks;
+    options.attention_batching = schedule.batching;
+    auto gpu = make_backend(Device::kCuda, kCpuThreads, 0, options);
+    for (const AttentionShape& s : kAttentionShapes) {
+      SCOPED_TRACE(std::string(schedule.name) + ", " + s.name);
+      expect_attention_agrees(*gpu, s, 1.0f, false);
+    }
+  }
+  BackendOptions none;
+  none.attention_blocks = 0;
+  EXPECT_THROW(make_backend(Device::kCuda, kCpuThreads, 0, none), std::invalid_argument);
+}
+
 // Flash attention (run.attention = flash): the same contract, another algorithm (online
 // softmax, P rebuilt tile by tile, D = dout . out), against the CPU twin at head size 64; the
-// ragged lengths end mid-tile. Forward from the same qkv; backward from the CPU forward's out
-// and lse, so that its own error is measured alone. tests/unit/kernels/
-// flash_attention_replay_test.cpp replays the same per-thread code on the host at 1e-5; here
-// the device's FMA contraction and expf add their few ulps.
-TEST_F(TwinBackends, FlashAttentionMatchesCpu) {
+// ragged lengths end mid-tile. tests/unit/kernels/flash_attention_replay_test.cpp replays the
+// same per-thread code on the host at 1e-5; here the device's FMA contraction and expf add their
+// few ulps. No atomics: a second backward gives the same bits.
+TEST_F(AttentionTwins, FlashAttentionMatchesCpu) {
   auto flash = make_backend(Device::kCuda, kCpuThreads, 0, {.attention = AttentionKernel::kFlash});
   const AttentionShape shapes[] = {{"B=2 T=129 C=128 NH=2", 2, 129, 128, 2},
                                    {"B=1 T=300 C=192 NH=3", 1, 300, 192, 3},
@@ -561,35 +630,7 @@ TEST_F(TwinBackends, FlashAttentionMatchesCpu) {
   for (const AttentionShape& s : shapes) {
     SCOPED_TRACE(s.name);
     EXPECT_EQ(flash->attention_scratch_size(s.B, s.T, s.NH), count_of(s.B * s.NH, s.T));
-    auto qkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), -2.0f, 2.0f));
-    auto out = twin(uniform(count_of(s.B * s.T, s.C), 5.0f, 9.0f));
-    auto lse = twin(uniform(count_of(s.B * s.NH, s.T), 5.0f, 9.0f));
-    BackendFloats cpu_scratch(*cpu_, uniform(cpu_->attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
-    BackendFloats gpu_scratch(*gpu_, uniform(flash->attention_scratch_size(s.B, s.T, s.NH), 5.0f, 9.0f));
-    cpu_->attention_forward(out.on(Side::kCpu), lse.on(Side::kCpu), cpu_scratch.get(), qkv.on(Side::kCpu), s.B, s.T,
-                            s.C, s.NH);
-    flash->attention_forward(out.on(Side::kGpu), lse.on(Side::kGpu), gpu_scratch.get(), qkv.on(Side::kGpu), s.B,
-                             s.T, s.C, s.NH);
-    flash->synchronize();
-    expect_twins_agree(out, kReductionTolerance, "flash out");
-    expect_twins_agree(lse, kReductionTolerance, "flash lse");
-
-    auto cpu_out = twin(out.values(Side::kCpu)), cpu_lse = twin(lse.values(Side::kCpu));
-    auto dout = twin(uniform(count_of(s.B * s.T, s.C), -1.0f, 1.0f));
-    auto dqkv = twin(uniform(count_of(s.B * s.T, 3 * s.C), 5.0f, 9.0f));  // garbage: overwritten
-    cpu_->attention_backward(dqkv.on(Side::kCpu), cpu_scratch.get(), dout.on(Side::kCpu), qkv.on(Side::kCpu),
-                             cpu_out.on(Side::kCpu), cpu_lse.on(Side::kCpu), s.B, s.T, s.C, s.NH);
-    flash->attention_backward(dqkv.on(Side::kGpu), gpu_scratch.get(), dout.on(Side::kGpu), qkv.on(Side::kGpu),
-                              cpu_out.on(Side::kGpu), cpu_lse.on(Side::kGpu), s.B, s.T, s.C, s.NH);
-    flash->synchronize();
-    expect_twins_agree(dqkv, kReductionTolerance, "flash dqkv");
-    // No atomics: a second backward from the same state gives the same bits, and from a NaN
-    // start (every element written, none read).
-    auto repeat = twin(std::vector<float>(count_of(s.B * s.T, 3 * s.C), std::numeric_limits<float>::quiet_NaN()));
-    flash->attention_backward(repeat.on(Side::kGpu), gpu_scratch.get(), dout.on(Side::kGpu), qkv.on(Side::kGpu),
-                              cpu_out.on(Side::kGpu), cpu_lse.on(Side::kGpu), s.B, s.T, s.C, s.NH);
-    flash->synchronize();
-    EXPECT_EQ(repeat.values(Side::kGpu), dqkv.values(Side::kGpu));
+    expect_attention_agrees(*flash, s, 2.0f, true);
   }
   // Head sizes other than 64 are refused, not computed wrongly.
   BackendFloats scratch(*gpu_, std::vector<float>(count_of(2 * 3, 37)));

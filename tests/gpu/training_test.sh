@@ -7,7 +7,8 @@
 # - run.attention = flash at head size 64: 10 fp32 steps within 1e-4 of the CPU, 10 bf16
 #   steps within 1e-2 of the CPU's bf16 (one bf16 unit of the stored activations is 2^-8),
 #   with the matmuls' bias and GELU in cuBLASLt's epilogues (the default) and in separate kernels,
-#   and with the GEMM attention on bf16 buffers (run.attention = gemm, the default);
+#   and with the GEMM attention on bf16 buffers (run.attention = gemm, the default), also with
+#   4 causal row blocks and pointer-array products (run.attention_blocks, run.attention_batching);
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
 #   GPU, against one rank on it: within 1e-4 (cuBLAS may pick other kernels, with other
@@ -101,6 +102,16 @@ grep -q "^backend.*bf16 kernels (.*attention" ggpu16.log \
   || { grep '^backend' ggpu16.log; fail "the bf16 GEMM attention run does not name attention among its bf16 kernels"; }
 out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl ggpu16/metrics.jsonl loss 1e-2) \
   && pass "GEMM attention, bf16 GPU against bf16 CPU: $out" || fail "GEMM attention, bf16: $out"
+# And with its other schedule (run.attention_blocks = 4, run.attention_batching = pointers):
+# the same products in other calls, the backend's workspace holding the pointer arrays.
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention_blocks=4 \
+  --run.attention_batching=pointers --run.dir=sgpu16 > sgpu16.log 2>&1 \
+  || { tail -20 sgpu16.log; fail "GEMM attention bf16 with 4 blocks and pointer arrays on the GPU"; }
+grep -q "^backend.*4 causal attention blocks, pointer-array attention products" sgpu16.log \
+  || { grep '^backend' sgpu16.log; fail "the attention schedule run does not name its schedule"; }
+out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl sgpu16/metrics.jsonl loss 1e-2) \
+  && pass "GEMM attention, 4 blocks and pointer arrays, bf16 GPU against bf16 CPU: $out" \
+  || fail "GEMM attention, 4 blocks and pointer arrays, bf16: $out"
 
 common="--train.eval_batches=0 --run.device=cuda --run.restart=none"
 # The reference: one rank with host-staged communication (parallel.comm defaults to nccl).

@@ -101,6 +101,15 @@ TEST(RunConfig, FlashAttentionNeedsHeadsOf64Channels) {
             "(use run.attention = gemm, or model.heads = 12)");
 }
 
+TEST(RunConfig, AttentionScheduleKeys) {
+  EXPECT_EQ(config_of({}).run.attention_blocks, 1);  // the defaults: production's schedule
+  EXPECT_EQ(config_of({}).run.attention_batching, "strided");
+  EXPECT_EQ(config_of({"--run.attention_blocks=4"}).run.attention_blocks, 4);
+  EXPECT_EQ(config_of({"--run.attention_batching=pointers"}).run.attention_batching, "pointers");
+  const std::string message = config_error({"--run.attention_blocks=0"});
+  EXPECT_EQ(message.rfind("run.attention_blocks = 0", 0), 0u) << message;
+}
+
 TEST(RunConfig, MicroBatchMustDivideGlobalBatch) {
   EXPECT_EQ(config_error({"--train.global_batch=10", "--train.micro_batch=4"}),
             "train.global_batch = 10 is not a multiple of train.micro_batch = 4 (use "
