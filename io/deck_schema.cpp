@@ -80,7 +80,8 @@ std::vector<KeySpec> make_schema() {
       int_key("run.attention_blocks", "1", 1, 1024,
               "GEMM attention on CUDA: causal row blocks. 1 runs each product over the full T x T "
               "square; k runs it per block of T / k queries against the keys below the block's end, "
-              "leaving out (k - 1) / 2k of the square's work for k times the calls (at most T blocks). "
+              "leaving out about (k - 1) / 2k of the square's work for k times the calls (blocks start on "
+              "multiples of 8 rows; at most T / 8 blocks, rounded up). "
               "Results agree to rounding; flash attention and the CPU ignore it."),
       choice_key("run.attention_batching", "strided", {"strided", "pointers"},
                  "GEMM attention on CUDA: each product over the batch x heads matrices as min(batch, "

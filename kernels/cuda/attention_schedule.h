@@ -126,22 +126,32 @@ void strided_calls(Grid grid, const View<A>& a, const View<Bt>& b, const View<C>
 // The T query rows in `blocks` blocks, block j = [block_start(j), block_start(j + 1)). Queries
 // of block j attend to keys below block_start(j + 1) only, so each product runs per block on
 // that corner of the T x T square: with one block the full square (the products compute the
-// upper triangle's zeros too), with k blocks (k - 1) / 2k of it left out, for k times the calls.
-// blocks is in [1, T] (causal_blocks), so no block is empty. The starts are not rounded: where
-// k does not divide T into multiples of 8 rows, the 16-bit corners of P and dS start off 16
-// bytes, which rules out pointer arrays there (aligned_matrices) and may slow cuBLAS; k = 2 and
-// 4 at T = 1024 keep every start aligned.
+// upper triangle's zeros too), with k blocks about (k - 1) / 2k of it left out, for k times the
+// calls. The blocks are made of whole groups of kBlockRows rows (the last group ragged when T is
+// not a multiple), split as evenly as the groups allow: every block start is a multiple of 8
+// rows, so each corner of a 16-bit P or dS (rows T floats apart) starts as aligned as its slot,
+// and so do the block's query rows, for any k. blocks is in [1, row_groups(T)] (causal_blocks),
+// so no block is empty. k = 2 and 4 at T = 1024 give the even split (starts j T / k).
+constexpr int kBlockRows = 8;
+TRIDENT_ATTENTION_HD int row_groups(int T) { return (T + kBlockRows - 1) / kBlockRows; }
 TRIDENT_ATTENTION_HD int block_start(int j, int T, int blocks) {
-  return static_cast<int>(static_cast<long long>(j) * T / blocks);
+  const long long start = static_cast<long long>(j) * row_groups(T) / blocks * kBlockRows;
+  return start < T ? static_cast<int>(start) : T;
 }
 // The end of query t's block: the columns a row pass writes (zeros past t) and the products read.
+// Block j holds the groups g with floor(j G / k) <= g < floor((j + 1) G / k), so t's group
+// t / kBlockRows lies in block floor(((g + 1) k - 1) / G).
 TRIDENT_ATTENTION_HD int row_end(int t, int T, int blocks) {
-  const int j = static_cast<int>(((static_cast<long long>(t) + 1) * blocks - 1) / T);  // t's block
+  const int g = t / kBlockRows;
+  const int j = static_cast<int>(((static_cast<long long>(g) + 1) * blocks - 1) / row_groups(T));
   return block_start(j + 1, T, blocks);
 }
-// A requested block count made valid for T: at least 1, at most T (1 for T = 0, which the
-// launchers return before).
-inline int causal_blocks(int requested, int T) { return requested > T ? (T > 1 ? T : 1) : requested < 1 ? 1 : requested; }
+// A requested block count made valid for T: at least 1, at most row_groups(T) (1 for T = 0,
+// which the launchers return before).
+inline int causal_blocks(int requested, int T) {
+  const int most = row_groups(T) > 1 ? row_groups(T) : 1;
+  return requested > most ? most : requested < 1 ? 1 : requested;
+}
 
 // ---- the per-element math of the row passes (device kernels and host replay) ----
 
@@ -184,7 +194,7 @@ inline std::size_t region_floats(int B, int T, int NH) {
 template <class E>
 struct Layout {
   int B, T, C, NH;
-  int blocks = 1;  // causal row blocks, in [1, T]
+  int blocks = 1;  // causal row blocks, in [1, row_groups(T)]
 
   int head_size() const { return C / NH; }
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_size())); }

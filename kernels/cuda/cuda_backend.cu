@@ -399,7 +399,7 @@ void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr do
 
 GemmAttentionOptions CudaBackend::gemm_attention_options(int B, int NH) {
   GemmAttentionOptions options;
-  options.causal_blocks = attention_blocks_;  // clamped to [1, T] by the schedule
+  options.causal_blocks = attention_blocks_;  // clamped by the schedule (causal_blocks)
   if (attention_batching_ == AttentionBatching::kPointers) {
     // Each product writes its pointers and then reads them, in stream order, so one array
     // serves every product of every layer.

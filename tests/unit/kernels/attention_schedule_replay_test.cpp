@@ -424,22 +424,37 @@ TEST(AttentionScheduleReplay, PointerArrayBatchingMatchesStridedCalls) {
 }
 
 // block_start and row_end against their definitions: blocks partition [0, T) in order, none
-// empty, and row_end(t) is the end of the block holding t; causal_blocks clamps to [1, T].
+// empty, each starting on a multiple of 8 rows, as even as whole groups of 8 rows allow (sizes
+// in groups differ by at most one), and row_end(t) is the end of the block holding t;
+// causal_blocks clamps to [1, groups of 8 rows].
 TEST(AttentionScheduleReplay, CausalBlocksPartitionTheRows) {
-  for (int T = 1; T <= 70; T++) {
-    for (int blocks = 1; blocks <= T; blocks++) {
+  for (int T = 1; T <= 140; T++) {
+    const int groups = (T + 7) / 8;
+    for (int blocks = 1; blocks <= groups; blocks++) {
       EXPECT_EQ(as::block_start(0, T, blocks), 0);
       EXPECT_EQ(as::block_start(blocks, T, blocks), T);
+      int fewest = groups, most = 0;  // whole groups of 8 rows per block (the last may be ragged)
       for (int j = 0; j < blocks; j++) {
         const int r0 = as::block_start(j, T, blocks), r1 = as::block_start(j + 1, T, blocks);
         ASSERT_LT(r0, r1) << "T=" << T << " blocks=" << blocks << " block " << j;
+        EXPECT_EQ(r0 % 8, 0) << "T=" << T << " blocks=" << blocks << " block " << j;
+        const int size = (r1 - r0 + 7) / 8;
+        fewest = std::min(fewest, size);
+        most = std::max(most, size);
         for (int t = r0; t < r1; t++) ASSERT_EQ(as::row_end(t, T, blocks), r1) << "T=" << T << " t=" << t;
       }
+      EXPECT_LE(most - fewest, 1) << "T=" << T << " blocks=" << blocks;
     }
   }
+  // GPT-2's T with 2 and 4 blocks: the even split.
+  EXPECT_EQ(as::block_start(1, 1024, 2), 512);
+  EXPECT_EQ(as::block_start(3, 1024, 4), 768);
   EXPECT_EQ(as::causal_blocks(0, 10), 1);
-  EXPECT_EQ(as::causal_blocks(4, 10), 4);
-  EXPECT_EQ(as::causal_blocks(50, 10), 10);
+  EXPECT_EQ(as::causal_blocks(2, 10), 2);
+  EXPECT_EQ(as::causal_blocks(4, 10), 2);  // 10 rows: two groups of 8 (one ragged)
+  EXPECT_EQ(as::causal_blocks(50, 1024), 50);
+  EXPECT_EQ(as::causal_blocks(500, 1024), 128);
+  EXPECT_EQ(as::causal_blocks(3, 5), 1);
   EXPECT_EQ(as::causal_blocks(3, 0), 1);
 }
 
