@@ -24,6 +24,11 @@
 set -u
 pack=${1:-/tmp/devpack}
 steps=${2:-30}
+rows=${BENCH_ROWS:-all}
+case $rows in
+  core | variants | all) ;;
+  *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants or all" >&2; exit 2 ;;
+esac
 # shellcheck disable=SC1091
 source "$pack/env.sh"
 # shellcheck source=perf/gpu_budget.sh
@@ -57,12 +62,17 @@ run() {
   local name="$1-$2-mb$3-$attention-$epilogues-b$blocks-$batching"
   local label=$attention
   [ "$attention" = gemm ] && label="gemm ($blocks, $batching)"
+  # The schedule's keys only where they differ from the defaults, so that a pack built before
+  # they existed (gpu_pack.sh's second build) still runs the other rows.
+  local schedule=()
+  [ "$blocks" != 1 ] && schedule+=(--run.attention_blocks="$blocks")
+  [ "$batching" != strided ] && schedule+=(--run.attention_batching="$batching")
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
   local sampler=$!
   capped "$run_cap" mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
     --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
     --run.attention="$attention" --run.matmul_epilogues="$epilogues" \
-    --run.attention_blocks="$blocks" --run.attention_batching="$batching" \
+    "${schedule[@]}" \
     --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
     --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50256 \
     --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
@@ -94,11 +104,6 @@ run() {
   publish
 }
 
-rows=${BENCH_ROWS:-all}
-case $rows in
-  core | variants | all) ;;
-  *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants or all" >&2; exit 2 ;;
-esac
 if [ "$rows" != variants ]; then
   for mb in 8 16 32; do run 124m bf16 "$mb"; done
   run 124m fp32 8

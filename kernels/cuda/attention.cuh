@@ -18,9 +18,10 @@ namespace trident::kernels::cuda {
 // the score gradient between the products are rounded to the same format:
 // attention_schedule.h says why and what it costs); lse and the scratch are fp32.
 
-// How the products run (attention_schedule.h). Production passes the defaults; perf/kernels'
-// attention variants time the others, which move into production only on a GPU's measurements.
-// Forward and backward must be given the same options for backward's recomputed scores to
+// How the products run (attention_schedule.h). CudaBackend passes the deck's choice
+// (run.attention_blocks, run.attention_batching), the defaults unless a deck asks; perf/kernels'
+// attention variants and perf/gpu_bench.sh time the others, and a GPU's measurements choose the
+// defaults. Forward and backward must be given the same options for backward's recomputed scores to
 // have forward's bits.
 struct GemmAttentionOptions {
   // null: each product min(B, NH) strided batched cuBLAS calls (per causal block); or device
@@ -29,8 +30,9 @@ struct GemmAttentionOptions {
   // bytes is one pointer-array batched call (attention variant 6).
   void** matrix_pointers = nullptr;
   // Causal row blocks: 1, each product over the full T x T square; k, each product per block
-  // of T / k queries against the keys below the block's end, (k - 1) / 2k of the square left
-  // out for k times the calls (attention variants 7 and 8: 2 and 4).
+  // of about T / k queries (whole groups of 8 rows: attention_schedule.h) against the keys below
+  // the block's end, about (k - 1) / 2k of the square left out for k times the calls (attention
+  // variants 7 and 8: 2 and 4).
   int causal_blocks = 1;
 };
 

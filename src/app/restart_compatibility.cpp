@@ -11,11 +11,14 @@ bool restart_may_change(const std::string& key) {
   // Whole sections, then single keys.
   constexpr std::array<std::string_view, 3> kSections = {"parallel.", "log.", "checkpoint."};
   // train.precision may change too: checkpoints hold fp32 master weights whatever the precision
-  // (an fp16 run resumed from another precision starts at train.loss_scale).
-  constexpr std::array<std::string_view, 13> kKeys = {
+  // (an fp16 run resumed from another precision starts at train.loss_scale). So may the choice
+  // of kernels (run.attention and the GEMM attention's schedule, run.matmul_epilogues), which
+  // like run.device changes the results only by rounding.
+  constexpr std::array<std::string_view, 17> kKeys = {
       "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
       "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
-      "train.precision",  "train.loss_scale", "train.loss_scale_window"};
+      "train.precision",  "train.loss_scale", "train.loss_scale_window", "run.attention", "run.matmul_epilogues",
+      "run.attention_blocks", "run.attention_batching"};
   for (std::string_view section : kSections) {
     if (key.rfind(section, 0) == 0) return true;
   }
@@ -33,8 +36,8 @@ void check_restart_compatible(const io::ResolvedDeck& checkpoint_deck, const io:
     const std::string& saved = checkpoint_deck.value(key);
     if (saved != value) {
       throw io::UserError("run.restart: " + key + " = " + value + " differs from " + saved + " in checkpoint '" +
-                          checkpoint_path + "'; a restart may change only the steps, layout, logging, checkpoint "
-                          "cadence, threads and paths (set " + key + " = " + saved + " to resume, or " +
+                          checkpoint_path + "'; a restart may change only the steps, layout, precision, kernels, "
+                          "logging, checkpoint cadence, threads and paths (set " + key + " = " + saved + " to resume, or " +
                           "run.restart = none to start afresh)");
     }
   }

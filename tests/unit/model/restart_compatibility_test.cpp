@@ -29,6 +29,16 @@ TEST(RestartCompatibility, PrecisionAndTransportMayChange) {
       "ck.h5"));
 }
 
+// The kernels change the results only by rounding, as the device does: a run may resume with
+// other ones (flash attention on a GPU that has it, another attention schedule).
+TEST(RestartCompatibility, KernelChoicesMayChange) {
+  const auto saved = deck({});
+  EXPECT_NO_THROW(app::check_restart_compatible(
+      saved, deck({"--run.attention=flash", "--run.matmul_epilogues=separate", "--run.attention_blocks=4",
+                   "--run.attention_batching=pointers", "--run.device=auto"}),
+      "ck.h5"));
+}
+
 TEST(RestartCompatibility, AModelOrOptimizerChangeNamesTheKeyAndBothValues) {
   const auto saved = deck({});
   try {
