@@ -26,6 +26,12 @@ Native16BitKernels native_16bit_kernels(Device device, [[maybe_unused]] BackendO
   return device == Device::kCpu ? Native16BitKernels{} : Native16BitKernels::all();
 }
 
+double Backend::sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count) {
+  double total = 0.0;
+  for (std::size_t i = 0; i < count; ++i) total += sum_squares(base + ranges[i].offset, ranges[i].count);
+  return total;
+}
+
 void Backend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
                                   int N, int C, int OC) {
   matmul_forward(pre, inp, weight, bias, N, C, OC);

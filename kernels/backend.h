@@ -29,6 +29,7 @@
 #include <string>
 
 #include "kernels/act_ptr.h"
+#include "kernels/element_range.h"
 #include "kernels/precision.h"
 
 namespace trident::kernels {
@@ -277,6 +278,11 @@ class Backend {
   virtual void scale(float* x, float factor, std::size_t n) = 0;                     // x *= factor
   // Sum of squares in double precision (for the global gradient norm).
   virtual double sum_squares(const float* x, std::size_t n) = 0;
+  // The sums of squares of `count` ranges of base, each as sum_squares gives it, added in
+  // order from 0: the gradient norm of a tensor rank > 0, whose replicated tensors leave gaps.
+  // A device backend waits for the device once here, not once per range. Default: sum_squares
+  // per range.
+  virtual double sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count);
   // dst[i] = src[i] rounded to `precision`'s storage (kernels/precision.h; dst may alias src):
   // 16-bit storage of activations, and the compute copy of fp32 master weights. kFp32 copies.
   virtual void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) = 0;

@@ -107,6 +107,9 @@ class ForwardingBackend : public Backend {
   void accumulate(float* dst, const float* src, std::size_t n) override { inner_.accumulate(dst, src, n); }
   void scale(float* x, float factor, std::size_t n) override { inner_.scale(x, factor, n); }
   double sum_squares(const float* x, std::size_t n) override { return inner_.sum_squares(x, n); }
+  double sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count) override {
+    return inner_.sum_squares_of_ranges(base, ranges, count);
+  }
   void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) override {
     inner_.round_to_precision(dst, src, n, precision);
   }

@@ -91,6 +91,11 @@ class TimingBackend final : public kernels::ForwardingBackend {
     timed("sum_squares", [&] { r = inner_.sum_squares(x, n); });
     return r;
   }
+  double sum_squares_of_ranges(const float* base, const kernels::ElementRange* ranges, std::size_t count) override {
+    double r = 0;
+    timed("sum_squares", [&] { r = inner_.sum_squares_of_ranges(base, ranges, count); });
+    return r;
+  }
   void round_to_precision(float* d, const float* s, std::size_t n, kernels::Precision p) override {
     timed("round_to_precision", [&] { inner_.round_to_precision(d, s, n, p); });
   }

@@ -1,7 +1,8 @@
 // CudaBackend: forwards every Backend call to the launcher of its operation, on the one stream
 // of this backend, and owns that stream, the cuBLAS handle (and, for fused matmul epilogues,
 // the cuBLASLt one), the scratch of sum_squares and a workspace grown for the kernels that need
-// one (column sums, the embedding backward's sort).
+// one (column sums, the embedding backward's sort, the GEMM attention's pointer arrays, the
+// per-range totals of sum_squares_of_ranges).
 //
 // Ordering: every kernel, cuBLAS call, memset and copy goes on stream_, so they run in call
 // order and no event is needed between them. The stream is a blocking one (cudaStreamCreate):
@@ -457,6 +458,14 @@ void CudaBackend::scale(float* x, float factor, std::size_t n) {
 
 double CudaBackend::sum_squares(const float* x, std::size_t n) {
   return cuda::sum_squares(x, n, sum_squares_scratch_, stream_);
+}
+
+double CudaBackend::sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count) {
+  // The ranges' totals in the workspace: nothing else holds it during the call.
+  range_totals_.resize(count);
+  return cuda::sum_squares_of_ranges(base, ranges, count, sum_squares_scratch_,
+                                     static_cast<double*>(workspace(count * sizeof(double))), range_totals_.data(),
+                                     stream_);
 }
 
 void CudaBackend::set_gemm_input_precision(Precision inputs) {

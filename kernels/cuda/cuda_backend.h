@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/backend.h"
 
@@ -136,6 +137,7 @@ class CudaBackend final : public Backend {
   void accumulate(float* dst, const float* src, std::size_t n) override;
   void scale(float* x, float factor, std::size_t n) override;
   double sum_squares(const float* x, std::size_t n) override;
+  double sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count) override;
   void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) override;
   void narrow(ActPtr dst, const float* src, std::size_t n) override;
   void widen(float* dst, ConstActPtr src, std::size_t n) override;
@@ -157,11 +159,13 @@ class CudaBackend final : public Backend {
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
   cublasContext* cublas_ = nullptr;        // cuBLAS handle bound to stream_ (fp32, or TF32: set_gemm_input_precision)
   double* sum_squares_scratch_ = nullptr;  // device partial sums of sum_squares
+  std::vector<double> range_totals_;       // host copy of sum_squares_of_ranges' per-range totals
   // Device workspace of the kernels that need one for a call (the partial sums of the bias and
   // LayerNorm parameter gradients, the embedding backward's sort, the GEMM attention's pointer
-  // arrays), grown to the largest call so far: a few MiB at most (64 chunks x the widest biased
-  // layer's channels, 2 x 64 x C for a LayerNorm, 3 ints per position of a micro-batch and
-  // CUB's sort storage, or 3 B NH pointers).
+  // arrays, the per-range totals of sum_squares_of_ranges), grown to the largest call so far: a
+  // few MiB at most (64 chunks x the widest biased layer's channels, 2 x 64 x C for a LayerNorm,
+  // 3 ints per position of a micro-batch and CUB's sort storage, 3 B NH pointers, or a double
+  // per range).
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   // Bytes of each live allocation of allocate / allocate_tokens, their sum and its maximum.

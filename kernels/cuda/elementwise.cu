@@ -103,6 +103,30 @@ double sum_squares(const float* x, std::size_t n, double* scratch, cudaStream_t 
   return result;
 }
 
+double sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count, double* scratch,
+                             double* totals, double* host_totals, cudaStream_t stream) {
+  if (count == 0) return 0.0;
+  // The partials are reused range after range: stream order keeps each range's second stage
+  // ahead of the next range's first.
+  double* partials = scratch;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (ranges[i].count == 0) {
+      CUDA_CHECK(cudaMemsetAsync(totals + i, 0, sizeof(double), stream));
+      continue;
+    }
+    sum_squares_partial_kernel<<<kSumSquaresBlocks, kElementwiseThreads, 0, stream>>>(partials, base + ranges[i].offset,
+                                                                                     ranges[i].count);
+    CUDA_CHECK_LAUNCH();
+    sum_partials_kernel<<<1, kElementwiseThreads, 0, stream>>>(totals + i, partials, kSumSquaresBlocks);
+    CUDA_CHECK_LAUNCH();
+  }
+  CUDA_CHECK(cudaMemcpyAsync(host_totals, totals, count * sizeof(double), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  double total = 0.0;
+  for (std::size_t i = 0; i < count; ++i) total += host_totals[i];
+  return total;
+}
+
 void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision, cudaStream_t stream) {
   if (n == 0) return;
   switch (precision) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
+#include "kernels/element_range.h"
 #include "kernels/precision.h"
 
 namespace trident::kernels::cuda {
@@ -28,5 +29,12 @@ inline constexpr std::size_t kSumSquaresScratch = kSumSquaresBlocks + 1;
 // sum_i x[i]^2 accumulated in double. scratch: kSumSquaresScratch doubles of device memory.
 // Waits for the stream (the result is needed on the host).
 double sum_squares(const float* x, std::size_t n, double* scratch, cudaStream_t stream);
+
+// The sums of squares of `count` ranges of base, each reduced as sum_squares reduces it into
+// totals[i] (device memory, count doubles; scratch as above), then copied back at once and
+// added in order from 0 on the host: sum_squares' bits per range, one wait for the stream.
+// host_totals: count doubles of host memory.
+double sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count, double* scratch,
+                             double* totals, double* host_totals, cudaStream_t stream);
 
 }  // namespace trident::kernels::cuda

@@ -156,8 +156,7 @@ StepResult Trainer::step(int64_t step_index) {
   // group, replicated tensors count on tensor rank 0 only (norm_segments_).
   float* shard_grads = model_.gradients() + shard_.begin;
   const std::size_t count = zero_ ? shard_.size() : model_.params().total_count();
-  double squares = 0.0;
-  for (const NormSegment& s : norm_segments_) squares += backend_.sum_squares(model_.gradients() + s.offset, s.count);
+  double squares = backend_.sum_squares_of_ranges(model_.gradients(), norm_segments_.data(), norm_segments_.size());
   if (zero_) ctx_.data().all_reduce_sum(&squares, 1);
   ctx_.model().all_reduce_sum(&squares, 1);
   // The gradients are loss_scale times the true ones: so is their norm.

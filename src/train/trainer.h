@@ -46,10 +46,7 @@ struct RunSummary {
 };
 
 // A contiguous range of the gradient arena that this rank counts in the global norm.
-struct NormSegment {
-  std::size_t offset = 0;
-  std::size_t count = 0;
-};
+using NormSegment = kernels::ElementRange;
 
 struct StepResult {
   double loss = 0.0;       // global mean token loss of the step

@@ -19,6 +19,7 @@
 #include <limits>
 #include <string>
 #include <stdexcept>
+#include <iterator>
 #include <vector>
 
 #include "kernels/backend.h"              // Backend, AdamWArgs
@@ -607,7 +608,11 @@ TEST_F(AttentionTwins, AttentionSchedulesMatchCpu) {
     options.attention_blocks = schedule.blocks;
     options.attention_batching = schedule.batching;
     auto gpu = make_backend(Device::kCuda, kCpuThreads, 0, options);
-    for (const AttentionShape& s : kAttentionShapes) {
+    // The twin shapes, and one whose fp32 slots and corners all start on 16 bytes with B > 1, so
+    // that the pointer arrays step along the batch stride too (T = 64: 16-row blocks at k = 4).
+    std::vector<AttentionShape> shapes(std::begin(kAttentionShapes), std::end(kAttentionShapes));
+    shapes.push_back({"B=4 T=64 C=128 NH=2 (every matrix on 16 bytes)", 4, 64, 128, 2});
+    for (const AttentionShape& s : shapes) {
       SCOPED_TRACE(std::string(schedule.name) + ", " + s.name);
       expect_attention_agrees(*gpu, s, 1.0f, false);
     }
@@ -690,6 +695,23 @@ TEST_F(TwinBackends, SumSquaresMatchesCpuInDouble) {
     EXPECT_LE(std::abs(got - want), kDoubleSumTolerance * want)
         << "gpu " << got << ", cpu " << want;
   }
+}
+
+// One wait for all ranges: each range's total is sum_squares' (same kernels, same bits), added
+// in order from 0 on the host; an empty range adds 0 (its total is cleared, not left stale).
+TEST_F(TwinBackends, SumSquaresOfRangesMatchesOneCallPerRange) {
+  const std::size_t n = kLargeLength;
+  auto x = twin(uniform(n, -1.0f, 1.0f));
+  const ElementRange ranges[] = {{0, 1}, {10, 0}, {17, kSmallLength}, {kSmallLength + 100, n - kSmallLength - 200}};
+  double want = 0.0;
+  for (const ElementRange& r : ranges) want += gpu_->sum_squares(x.on(Side::kGpu) + r.offset, r.count);
+  EXPECT_EQ(gpu_->sum_squares_of_ranges(x.on(Side::kGpu), ranges, 4), want);
+  const double cpu = cpu_->sum_squares_of_ranges(x.on(Side::kCpu), ranges, 4);
+  EXPECT_LE(std::abs(want - cpu), kDoubleSumTolerance * cpu) << "gpu " << want << ", cpu " << cpu;
+  EXPECT_EQ(gpu_->sum_squares_of_ranges(x.on(Side::kGpu), ranges, 0), 0.0);
+  // The empty range's slot after a range with a large total: it must add 0.
+  const ElementRange after[] = {{0, n}, {0, 0}};
+  EXPECT_EQ(gpu_->sum_squares_of_ranges(x.on(Side::kGpu), after, 2), gpu_->sum_squares(x.on(Side::kGpu), n));
 }
 
 // --- optimiser ---------------------------------------------------------------------------------

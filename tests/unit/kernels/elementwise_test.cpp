@@ -66,6 +66,25 @@ TEST(CpuElementwise, SumSquaresIsAccumulatedInDouble) {
   EXPECT_EQ(backend.sum_squares(y.data(), 0), 0.0);
 }
 
+// The ranges' sums (Backend's default: sum_squares per range), added in order from 0: the bits
+// of the loop the trainer ran before, gaps and empty ranges included.
+TEST(CpuElementwise, SumSquaresOfRangesAddsEachRangeInOrder) {
+  cpu::CpuBackend backend(kTestThreads);
+  std::mt19937 rng(65);
+  const auto x = random_floats(kN, rng);
+  const ElementRange ranges[] = {{0, 100}, {150, 0}, {300, kN - 700}, {kN - 5, 5}};
+  double want = 0.0;
+  for (const ElementRange& r : ranges) want += backend.sum_squares(x.data() + r.offset, r.count);
+  EXPECT_EQ(backend.sum_squares_of_ranges(x.data(), ranges, 4), want);
+  double skipped = 0.0;  // the gaps are left out
+  for (const ElementRange& r : {ElementRange{100, 50}, ElementRange{150, 150}}) {
+    skipped += backend.sum_squares(x.data() + r.offset, r.count);
+  }
+  EXPECT_GT(skipped, 0.0);
+  EXPECT_LT(backend.sum_squares_of_ranges(x.data(), ranges, 4), backend.sum_squares(x.data(), kN));
+  EXPECT_EQ(backend.sum_squares_of_ranges(x.data(), ranges, 0), 0.0);
+}
+
 TEST(CpuElementwise, FillZeroClearsExactlyTheRangeOnEveryThreadSplit) {
   cpu::CpuBackend backend(kTestThreads);
   // Sizes around the parallel threshold (2^18 floats) and odd ones, so that the per-thread
