@@ -18,8 +18,8 @@
 // chunk c of the row to thread c % threads, then the V % (16 / sizeof E) tail one value per
 // thread; one value per load otherwise. The decision is per row, so any Vp works.
 //
-// Determinism: the merge is symmetric (fmaxf, and a + b in double), so every lane of the
-// butterfly holds the same bits, and the block's order is fixed by its shape: the same bits run
+// Determinism: the merge is symmetric (fmaxf, and a + b in double of products each rounded on
+// its own, never contracted into an FMA), so every lane of the butterfly holds the same bits, and the block's order is fixed by its shape: the same bits run
 // to run. Against the twin (a max pass, then a sum pass) the sums differ in the last bits:
 // another order of the additions, and the rescale factors' roundings.
 #pragma once
@@ -51,14 +51,27 @@ struct Running {
 
 TRIDENT_SOFTMAX_HD Running empty_running() { return {-INFINITY, 0.0}; }
 
-// One more value. The first value takes the first branch (exp(-inf) = 0: sum = 1).
+// One more value. The first value takes the first branch (exp(-inf) = 0: sum = 1). A -inf
+// value adds exp(-inf) = 0, as in the twin's sum pass, also while the max is still -inf (where
+// exp(-inf - -inf) would be NaN).
 TRIDENT_SOFTMAX_HD void add(Running& r, float x) {
   if (x > r.max) {
     r.sum = r.sum * static_cast<double>(expf(r.max - x)) + 1.0;
     r.max = x;
-  } else {
+  } else if (x != -INFINITY) {
     r.sum += static_cast<double>(expf(x - r.max));
   }
+}
+
+// a * b + c * d in double with each product rounded on its own: nvcc would otherwise contract
+// one product into a fused multiply-add, and (a, b) + (c, d) would differ from (c, d) + (a, b)
+// in the last bit. (The host replay's build targets x86-64 without FMA instructions.)
+TRIDENT_SOFTMAX_HD double sum_of_products(double a, double b, double c, double d) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(__dmul_rn(a, b), __dmul_rn(c, d));
+#else
+  return a * b + c * d;
+#endif
 }
 
 // Two pairs as one; symmetric in a and b, bit for bit. Two empty pairs stay empty
@@ -66,7 +79,7 @@ TRIDENT_SOFTMAX_HD void add(Running& r, float x) {
 TRIDENT_SOFTMAX_HD Running merged(Running a, Running b) {
   const float m = fmaxf(a.max, b.max);
   if (m == -INFINITY) return a;
-  return {m, a.sum * static_cast<double>(expf(a.max - m)) + b.sum * static_cast<double>(expf(b.max - m))};
+  return {m, sum_of_products(a.sum, static_cast<double>(expf(a.max - m)), b.sum, static_cast<double>(expf(b.max - m)))};
 }
 
 // 16 bytes of elements: one 128-bit load on the device, a copy on the host.

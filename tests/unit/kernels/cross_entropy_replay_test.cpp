@@ -130,6 +130,31 @@ TEST(CrossEntropyReplay, ForwardMatchesTheCpuTwin) {
   }
 }
 
+// -inf logits (an overflowed 16-bit logit) add exp(-inf) = 0, as in the twin's sum pass, also
+// when a thread meets them before any finite value; and the merge is symmetric bit for bit.
+TEST(CrossEntropyReplay, NegativeInfinityAddsNothing) {
+  const int V = 1000, Vp = 1024;
+  std::mt19937 rng(43);
+  std::vector<float> logits = random_floats(static_cast<std::size_t>(Vp), rng, -6.0f, 6.0f);
+  std::fill(logits.begin() + V, logits.end(), NAN);
+  for (int v = 0; v < 300; v++) logits[static_cast<std::size_t>(v)] = -INFINITY;  // every thread's first values
+  const int32_t target = 500;
+  float want_loss = 0.0f, want_max = 0.0f, want_sum = 0.0f;
+  cpu::cross_entropy_forward(&want_loss, &want_max, &want_sum, logits.data(), &target, 1, V, Vp);
+  ASSERT_TRUE(std::isfinite(want_sum));
+  for (const bool vectorized : {false, true}) {
+    const sm::Running r = replay_row<stored::Fp32>(logits.data(), V, vectorized);
+    EXPECT_EQ(r.max, want_max);
+    EXPECT_TRUE(std::isfinite(r.sum)) << "vectorized " << vectorized;
+    EXPECT_LE(std::fabs(static_cast<float>(r.sum) - want_sum), kSumTolerance * want_sum);
+    EXPECT_LE(std::fabs(sm::loss_of(r, logits[target]) - want_loss), kSumTolerance * std::fabs(want_loss));
+  }
+  const sm::Running a{1.5f, 3.25}, b{-0.75f, 7.125};
+  const sm::Running ab = sm::merged(a, b), ba = sm::merged(b, a);
+  EXPECT_EQ(ab.max, ba.max);
+  EXPECT_EQ(ab.sum, ba.sum);
+}
+
 struct ShardCase {
   int N, V, Vp, tp, rank;
   const char* what;
