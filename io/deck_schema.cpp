@@ -79,7 +79,7 @@ std::vector<KeySpec> make_schema() {
                  "and the CPU always run separate kernels."),
       int_key("run.attention_blocks", "1", 1, 1024,
               "GEMM attention on CUDA: causal row blocks. 1 runs each product over the full T x T "
-              "square; k runs it per block of T / k queries against the keys below the block's end, "
+              "square; k runs it per block of about T / k queries against the keys below the block's end, "
               "leaving out about (k - 1) / 2k of the square's work for k times the calls (blocks start on "
               "multiples of 8 rows; at most T / 8 blocks, rounded up). "
               "Results agree to rounding; flash attention and the CPU ignore it."),

@@ -74,11 +74,12 @@ TRIDENT_SOFTMAX_HD double sum_of_products(double a, double b, double c, double d
 #endif
 }
 
-// Two pairs as one; symmetric in a and b, bit for bit. Two empty pairs stay empty
-// (exp(-inf - -inf) would be NaN).
+// Two pairs as one; symmetric in a and b, bit for bit. Pairs whose max is -inf hold no finite
+// value: their sums (0, or NaN after a NaN logit) are added as they are, so two empty pairs stay
+// empty and a NaN is kept (exp(-inf - -inf) would make NaN of the empty ones).
 TRIDENT_SOFTMAX_HD Running merged(Running a, Running b) {
   const float m = fmaxf(a.max, b.max);
-  if (m == -INFINITY) return a;
+  if (m == -INFINITY) return {m, a.sum + b.sum};
   return {m, sum_of_products(a.sum, static_cast<double>(expf(a.max - m)), b.sum, static_cast<double>(expf(b.max - m)))};
 }
 

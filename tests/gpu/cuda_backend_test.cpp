@@ -602,7 +602,7 @@ TEST_F(AttentionTwins, AttentionSchedulesMatchCpu) {
   const Schedule schedules[] = {{"2 blocks", 2, AttentionBatching::kStrided},
                                 {"pointer arrays", 1, AttentionBatching::kPointers},
                                 {"4 blocks, pointer arrays", 4, AttentionBatching::kPointers},
-                                {"more blocks than rows", 1000, AttentionBatching::kStrided}};
+                                {"more blocks than groups of 8 rows", 1000, AttentionBatching::kStrided}};
   for (const Schedule& schedule : schedules) {
     BackendOptions options;
     options.attention_blocks = schedule.blocks;

@@ -536,8 +536,8 @@ TEST_F(Bf16StorageTwins, GemmAttentionOptionsMatchTheDefaults) {
       };
       const Run strided = run({});
       // Pointer arrays; causal blocks (2, and 3 with pointer arrays: uneven blocks, whose starts
-      // are still multiples of 8 rows; on odd T the slots themselves are off 16 bytes and take
-      // the strided calls).
+      // are still multiples of 8 rows; unless 4 divides T, the 16-bit slots themselves are off
+      // 16 bytes and take the strided calls).
       const cuda::GemmAttentionOptions others[] = {{pointers, 1}, {nullptr, 2}, {pointers, 3}};
       for (const cuda::GemmAttentionOptions& options : others) {
         SCOPED_TRACE(std::string(options.matrix_pointers ? "pointer arrays" : "strided calls") + ", " +

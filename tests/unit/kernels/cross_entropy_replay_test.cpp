@@ -155,6 +155,27 @@ TEST(CrossEntropyReplay, NegativeInfinityAddsNothing) {
   EXPECT_EQ(ab.sum, ba.sum);
 }
 
+// A NaN logit survives the merge in either order, also when the threads that met it saw no
+// finite value (their pair {-inf, NaN}) and others saw only -inf ({-inf, 0}): the row's sum and
+// loss are NaN, as the twin's are.
+TEST(CrossEntropyReplay, NaNLogitIsKept) {
+  const sm::Running empty = sm::empty_running(), nan{-INFINITY, NAN};
+  EXPECT_TRUE(std::isnan(sm::merged(empty, nan).sum));
+  EXPECT_TRUE(std::isnan(sm::merged(nan, empty).sum));
+  EXPECT_EQ(sm::merged(empty, empty).sum, 0.0);
+  const int V = 1000, Vp = 1024;
+  std::mt19937 rng(44);
+  std::vector<float> logits = random_floats(static_cast<std::size_t>(Vp), rng, -6.0f, 6.0f);
+  // Threads 0 and 1 read columns 0, 256, 512, 768 and 1, 257, ... one value at a time: thread 1
+  // meets only NaN, thread 0 only -inf.
+  for (int v = 0; v < V; v += kThreads) {
+    logits[static_cast<std::size_t>(v)] = -INFINITY;
+    logits[static_cast<std::size_t>(v + 1)] = NAN;
+  }
+  const sm::Running r = replay_row<stored::Fp32>(logits.data(), V, false);
+  EXPECT_TRUE(std::isnan(r.sum)) << r.sum;
+}
+
 struct ShardCase {
   int N, V, Vp, tp, rank;
   const char* what;
