@@ -339,7 +339,8 @@ struct BackendOptions {
   // The CUDA GEMM attention's schedule (run.attention_blocks, run.attention_batching): causal
   // row blocks (1: every product over the full T x T square; k: per block of about T / k queries,
   // whole groups of 8 rows, against the keys below the block's end, about (k - 1) / 2k of the
-  // square's work left out for k times the calls) and the batching. The CPU and flash attention ignore both.
+  // square's work left out for k times the calls) and the batching. The CPU and flash
+  // attention ignore both.
   int attention_blocks = 1;
   AttentionBatching attention_batching = AttentionBatching::kStrided;
 };

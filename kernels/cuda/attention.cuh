@@ -21,8 +21,8 @@ namespace trident::kernels::cuda {
 // How the products run (attention_schedule.h). CudaBackend passes the deck's choice
 // (run.attention_blocks, run.attention_batching), the defaults unless a deck asks; perf/kernels'
 // attention variants and perf/gpu_bench.sh time the others, and a GPU's measurements choose the
-// defaults. Forward and backward must be given the same options for backward's recomputed scores to
-// have forward's bits.
+// defaults. Forward and backward must be given the same options for backward's recomputed
+// scores to have forward's bits.
 struct GemmAttentionOptions {
   // null: each product min(B, NH) strided batched cuBLAS calls (per causal block); or device
   // room for attention_matrix_pointers(B, NH) pointers (8-byte aligned, as cudaMalloc's are),

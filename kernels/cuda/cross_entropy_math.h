@@ -19,9 +19,10 @@
 // thread; one value per load otherwise. The decision is per row, so any Vp works.
 //
 // Determinism: the merge is symmetric (fmaxf, and a + b in double of products each rounded on
-// its own, never contracted into an FMA), so every lane of the butterfly holds the same bits, and the block's order is fixed by its shape: the same bits run
-// to run. Against the twin (a max pass, then a sum pass) the sums differ in the last bits:
-// another order of the additions, and the rescale factors' roundings.
+// its own, never contracted into an FMA), so every lane of the butterfly holds the same bits,
+// and the block's order is fixed by its shape: the same bits run to run. Against the twin (a
+// max pass, then a sum pass) the sums differ in the last bits: another order of the additions,
+// and the rescale factors' roundings.
 #pragma once
 
 #include <cmath>  // expf, fmaxf, log, INFINITY (the C functions, as CUDA names them)

@@ -112,8 +112,6 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     throw std::invalid_argument("the GEMM attention's causal row blocks must be at least 1, not " +
                                 std::to_string(attention_blocks_));
   }
-  const AttentionKernel attention = attention_;
-  const MatmulEpilogues epilogues = epilogues_;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -128,16 +126,16 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));
   const std::string arch = "sm_" + std::to_string(props.major) + std::to_string(props.minor);
   std::string schedule;
-  if (attention == AttentionKernel::kGemm && attention_blocks_ > 1) {
+  if (attention_ == AttentionKernel::kGemm && attention_blocks_ > 1) {
     schedule += ", " + std::to_string(attention_blocks_) + " causal attention blocks";
   }
-  if (attention == AttentionKernel::kGemm && attention_batching_ == AttentionBatching::kPointers) {
+  if (attention_ == AttentionKernel::kGemm && attention_batching_ == AttentionBatching::kPointers) {
     schedule += ", pointer-array attention products";
   }
   name_ = std::string("cuda (") + props.name + ", " + arch +
-          (attention == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
-          (epilogues == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + ")";
-  if (attention == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
+          (attention_ == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
+          (epilogues_ == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + ")";
+  if (attention_ == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
     // Refused here rather than by a failed launch in the first backward step.
     throw std::runtime_error("run.attention = flash: the flash kernels need " +
                              std::to_string(flash_attention_shared_bytes()) + " bytes of shared memory per block; " +
@@ -156,7 +154,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
         static_cast<double*>(allocate_bytes(kSumSquaresScratch * sizeof(double)));
     // Made now, not at the first 16-bit matmul: its workspace is then taken before the check
     // that the run fits measures the GPU's free memory, and a failure shows at start-up.
-    if (epilogues == MatmulEpilogues::kFused) lt_ = std::make_unique<LtMatmul>();
+    if (epilogues_ == MatmulEpilogues::kFused) lt_ = std::make_unique<LtMatmul>();
   } catch (...) {
     release_bytes(sum_squares_scratch_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);

@@ -91,16 +91,9 @@ void scale(float* x, float factor, std::size_t n, cudaStream_t stream) {
 
 double sum_squares(const float* x, std::size_t n, double* scratch, cudaStream_t stream) {
   if (n == 0) return 0.0;
-  double* partials = scratch;
-  double* total = scratch + kSumSquaresBlocks;
-  sum_squares_partial_kernel<<<kSumSquaresBlocks, kElementwiseThreads, 0, stream>>>(partials, x, n);
-  CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, kElementwiseThreads, 0, stream>>>(total, partials, kSumSquaresBlocks);
-  CUDA_CHECK_LAUNCH();
+  const ElementRange all{0, n};
   double result = 0.0;
-  CUDA_CHECK(cudaMemcpyAsync(&result, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  return result;
+  return sum_squares_of_ranges(x, &all, 1, scratch, scratch + kSumSquaresBlocks, &result, stream);
 }
 
 double sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count, double* scratch,

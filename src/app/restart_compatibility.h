@@ -1,7 +1,7 @@
 // Which deck keys may differ between a checkpoint and the run that resumes it. A restart may
 // change how and how long the run goes (steps, layout, precision, kernels, logging, checkpoint
-// cadence, threads, where the data and the outputs are); anything else would silently train another model or
-// another stream, so it is an error naming the key and both values.
+// cadence, threads, where the data and the outputs are); anything else would silently train
+// another model or another stream, so it is an error naming the key and both values.
 #pragma once
 
 #include <string>
