@@ -1,15 +1,19 @@
-# Stamps the version and git commit into a generated header so `trident --version` can say
-# which build this is. The commit is read at configure time; "unknown" outside a git clone.
+# Stamps the version and git commit into a generated header so `trident --version` and every
+# checkpoint can say which build this is. The commit is read at every build, not only when
+# CMake configures: an incremental build after a pull or a commit would otherwise keep naming
+# the commit of the first configure. cmake/WriteBuildInfo.cmake does the reading and writes
+# the header only when its text changes, so a build at the same commit recompiles nothing.
 find_package(Git QUIET)
-set(TRIDENT_GIT_COMMIT "unknown")
-if(GIT_FOUND AND EXISTS ${CMAKE_SOURCE_DIR}/.git)
-  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse --short=12 HEAD
-                  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
-                  OUTPUT_VARIABLE _commit OUTPUT_STRIP_TRAILING_WHITESPACE
-                  RESULT_VARIABLE _rc ERROR_QUIET)
-  if(_rc EQUAL 0)
-    set(TRIDENT_GIT_COMMIT ${_commit})
-  endif()
-endif()
-configure_file(${CMAKE_SOURCE_DIR}/cmake/build_info.h.in
-               ${CMAKE_BINARY_DIR}/generated/trident/build_info.h @ONLY)
+set(TRIDENT_BUILD_INFO_HEADER ${CMAKE_BINARY_DIR}/generated/trident/build_info.h)
+add_custom_target(trident_build_info
+  COMMAND ${CMAKE_COMMAND}
+          -DGIT_EXECUTABLE=${GIT_EXECUTABLE}
+          -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
+          -DOUTPUT=${TRIDENT_BUILD_INFO_HEADER}
+          -DPROJECT_VERSION=${PROJECT_VERSION}
+          -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}
+          -DTRIDENT_BLAS_NAME=${TRIDENT_BLAS_NAME}
+          -DHDF5_VERSION=${HDF5_VERSION}
+          -P ${CMAKE_SOURCE_DIR}/cmake/WriteBuildInfo.cmake
+  BYPRODUCTS ${TRIDENT_BUILD_INFO_HEADER}
+  VERBATIM)
