@@ -42,8 +42,10 @@ peak=${PEAK_TFLOPS:-989}
 flags=(--oversubscribe)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+echo "build: $(cat "$pack/build.txt" 2>/dev/null || echo "unknown (a pack without build.txt)")" | tee -a "$out/gpu.txt"
 table="$out/bench.md"
-echo "| model | precision | micro-batch | attention (blocks, batching) | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate |" > "$table"
+{ cat "$out/gpu.txt"; echo; } > "$table"  # the GPU and the build above the table
+echo "| model | precision | micro-batch | attention (blocks, batching) | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate |" >> "$table"
 echo "|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
 
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).

@@ -26,11 +26,15 @@ done
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 "$tool" "$stage/devpack" "${programs[@]/#/$build/bin/}" "$build"/bin/playground_* > /dev/null
+# build.txt: the first line of `trident --version` (version, commit, build type), which the
+# scripts there print beside the GPU's name, so that every figure names the commit it ran.
+"$build/bin/trident" --version | sed -n 1p > "$stage/devpack/build.txt"
 if [ -n "$other_name" ]; then
   [[ "$other_name" =~ ^[A-Za-z0-9_-]+$ ]] || { echo "gpu_pack.sh: OTHER_NAME must be letters, digits, _ or -" >&2; exit 2; }
   mkdir -p "$stage/devpack-$other_name/bin"
   for p in "${programs[@]}"; do cp "$other_build/bin/$p" "$stage/devpack-$other_name/bin/"; done
   cp "$other_build"/bin/playground_* "$stage/devpack-$other_name/bin/"
+  "$other_build/bin/trident" --version | sed -n 1p > "$stage/devpack-$other_name/build.txt"
   cat > "$stage/devpack-$other_name/env.sh" <<'ENV'
 # source me on the GPU machine: the first pack's libraries and runtime, this pack's programs
 second=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # not "here": the first env.sh sets that
