@@ -25,7 +25,11 @@ peak=${PEAK_TFLOPS:-989}
 runs=${RUNS:-124m:8 124m:16 124m:32 350m:8 774m:8}
 out=$(mktemp -d)
 table="$out/llmc.md"
-echo "| model | micro-batch | tokens/s (median) | ms/step | MFU (Trident's FLOPs) | MFU (llm.c's) | peak GPU memory (nvidia-smi) |" > "$table"
+# The GPU and which binary ran (its SHA-256, to tie the figures to the build described in
+# docs/performance.md) above the table.
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  echo "llm.c: $(basename "$binary"), sha256 $(sha256sum < "$binary" | cut -c1-16)"; echo; } | tee "$table"
+echo "| model | micro-batch | tokens/s (median) | ms/step | MFU (Trident's FLOPs) | MFU (llm.c's) | peak GPU memory (nvidia-smi) |" >> "$table"
 echo "|---|---|---|---|---|---|---|" >> "$table"
 publish() { publish_to_out "$table" llmc "$out" '*.bin'; }
 
