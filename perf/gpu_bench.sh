@@ -45,8 +45,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 echo "build: $(cat "$pack/build.txt" 2>/dev/null || echo "unknown (a pack without build.txt)")" | tee -a "$out/gpu.txt"
 table="$out/bench.md"
 { cat "$out/gpu.txt"; echo; } > "$table"  # the GPU and the build above the table
-echo "| model | precision | micro-batch | attention (blocks, batching) | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate |" >> "$table"
-echo "|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
+echo "| model | precision | micro-batch | attention (blocks, batching) | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate | loss (first -> last step) |" >> "$table"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
 
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).
 # The table and the logs so far into $OUT (after every run: what is there when a kill comes,
@@ -55,6 +55,15 @@ publish() { publish_to_out "$table" "bench${TAG:+-$TAG}" "$out" '*.h5' 'checkpoi
 median() {
   grep -o "\"$2\": [0-9.e+-]*" "$1" | awk '{print $2}' | awk -v n="$(grep -c . "$1")" 'NR > n / 3' | sort -g |
     awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+# loss_span METRICS: the loss of the first and the last step. Every row of one model and
+# micro-batch trains the same data from the same seed, so their losses agree to rounding: a NaN,
+# or a row apart from the others, marks a run that was timed but computed something else.
+loss_span() {
+  local losses
+  losses=$(grep -o '"loss": [^,}]*' "$1" | awk '{if ($2 ~ /^[-+0-9.eE]+$/) printf "%.4f\n", $2; else print $2}')
+  echo "$(sed -n 1p <<< "$losses") -> $(sed -n '$p' <<< "$losses")"
 }
 
 # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [EPILOGUES: fused (default) | separate]
@@ -87,7 +96,7 @@ run() {
       125) why="skipped: budget spent" ;;
       *) why="failed (exit $rc): $( (grep -m1 -E 'error' "$out/$name.log" || tail -1 "$out/$name.log") | tr '|' '/')" ;;
     esac
-    echo "| gpt2-$model | $precision | $mb | $label | $epilogues | $why | | | | | |" >> "$table"
+    echo "| gpt2-$model | $precision | $mb | $label | $epilogues | $why | | | | | | |" >> "$table"
     publish
     return
   fi
@@ -97,12 +106,12 @@ run() {
   local held estimate
   held=$(sed -n 's/^memory: device memory held by the backend at most: \([0-9.]*\) MiB.*/\1/p' "$out/$name.log")
   estimate=$(sed -n 's/^memory: rank 0 estimate \([^;]*\);.*/\1/p' "$out/$name.log")
-  printf "| gpt2-%s | %s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s |\n" "$model" "$precision" "$mb" \
+  printf "| gpt2-%s | %s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s | %s |\n" "$model" "$precision" "$mb" \
     "$label" "$epilogues" \
     "$(median "$metrics" tokens_per_s)" "$(median "$metrics" ms_per_step)" \
     "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
     "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" "$(awk -v m="${held:-0}" 'BEGIN {print m / 1024}')" \
-    "${estimate:-?}" >> "$table"
+    "${estimate:-?}" "$(loss_span "$metrics")" >> "$table"
   publish
 }
 
