@@ -41,8 +41,7 @@ out=$(mktemp -d)
 peak=${PEAK_TFLOPS:-989}
 flags=(--oversubscribe)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-echo "build: $(cat "$pack/build.txt" 2>/dev/null || echo "unknown (a pack without build.txt)")" | tee -a "$out/gpu.txt"
+gpu_description "$pack" | tee "$out/gpu.txt"
 table="$out/bench.md"
 { cat "$out/gpu.txt"; echo; } > "$table"  # the GPU and the build above the table
 echo "| model | precision | micro-batch | attention (blocks, batching) | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate | loss (first -> last step) |" >> "$table"

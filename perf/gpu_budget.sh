@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # Sourced by the scripts that run on a lent GPU machine (gpu_check.sh, gpu_bench.sh,
-# kernels/run.sh). A command there is killed at its time limit (600 s at most), and then only
+# llmc_reference.sh, kernels/run.sh). A command there is killed at its time limit (600 s at most), and then only
 # what is already under $OUT comes back. So each stage runs under a cap taken from one budget
 # for the whole script (capped), a hang costs that stage and not the sitting, and the scripts
-# write their summary into $OUT after every stage (publish_to_out).
+# write their summary into $OUT after every stage (publish_to_out), headed by the GPU and the
+# build (gpu_description).
 #
 #   GPU_BUDGET_S  seconds for the whole script (default 540: the 600 s limit less a margin for
 #                 writing the archive of the logs)
@@ -41,4 +42,12 @@ publish_to_out() {
   mkdir -p "$OUT"
   cp "$file" "$OUT/$name.md"
   tar czf "$OUT/$name-logs.tgz" "${@/#/--exclude=}" -C "$dir" .
+}
+
+# gpu_description [PACK]: the GPU (nvidia-smi: name, driver, memory, top SM clock) and, given a
+# pack, the build it holds (build.txt, the first line of `trident --version`, written by
+# gpu_pack.sh): the head of every summary, so that each figure names its GPU and its commit.
+gpu_description() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  [ $# -eq 0 ] || echo "build: $(cat "$1/build.txt" 2>/dev/null || echo "unknown (a pack without build.txt)")"
 }

@@ -34,8 +34,7 @@ summarize() {
     tail -40 "$out/training.txt"; echo "exit status so far: $status (after: $1)"; } > "$OUT/check${TAG:+-$TAG}.txt"
   tar czf "$OUT/check${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' -C "$out" .
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-echo "build: $(cat "$pack/build.txt" 2>/dev/null || echo "unknown (a pack without build.txt)")" | tee -a "$out/gpu.txt"
+gpu_description "$pack" | tee "$out/gpu.txt"
 
 echo "== CUDA kernels against the CPU twin"
 capped 240 trident_gpu_tests 2>&1 | tee "$out/gpu_tests.txt" | tail -30

@@ -27,7 +27,8 @@ out=$(mktemp -d)
 table="$out/llmc.md"
 # The GPU and which binary ran (its SHA-256, to tie the figures to the build described in
 # docs/performance.md) above the table.
-{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+# shellcheck disable=SC2119  # no pack to describe: the llm.c binary is named on the next line
+{ gpu_description
   echo "llm.c: $(basename "$binary"), sha256 $(sha256sum < "$binary" | cut -c1-16)"; echo; } | tee "$table"
 echo "| model | micro-batch | tokens/s (median) | ms/step | MFU (Trident's FLOPs) | MFU (llm.c's) | peak GPU memory (nvidia-smi) |" >> "$table"
 echo "|---|---|---|---|---|---|---|" >> "$table"

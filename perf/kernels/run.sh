@@ -19,8 +19,7 @@ program_cap=${PROGRAM_CAP_S:-120}
 out=${OUT:-$(mktemp -d)}  # one file: $OUT/playground.txt ($OUT/playground-$TAG.txt with TAG set)
 mkdir -p "$out"
 log="$out/playground${TAG:+-$TAG}.txt"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$log"
-echo "build: $(cat "$pack/build.txt" 2>/dev/null || echo "unknown (a pack without build.txt)")" | tee -a "$log"
+gpu_description "$pack" | tee "$log"
 status=0
 # Every playground program of this pack (a second build's pack may hold programs the first lacks).
 for exe in "$pack"/bin/playground_*; do
