@@ -497,8 +497,9 @@ TEST_F(Bf16StorageTwins, GemmAttentionOptionsMatchTheDefaults) {
       const std::vector<float> qkv_h = representable(uniform(n_qkv, -2.0f, 2.0f));
       const std::vector<float> dout_h = representable(uniform(n_out, -1.0f, 1.0f));
       auto qkv = on_device(qkv_h), dout = on_device(dout_h);
+      // The scratch is counted in floats whatever the storage (not packed as on_device packs).
       const std::vector<float> nan = nan_floats(gpu_->attention_scratch_size(s.B, s.T, s.NH));
-      auto scratch = on_device(nan);
+      auto scratch = std::make_unique<BackendFloats>(*gpu_, nan);
       // attention_matrix_pointers pointers of 8 bytes: two floats each, 0xff bytes to start.
       std::vector<float> garbage(2 * cuda::attention_matrix_pointers(s.B, s.NH));
       std::memset(garbage.data(), 0xff, garbage.size() * sizeof(float));

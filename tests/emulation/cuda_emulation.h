@@ -1,0 +1,123 @@
+// CUDA emulation on the CPU: the device-side half, force-included (g++ -include) ahead of every
+// kernels/cuda source that tests/emulation/translate_launches.cpp has rewritten into C++.
+//
+// Why: the CUDA backend is built on every machine but runs only where a GPU is lent. This
+// emulation runs the same kernel code on the CPU, so the GPU twin tests (tests/gpu) execute
+// the kernels' indexing, barriers, shuffles, launch shapes and cuBLAS/cuBLASLt argument lists
+// on every CI run, instead of skipping. It proves logic, not speed, and not the GPU's memory
+// model (see docs/testing-without-a-gpu.md for what it can and cannot catch).
+//
+// The model: a launch runs its blocks one after another on each OS thread (OpenMP over blocks)
+// and the threads of a block as cooperative fibers (Boost.Context) on that OS thread. __syncthreads
+// and the warp shuffles are barriers between fibers; a block that cannot finish (a barrier some
+// thread never reaches, a shuffle from a lane that has exited) stops the program with a message
+// naming the kernel. __shared__ variables become thread_local statics: one copy per OS thread,
+// which is one copy per running block.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <utility>
+
+namespace cuda_emu {
+
+// Where the running fiber is in the grid; set by the scheduler before it resumes a fiber.
+struct Coordinates {
+  uint3 thread;
+  uint3 block;
+  dim3 block_dim;
+  dim3 grid_dim;
+};
+extern thread_local Coordinates tl_coordinates;
+
+void sync_block();
+// The warp shuffle as three steps: every lane publishes its value, reads another lane's, and
+// waits until all have read before the slots are reused.
+void warp_publish(unsigned mask, const void* value, std::size_t bytes);
+void warp_read(int source_lane, void* out, std::size_t bytes);
+void warp_release();
+int lane_of_current_thread();
+void* dynamic_shared_memory();
+
+struct LaunchConfig {
+  dim3 grid;
+  dim3 block;
+  std::size_t shared_bytes;
+  cudaStream_t stream;
+  LaunchConfig(dim3 g, dim3 b, std::size_t s = 0, cudaStream_t st = nullptr)
+      : grid(g), block(b), shared_bytes(s), stream(st) {}
+};
+
+// Validates the shape as the driver does (sets the last error and returns on a bad one), then
+// runs body once per thread of the grid.
+void run_grid(const char* kernel_name, const LaunchConfig& config, const std::function<void()>& body);
+
+// kernel<<<config>>>(args...) after translation: call(args...) calls the kernel (a generic
+// lambda, so that a kernel template deduces its parameters from the arguments as the launch
+// did). The arguments are evaluated and copied once, at the launch, as the CUDA runtime does.
+template <class Call, class... A>
+void launch(const char* kernel_name, const LaunchConfig& config, Call call, A&&... args) {
+  auto values = std::make_tuple(std::forward<A>(args)...);
+  run_grid(kernel_name, config, [&] { std::apply(call, values); });
+}
+
+}  // namespace cuda_emu
+
+#define threadIdx (::cuda_emu::tl_coordinates.thread)
+#define blockIdx (::cuda_emu::tl_coordinates.block)
+#define blockDim (::cuda_emu::tl_coordinates.block_dim)
+#define gridDim (::cuda_emu::tl_coordinates.grid_dim)
+
+#undef __shared__
+#define __shared__ static thread_local
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+
+inline void __syncthreads() { ::cuda_emu::sync_block(); }
+
+template <class T>
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
+  ::cuda_emu::warp_publish(mask, &value, sizeof(T));
+  const int lane = ::cuda_emu::lane_of_current_thread();
+  int source = lane ^ lane_mask;
+  if (source / width != lane / width) source = lane;  // outside the lane's segment: its own value
+  T result;
+  ::cuda_emu::warp_read(source, &result, sizeof(T));
+  ::cuda_emu::warp_release();
+  return result;
+}
+
+// The C++ wrapper cuda_runtime.h declares only under nvcc.
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attribute, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attribute, value);
+}
+
+// CUDA's min and max for device code, on the types the kernels use.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+
+template <class T>
+T __ldg(const T* p) {
+  return *p;
+}
+
+// The correctly rounded double operations (no FMA contraction on the GPU either).
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __uint_as_float(unsigned bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}

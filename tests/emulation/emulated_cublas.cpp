@@ -1,0 +1,516 @@
+// The cuBLAS and cuBLASLt calls Trident makes, computed on the CPU for the emulation build
+// (cuda_emulation.h), with the argument checks the libraries document: leading dimensions
+// against the stored shapes, layouts against m, n and k, the GELU input's leading dimension a
+// multiple of 8, pointers aligned as the heuristic was promised, and every matrix, bias, GELU
+// input and pointer array inside device memory. A violated rule returns the status the
+// library would (CUBLAS_STATUS_INVALID_VALUE, NOT_SUPPORTED); a host pointer stops the program,
+// as the GPU would fault on it.
+//
+// The products are summed in double (OpenBLAS's dgemm) and rounded once to the output's type: the
+// emulation checks which numbers are multiplied with which, not the GPU's rounding (the GPU
+// tests' tolerances cover fp32 and TF32 accumulation on the real device).
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "tests/emulation/emulated_state.h"
+
+namespace cuda_emu {
+namespace {
+
+std::size_t element_bytes(cudaDataType_t type) {
+  switch (type) {
+    case CUDA_R_32F: return 4;
+    case CUDA_R_16BF:
+    case CUDA_R_16F: return 2;
+    default: return 0;
+  }
+}
+
+double load(cudaDataType_t type, const void* base, std::size_t index) {
+  switch (type) {
+    case CUDA_R_16BF: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[index]);
+    case CUDA_R_16F: return __half2float(static_cast<const __half*>(base)[index]);
+    default: return static_cast<const float*>(base)[index];
+  }
+}
+
+void store(cudaDataType_t type, void* base, std::size_t index, double value) {
+  const auto f = static_cast<float>(value);
+  switch (type) {
+    case CUDA_R_16BF: static_cast<__nv_bfloat16*>(base)[index] = __float2bfloat16_rn(f); break;
+    case CUDA_R_16F: static_cast<__half*>(base)[index] = __float2half_rn(f); break;
+    default: static_cast<float*>(base)[index] = f; break;
+  }
+}
+
+// A column-major matrix as stored: rows x cols with leading dimension ld.
+struct Stored {
+  const void* data;
+  cudaDataType_t type;
+  long long rows, cols, ld;
+  std::size_t bytes() const {
+    if (rows == 0 || cols == 0) return 0;
+    return static_cast<std::size_t>((cols - 1) * ld + rows) * element_bytes(type);
+  }
+};
+
+// op(X) element (i, j) of a stored matrix.
+double element(const Stored& x, bool transposed, long long i, long long j) {
+  return transposed ? load(x.type, x.data, static_cast<std::size_t>(j + i * x.ld))
+                    : load(x.type, x.data, static_cast<std::size_t>(i + j * x.ld));
+}
+
+// A stored matrix widened to a dense column-major double one (ld = rows).
+std::vector<double> widened(const Stored& x) {
+  std::vector<double> out(static_cast<std::size_t>(x.rows * x.cols));
+  for (long long j = 0; j < x.cols; ++j) {
+    for (long long i = 0; i < x.rows; ++i) out[static_cast<std::size_t>(i + j * x.rows)] = element(x, false, i, j);
+  }
+  return out;
+}
+
+// op(A) op(B), m x n column-major, in double through OpenBLAS (the exact products of the
+// stored values, summed in double): fast enough for the tests' 8192 x 768 x 2304 products.
+std::vector<double> product(bool ta, bool tb, long long m, long long n, long long k, const Stored& a,
+                            const Stored& b) {
+  std::vector<double> out(static_cast<std::size_t>(m * n), 0.0);
+  if (m == 0 || n == 0 || k == 0) return out;
+  const std::vector<double> wa = widened(a), wb = widened(b);
+  cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0, wa.data(), static_cast<int>(std::max(1LL, a.rows)),
+              wb.data(), static_cast<int>(std::max(1LL, b.rows)), 0.0, out.data(), static_cast<int>(m));
+  return out;
+}
+
+// C(m x n, ldc) = alpha op(A) op(B) + beta C (cuBLAS's classic API: C is also the output).
+void reference_gemm(bool ta, bool tb, long long m, long long n, long long k, double alpha, const Stored& a,
+                    const Stored& b, double beta, void* c, cudaDataType_t c_type, long long ldc) {
+  const std::vector<double> ab = product(ta, tb, m, n, k, a, b);
+  for (long long j = 0; j < n; ++j) {
+    for (long long i = 0; i < m; ++i) {
+      const auto index = static_cast<std::size_t>(i + j * ldc);
+      double value = alpha * ab[static_cast<std::size_t>(i + j * m)];
+      if (beta != 0.0) value += beta * load(c_type, c, index);  // beta = 0: C is not read (it may hold NaN)
+      store(c_type, c, index, value);
+    }
+  }
+}
+
+bool supported_types(cudaDataType_t a, cudaDataType_t b, cudaDataType_t c) {
+  if (a != b || element_bytes(a) == 0 || element_bytes(c) == 0) return false;
+  return c == a || c == CUDA_R_32F;
+}
+
+// The classic API's checks and one product of a batch.
+cublasStatus_t gemm(cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                    const void* A, cudaDataType_t a_type, int lda, const void* B, cudaDataType_t b_type, int ldb,
+                    const void* beta, void* C, cudaDataType_t c_type, int ldc, bool check_only) {
+  const bool ta = transa != CUBLAS_OP_N;
+  const bool tb = transb != CUBLAS_OP_N;
+  if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k) || ldc < std::max(1, m)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (!supported_types(a_type, b_type, c_type)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (check_only || m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  const Stored a{A, a_type, ta ? k : m, ta ? m : k, lda};
+  const Stored b{B, b_type, tb ? n : k, tb ? k : n, ldb};
+  const Stored c{C, c_type, m, n, ldc};
+  const double al = *static_cast<const float*>(alpha);
+  const double be = *static_cast<const float*>(beta);
+  if (k > 0 && al != 0.0) {
+    require_device_range(A, a.bytes(), "cuBLAS GEMM matrix A");
+    require_device_range(B, b.bytes(), "cuBLAS GEMM matrix B");
+  }
+  require_device_range(C, c.bytes(), "cuBLAS GEMM matrix C");
+  reference_gemm(ta, tb, m, n, k, al, a, b, be, C, c_type, ldc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// An opaque handle: a unique address the library side never reads.
+template <class Handle>
+cublasStatus_t create_handle(Handle* handle) {
+  *handle = reinterpret_cast<Handle>(new char);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <class Handle>
+cublasStatus_t destroy_handle(Handle handle) {
+  delete reinterpret_cast<char*>(handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <class T>
+void require_pointer_array(T* const* array, int count, const char* what) {
+  require_device_range(array, static_cast<std::size_t>(count) * sizeof(void*), what);
+}
+
+}  // namespace
+}  // namespace cuda_emu
+
+using cuda_emu::gemm;
+
+extern "C" {
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) { return cuda_emu::create_handle(handle); }
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) { return cuda_emu::destroy_handle(handle); }
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t /*handle*/, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t /*handle*/, cublasMath_t /*mode*/) { return CUBLAS_STATUS_SUCCESS; }
+
+const char* cublasGetStatusString(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "CUBLAS_STATUS_UNKNOWN (emulation)";
+  }
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                              const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
+                              float* C, int ldc) {
+  return gemm(transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C, CUDA_R_32F, ldc, false);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                            const void* alpha, const void* A, cudaDataType_t Atype, int lda, const void* B,
+                            cudaDataType_t Btype, int ldb, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t) {
+  if (computeType != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;  // the only one Trident asks for
+  return gemm(transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, false);
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                         int n, int k, const float* alpha, const float* A, int lda,
+                                         long long int strideA, const float* B, int ldb, long long int strideB,
+                                         const float* beta, float* C, int ldc, long long int strideC, int batchCount) {
+  if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  for (int i = 0; i < batchCount; ++i) {
+    const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, A + i * strideA, CUDA_R_32F, lda, B + i * strideB,
+                                  CUDA_R_32F, ldb, beta, C + i * strideC, CUDA_R_32F, ldc, false);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                          int n, int k, const void* alpha, const void* A, cudaDataType_t Atype,
+                                          int lda, long long int strideA, const void* B, cudaDataType_t Btype, int ldb,
+                                          long long int strideB, const void* beta, void* C, cudaDataType_t Ctype,
+                                          int ldc, long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t) {
+  if (computeType != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  const auto* a = static_cast<const unsigned char*>(A);
+  const auto* b = static_cast<const unsigned char*>(B);
+  auto* c = static_cast<unsigned char*>(C);
+  const auto ea = static_cast<long long>(cuda_emu::element_bytes(Atype));
+  const auto eb = static_cast<long long>(cuda_emu::element_bytes(Btype));
+  const auto ec = static_cast<long long>(cuda_emu::element_bytes(Ctype));
+  for (int i = 0; i < batchCount; ++i) {
+    const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, a + i * strideA * ea, Atype, lda,
+                                  b + i * strideB * eb, Btype, ldb, beta, c + i * strideC * ec, Ctype, ldc, false);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemmBatched(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                                  int k, const float* alpha, const float* const Aarray[], int lda,
+                                  const float* const Barray[], int ldb, const float* beta, float* const Carray[],
+                                  int ldc, int batchCount) {
+  if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  cuda_emu::require_pointer_array(Aarray, batchCount, "cuBLAS batched GEMM pointer array A");
+  cuda_emu::require_pointer_array(Barray, batchCount, "cuBLAS batched GEMM pointer array B");
+  cuda_emu::require_pointer_array(Carray, batchCount, "cuBLAS batched GEMM pointer array C");
+  for (int i = 0; i < batchCount; ++i) {
+    const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, Aarray[i], CUDA_R_32F, lda, Barray[i], CUDA_R_32F,
+                                  ldb, beta, Carray[i], CUDA_R_32F, ldc, false);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmBatchedEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                                   int k, const void* alpha, const void* const Aarray[], cudaDataType_t Atype, int lda,
+                                   const void* const Barray[], cudaDataType_t Btype, int ldb, const void* beta,
+                                   void* const Carray[], cudaDataType_t Ctype, int ldc, int batchCount,
+                                   cublasComputeType_t computeType, cublasGemmAlgo_t) {
+  if (computeType != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  cuda_emu::require_pointer_array(Aarray, batchCount, "cuBLAS batched GEMM pointer array A");
+  cuda_emu::require_pointer_array(Barray, batchCount, "cuBLAS batched GEMM pointer array B");
+  cuda_emu::require_pointer_array(Carray, batchCount, "cuBLAS batched GEMM pointer array C");
+  for (int i = 0; i < batchCount; ++i) {
+    const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, Aarray[i], Atype, lda, Barray[i], Btype, ldb, beta,
+                                  Carray[i], Ctype, ldc, false);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // extern "C"
+
+// --- cuBLASLt --------------------------------------------------------------------------------
+
+namespace cuda_emu {
+namespace {
+
+struct LtDesc {
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+  std::int32_t transa = CUBLAS_OP_N;
+  std::int32_t transb = CUBLAS_OP_N;
+  std::uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  std::int32_t bias_type = -1;  // unset: the output's type
+  void* aux = nullptr;
+  std::int64_t aux_ld = 0;
+};
+
+struct LtLayout {
+  cudaDataType_t type;
+  std::uint64_t rows, cols;
+  std::int64_t ld;
+};
+
+struct LtPreference {
+  std::uint64_t workspace = 0;
+  std::uint32_t align[4] = {256, 256, 256, 256};  // A, B, C, D
+};
+
+template <class T>
+cublasStatus_t set_value(T& field, const void* buffer, std::size_t size) {
+  if (size != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(&field, buffer, sizeof(T));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+bool has_bias(std::uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool writes_aux(std::uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool applies_gelu(std::uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS || writes_aux(e);
+}
+bool supported_epilogue(std::uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_DEFAULT || has_bias(e) || applies_gelu(e) || e == CUBLASLT_EPILOGUE_DGELU;
+}
+
+// The tanh form of GELU that cuBLASLt's epilogues use, and its derivative.
+double gelu(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double gelu_derivative(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  const double u = k * (x + 0.044715 * x * x * x);
+  const double t = std::tanh(u);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// Shapes, types and epilogue inputs, as the heuristic and the matmul check them.
+cublasStatus_t check_lt(const LtDesc& d, const LtLayout& a, const LtLayout& b, const LtLayout& c, const LtLayout& dl) {
+  if (d.compute != CUBLAS_COMPUTE_32F || d.scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!supported_epilogue(d.epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const bool ta = d.transa != CUBLAS_OP_N;
+  const bool tb = d.transb != CUBLAS_OP_N;
+  const std::uint64_t m = dl.rows, n = dl.cols;
+  const std::uint64_t k = ta ? a.rows : a.cols;
+  if ((ta ? a.cols : a.rows) != m || (tb ? b.rows : b.cols) != n || (tb ? b.cols : b.rows) != k) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (c.rows != m || c.cols != n) return CUBLAS_STATUS_INVALID_VALUE;
+  for (const LtLayout* l : {&a, &b, &c, &dl}) {
+    if (l->ld < static_cast<std::int64_t>(std::max<std::uint64_t>(1, l->rows))) return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (!supported_types(a.type, b.type, dl.type) || c.type != dl.type) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (has_bias(d.epilogue) && d.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (writes_aux(d.epilogue) || d.epilogue == CUBLASLT_EPILOGUE_DGELU) {
+    if (d.aux == nullptr || d.aux_ld < static_cast<std::int64_t>(m) || d.aux_ld % 8 != 0) {
+      return CUBLAS_STATUS_INVALID_VALUE;
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+}  // namespace cuda_emu
+
+using cuda_emu::LtDesc;
+using cuda_emu::LtLayout;
+using cuda_emu::LtPreference;
+
+extern "C" {
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) { return cuda_emu::create_handle(handle); }
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) { return cuda_emu::destroy_handle(handle); }
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t computeType,
+                                        cudaDataType_t scaleType) {
+  auto* d = new LtDesc;
+  d->compute = computeType;
+  d->scale = scaleType;
+  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete reinterpret_cast<LtDesc*>(desc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t sizeInBytes) {
+  auto& d = *reinterpret_cast<LtDesc*>(desc);
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: return cuda_emu::set_value(d.transa, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return cuda_emu::set_value(d.transb, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return cuda_emu::set_value(d.epilogue, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return cuda_emu::set_value(d.bias, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return cuda_emu::set_value(d.bias_type, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return cuda_emu::set_value(d.aux, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return cuda_emu::set_value(d.aux_ld, buf, sizeInBytes);
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;  // an attribute the emulation does not model
+  }
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
+  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(new LtLayout{type, rows, cols, ld});
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete reinterpret_cast<LtLayout*>(layout);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new LtPreference);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  delete reinterpret_cast<LtPreference*>(pref);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t sizeInBytes) {
+  auto& p = *reinterpret_cast<LtPreference*>(pref);
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return cuda_emu::set_value(p.workspace, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return cuda_emu::set_value(p.align[0], buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return cuda_emu::set_value(p.align[1], buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return cuda_emu::set_value(p.align[2], buf, sizeInBytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return cuda_emu::set_value(p.align[3], buf, sizeInBytes);
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+// One algorithm, which remembers the alignments it was chosen for: cublasLtMatmul checks the
+// pointers it gets against them, as a real kernel chosen for aligned operands would misread
+// unaligned ones.
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t operationDesc,
+                                              cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+                                              cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+                                              cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+                                              cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
+                                              int* returnAlgoCount) {
+  if (requestedAlgoCount < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  const auto& d = *reinterpret_cast<const LtDesc*>(operationDesc);
+  const cublasStatus_t s =
+      cuda_emu::check_lt(d, *reinterpret_cast<const LtLayout*>(Adesc), *reinterpret_cast<const LtLayout*>(Bdesc),
+                         *reinterpret_cast<const LtLayout*>(Cdesc), *reinterpret_cast<const LtLayout*>(Ddesc));
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  const auto& p = *reinterpret_cast<const LtPreference*>(preference);
+  cublasLtMatmulHeuristicResult_t& r = heuristicResultsArray[0];
+  std::memset(&r, 0, sizeof r);
+  for (int i = 0; i < 4; ++i) r.algo.data[i] = p.align[i];
+  r.workspaceSize = 0;
+  r.state = CUBLAS_STATUS_SUCCESS;
+  *returnAlgoCount = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc, const void* alpha, const void* A,
+                              cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
+                              const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, void* /*workspace*/,
+                              size_t /*workspaceSizeInBytes*/, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const auto& d = *reinterpret_cast<const LtDesc*>(computeDesc);
+  const auto& a = *reinterpret_cast<const LtLayout*>(Adesc);
+  const auto& b = *reinterpret_cast<const LtLayout*>(Bdesc);
+  const auto& c = *reinterpret_cast<const LtLayout*>(Cdesc);
+  const auto& dl = *reinterpret_cast<const LtLayout*>(Ddesc);
+  const cublasStatus_t s = cuda_emu::check_lt(d, a, b, c, dl);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  if (algo != nullptr) {
+    const void* pointers[4] = {A, B, C, D};
+    for (int i = 0; i < 4; ++i) {
+      if (reinterpret_cast<std::uintptr_t>(pointers[i]) % algo->data[i] != 0) return CUBLAS_STATUS_INVALID_VALUE;
+    }
+  }
+  const bool ta = d.transa != CUBLAS_OP_N;
+  const bool tb = d.transb != CUBLAS_OP_N;
+  const auto m = static_cast<long long>(dl.rows);
+  const auto n = static_cast<long long>(dl.cols);
+  const auto k = static_cast<long long>(ta ? a.rows : a.cols);
+  const cuda_emu::Stored sa{A, a.type, static_cast<long long>(a.rows), static_cast<long long>(a.cols), a.ld};
+  const cuda_emu::Stored sb{B, b.type, static_cast<long long>(b.rows), static_cast<long long>(b.cols), b.ld};
+  const cuda_emu::Stored sc{C, c.type, m, n, c.ld};
+  const cuda_emu::Stored sd{D, dl.type, m, n, dl.ld};
+  const double al = *static_cast<const float*>(alpha);
+  const double be = *static_cast<const float*>(beta);
+  const auto bias_type = static_cast<cudaDataType_t>(d.bias_type < 0 ? dl.type : d.bias_type);
+  cuda_emu::require_device_range(A, sa.bytes(), "cuBLASLt matrix A");
+  cuda_emu::require_device_range(B, sb.bytes(), "cuBLASLt matrix B");
+  if (be != 0.0) cuda_emu::require_device_range(C, sc.bytes(), "cuBLASLt matrix C");
+  cuda_emu::require_device_range(D, sd.bytes(), "cuBLASLt matrix D");
+  if (cuda_emu::has_bias(d.epilogue)) {
+    cuda_emu::require_device_range(d.bias, static_cast<std::size_t>(m) * cuda_emu::element_bytes(bias_type),
+                                   "cuBLASLt bias");
+  }
+  const bool aux = cuda_emu::writes_aux(d.epilogue) || d.epilogue == CUBLASLT_EPILOGUE_DGELU;
+  const cuda_emu::Stored saux{d.aux, dl.type, m, n, d.aux_ld};
+  if (aux) cuda_emu::require_device_range(d.aux, saux.bytes(), "cuBLASLt GELU input (aux)");
+  const std::vector<double> ab = cuda_emu::product(ta, tb, m, n, k, sa, sb);
+  for (long long j = 0; j < n; ++j) {
+    for (long long i = 0; i < m; ++i) {
+      const double sum = ab[static_cast<std::size_t>(i + j * m)];
+      double value = al * sum;
+      if (be != 0.0) value += be * cuda_emu::load(c.type, C, static_cast<std::size_t>(i + j * c.ld));
+      if (cuda_emu::has_bias(d.epilogue)) value += cuda_emu::load(bias_type, d.bias, static_cast<std::size_t>(i));
+      const auto aux_index = static_cast<std::size_t>(i + j * d.aux_ld);
+      if (cuda_emu::writes_aux(d.epilogue)) cuda_emu::store(dl.type, d.aux, aux_index, value);
+      if (cuda_emu::applies_gelu(d.epilogue)) value = cuda_emu::gelu(value);
+      if (d.epilogue == CUBLASLT_EPILOGUE_DGELU) value *= cuda_emu::gelu_derivative(cuda_emu::load(dl.type, d.aux, aux_index));
+      cuda_emu::store(dl.type, D, static_cast<std::size_t>(i + j * dl.ld), value);
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,292 @@
+// The emulation's launch: blocks spread over OpenMP threads, each block's threads run as
+// cooperative fibers (Boost.Context: a switch costs nanoseconds, where ucontext makes a system
+// call) on one OS thread (cuda_emulation.h says why and what it models).
+//
+// A fiber runs until it finishes or waits at a barrier (__syncthreads, or one of the warp
+// shuffle's two steps); the scheduler then resumes the next unfinished fiber, round robin. A
+// barrier opens when every thread of its block (warp) has arrived. Stricter than the GPU on
+// purpose: a thread that exits while others of its block or warp still have a barrier to pass
+// is reported, since the kernels' contract (block_reduce.cuh) is that every thread reaches
+// every barrier. A pass over all fibers in which none moves is a deadlock, also reported. A
+// report stops the program: it is a kernel bug, and the message names the kernel, block and
+// thread.
+#include <omp.h>
+
+#include <boost/context/fiber.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tests/emulation/cuda_emulation.h"
+#include "tests/emulation/emulated_state.h"
+
+namespace cuda_emu {
+
+thread_local Coordinates tl_coordinates;
+
+namespace {
+
+constexpr std::size_t kFiberStackBytes = 256 * 1024;  // the kernels' per-thread arrays fit easily
+constexpr int kWarpSize = 32;
+constexpr std::size_t kSlotBytes = 16;
+
+namespace context = boost::context;
+
+struct Fiber {
+  context::fiber fiber;
+  uint3 thread;
+  bool finished = false;
+};
+
+// Hands out the OS thread's own pooled stacks: no allocation per fiber.
+struct PooledStack {
+  char* base;
+  context::stack_context allocate() {
+    context::stack_context stack;
+    stack.size = kFiberStackBytes;
+    stack.sp = base + kFiberStackBytes;
+    return stack;
+  }
+  void deallocate(context::stack_context&) noexcept {}
+};
+
+struct Warp {
+  int size = 0;      // lanes that exist (the last warp of a block may be partial)
+  int finished = 0;  // lanes that have returned
+  int arrived = 0;
+  unsigned generation = 0;
+  std::array<std::array<unsigned char, kSlotBytes>, kWarpSize> slots{};
+};
+
+// One running block, per OS thread.
+struct Block {
+  const char* kernel = nullptr;
+  const std::function<void()>* body = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<Warp> warps;
+  context::fiber scheduler;  // where a yielding fiber returns to
+  int current = 0;
+  int finished = 0;
+  int arrived = 0;
+  unsigned generation = 0;
+  unsigned long progress = 0;  // bumped by every arrival, release and finish
+  bool direct = false;         // threads called one after another, no fibers (see run_block)
+  std::vector<unsigned char> dynamic_shared;
+};
+
+thread_local Block* tl_block = nullptr;
+thread_local std::vector<std::unique_ptr<char[]>> tl_stacks;
+
+[[noreturn]] void kernel_fault(const Block& b, const std::string& what) {
+  const Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
+  std::fprintf(stderr,
+               "cuda emulation: kernel %s, block (%u,%u,%u), thread (%u,%u,%u): %s\n", b.kernel,
+               tl_coordinates.block.x, tl_coordinates.block.y, tl_coordinates.block.z, f.thread.x, f.thread.y,
+               f.thread.z, what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void yield_to_scheduler() {
+  Block& b = *tl_block;
+  b.scheduler = std::move(b.scheduler).resume();
+}
+
+int linear_thread(const uint3& t, const dim3& d) {
+  return static_cast<int>(t.x + t.y * d.x + t.z * d.x * d.y);
+}
+
+context::fiber fiber_main(context::fiber&& scheduler) {
+  Block& b = *tl_block;
+  b.scheduler = std::move(scheduler);
+  try {
+    (*b.body)();
+  } catch (const std::exception& e) {
+    kernel_fault(b, std::string("exception thrown inside the kernel: ") + e.what());
+  }
+  Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
+  f.finished = true;
+  ++b.finished;
+  ++b.progress;
+  const int lane_warp = linear_thread(f.thread, tl_coordinates.block_dim) / kWarpSize;
+  ++b.warps[static_cast<std::size_t>(lane_warp)].finished;
+  if (b.arrived > 0) kernel_fault(b, "returned while other threads of its block wait at __syncthreads");
+  if (b.warps[static_cast<std::size_t>(lane_warp)].arrived > 0) {
+    kernel_fault(b, "returned while other lanes of its warp wait in a shuffle");
+  }
+  return std::move(b.scheduler);
+}
+
+void resume(Block& b, int i) {
+  Fiber& f = b.fibers[static_cast<std::size_t>(i)];
+  b.current = i;
+  tl_coordinates.thread = f.thread;
+  f.fiber = std::move(f.fiber).resume();
+}
+
+void run_block(Block& b, const dim3& block_dim) {
+  const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
+  while (tl_stacks.size() < static_cast<std::size_t>(threads)) {
+    tl_stacks.push_back(std::make_unique<char[]>(kFiberStackBytes));
+  }
+  b.fibers.clear();
+  b.fibers.resize(static_cast<std::size_t>(threads));
+  b.warps.assign(static_cast<std::size_t>((threads + kWarpSize - 1) / kWarpSize), Warp{});
+  for (std::size_t w = 0; w < b.warps.size(); ++w) {
+    b.warps[w].size = std::min(kWarpSize, threads - static_cast<int>(w) * kWarpSize);
+  }
+  b.finished = 0;
+  b.arrived = 0;
+  b.generation = 0;
+  b.direct = false;
+  b.progress = 0;
+  for (int i = 0; i < threads; ++i) {
+    Fiber& f = b.fibers[static_cast<std::size_t>(i)];
+    f.thread = uint3{static_cast<unsigned>(i) % block_dim.x, (static_cast<unsigned>(i) / block_dim.x) % block_dim.y,
+                     static_cast<unsigned>(i) / (block_dim.x * block_dim.y)};
+    f.fiber = context::fiber(std::allocator_arg, PooledStack{tl_stacks[static_cast<std::size_t>(i)].get()},
+                             fiber_main);
+  }
+  // Thread 0 first, on its fiber. If it returns without meeting a barrier, no other thread
+  // may meet one either (the strict rule above), so the rest run as plain calls: no context
+  // switch for the elementwise kernels, and a barrier met there is reported as it would be.
+  resume(b, 0);
+  if (b.fibers[0].finished && b.progress == 1) {
+    b.direct = true;
+    for (int i = 1; i < threads; ++i) {
+      b.current = i;
+      tl_coordinates.thread = b.fibers[static_cast<std::size_t>(i)].thread;
+      try {
+        (*b.body)();
+      } catch (const std::exception& e) {
+        kernel_fault(b, std::string("exception thrown inside the kernel: ") + e.what());
+      }
+    }
+    return;
+  }
+  while (b.finished < threads) {
+    const unsigned long before = b.progress;
+    for (int i = 0; i < threads; ++i) {
+      Fiber& f = b.fibers[static_cast<std::size_t>(i)];
+      if (f.finished) continue;
+      resume(b, i);
+    }
+    if (b.progress == before) {
+      b.current = 0;
+      while (b.fibers[static_cast<std::size_t>(b.current)].finished) ++b.current;
+      kernel_fault(b, "deadlock: no thread of the block can move (a barrier not every thread reaches?)");
+    }
+  }
+}
+
+}  // namespace
+
+void sync_block() {
+  Block& b = *tl_block;
+  if (b.direct) kernel_fault(b, "__syncthreads after another thread of the block has returned");
+  const unsigned generation = b.generation;
+  ++b.arrived;
+  ++b.progress;
+  const int live = static_cast<int>(b.fibers.size()) - b.finished;
+  if (b.finished > 0) kernel_fault(b, "__syncthreads after another thread of the block has returned");
+  if (b.arrived == live) {
+    b.arrived = 0;
+    ++b.generation;
+    return;
+  }
+  while (b.generation == generation) yield_to_scheduler();
+  ++b.progress;
+}
+
+int lane_of_current_thread() {
+  const Block& b = *tl_block;
+  return linear_thread(b.fibers[static_cast<std::size_t>(b.current)].thread, tl_coordinates.block_dim) % kWarpSize;
+}
+
+namespace {
+
+Warp& current_warp() {
+  Block& b = *tl_block;
+  const int linear = linear_thread(b.fibers[static_cast<std::size_t>(b.current)].thread, tl_coordinates.block_dim);
+  return b.warps[static_cast<std::size_t>(linear / kWarpSize)];
+}
+
+void warp_barrier() {
+  Block& b = *tl_block;
+  if (b.direct) kernel_fault(b, "warp shuffle after another lane of the warp has returned");
+  Warp& w = current_warp();
+  if (w.finished > 0) kernel_fault(b, "warp shuffle after another lane of the warp has returned");
+  const unsigned generation = w.generation;
+  ++w.arrived;
+  ++b.progress;
+  if (w.arrived == w.size) {
+    w.arrived = 0;
+    ++w.generation;
+    return;
+  }
+  while (w.generation == generation) yield_to_scheduler();
+  ++b.progress;
+}
+
+}  // namespace
+
+void warp_publish(unsigned mask, const void* value, std::size_t bytes) {
+  Block& b = *tl_block;
+  Warp& w = current_warp();
+  const unsigned lanes = w.size == kWarpSize ? 0xffffffffu : (1u << w.size) - 1u;
+  if ((mask & lanes) != lanes) kernel_fault(b, "shuffle mask leaves out lanes that exist");
+  if (bytes > kSlotBytes) kernel_fault(b, "shuffle of a value wider than 16 bytes");
+  std::memcpy(w.slots[static_cast<std::size_t>(lane_of_current_thread())].data(), value, bytes);
+  warp_barrier();
+}
+
+void warp_read(int source_lane, void* out, std::size_t bytes) {
+  Block& b = *tl_block;
+  Warp& w = current_warp();
+  if (source_lane < 0 || source_lane >= w.size) {
+    kernel_fault(b, "shuffle reads lane " + std::to_string(source_lane) + ", which does not exist in this warp");
+  }
+  std::memcpy(out, w.slots[static_cast<std::size_t>(source_lane)].data(), bytes);
+}
+
+void warp_release() { warp_barrier(); }
+
+void* dynamic_shared_memory() { return tl_block->dynamic_shared.data(); }
+
+void run_grid(const char* kernel_name, const LaunchConfig& config, const std::function<void()>& body) {
+  const std::string problem = launch_problem(config);
+  if (!problem.empty()) {
+    set_last_error(cudaErrorInvalidConfiguration, std::string(kernel_name) + ": " + problem);
+    return;
+  }
+  check_stream(config.stream);
+  const dim3 grid = config.grid;
+  const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
+#pragma omp parallel
+  {
+    Block block;
+    block.kernel = kernel_name;
+    block.body = &body;
+    // Uninitialised on the GPU: a recognisable pattern (NaN as floats) here.
+    block.dynamic_shared.assign(config.shared_bytes + 16, 0xff);
+    tl_block = &block;
+#pragma omp for schedule(dynamic, 1)
+    for (long long i = 0; i < blocks; ++i) {
+      tl_coordinates.block = uint3{static_cast<unsigned>(i % grid.x), static_cast<unsigned>((i / grid.x) % grid.y),
+                                   static_cast<unsigned>(i / (static_cast<long long>(grid.x) * grid.y))};
+      tl_coordinates.block_dim = config.block;
+      tl_coordinates.grid_dim = grid;
+      std::fill(block.dynamic_shared.begin(), block.dynamic_shared.end(), 0xff);
+      run_block(block, config.block);
+    }
+    tl_block = nullptr;
+  }
+}
+
+}  // namespace cuda_emu

@@ -1,0 +1,332 @@
+// The CUDA runtime calls Trident makes, answered on the CPU for the emulation build
+// (cuda_emulation.h): device memory is host memory from the heap, registered so that copies,
+// memsets and GEMMs can check they were handed device memory; streams and events are tokens
+// (everything runs in order, at once); the device is an H100-shaped one named as emulated.
+//
+// The signatures are cuda_runtime_api.h's own (its declarations are in scope), so the linker
+// takes these in place of libcudart's.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "tests/emulation/emulated_state.h"
+
+namespace cuda_emu {
+namespace {
+
+constexpr std::size_t kDeviceBytes = std::size_t{80} << 30;  // an H100's 80 GB
+constexpr std::size_t kDefaultSharedBytes = 48 * 1024;
+constexpr std::size_t kOptinSharedBytes = 227 * 1024;  // sm_90's opt-in limit per block
+
+struct Runtime {
+  std::mutex mutex;
+  std::map<const unsigned char*, std::size_t> allocations;  // start -> bytes
+  std::size_t allocated = 0;
+  std::set<cudaStream_t> streams;
+  std::set<cudaEvent_t> events;
+  std::map<const void*, int> max_dynamic_shared;  // kernel -> opted-in bytes
+  int device = 0;
+};
+
+Runtime& runtime() {
+  static Runtime r;  // the emulated driver's state: one per process, as the real one
+  return r;
+}
+
+thread_local cudaError_t tl_last_error = cudaSuccess;
+
+int device_count() {
+  const char* text = std::getenv("TRIDENT_CUDA_EMULATION_DEVICES");
+  return text == nullptr ? 1 : std::atoi(text);
+}
+
+// A stream or event: a unique address, registered so that a use after destroy is caught.
+template <class Token>
+cudaError_t create_token(std::set<Token>& live, Token* token) {
+  std::lock_guard<std::mutex> lock(runtime().mutex);
+  *token = reinterpret_cast<Token>(new char);
+  live.insert(*token);
+  return cudaSuccess;
+}
+
+template <class Token>
+cudaError_t destroy_token(std::set<Token>& live, Token token) {
+  std::lock_guard<std::mutex> lock(runtime().mutex);
+  if (live.erase(token) == 0) return tl_last_error = cudaErrorInvalidResourceHandle;
+  delete reinterpret_cast<char*>(token);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+void set_last_error(cudaError_t error, const std::string& why) {
+  tl_last_error = error;
+  if (std::getenv("TRIDENT_CUDA_EMULATION_VERBOSE") != nullptr) {
+    std::fprintf(stderr, "cuda emulation: %s\n", why.c_str());
+  }
+}
+
+std::string launch_problem(const LaunchConfig& c) {
+  const unsigned long long threads = static_cast<unsigned long long>(c.block.x) * c.block.y * c.block.z;
+  if (c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0) return "a grid with no blocks";
+  if (c.grid.x > 2147483647u || c.grid.y > 65535u || c.grid.z > 65535u) return "a grid dimension past the limit";
+  if (threads == 0 || threads > 1024 || c.block.x > 1024 || c.block.y > 1024 || c.block.z > 64) {
+    return "a block of " + std::to_string(threads) + " threads";
+  }
+  std::size_t allowed = kDefaultSharedBytes;
+  {
+    Runtime& r = runtime();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (const auto& [kernel, bytes] : r.max_dynamic_shared) allowed = std::max(allowed, static_cast<std::size_t>(bytes));
+  }
+  if (c.shared_bytes > allowed) {
+    return std::to_string(c.shared_bytes) + " bytes of dynamic shared memory, " + std::to_string(allowed) +
+           " allowed for this kernel";
+  }
+  return "";
+}
+
+void check_stream(cudaStream_t stream) {
+  if (stream == nullptr) return;
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.streams.count(stream) == 0) {
+    std::fprintf(stderr, "cuda emulation: work queued on a stream that does not exist\n");
+    std::abort();
+  }
+}
+
+bool is_device_range(const void* p, std::size_t bytes) {
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto* q = static_cast<const unsigned char*>(p);
+  auto it = r.allocations.upper_bound(q);
+  if (it == r.allocations.begin()) return false;
+  --it;
+  return q >= it->first && q + bytes <= it->first + it->second;
+}
+
+void require_device_range(const void* p, std::size_t bytes, const char* what) {
+  if (bytes == 0) return;
+  if (!is_device_range(p, bytes)) {
+    std::fprintf(stderr, "cuda emulation: %s: %zu bytes at %p are not inside one device allocation\n", what, bytes,
+                 p);
+    std::abort();
+  }
+}
+
+}  // namespace cuda_emu
+
+using cuda_emu::runtime;
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = cuda_emu::device_count();
+  return *count > 0 ? cudaSuccess : (cuda_emu::tl_last_error = cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= cuda_emu::device_count()) return cuda_emu::tl_last_error = cudaErrorInvalidDevice;
+  runtime().device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = runtime().device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device < 0 || device >= cuda_emu::device_count()) return cuda_emu::tl_last_error = cudaErrorInvalidDevice;
+  std::memset(prop, 0, sizeof *prop);
+  std::snprintf(prop->name, sizeof prop->name, "CUDA emulation on the CPU");
+  prop->totalGlobalMem = cuda_emu::kDeviceBytes;
+  prop->sharedMemPerBlock = cuda_emu::kDefaultSharedBytes;
+  prop->sharedMemPerBlockOptin = cuda_emu::kOptinSharedBytes;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->multiProcessorCount = 132;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->pciBusID = 0x18 + device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
+  if (device < 0 || device >= cuda_emu::device_count()) return cuda_emu::tl_last_error = cudaErrorInvalidDevice;
+  std::snprintf(id, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x18 + device);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = cuda_emu::tl_last_error;
+  cuda_emu::tl_last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() { return cuda_emu::tl_last_error; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    default: return "unknown error";
+  }
+}
+
+cudaError_t cudaMalloc(void** p, std::size_t bytes) {
+  auto& r = runtime();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (bytes > cuda_emu::kDeviceBytes - r.allocated) {
+      *p = nullptr;
+      return cuda_emu::tl_last_error = cudaErrorMemoryAllocation;
+    }
+  }
+  // The exact size (at least one byte), so that AddressSanitizer sees a read past the end.
+  void* memory = nullptr;
+  if (posix_memalign(&memory, 256, bytes == 0 ? 1 : bytes) != 0) return cuda_emu::tl_last_error = cudaErrorMemoryAllocation;
+  // Fresh device memory holds whatever was there: a NaN pattern, not zeros.
+  std::memset(memory, 0xff, bytes);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.allocations[static_cast<const unsigned char*>(memory)] = bytes;
+  r.allocated += bytes;
+  *p = memory;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  if (p == nullptr) return cudaSuccess;
+  auto& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto it = r.allocations.find(static_cast<const unsigned char*>(p));
+  if (it == r.allocations.end()) {
+    std::fprintf(stderr, "cuda emulation: cudaFree of %p, which cudaMalloc did not return\n", p);
+    std::abort();
+  }
+  r.allocated -= it->second;
+  r.allocations.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
+  auto& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  *total_bytes = cuda_emu::kDeviceBytes;
+  *free_bytes = cuda_emu::kDeviceBytes - r.allocated;
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* p) {
+  std::memset(attributes, 0, sizeof *attributes);
+  if (p != nullptr && cuda_emu::is_device_range(p, 1)) {
+    attributes->type = cudaMemoryTypeDevice;
+    attributes->devicePointer = const_cast<void*>(p);
+  } else {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->hostPointer = const_cast<void*>(p);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const bool to_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool from_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (to_device) cuda_emu::require_device_range(dst, bytes, "cudaMemcpy destination");
+  if (from_device) cuda_emu::require_device_range(src, bytes, "cudaMemcpy source");
+  if (kind == cudaMemcpyHostToDevice && cuda_emu::is_device_range(src, bytes)) {
+    std::fprintf(stderr, "cuda emulation: cudaMemcpyHostToDevice from device memory\n");
+    std::abort();
+  }
+  if (kind == cudaMemcpyDeviceToHost && cuda_emu::is_device_range(dst, bytes)) {
+    std::fprintf(stderr, "cuda emulation: cudaMemcpyDeviceToHost into device memory\n");
+    std::abort();
+  }
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  cuda_emu::require_device_range(p, bytes, "cudaMemset");
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cuda_emu::create_token(runtime().streams, stream); }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) { return cudaStreamCreate(stream); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) { return cuda_emu::destroy_token(runtime().streams, stream); }
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
+  return cuda_emu::create_token(runtime().events, event);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) { return cuda_emu::destroy_token(runtime().events, event); }
+
+cudaError_t cudaEventRecord(cudaEvent_t /*event*/, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t /*event*/) { return cudaSuccess; }
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t /*event*/, unsigned int /*flags*/) {
+  cuda_emu::check_stream(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || static_cast<std::size_t>(value) > cuda_emu::kOptinSharedBytes) {
+      return cuda_emu::tl_last_error = cudaErrorInvalidValue;
+    }
+    auto& r = runtime();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.max_dynamic_shared[func] = value;
+  }
+  return cudaSuccess;
+}
+
+}  // extern "C"

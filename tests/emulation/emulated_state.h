@@ -1,0 +1,29 @@
+// State the emulated CUDA runtime (emulated_runtime.cpp) shares with the emulated launches
+// (emulated_grid.cpp) and the emulated cuBLAS (emulated_cublas.cpp): the sticky last error,
+// the launch-shape rules, and the registry of device allocations, so that a host pointer
+// handed to a copy, a memset or a GEMM is reported as the GPU would fault on it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+
+#include "tests/emulation/cuda_emulation.h"
+
+namespace cuda_emu {
+
+void set_last_error(cudaError_t error, const std::string& why);
+// "" when the driver would accept the launch, else what is wrong with it.
+// Dynamic shared memory past 48 KiB needs an opt-in (cudaFuncSetAttribute): the emulation
+// knows a launch by its name, not its function, so it accepts the largest opt-in of any kernel.
+std::string launch_problem(const LaunchConfig& config);
+// Stops the program when the stream was never created (or was destroyed).
+void check_stream(cudaStream_t stream);
+// True when [p, p + bytes) lies inside one live device allocation.
+bool is_device_range(const void* p, std::size_t bytes);
+// Stops the program with a message when [p, p + bytes) is not device memory: the GPU would
+// fault (an illegal address) where the emulation would quietly read host memory.
+void require_device_range(const void* p, std::size_t bytes, const char* what);
+
+}  // namespace cuda_emu
