@@ -20,6 +20,7 @@ packages=(
   libhdf5-openmpi-dev      # parallel HDF5, Open MPI flavour
   hdf5-tools               # h5dump, for inspecting datasets and checkpoints
   libboost-program-options-dev
+  libboost-context-dev     # fibers for the CUDA emulation (tests/emulation)
   libopenblas-openmp-dev   # CBLAS for the CPU matmuls
   libgtest-dev             # GoogleTest
   libgmock-dev

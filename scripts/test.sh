@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Installs, builds and runs every test (labels unit and mpi; gpu tests skip without a GPU).
+# Installs, builds and runs every test (labels unit and mpi; gpu tests skip without a GPU), then
+# the GPU twin tests on the CPU emulation of CUDA in a second build tree (label emulated,
+# docs/testing-without-a-gpu.md), so that the CUDA kernels run on every machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh -DTRIDENT_WERROR=ON
 # Open MPI refuses root unless told; the tests start more ranks than a small machine has cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cd build
-ctest --output-on-failure -j 2 "$@"
+(cd build && ctest --output-on-failure -j 2 "$@")
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build-emulation -DTRIDENT_CUDA_EMULATION=ON -DTRIDENT_WERROR=ON > /dev/null
+cmake --build build-emulation -j "$jobs" --target trident_gpu_tests
+cd build-emulation
+ctest --output-on-failure -L emulated "$@"

@@ -42,6 +42,10 @@ struct Fiber {
   context::fiber fiber;
   uint3 thread;
   bool finished = false;
+  // While waiting at a barrier: its generation counter and the value it waits to see change.
+  // The scheduler passes such a fiber by without switching to it.
+  const unsigned* waits_on = nullptr;
+  unsigned waits_while = 0;
 };
 
 // Hands out the OS thread's own pooled stacks: no allocation per fiber.
@@ -93,9 +97,14 @@ thread_local std::vector<std::unique_ptr<char[]>> tl_stacks;
   std::abort();
 }
 
-void yield_to_scheduler() {
+// Waits until *generation moves past `seen` (a barrier opened), letting the other fibers run.
+void wait_for_release(const unsigned* generation, unsigned seen) {
   Block& b = *tl_block;
-  b.scheduler = std::move(b.scheduler).resume();
+  Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
+  f.waits_on = generation;
+  f.waits_while = seen;
+  while (*generation == seen) b.scheduler = std::move(b.scheduler).resume();
+  b.fibers[static_cast<std::size_t>(b.current)].waits_on = nullptr;
 }
 
 int linear_thread(const uint3& t, const dim3& d) {
@@ -150,12 +159,17 @@ void run_block(Block& b, const dim3& block_dim) {
     Fiber& f = b.fibers[static_cast<std::size_t>(i)];
     f.thread = uint3{static_cast<unsigned>(i) % block_dim.x, (static_cast<unsigned>(i) / block_dim.x) % block_dim.y,
                      static_cast<unsigned>(i) / (block_dim.x * block_dim.y)};
-    f.fiber = context::fiber(std::allocator_arg, PooledStack{tl_stacks[static_cast<std::size_t>(i)].get()},
-                             fiber_main);
   }
+  // Fibers are made only when they will run: one destroyed unstarted is unwound by an
+  // exception, which made the plain-call path below slower than the fibers it saves.
+  const auto make_fiber = [&b](int i) {
+    b.fibers[static_cast<std::size_t>(i)].fiber =
+        context::fiber(std::allocator_arg, PooledStack{tl_stacks[static_cast<std::size_t>(i)].get()}, fiber_main);
+  };
   // Thread 0 first, on its fiber. If it returns without meeting a barrier, no other thread
   // may meet one either (the strict rule above), so the rest run as plain calls: no context
   // switch for the elementwise kernels, and a barrier met there is reported as it would be.
+  make_fiber(0);
   resume(b, 0);
   if (b.fibers[0].finished && b.progress == 1) {
     b.direct = true;
@@ -170,11 +184,12 @@ void run_block(Block& b, const dim3& block_dim) {
     }
     return;
   }
+  for (int i = 1; i < threads; ++i) make_fiber(i);
   while (b.finished < threads) {
     const unsigned long before = b.progress;
     for (int i = 0; i < threads; ++i) {
       Fiber& f = b.fibers[static_cast<std::size_t>(i)];
-      if (f.finished) continue;
+      if (f.finished || (f.waits_on != nullptr && *f.waits_on == f.waits_while)) continue;
       resume(b, i);
     }
     if (b.progress == before) {
@@ -200,7 +215,7 @@ void sync_block() {
     ++b.generation;
     return;
   }
-  while (b.generation == generation) yield_to_scheduler();
+  wait_for_release(&b.generation, generation);
   ++b.progress;
 }
 
@@ -230,7 +245,7 @@ void warp_barrier() {
     ++w.generation;
     return;
   }
-  while (w.generation == generation) yield_to_scheduler();
+  wait_for_release(&w.generation, generation);
   ++b.progress;
 }
 
