@@ -38,11 +38,10 @@ struct Coordinates {
 extern thread_local Coordinates tl_coordinates;
 
 void sync_block();
-// The warp shuffle as three steps: every lane publishes its value, reads another lane's, and
-// waits until all have read before the slots are reused.
+// The warp shuffle in two steps: every lane publishes its value and waits for the whole warp,
+// then reads another lane's.
 void warp_publish(unsigned mask, const void* value, std::size_t bytes);
 void warp_read(int source_lane, void* out, std::size_t bytes);
-void warp_release();
 int lane_of_current_thread();
 void* dynamic_shared_memory();
 
@@ -90,7 +89,6 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   if (source / width != lane / width) source = lane;  // outside the lane's segment: its own value
   T result;
   ::cuda_emu::warp_read(source, &result, sizeof(T));
-  ::cuda_emu::warp_release();
   return result;
 }
 

@@ -65,7 +65,9 @@ struct Warp {
   int finished = 0;  // lanes that have returned
   int arrived = 0;
   unsigned generation = 0;
-  std::array<std::array<unsigned char, kSlotBytes>, kWarpSize> slots{};
+  // Two sets of slots, used by alternate shuffles: a lane can write the next shuffle's value
+  // before a slower lane has read this one's, so one barrier per shuffle suffices.
+  std::array<std::array<std::array<unsigned char, kSlotBytes>, kWarpSize>, 2> slots{};
 };
 
 // One running block, per OS thread.
@@ -257,7 +259,7 @@ void warp_publish(unsigned mask, const void* value, std::size_t bytes) {
   const unsigned lanes = w.size == kWarpSize ? 0xffffffffu : (1u << w.size) - 1u;
   if ((mask & lanes) != lanes) kernel_fault(b, "shuffle mask leaves out lanes that exist");
   if (bytes > kSlotBytes) kernel_fault(b, "shuffle of a value wider than 16 bytes");
-  std::memcpy(w.slots[static_cast<std::size_t>(lane_of_current_thread())].data(), value, bytes);
+  std::memcpy(w.slots[w.generation & 1u][static_cast<std::size_t>(lane_of_current_thread())].data(), value, bytes);
   warp_barrier();
 }
 
@@ -267,10 +269,9 @@ void warp_read(int source_lane, void* out, std::size_t bytes) {
   if (source_lane < 0 || source_lane >= w.size) {
     kernel_fault(b, "shuffle reads lane " + std::to_string(source_lane) + ", which does not exist in this warp");
   }
-  std::memcpy(out, w.slots[static_cast<std::size_t>(source_lane)].data(), bytes);
+  // The slots of the barrier just passed (the generation has moved on by one since).
+  std::memcpy(out, w.slots[(w.generation - 1u) & 1u][static_cast<std::size_t>(source_lane)].data(), bytes);
 }
-
-void warp_release() { warp_barrier(); }
 
 void* dynamic_shared_memory() { return tl_block->dynamic_shared.data(); }
 
