@@ -11,6 +11,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build-emulation -DTRIDENT_CUDA_EMULATION=ON -DTRIDENT_WERROR=ON > /dev/null
-cmake --build build-emulation -j "$jobs" --target trident_gpu_tests
+cmake --build build-emulation -j "$jobs" --target trident_gpu_tests trident check_metrics
 cd build-emulation
 ctest --output-on-failure -L emulated "$@"

@@ -1,0 +1,77 @@
+# Training on the CPU emulation of CUDA (CTest emulated.training, label emulated;
+# docs/testing-without-a-gpu.md): the scenarios of tests/gpu/training_test.sh the emulation can
+# run, on the tiny model for a few steps (an emulated step takes about half a second):
+# - fp32 on the CUDA backend against the CPU twin within 1e-4; run.device = auto takes it;
+# - bf16 and fp16 against the CPU's bf16 and fp16 within 1e-2 (a bf16 unit is 2^-8);
+# - flash attention (head size 64: hidden 128, 2 heads) in fp32 within 1e-4 and in bf16 within
+#   1e-2; bf16 with the matmul epilogues in separate kernels; the GEMM attention with 4 causal
+#   blocks and pointer-array products;
+# - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1 (parallel.comm = mpi, both ranks on the one
+#   emulated GPU) against one rank within 1e-4, the data group's host copies as estimated;
+# - a model larger than the GPU refused with exit 2, naming it.
+# NCCL is not emulated: every run says parallel.comm = mpi.
+# Environment as for tests/mpi (TRIDENT, MPIEXEC, CHECK_METRICS, WORK_DIR, TRIDENT_SOURCE_DIR).
+source "$(dirname "$0")/../mpi/lib.sh"
+
+tiny_deck deck.ini
+short="--train.steps=4 --train.eval_batches=0 --run.restart=none"
+gpu="--run.device=cuda --parallel.comm=mpi"
+# matches NAME REFERENCE RUN TOLERANCE: the losses of RUN against REFERENCE's.
+matches() {
+  local out
+  out=$("$CHECK_METRICS" compare "$2/metrics.jsonl" "$3/metrics.jsonl" loss "$4") \
+    && pass "$1: $out" || fail "$1: $out"
+}
+# train NAME ARGS...: one rank, into run directory NAME (log NAME.log); says so on failure.
+train() {
+  local name=$1
+  shift
+  mpi 1 train deck.ini $short --run.dir="$name" "$@" > "$name.log" 2>&1 || { tail -5 "$name.log"; fail "$name"; }
+}
+
+train cpu --run.device=cpu
+train gpu $gpu
+grep -q "^backend: cuda (CUDA emulation on the CPU" gpu.log || { grep '^backend' gpu.log; fail "gpu: not the emulation"; }
+matches "fp32 on the emulated GPU against the CPU" cpu gpu 1e-4
+train auto --run.device=auto --parallel.comm=mpi
+grep -q "run.device = auto: cuda" auto.log && pass "run.device = auto takes the (emulated) GPU" \
+  || { grep '^backend' auto.log; fail "run.device = auto did not take the GPU"; }
+for p in bf16 fp16; do
+  train "cpu$p" --run.device=cpu --train.precision=$p
+  train "gpu$p" $gpu --train.precision=$p
+  matches "$p on the emulated GPU against the CPU's $p" "cpu$p" "gpu$p" 1e-2
+done
+
+wide="--model.hidden=128 --model.heads=2"
+train wcpu --run.device=cpu $wide
+train flash $gpu $wide --run.attention=flash
+grep -q "^backend.*flash attention" flash.log || fail "the flash run does not say so"
+matches "flash attention, fp32, against the CPU" wcpu flash 1e-4
+train wcpu16 --run.device=cpu $wide --train.precision=bf16
+train flash16 $gpu $wide --train.precision=bf16 --run.attention=flash
+matches "flash attention, bf16, against the CPU's bf16" wcpu16 flash16 1e-2
+train separate16 $gpu $wide --train.precision=bf16 --run.matmul_epilogues=separate
+matches "separate matmul epilogues, bf16, against the CPU's bf16" wcpu16 separate16 1e-2
+train blocks16 $gpu $wide --train.precision=bf16 --run.attention_blocks=4 --run.attention_batching=pointers
+grep -q "^backend.*4 causal attention blocks, pointer-array attention products" blocks16.log \
+  || { grep '^backend' blocks16.log; fail "the attention schedule run does not name its schedule"; }
+matches "GEMM attention, 4 blocks and pointer arrays, bf16, against the CPU's bf16" wcpu16 blocks16 1e-2
+
+common="$short $gpu"
+train one $gpu
+for layout in "tp2 --parallel.tp=2" "pp2 --parallel.pp=2" "dp2 --parallel.dp=2" \
+              "dp2zero --parallel.dp=2 --parallel.zero=1"; do
+  read -r name flags <<< "$layout"
+  mpi 2 train deck.ini $common --run.dir="$name" $flags > "$name.log" 2>&1 || { tail -5 "$name.log"; fail "$name"; }
+  matches "$name on the emulated GPU against one rank" one "$name" 1e-4
+done
+reduction_buffers_match "dp2, staged through the host" dp2.log nonzero
+reduction_buffers_match "dp2 ZeRO-1, staged through the host" dp2zero.log nonzero
+
+mpi 2 train deck.ini $common --parallel.dp=2 --model.hidden=32768 --model.heads=32 --model.layers=200 \
+  --run.dir=huge > huge.log 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "not enough memory on GPU [0-9]* (CUDA emulation on the CPU, .*) of node .*: its 2 ranks need about" huge.log \
+  && pass "a model larger than the GPU: refused with exit 2, naming the GPU" \
+  || { tail -5 huge.log; fail "a model larger than the GPU: exit $rc, no refusal naming the GPU"; }
+finish
