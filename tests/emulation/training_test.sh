@@ -8,8 +8,12 @@
 #   blocks and pointer-array products;
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1 (parallel.comm = mpi, both ranks on the one
 #   emulated GPU) against one rank within 1e-4, the data group's host copies as estimated;
+# - parallel.comm = nccl (the emulation's NCCL over MPI, tests/emulation/emulated_nccl.cpp):
+#   one rank identical to parallel.comm = mpi; with two emulated GPUs dp = 2, tp = 2, pp = 2 and
+#   ZeRO-1 against one rank within 1e-4, and the bf16 wire buffer as estimated; two ranks on
+#   one GPU refused, the GPU named by its bus id;
 # - a model larger than the GPU refused with exit 2, naming it.
-# NCCL is not emulated: every run says parallel.comm = mpi.
+# The other runs set parallel.comm = mpi (ranks sharing the one emulated GPU).
 # Environment as for tests/mpi (TRIDENT, MPIEXEC, CHECK_METRICS, WORK_DIR, TRIDENT_SOURCE_DIR).
 source "$(dirname "$0")/../mpi/lib.sh"
 
@@ -67,6 +71,24 @@ for layout in "tp2 --parallel.tp=2" "pp2 --parallel.pp=2" "dp2 --parallel.dp=2" 
 done
 reduction_buffers_match "dp2, staged through the host" dp2.log nonzero
 reduction_buffers_match "dp2 ZeRO-1, staged through the host" dp2zero.log nonzero
+
+# NCCL: one rank, then two ranks with a GPU each (TRIDENT_CUDA_EMULATION_DEVICES).
+nccl="$short --run.device=cuda --parallel.comm=nccl"
+mpi 1 train deck.ini $nccl --run.dir=nccl1 > nccl1.log 2>&1 || { tail -5 nccl1.log; fail "nccl1"; }
+grep -q "parallel.comm = nccl" nccl1.log || fail "the NCCL run does not say so"
+matches "parallel.comm = nccl, one rank, against parallel.comm = mpi" one nccl1 0
+for layout in "ndp2 --parallel.dp=2" "ntp2 --parallel.tp=2" "npp2 --parallel.pp=2" \
+              "ndp2zero --parallel.dp=2 --parallel.zero=1" "ndp2bf16 --parallel.dp=2 --train.precision=bf16"; do
+  read -r name flags <<< "$layout"
+  TRIDENT_CUDA_EMULATION_DEVICES=2 mpi 2 train deck.ini $nccl --run.dir="$name" $flags > "$name.log" 2>&1 \
+    || { tail -5 "$name.log"; fail "$name"; }
+  [ "$name" = ndp2bf16 ] || matches "$name over NCCL against one rank" one "$name" 1e-4
+done
+reduction_buffers_match "dp2 over nccl, bf16 wire" ndp2bf16.log nonzero
+mpi 2 train deck.ini $nccl --parallel.dp=2 --run.dir=same > same.log 2>&1 && fail "two ranks on one GPU were not refused under nccl"
+grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9]" same.log \
+  && pass "two ranks on one GPU: refused under nccl, the GPU named by bus id" \
+  || { tail -5 same.log; fail "two ranks on one GPU: no refusal naming the GPU's bus id"; }
 
 mpi 2 train deck.ini $common --parallel.dp=2 --model.hidden=32768 --model.heads=32 --model.layers=200 \
   --run.dir=huge > huge.log 2>&1

@@ -1,0 +1,211 @@
+// The NCCL calls Trident makes (parallel/nccl), carried out over MPI for the CUDA emulation
+// (cuda_emulation.h), so that parallel.comm = nccl runs there: the communicator's set-up from
+// a unique id, its stream ordering and its 16-bit wire, with ranks each on an emulated GPU.
+//
+// - ncclCommInitRank splits MPI_COMM_WORLD by the unique id: every rank creates its NCCL
+//   communicators in the same order (one per group of each kind), so the split is collective.
+// - Each call completes at once (the emulation runs work in order, at once) on the split
+//   communicator, in device memory as the real library requires.
+// - 16-bit sums add in fp32 and round after each addition, as NCCL's bf16 and fp16 sums do;
+//   in-place reduce-scatter and all-gather (the own slice inside the full buffer) go through a
+//   copy, as MPI's in-place forms place the slice elsewhere.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tests/emulation/emulated_state.h"
+
+namespace cuda_emu {
+namespace {
+
+struct NcclComm {
+  MPI_Comm mpi;
+  int rank;
+  int size;
+};
+
+NcclComm& comm_of(ncclComm_t comm) { return *reinterpret_cast<NcclComm*>(comm); }
+
+std::size_t element_bytes(ncclDataType_t type) {
+  switch (type) {
+    case ncclFloat32: return 4;
+    case ncclBfloat16:
+    case ncclFloat16: return 2;
+    case ncclUint8: return 1;
+    default: return 0;
+  }
+}
+
+float widen(ncclDataType_t type, const void* p) {
+  if (type == ncclBfloat16) return __bfloat162float(*static_cast<const __nv_bfloat16*>(p));
+  return __half2float(*static_cast<const __half*>(p));
+}
+
+void narrow(ncclDataType_t type, void* p, float value) {
+  if (type == ncclBfloat16) {
+    *static_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(value);
+  } else {
+    *static_cast<__half*>(p) = __float2half_rn(value);
+  }
+}
+
+// MPI reductions of 16-bit values, each addition rounded to the format.
+template <ncclDataType_t Type>
+void sum_16bit(void* in, void* inout, int* count, MPI_Datatype*) {
+  auto* a = static_cast<unsigned char*>(in);
+  auto* b = static_cast<unsigned char*>(inout);
+  for (int i = 0; i < *count; ++i) narrow(Type, b + 2 * i, widen(Type, a + 2 * i) + widen(Type, b + 2 * i));
+}
+
+struct Reduction {
+  MPI_Datatype type;
+  MPI_Op op;
+};
+
+// The MPI type and operation of an NCCL reduction (the 16-bit operations made once, freed at
+// MPI_Finalize).
+bool reduction(ncclDataType_t type, ncclRedOp_t op, Reduction& out) {
+  if (type == ncclFloat32 && (op == ncclSum || op == ncclMax)) {
+    out = {MPI_FLOAT, op == ncclSum ? MPI_SUM : MPI_MAX};
+    return true;
+  }
+  if ((type == ncclBfloat16 || type == ncclFloat16) && op == ncclSum) {
+    static MPI_Op bf16_sum = MPI_OP_NULL, fp16_sum = MPI_OP_NULL;
+    MPI_Op& made = type == ncclBfloat16 ? bf16_sum : fp16_sum;
+    if (made == MPI_OP_NULL) {
+      MPI_Op_create(type == ncclBfloat16 ? sum_16bit<ncclBfloat16> : sum_16bit<ncclFloat16>, 1, &made);
+    }
+    out = {MPI_UINT16_T, made};
+    return true;
+  }
+  return false;
+}
+
+ncclResult_t checked(int mpi_result) { return mpi_result == MPI_SUCCESS ? ncclSuccess : ncclSystemError; }
+
+}  // namespace
+}  // namespace cuda_emu
+
+using cuda_emu::comm_of;
+
+extern "C" {
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclInvalidArgument: return "invalid argument (NCCL emulation)";
+    case ncclInvalidUsage: return "invalid usage (NCCL emulation)";
+    default: return "system error (NCCL emulation over MPI)";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t) { return ""; }
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  std::random_device seed;
+  for (char& c : id->internal) c = static_cast<char>(seed());
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  // The colour: the id's first bytes, non-negative as MPI_Comm_split wants.
+  std::uint32_t colour = 0;
+  std::memcpy(&colour, id.internal, sizeof colour);
+  auto* c = new cuda_emu::NcclComm{};
+  if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(colour & 0x7fffffffu), rank, &c->mpi) != MPI_SUCCESS) {
+    delete c;
+    return ncclSystemError;
+  }
+  MPI_Comm_rank(c->mpi, &c->rank);
+  MPI_Comm_size(c->mpi, &c->size);
+  if (c->size != nranks || c->rank != rank) {
+    std::fprintf(stderr, "NCCL emulation: ncclCommInitRank(%d ranks, rank %d) met %d ranks, as rank %d: the ranks "
+                         "did not create their communicators in the same order\n", nranks, rank, c->size, c->rank);
+    std::abort();
+  }
+  *comm = reinterpret_cast<ncclComm_t>(c);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  auto* c = &comm_of(comm);
+  MPI_Comm_free(&c->mpi);
+  delete c;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const std::size_t bytes = count * cuda_emu::element_bytes(type);
+  cuda_emu::require_device_range(send, bytes, "ncclAllReduce send buffer");
+  cuda_emu::require_device_range(recv, bytes, "ncclAllReduce receive buffer");
+  cuda_emu::Reduction r{};
+  if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
+  const void* source = send == recv ? MPI_IN_PLACE : send;
+  return cuda_emu::checked(MPI_Allreduce(source, recv, static_cast<int>(count), r.type, r.op, comm_of(comm).mpi));
+}
+
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const cuda_emu::NcclComm& c = comm_of(comm);
+  const std::size_t element = cuda_emu::element_bytes(type);
+  const std::size_t slice = recvcount * element;
+  cuda_emu::require_device_range(send, slice * static_cast<std::size_t>(c.size), "ncclReduceScatter send buffer");
+  cuda_emu::require_device_range(recv, slice, "ncclReduceScatter receive buffer");
+  cuda_emu::Reduction r{};
+  if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
+  std::vector<unsigned char> result(slice);
+  const int status = MPI_Reduce_scatter_block(send, result.data(), static_cast<int>(recvcount), r.type, r.op, c.mpi);
+  std::memcpy(recv, result.data(), slice);
+  return cuda_emu::checked(status);
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const cuda_emu::NcclComm& c = comm_of(comm);
+  const std::size_t slice = sendcount * cuda_emu::element_bytes(type);
+  cuda_emu::require_device_range(send, slice, "ncclAllGather send buffer");
+  cuda_emu::require_device_range(recv, slice * static_cast<std::size_t>(c.size), "ncclAllGather receive buffer");
+  const std::vector<unsigned char> own(static_cast<const unsigned char*>(send), static_cast<const unsigned char*>(send) + slice);
+  return cuda_emu::checked(MPI_Allgather(own.data(), static_cast<int>(slice), MPI_BYTE, recv, static_cast<int>(slice),
+                                         MPI_BYTE, c.mpi));
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const cuda_emu::NcclComm& c = comm_of(comm);
+  const std::size_t bytes = count * cuda_emu::element_bytes(type);
+  cuda_emu::require_device_range(recv, bytes, "ncclBroadcast receive buffer");
+  if (c.rank == root && send != recv) std::memmove(recv, send, bytes);
+  return cuda_emu::checked(MPI_Bcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c.mpi));
+}
+
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const std::size_t bytes = count * cuda_emu::element_bytes(type);
+  cuda_emu::require_device_range(send, bytes, "ncclSend buffer");
+  return cuda_emu::checked(MPI_Send(send, static_cast<int>(bytes), MPI_BYTE, peer, 0, comm_of(comm).mpi));
+}
+
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const std::size_t bytes = count * cuda_emu::element_bytes(type);
+  cuda_emu::require_device_range(recv, bytes, "ncclRecv buffer");
+  return cuda_emu::checked(
+      MPI_Recv(recv, static_cast<int>(bytes), MPI_BYTE, peer, 0, comm_of(comm).mpi, MPI_STATUS_IGNORE));
+}
+
+}  // extern "C"
