@@ -2,8 +2,8 @@
 // cooperative fibers (Boost.Context: a switch costs nanoseconds, where ucontext makes a system
 // call) on one OS thread (cuda_emulation.h says why and what it models).
 //
-// A fiber runs until it finishes or waits at a barrier (__syncthreads, or one of the warp
-// shuffle's two steps); the scheduler then resumes the next unfinished fiber, round robin. A
+// A fiber runs until it finishes or waits at a barrier (__syncthreads, or a warp shuffle); the
+// scheduler then resumes the next fiber that is neither finished nor still held, round robin. A
 // barrier opens when every thread of its block (warp) has arrived. Stricter than the GPU on
 // purpose: a thread that exits while others of its block or warp still have a barrier to pass
 // is reported, since the kernels' contract (block_reduce.cuh) is that every thread reaches
@@ -144,7 +144,8 @@ void resume(Block& b, int i) {
 void run_block(Block& b, const dim3& block_dim) {
   const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
   while (tl_stacks.size() < static_cast<std::size_t>(threads)) {
-    tl_stacks.push_back(std::make_unique<char[]>(kFiberStackBytes));
+    // Not zeroed (make_unique would write every byte): only the pages a fiber uses are touched.
+    tl_stacks.push_back(std::unique_ptr<char[]>(new char[kFiberStackBytes]));
   }
   b.fibers.clear();
   b.fibers.resize(static_cast<std::size_t>(threads));
