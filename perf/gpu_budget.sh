@@ -1,10 +1,10 @@
 # shellcheck shell=bash
 # Sourced by the scripts that run on a lent GPU machine (gpu_check.sh, gpu_bench.sh,
-# llmc_reference.sh, kernels/run.sh). A command there is killed at its time limit (600 s at most), and then only
-# what is already under $OUT comes back. So each stage runs under a cap taken from one budget
-# for the whole script (capped), a hang costs that stage and not the sitting, and the scripts
-# write their summary into $OUT after every stage (publish_to_out), headed by the GPU and the
-# build (gpu_description).
+# llmc_reference.sh, kernels/run.sh). A command there is killed at its time limit (600 s at
+# most), and then only what is already under $OUT comes back. So each stage runs under a cap
+# taken from one budget for the whole script (capped), a hang costs that stage and not the
+# sitting, and the scripts write their summary into $OUT after every stage (publish_to_out),
+# headed by the GPU and the build (gpu_description).
 #
 #   GPU_BUDGET_S  seconds for the whole script (default 540: the 600 s limit less a margin for
 #                 writing the archive of the logs)

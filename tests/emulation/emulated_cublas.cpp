@@ -66,17 +66,13 @@ struct Stored {
   }
 };
 
-// op(X) element (i, j) of a stored matrix.
-double element(const Stored& x, bool transposed, long long i, long long j) {
-  return transposed ? load(x.type, x.data, static_cast<std::size_t>(j + i * x.ld))
-                    : load(x.type, x.data, static_cast<std::size_t>(i + j * x.ld));
-}
-
 // A stored matrix widened to a dense column-major double one (ld = rows).
 std::vector<double> widened(const Stored& x) {
   std::vector<double> out(static_cast<std::size_t>(x.rows * x.cols));
   for (long long j = 0; j < x.cols; ++j) {
-    for (long long i = 0; i < x.rows; ++i) out[static_cast<std::size_t>(i + j * x.rows)] = element(x, false, i, j);
+    for (long long i = 0; i < x.rows; ++i) {
+      out[static_cast<std::size_t>(i + j * x.rows)] = load(x.type, x.data, static_cast<std::size_t>(i + j * x.ld));
+    }
   }
   return out;
 }
@@ -116,7 +112,7 @@ bool supported_types(cudaDataType_t a, cudaDataType_t b, cudaDataType_t c) {
 // The classic API's checks and one product of a batch.
 cublasStatus_t gemm(cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* alpha,
                     const void* A, cudaDataType_t a_type, int lda, const void* B, cudaDataType_t b_type, int ldb,
-                    const void* beta, void* C, cudaDataType_t c_type, int ldc, bool check_only) {
+                    const void* beta, void* C, cudaDataType_t c_type, int ldc) {
   const bool ta = transa != CUBLAS_OP_N;
   const bool tb = transb != CUBLAS_OP_N;
   if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
@@ -124,7 +120,7 @@ cublasStatus_t gemm(cublasOperation_t transa, cublasOperation_t transb, int m, i
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (!supported_types(a_type, b_type, c_type)) return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (check_only || m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   const Stored a{A, a_type, ta ? k : m, ta ? m : k, lda};
   const Stored b{B, b_type, tb ? n : k, tb ? k : n, ldb};
   const Stored c{C, c_type, m, n, ldc};
@@ -184,31 +180,12 @@ const char* cublasGetStatusString(cublasStatus_t status) {
   }
 }
 
-cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                              const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
-                              float* C, int ldc) {
-  return gemm(transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C, CUDA_R_32F, ldc, false);
-}
-
 cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
                             const void* alpha, const void* A, cudaDataType_t Atype, int lda, const void* B,
                             cudaDataType_t Btype, int ldb, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
                             cublasComputeType_t computeType, cublasGemmAlgo_t) {
   if (computeType != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;  // the only one Trident asks for
-  return gemm(transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, false);
-}
-
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
-                                         int n, int k, const float* alpha, const float* A, int lda,
-                                         long long int strideA, const float* B, int ldb, long long int strideB,
-                                         const float* beta, float* C, int ldc, long long int strideC, int batchCount) {
-  if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
-  for (int i = 0; i < batchCount; ++i) {
-    const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, A + i * strideA, CUDA_R_32F, lda, B + i * strideB,
-                                  CUDA_R_32F, ldb, beta, C + i * strideC, CUDA_R_32F, ldc, false);
-    if (s != CUBLAS_STATUS_SUCCESS) return s;
-  }
-  return CUBLAS_STATUS_SUCCESS;
+  return gemm(transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc);
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
@@ -227,23 +204,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t tran
   const auto ec = static_cast<long long>(cuda_emu::element_bytes(Ctype));
   for (int i = 0; i < batchCount; ++i) {
     const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, a + i * strideA * ea, Atype, lda,
-                                  b + i * strideB * eb, Btype, ldb, beta, c + i * strideC * ec, Ctype, ldc, false);
-    if (s != CUBLAS_STATUS_SUCCESS) return s;
-  }
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasSgemmBatched(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-                                  int k, const float* alpha, const float* const Aarray[], int lda,
-                                  const float* const Barray[], int ldb, const float* beta, float* const Carray[],
-                                  int ldc, int batchCount) {
-  if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
-  cuda_emu::require_pointer_array(Aarray, batchCount, "cuBLAS batched GEMM pointer array A");
-  cuda_emu::require_pointer_array(Barray, batchCount, "cuBLAS batched GEMM pointer array B");
-  cuda_emu::require_pointer_array(Carray, batchCount, "cuBLAS batched GEMM pointer array C");
-  for (int i = 0; i < batchCount; ++i) {
-    const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, Aarray[i], CUDA_R_32F, lda, Barray[i], CUDA_R_32F,
-                                  ldb, beta, Carray[i], CUDA_R_32F, ldc, false);
+                                  b + i * strideB * eb, Btype, ldb, beta, c + i * strideC * ec, Ctype, ldc);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
   }
   return CUBLAS_STATUS_SUCCESS;
@@ -261,10 +222,37 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t, cublasOperation_t transa, cub
   cuda_emu::require_pointer_array(Carray, batchCount, "cuBLAS batched GEMM pointer array C");
   for (int i = 0; i < batchCount; ++i) {
     const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, Aarray[i], Atype, lda, Barray[i], Btype, ldb, beta,
-                                  Carray[i], Ctype, ldc, false);
+                                  Carray[i], Ctype, ldc);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
   }
   return CUBLAS_STATUS_SUCCESS;
+}
+
+// The fp32 calls: the Ex ones on fp32 matrices.
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                              int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
+                              const float* beta, float* C, int ldc) {
+  return cublasGemmEx(handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C,
+                      CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const float* alpha, const float* A, int lda,
+                                         long long int strideA, const float* B, int ldb, long long int strideB,
+                                         const float* beta, float* C, int ldc, long long int strideC, int batchCount) {
+  return cublasGemmStridedBatchedEx(handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, strideA, B, CUDA_R_32F,
+                                    ldb, strideB, beta, C, CUDA_R_32F, ldc, strideC, batchCount, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t cublasSgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                  int n, int k, const float* alpha, const float* const Aarray[], int lda,
+                                  const float* const Barray[], int ldb, const float* beta, float* const Carray[],
+                                  int ldc, int batchCount) {
+  return cublasGemmBatchedEx(handle, transa, transb, m, n, k, alpha, reinterpret_cast<const void* const*>(Aarray),
+                             CUDA_R_32F, lda, reinterpret_cast<const void* const*>(Barray), CUDA_R_32F, ldb, beta,
+                             reinterpret_cast<void* const*>(Carray), CUDA_R_32F, ldc, batchCount, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT);
 }
 
 }  // extern "C"
@@ -506,7 +494,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc
       const auto aux_index = static_cast<std::size_t>(i + j * d.aux_ld);
       if (cuda_emu::writes_aux(d.epilogue)) cuda_emu::store(dl.type, d.aux, aux_index, value);
       if (cuda_emu::applies_gelu(d.epilogue)) value = cuda_emu::gelu(value);
-      if (d.epilogue == CUBLASLT_EPILOGUE_DGELU) value *= cuda_emu::gelu_derivative(cuda_emu::load(dl.type, d.aux, aux_index));
+      if (d.epilogue == CUBLASLT_EPILOGUE_DGELU) {
+        value *= cuda_emu::gelu_derivative(cuda_emu::load(dl.type, d.aux, aux_index));
+      }
       cuda_emu::store(dl.type, D, static_cast<std::size_t>(i + j * dl.ld), value);
     }
   }

@@ -106,7 +106,7 @@ void wait_for_release(const unsigned* generation, unsigned seen) {
   f.waits_on = generation;
   f.waits_while = seen;
   while (*generation == seen) b.scheduler = std::move(b.scheduler).resume();
-  b.fibers[static_cast<std::size_t>(b.current)].waits_on = nullptr;
+  f.waits_on = nullptr;
 }
 
 int linear_thread(const uint3& t, const dim3& d) {
@@ -207,13 +207,12 @@ void run_block(Block& b, const dim3& block_dim) {
 
 void sync_block() {
   Block& b = *tl_block;
-  if (b.direct) kernel_fault(b, "__syncthreads after another thread of the block has returned");
+  // No thread may have returned yet (the strict rule), so the barrier waits for all of them.
+  if (b.finished > 0) kernel_fault(b, "__syncthreads after another thread of the block has returned");
   const unsigned generation = b.generation;
   ++b.arrived;
   ++b.progress;
-  const int live = static_cast<int>(b.fibers.size()) - b.finished;
-  if (b.finished > 0) kernel_fault(b, "__syncthreads after another thread of the block has returned");
-  if (b.arrived == live) {
+  if (b.arrived == static_cast<int>(b.fibers.size())) {
     b.arrived = 0;
     ++b.generation;
     return;
@@ -290,8 +289,9 @@ void run_grid(const char* kernel_name, const LaunchConfig& config, const std::fu
     Block block;
     block.kernel = kernel_name;
     block.body = &body;
-    // Uninitialised on the GPU: a recognisable pattern (NaN as floats) here.
-    block.dynamic_shared.assign(config.shared_bytes + 16, 0xff);
+    // Refilled with 0xff (NaN as floats) before each block below: uninitialised on the GPU. One
+    // byte more than asked, so that data() is valid for a launch without dynamic shared memory.
+    block.dynamic_shared.resize(config.shared_bytes + 1);
     tl_block = &block;
 #pragma omp for schedule(dynamic, 1)
     for (long long i = 0; i < blocks; ++i) {

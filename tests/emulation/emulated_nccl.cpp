@@ -177,7 +177,8 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
   const std::size_t slice = sendcount * cuda_emu::element_bytes(type);
   cuda_emu::require_device_range(send, slice, "ncclAllGather send buffer");
   cuda_emu::require_device_range(recv, slice * static_cast<std::size_t>(c.size), "ncclAllGather receive buffer");
-  const std::vector<unsigned char> own(static_cast<const unsigned char*>(send), static_cast<const unsigned char*>(send) + slice);
+  const auto* own_begin = static_cast<const unsigned char*>(send);
+  const std::vector<unsigned char> own(own_begin, own_begin + slice);
   return cuda_emu::checked(MPI_Allgather(own.data(), static_cast<int>(slice), MPI_BYTE, recv, static_cast<int>(slice),
                                          MPI_BYTE, c.mpi));
 }

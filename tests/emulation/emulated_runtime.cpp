@@ -21,7 +21,7 @@
 namespace cuda_emu {
 namespace {
 
-constexpr std::size_t kDeviceBytes = std::size_t{80} << 30;  // an H100's 80 GB
+constexpr std::size_t kDeviceBytes = std::size_t{80} << 30;  // an H100's 80 GiB
 constexpr std::size_t kDefaultSharedBytes = 48 * 1024;
 constexpr std::size_t kOptinSharedBytes = 227 * 1024;  // sm_90's opt-in limit per block
 
@@ -31,7 +31,8 @@ struct Runtime {
   std::size_t allocated = 0;
   std::set<cudaStream_t> streams;
   std::set<cudaEvent_t> events;
-  std::map<const void*, int> max_dynamic_shared;  // kernel -> opted-in bytes
+  // The largest cudaFuncAttributeMaxDynamicSharedMemorySize set on any kernel (launch_problem).
+  std::size_t largest_shared_optin = 0;
   int device = 0;
 };
 
@@ -84,11 +85,11 @@ std::string launch_problem(const LaunchConfig& c) {
   {
     Runtime& r = runtime();
     std::lock_guard<std::mutex> lock(r.mutex);
-    for (const auto& [kernel, bytes] : r.max_dynamic_shared) allowed = std::max(allowed, static_cast<std::size_t>(bytes));
+    allowed = std::max(allowed, r.largest_shared_optin);
   }
   if (c.shared_bytes > allowed) {
     return std::to_string(c.shared_bytes) + " bytes of dynamic shared memory, " + std::to_string(allowed) +
-           " allowed for this kernel";
+           " allowed without a larger opt-in";
   }
   return "";
 }
@@ -213,7 +214,9 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   }
   // The exact size (at least one byte), so that AddressSanitizer sees a read past the end.
   void* memory = nullptr;
-  if (posix_memalign(&memory, 256, bytes == 0 ? 1 : bytes) != 0) return cuda_emu::tl_last_error = cudaErrorMemoryAllocation;
+  if (posix_memalign(&memory, 256, bytes == 0 ? 1 : bytes) != 0) {
+    return cuda_emu::tl_last_error = cudaErrorMemoryAllocation;
+  }
   // Fresh device memory holds whatever was there: a NaN pattern, not zeros.
   std::memset(memory, 0xff, bytes);
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -317,14 +320,14 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t /*event*/, unsi
   return cudaSuccess;
 }
 
-cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+cudaError_t cudaFuncSetAttribute(const void* /*func*/, cudaFuncAttribute attr, int value) {
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
     if (value < 0 || static_cast<std::size_t>(value) > cuda_emu::kOptinSharedBytes) {
       return cuda_emu::tl_last_error = cudaErrorInvalidValue;
     }
     auto& r = runtime();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.max_dynamic_shared[func] = value;
+    r.largest_shared_optin = std::max(r.largest_shared_optin, static_cast<std::size_t>(value));
   }
   return cudaSuccess;
 }

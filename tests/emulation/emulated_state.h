@@ -1,5 +1,5 @@
 // State the emulated CUDA runtime (emulated_runtime.cpp) shares with the emulated launches
-// (emulated_grid.cpp) and the emulated cuBLAS (emulated_cublas.cpp): the sticky last error,
+// (emulated_grid.cpp) and the emulated cuBLAS (emulated_cublas.cpp): the last error,
 // the launch-shape rules, and the registry of device allocations, so that a host pointer
 // handed to a copy, a memset or a GEMM is reported as the GPU would fault on it.
 #pragma once

@@ -61,13 +61,13 @@ grep -q "^backend.*4 causal attention blocks, pointer-array attention products" 
   || { grep '^backend' blocks16.log; fail "the attention schedule run does not name its schedule"; }
 matches "GEMM attention, 4 blocks and pointer arrays, bf16, against the CPU's bf16" wcpu16 blocks16 1e-2
 
+# Layouts against one rank: the fp32 run "gpu" above.
 common="$short $gpu"
-train one $gpu
 for layout in "tp2 --parallel.tp=2" "pp2 --parallel.pp=2" "dp2 --parallel.dp=2" \
               "dp2zero --parallel.dp=2 --parallel.zero=1"; do
   read -r name flags <<< "$layout"
   mpi 2 train deck.ini $common --run.dir="$name" $flags > "$name.log" 2>&1 || { tail -5 "$name.log"; fail "$name"; }
-  matches "$name on the emulated GPU against one rank" one "$name" 1e-4
+  matches "$name on the emulated GPU against one rank" gpu "$name" 1e-4
 done
 reduction_buffers_match "dp2, staged through the host" dp2.log nonzero
 reduction_buffers_match "dp2 ZeRO-1, staged through the host" dp2zero.log nonzero
@@ -76,16 +76,24 @@ reduction_buffers_match "dp2 ZeRO-1, staged through the host" dp2zero.log nonzer
 nccl="$short --run.device=cuda --parallel.comm=nccl"
 mpi 1 train deck.ini $nccl --run.dir=nccl1 > nccl1.log 2>&1 || { tail -5 nccl1.log; fail "nccl1"; }
 grep -q "parallel.comm = nccl" nccl1.log || fail "the NCCL run does not say so"
-matches "parallel.comm = nccl, one rank, against parallel.comm = mpi" one nccl1 0
-for layout in "ndp2 --parallel.dp=2" "ntp2 --parallel.tp=2" "npp2 --parallel.pp=2" \
-              "ndp2zero --parallel.dp=2 --parallel.zero=1" "ndp2bf16 --parallel.dp=2 --train.precision=bf16"; do
-  read -r name flags <<< "$layout"
-  TRIDENT_CUDA_EMULATION_DEVICES=2 mpi 2 train deck.ini $nccl --run.dir="$name" $flags > "$name.log" 2>&1 \
+matches "parallel.comm = nccl, one rank, against parallel.comm = mpi" gpu nccl1 0
+# two_gpus NAME FLAGS...: two ranks over NCCL, a GPU each.
+two_gpus() {
+  local name=$1
+  shift
+  TRIDENT_CUDA_EMULATION_DEVICES=2 mpi 2 train deck.ini $nccl --run.dir="$name" "$@" > "$name.log" 2>&1 \
     || { tail -5 "$name.log"; fail "$name"; }
-  [ "$name" = ndp2bf16 ] || matches "$name over NCCL against one rank" one "$name" 1e-4
+}
+for layout in "ndp2 --parallel.dp=2" "ntp2 --parallel.tp=2" "npp2 --parallel.pp=2" \
+              "ndp2zero --parallel.dp=2 --parallel.zero=1"; do
+  read -r name flags <<< "$layout"
+  two_gpus "$name" $flags
+  matches "$name over NCCL against one rank" gpu "$name" 1e-4
 done
+two_gpus ndp2bf16 --parallel.dp=2 --train.precision=bf16
 reduction_buffers_match "dp2 over nccl, bf16 wire" ndp2bf16.log nonzero
-mpi 2 train deck.ini $nccl --parallel.dp=2 --run.dir=same > same.log 2>&1 && fail "two ranks on one GPU were not refused under nccl"
+mpi 2 train deck.ini $nccl --parallel.dp=2 --run.dir=same > same.log 2>&1 \
+  && fail "two ranks on one GPU were not refused under nccl"
 grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9]" same.log \
   && pass "two ranks on one GPU: refused under nccl, the GPU named by bus id" \
   || { tail -5 same.log; fail "two ranks on one GPU: no refusal naming the GPU's bus id"; }
@@ -93,7 +101,8 @@ grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f
 mpi 2 train deck.ini $common --parallel.dp=2 --model.hidden=32768 --model.heads=32 --model.layers=200 \
   --run.dir=huge > huge.log 2>&1
 rc=$?
-[ $rc -eq 2 ] && grep -q "not enough memory on GPU [0-9]* (CUDA emulation on the CPU, .*) of node .*: its 2 ranks need about" huge.log \
+[ $rc -eq 2 ] \
+  && grep -q "not enough memory on GPU [0-9]* (CUDA emulation on the CPU, .*) of node .*: its 2 ranks need about" huge.log \
   && pass "a model larger than the GPU: refused with exit 2, naming the GPU" \
   || { tail -5 huge.log; fail "a model larger than the GPU: exit $rc, no refusal naming the GPU"; }
 finish

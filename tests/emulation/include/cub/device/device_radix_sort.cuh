@@ -41,7 +41,8 @@ struct DeviceRadixSort {
       auto bits = static_cast<Bits>(key);
       if constexpr (std::is_signed_v<Key>) bits ^= Bits{1} << (sizeof(Key) * 8 - 1);  // negatives first
       const int width = end_bit - begin_bit;
-      const Bits mask = width >= static_cast<int>(sizeof(Key) * 8) ? ~Bits{0} : static_cast<Bits>((Bits{1} << width) - 1);
+      const Bits mask =
+          width >= static_cast<int>(sizeof(Key) * 8) ? ~Bits{0} : static_cast<Bits>((Bits{1} << width) - 1);
       return static_cast<Bits>((bits >> begin_bit) & mask);
     };
     std::vector<std::size_t> order(n);
