@@ -17,6 +17,6 @@ if ! grep -q '^TRIDENT_CUDA:BOOL=ON' build/CMakeCache.txt; then
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build-emulation -DTRIDENT_CUDA_EMULATION=ON -DTRIDENT_WERROR=ON > /dev/null
-cmake --build build-emulation -j "$jobs" --target trident_gpu_tests trident check_metrics
+cmake --build build-emulation -j "$jobs" --target trident_gpu_tests trident_emulation_tests trident check_metrics
 cd build-emulation
 ctest --output-on-failure -L emulated "$@"

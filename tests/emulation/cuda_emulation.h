@@ -12,7 +12,8 @@
 // and the warp shuffles are barriers between fibers; a block that cannot finish (a barrier some
 // thread never reaches, a shuffle from a lane that has exited) stops the program with a message
 // naming the kernel. __shared__ variables become thread_local statics: one copy per OS thread,
-// which is one copy per running block.
+// which is one copy per running block. A launch is queued on its stream and runs when the
+// stream's schedule runs it (emulated_streams.cpp).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,6 +24,7 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -55,16 +57,17 @@ struct LaunchConfig {
 };
 
 // Validates the shape as the driver does (sets the last error and returns on a bad one), then
-// runs body once per thread of the grid.
-void run_grid(const char* kernel_name, const LaunchConfig& config, const std::function<void()>& body);
+// queues the grid on the config's stream: when the stream runs it, body runs once per thread.
+void run_grid(const char* kernel_name, const LaunchConfig& config, std::function<void()> body);
 
 // kernel<<<config>>>(args...) after translation: call(args...) calls the kernel (a generic
 // lambda, so that a kernel template deduces its parameters from the arguments as the launch
-// did). The arguments are evaluated and copied once, at the launch, as the CUDA runtime does.
+// did). The arguments are evaluated and copied once, at the launch, as the CUDA runtime does,
+// and the queued grid owns that copy.
 template <class Call, class... A>
 void launch(const char* kernel_name, const LaunchConfig& config, Call call, A&&... args) {
-  auto values = std::make_tuple(std::forward<A>(args)...);
-  run_grid(kernel_name, config, [&] { std::apply(call, values); });
+  auto values = std::make_shared<decltype(std::make_tuple(std::forward<A>(args)...))>(std::forward<A>(args)...);
+  run_grid(kernel_name, config, [call, values] { std::apply(call, *values); });
 }
 
 }  // namespace cuda_emu

@@ -6,9 +6,15 @@
 // library would (CUBLAS_STATUS_INVALID_VALUE, NOT_SUPPORTED); a host pointer stops the program,
 // as the GPU would fault on it.
 //
+// The checks run at the call, as the libraries return their status there; the product is
+// queued on the handle's (or the call's) stream and reads the matrices when it runs.
+//
 // The products are summed in double (OpenBLAS's dgemm) and rounded once to the output's type: the
-// emulation checks which numbers are multiplied with which, not the GPU's rounding (the GPU
-// tests' tolerances cover fp32 and TF32 accumulation on the real device).
+// emulation checks which numbers are multiplied with which, not the GPU's order of summation
+// (the GPU tests' tolerances cover fp32 accumulation on the real device). With the handle in
+// CUBLAS_TF32_TENSOR_OP_MATH, fp32 inputs are first rounded to TF32 (10 explicit significand
+// bits, to nearest, ties away from zero, as PTX's cvt.rna.tf32.f32), as the tensor cores read
+// them: so a test that relies on inputs being exact in TF32 is checked here too.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -22,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "tests/emulation/emulated_state.h"
@@ -36,6 +43,17 @@ std::size_t element_bytes(cudaDataType_t type) {
     case CUDA_R_16F: return 2;
     default: return 0;
   }
+}
+
+// fp32 rounded to TF32: the low 13 of its 23 significand bits dropped, to nearest (ties away).
+float to_tf32(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // inf and NaN as they are
+  bits = (bits + 0x1000u) & ~0x1fffu;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
 }
 
 double load(cudaDataType_t type, const void* base, std::size_t index) {
@@ -55,11 +73,13 @@ void store(cudaDataType_t type, void* base, std::size_t index, double value) {
   }
 }
 
-// A column-major matrix as stored: rows x cols with leading dimension ld.
+// A column-major matrix as stored: rows x cols with leading dimension ld; tf32: read as the
+// tensor cores would in TF32 mode.
 struct Stored {
   const void* data;
   cudaDataType_t type;
   long long rows, cols, ld;
+  bool tf32 = false;
   std::size_t bytes() const {
     if (rows == 0 || cols == 0) return 0;
     return static_cast<std::size_t>((cols - 1) * ld + rows) * element_bytes(type);
@@ -71,7 +91,9 @@ std::vector<double> widened(const Stored& x) {
   std::vector<double> out(static_cast<std::size_t>(x.rows * x.cols));
   for (long long j = 0; j < x.cols; ++j) {
     for (long long i = 0; i < x.rows; ++i) {
-      out[static_cast<std::size_t>(i + j * x.rows)] = load(x.type, x.data, static_cast<std::size_t>(i + j * x.ld));
+      const double value = load(x.type, x.data, static_cast<std::size_t>(i + j * x.ld));
+      out[static_cast<std::size_t>(i + j * x.rows)] =
+          x.tf32 && x.type == CUDA_R_32F ? to_tf32(static_cast<float>(value)) : value;
     }
   }
   return out;
@@ -109,29 +131,71 @@ bool supported_types(cudaDataType_t a, cudaDataType_t b, cudaDataType_t c) {
   return c == a || c == CUDA_R_32F;
 }
 
-// The classic API's checks and one product of a batch.
-cublasStatus_t gemm(cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void* alpha,
-                    const void* A, cudaDataType_t a_type, int lda, const void* B, cudaDataType_t b_type, int ldb,
-                    const void* beta, void* C, cudaDataType_t c_type, int ldc) {
-  const bool ta = transa != CUBLAS_OP_N;
-  const bool tb = transb != CUBLAS_OP_N;
+// A cuBLAS handle: the stream its work is queued on and its math mode.
+struct Blas {
+  cudaStream_t stream = nullptr;
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+};
+
+Blas& blas_of(cublasHandle_t handle) { return *reinterpret_cast<Blas*>(handle); }
+
+// The classic API's checks of one product of a batch (the matrices' addresses are checked when
+// it runs: a batched call's pointer arrays may be filled by work queued before it).
+cublasStatus_t check_gemm(bool ta, bool tb, int m, int n, int k, cudaDataType_t a_type, int lda,
+                          cudaDataType_t b_type, int ldb, cudaDataType_t c_type, int ldc) {
   if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
   if (lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k) || ldc < std::max(1, m)) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (!supported_types(a_type, b_type, c_type)) return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-  const Stored a{A, a_type, ta ? k : m, ta ? m : k, lda};
-  const Stored b{B, b_type, tb ? n : k, tb ? k : n, ldb};
-  const Stored c{C, c_type, m, n, ldc};
-  const double al = *static_cast<const float*>(alpha);
-  const double be = *static_cast<const float*>(beta);
-  if (k > 0 && al != 0.0) {
-    require_device_range(A, a.bytes(), "cuBLAS GEMM matrix A");
-    require_device_range(B, b.bytes(), "cuBLAS GEMM matrix B");
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// One product of a batch, as the queued work runs it.
+struct Gemm {
+  bool ta, tb, tf32;
+  int m, n, k;
+  double alpha, beta;
+  cudaDataType_t a_type, b_type, c_type;
+  int lda, ldb, ldc;
+
+  void run(const void* A, const void* B, void* C) const {
+    if (m == 0 || n == 0) return;
+    const Stored a{A, a_type, ta ? k : m, ta ? m : k, lda, tf32};
+    const Stored b{B, b_type, tb ? n : k, tb ? k : n, ldb, tf32};
+    const Stored c{C, c_type, m, n, ldc};
+    if (k > 0 && alpha != 0.0) {
+      require_device_range(A, a.bytes(), "cuBLAS GEMM matrix A");
+      require_device_range(B, b.bytes(), "cuBLAS GEMM matrix B");
+    }
+    require_device_range(C, c.bytes(), "cuBLAS GEMM matrix C");
+    reference_gemm(ta, tb, m, n, k, alpha, a, b, beta, C, c_type, ldc);
   }
-  require_device_range(C, c.bytes(), "cuBLAS GEMM matrix C");
-  reference_gemm(ta, tb, m, n, k, al, a, b, be, C, c_type, ldc);
+};
+
+// The checks, then the product(s) queued on the handle's stream; pointers(i) gives the i-th
+// product's A, B and C when the work runs.
+template <class Pointers>
+cublasStatus_t queue_gemms(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                           int k, const void* alpha, cudaDataType_t a_type, int lda, cudaDataType_t b_type, int ldb,
+                           const void* beta, cudaDataType_t c_type, int ldc, int batch, Pointers pointers) {
+  const bool ta = transa != CUBLAS_OP_N;
+  const bool tb = transb != CUBLAS_OP_N;
+  if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  const cublasStatus_t status = check_gemm(ta, tb, m, n, k, a_type, lda, b_type, ldb, c_type, ldc);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  const Blas& h = blas_of(handle);
+  // alpha and beta are host scalars (the default pointer mode): read at the call.
+  const bool tf32 = (h.math & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) == CUBLAS_TF32_TENSOR_OP_MATH;
+  const Gemm g{ta, tb, tf32, m, n, k,
+               *static_cast<const float*>(alpha), *static_cast<const float*>(beta),
+               a_type, b_type, c_type, lda, ldb, ldc};
+  enqueue(h.stream, [g, batch, pointers] {
+    for (int i = 0; i < batch; ++i) {
+      const auto [A, B, C] = pointers(i);
+      g.run(A, B, C);
+    }
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -156,20 +220,30 @@ void require_pointer_array(T* const* array, int count, const char* what) {
 }  // namespace
 }  // namespace cuda_emu
 
-using cuda_emu::gemm;
+using cuda_emu::queue_gemms;
 
 extern "C" {
 
-cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) { return cuda_emu::create_handle(handle); }
-
-cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) { return cuda_emu::destroy_handle(handle); }
-
-cublasStatus_t cublasSetStream_v2(cublasHandle_t /*handle*/, cudaStream_t stream) {
-  cuda_emu::check_stream(stream);
+cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
+  *handle = reinterpret_cast<cublasHandle_t>(new cuda_emu::Blas);
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetMathMode(cublasHandle_t /*handle*/, cublasMath_t /*mode*/) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  delete &cuda_emu::blas_of(handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  cuda_emu::blas_of(handle).stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  cuda_emu::blas_of(handle).math = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 const char* cublasGetStatusString(cublasStatus_t status) {
   switch (status) {
@@ -180,52 +254,49 @@ const char* cublasGetStatusString(cublasStatus_t status) {
   }
 }
 
-cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                            const void* alpha, const void* A, cudaDataType_t Atype, int lda, const void* B,
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType_t Atype, int lda, const void* B,
                             cudaDataType_t Btype, int ldb, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
                             cublasComputeType_t computeType, cublasGemmAlgo_t) {
   if (computeType != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;  // the only one Trident asks for
-  return gemm(transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc);
+  return queue_gemms(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc, 1,
+                     [A, B, C](int) { return std::make_tuple(A, B, C); });
 }
 
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
-                                          int n, int k, const void* alpha, const void* A, cudaDataType_t Atype,
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                          int m, int n, int k, const void* alpha, const void* A, cudaDataType_t Atype,
                                           int lda, long long int strideA, const void* B, cudaDataType_t Btype, int ldb,
                                           long long int strideB, const void* beta, void* C, cudaDataType_t Ctype,
                                           int ldc, long long int strideC, int batchCount,
                                           cublasComputeType_t computeType, cublasGemmAlgo_t) {
   if (computeType != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
   const auto* a = static_cast<const unsigned char*>(A);
   const auto* b = static_cast<const unsigned char*>(B);
   auto* c = static_cast<unsigned char*>(C);
-  const auto ea = static_cast<long long>(cuda_emu::element_bytes(Atype));
-  const auto eb = static_cast<long long>(cuda_emu::element_bytes(Btype));
-  const auto ec = static_cast<long long>(cuda_emu::element_bytes(Ctype));
-  for (int i = 0; i < batchCount; ++i) {
-    const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, a + i * strideA * ea, Atype, lda,
-                                  b + i * strideB * eb, Btype, ldb, beta, c + i * strideC * ec, Ctype, ldc);
-    if (s != CUBLAS_STATUS_SUCCESS) return s;
-  }
-  return CUBLAS_STATUS_SUCCESS;
+  const long long step_a = strideA * static_cast<long long>(cuda_emu::element_bytes(Atype));
+  const long long step_b = strideB * static_cast<long long>(cuda_emu::element_bytes(Btype));
+  const long long step_c = strideC * static_cast<long long>(cuda_emu::element_bytes(Ctype));
+  return queue_gemms(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc, batchCount,
+                     [=](int i) {
+                       return std::make_tuple(static_cast<const void*>(a + i * step_a),
+                                              static_cast<const void*>(b + i * step_b),
+                                              static_cast<void*>(c + i * step_c));
+                     });
 }
 
-cublasStatus_t cublasGemmBatchedEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-                                   int k, const void* alpha, const void* const Aarray[], cudaDataType_t Atype, int lda,
-                                   const void* const Barray[], cudaDataType_t Btype, int ldb, const void* beta,
-                                   void* const Carray[], cudaDataType_t Ctype, int ldc, int batchCount,
-                                   cublasComputeType_t computeType, cublasGemmAlgo_t) {
+cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                   int n, int k, const void* alpha, const void* const Aarray[], cudaDataType_t Atype,
+                                   int lda, const void* const Barray[], cudaDataType_t Btype, int ldb,
+                                   const void* beta, void* const Carray[], cudaDataType_t Ctype, int ldc,
+                                   int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t) {
   if (computeType != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
   cuda_emu::require_pointer_array(Aarray, batchCount, "cuBLAS batched GEMM pointer array A");
   cuda_emu::require_pointer_array(Barray, batchCount, "cuBLAS batched GEMM pointer array B");
   cuda_emu::require_pointer_array(Carray, batchCount, "cuBLAS batched GEMM pointer array C");
-  for (int i = 0; i < batchCount; ++i) {
-    const cublasStatus_t s = gemm(transa, transb, m, n, k, alpha, Aarray[i], Atype, lda, Barray[i], Btype, ldb, beta,
-                                  Carray[i], Ctype, ldc);
-    if (s != CUBLAS_STATUS_SUCCESS) return s;
-  }
-  return CUBLAS_STATUS_SUCCESS;
+  // The arrays are device memory: read when the work runs, after the kernels that fill them.
+  return queue_gemms(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc, batchCount,
+                     [Aarray, Barray, Carray](int i) { return std::make_tuple(Aarray[i], Barray[i], Carray[i]); });
 }
 
 // The fp32 calls: the Ex ones on fp32 matrices.
@@ -338,6 +409,45 @@ cublasStatus_t check_lt(const LtDesc& d, const LtLayout& a, const LtLayout& b, c
     }
   }
   return CUBLAS_STATUS_SUCCESS;
+}
+
+// D = epilogue(alpha op(A) op(B) + beta C), as the queued work runs it.
+void lt_matmul(const LtDesc& d, const LtLayout& a, const LtLayout& b, const LtLayout& c, const LtLayout& dl,
+               double al, double be, const void* A, const void* B, const void* C, void* D) {
+  const bool ta = d.transa != CUBLAS_OP_N;
+  const bool tb = d.transb != CUBLAS_OP_N;
+  const auto m = static_cast<long long>(dl.rows);
+  const auto n = static_cast<long long>(dl.cols);
+  const auto k = static_cast<long long>(ta ? a.rows : a.cols);
+  const Stored sa{A, a.type, static_cast<long long>(a.rows), static_cast<long long>(a.cols), a.ld};
+  const Stored sb{B, b.type, static_cast<long long>(b.rows), static_cast<long long>(b.cols), b.ld};
+  const Stored sc{C, c.type, m, n, c.ld};
+  const Stored sd{D, dl.type, m, n, dl.ld};
+  const auto bias_type = static_cast<cudaDataType_t>(d.bias_type < 0 ? dl.type : d.bias_type);
+  require_device_range(A, sa.bytes(), "cuBLASLt matrix A");
+  require_device_range(B, sb.bytes(), "cuBLASLt matrix B");
+  if (be != 0.0) require_device_range(C, sc.bytes(), "cuBLASLt matrix C");
+  require_device_range(D, sd.bytes(), "cuBLASLt matrix D");
+  if (has_bias(d.epilogue)) {
+    require_device_range(d.bias, static_cast<std::size_t>(m) * element_bytes(bias_type), "cuBLASLt bias");
+  }
+  const bool aux = writes_aux(d.epilogue) || d.epilogue == CUBLASLT_EPILOGUE_DGELU;
+  const Stored saux{d.aux, dl.type, m, n, d.aux_ld};
+  if (aux) require_device_range(d.aux, saux.bytes(), "cuBLASLt GELU input (aux)");
+  const std::vector<double> ab = product(ta, tb, m, n, k, sa, sb);
+  for (long long j = 0; j < n; ++j) {
+    for (long long i = 0; i < m; ++i) {
+      const double sum = ab[static_cast<std::size_t>(i + j * m)];
+      double value = al * sum;
+      if (be != 0.0) value += be * load(c.type, C, static_cast<std::size_t>(i + j * c.ld));
+      if (has_bias(d.epilogue)) value += load(bias_type, d.bias, static_cast<std::size_t>(i));
+      const auto aux_index = static_cast<std::size_t>(i + j * d.aux_ld);
+      if (writes_aux(d.epilogue)) store(dl.type, d.aux, aux_index, value);
+      if (applies_gelu(d.epilogue)) value = gelu(value);
+      if (d.epilogue == CUBLASLT_EPILOGUE_DGELU) value *= gelu_derivative(load(dl.type, d.aux, aux_index));
+      store(dl.type, D, static_cast<std::size_t>(i + j * dl.ld), value);
+    }
+  }
 }
 
 }  // namespace
@@ -461,45 +571,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc
       if (reinterpret_cast<std::uintptr_t>(pointers[i]) % algo->data[i] != 0) return CUBLAS_STATUS_INVALID_VALUE;
     }
   }
-  const bool ta = d.transa != CUBLAS_OP_N;
-  const bool tb = d.transb != CUBLAS_OP_N;
-  const auto m = static_cast<long long>(dl.rows);
-  const auto n = static_cast<long long>(dl.cols);
-  const auto k = static_cast<long long>(ta ? a.rows : a.cols);
-  const cuda_emu::Stored sa{A, a.type, static_cast<long long>(a.rows), static_cast<long long>(a.cols), a.ld};
-  const cuda_emu::Stored sb{B, b.type, static_cast<long long>(b.rows), static_cast<long long>(b.cols), b.ld};
-  const cuda_emu::Stored sc{C, c.type, m, n, c.ld};
-  const cuda_emu::Stored sd{D, dl.type, m, n, dl.ld};
+  // The descriptors are read at the call: the queued product keeps copies.
   const double al = *static_cast<const float*>(alpha);
   const double be = *static_cast<const float*>(beta);
-  const auto bias_type = static_cast<cudaDataType_t>(d.bias_type < 0 ? dl.type : d.bias_type);
-  cuda_emu::require_device_range(A, sa.bytes(), "cuBLASLt matrix A");
-  cuda_emu::require_device_range(B, sb.bytes(), "cuBLASLt matrix B");
-  if (be != 0.0) cuda_emu::require_device_range(C, sc.bytes(), "cuBLASLt matrix C");
-  cuda_emu::require_device_range(D, sd.bytes(), "cuBLASLt matrix D");
-  if (cuda_emu::has_bias(d.epilogue)) {
-    cuda_emu::require_device_range(d.bias, static_cast<std::size_t>(m) * cuda_emu::element_bytes(bias_type),
-                                   "cuBLASLt bias");
-  }
-  const bool aux = cuda_emu::writes_aux(d.epilogue) || d.epilogue == CUBLASLT_EPILOGUE_DGELU;
-  const cuda_emu::Stored saux{d.aux, dl.type, m, n, d.aux_ld};
-  if (aux) cuda_emu::require_device_range(d.aux, saux.bytes(), "cuBLASLt GELU input (aux)");
-  const std::vector<double> ab = cuda_emu::product(ta, tb, m, n, k, sa, sb);
-  for (long long j = 0; j < n; ++j) {
-    for (long long i = 0; i < m; ++i) {
-      const double sum = ab[static_cast<std::size_t>(i + j * m)];
-      double value = al * sum;
-      if (be != 0.0) value += be * cuda_emu::load(c.type, C, static_cast<std::size_t>(i + j * c.ld));
-      if (cuda_emu::has_bias(d.epilogue)) value += cuda_emu::load(bias_type, d.bias, static_cast<std::size_t>(i));
-      const auto aux_index = static_cast<std::size_t>(i + j * d.aux_ld);
-      if (cuda_emu::writes_aux(d.epilogue)) cuda_emu::store(dl.type, d.aux, aux_index, value);
-      if (cuda_emu::applies_gelu(d.epilogue)) value = cuda_emu::gelu(value);
-      if (d.epilogue == CUBLASLT_EPILOGUE_DGELU) {
-        value *= cuda_emu::gelu_derivative(cuda_emu::load(dl.type, d.aux, aux_index));
-      }
-      cuda_emu::store(dl.type, D, static_cast<std::size_t>(i + j * dl.ld), value);
-    }
-  }
+  cuda_emu::enqueue(stream, [d, a, b, c, dl, al, be, A, B, C, D] {
+    cuda_emu::lt_matmul(d, a, b, c, dl, al, be, A, B, C, D);
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -275,13 +275,10 @@ void warp_read(int source_lane, void* out, std::size_t bytes) {
 
 void* dynamic_shared_memory() { return tl_block->dynamic_shared.data(); }
 
-void run_grid(const char* kernel_name, const LaunchConfig& config, const std::function<void()>& body) {
-  const std::string problem = launch_problem(config);
-  if (!problem.empty()) {
-    set_last_error(cudaErrorInvalidConfiguration, std::string(kernel_name) + ": " + problem);
-    return;
-  }
-  check_stream(config.stream);
+namespace {
+
+// Runs every block of the grid (the queued half of run_grid).
+void execute_grid(const char* kernel_name, const LaunchConfig& config, const std::function<void()>& body) {
   const dim3 grid = config.grid;
   const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
 #pragma omp parallel
@@ -304,6 +301,18 @@ void run_grid(const char* kernel_name, const LaunchConfig& config, const std::fu
     }
     tl_block = nullptr;
   }
+}
+
+}  // namespace
+
+void run_grid(const char* kernel_name, const LaunchConfig& config, std::function<void()> body) {
+  const std::string problem = launch_problem(config);
+  if (!problem.empty()) {
+    set_last_error(cudaErrorInvalidConfiguration, std::string(kernel_name) + ": " + problem);
+    return;
+  }
+  check_stream(config.stream);
+  enqueue(config.stream, [kernel_name, config, body = std::move(body)] { execute_grid(kernel_name, config, body); });
 }
 
 }  // namespace cuda_emu

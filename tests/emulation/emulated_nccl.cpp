@@ -4,11 +4,16 @@
 //
 // - ncclCommInitRank splits MPI_COMM_WORLD by the unique id: every rank creates its NCCL
 //   communicators in the same order (one per group of each kind), so the split is collective.
-// - Each call completes at once (the emulation runs work in order, at once) on the split
-//   communicator, in device memory as the real library requires.
-// - 16-bit sums add in fp32 and round after each addition, as NCCL's bf16 and fp16 sums do;
-//   in-place reduce-scatter and all-gather (the own slice inside the full buffer) go through a
-//   copy, as MPI's in-place forms place the slice elsewhere.
+// - A call first runs the work queued on its stream (emulated_streams.cpp), so it reads its
+//   send buffer after the writes it was ordered after and no sooner; then it communicates at
+//   once, over the split communicator (the ranks' MPI calls stay in program order, so none
+//   waits on a rank whose host is blocked elsewhere); and its result is written into the
+//   receive buffer only when the stream runs that far. Work on another stream that reads the
+//   result without waiting for this stream's event therefore reads the old values, and the
+//   twin comparison fails, as it could on the GPU. (The send buffer is read early, so an
+//   overwrite of it that does not wait shows only on the GPU.)
+// - Buffers are checked to be device memory, as the real library requires.
+// - 16-bit sums add in fp32 and round after each addition, as NCCL's bf16 and fp16 sums do.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mpi.h>
@@ -18,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -91,6 +97,20 @@ bool reduction(ncclDataType_t type, ncclRedOp_t op, Reduction& out) {
 
 ncclResult_t checked(int mpi_result) { return mpi_result == MPI_SUCCESS ? ncclSuccess : ncclSystemError; }
 
+// The work queued on the call's stream runs first: the call reads its inputs after it.
+void reach(cudaStream_t stream) { synchronize_stream(stream); }
+
+// A private buffer for a call's result, written into `recv` when the stream reaches the call.
+using Result = std::shared_ptr<std::vector<unsigned char>>;
+
+Result result_buffer(std::size_t bytes) { return std::make_shared<std::vector<unsigned char>>(bytes); }
+
+void deliver(cudaStream_t stream, void* recv, const Result& result) {
+  enqueue(stream, [recv, result] {
+    if (!result->empty()) std::memcpy(recv, result->data(), result->size());
+  });
+}
+
 }  // namespace
 }  // namespace cuda_emu
 
@@ -150,8 +170,13 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   cuda_emu::require_device_range(recv, bytes, "ncclAllReduce receive buffer");
   cuda_emu::Reduction r{};
   if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
-  const void* source = send == recv ? MPI_IN_PLACE : send;
-  return cuda_emu::checked(MPI_Allreduce(source, recv, static_cast<int>(count), r.type, r.op, comm_of(comm).mpi));
+  cuda_emu::reach(stream);
+  const auto* from = static_cast<const unsigned char*>(send);
+  const auto result = std::make_shared<std::vector<unsigned char>>(from, from + bytes);
+  const int status =
+      MPI_Allreduce(MPI_IN_PLACE, result->data(), static_cast<int>(count), r.type, r.op, comm_of(comm).mpi);
+  cuda_emu::deliver(stream, recv, result);
+  return cuda_emu::checked(status);
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type, ncclRedOp_t op,
@@ -164,9 +189,10 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
   cuda_emu::require_device_range(recv, slice, "ncclReduceScatter receive buffer");
   cuda_emu::Reduction r{};
   if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
-  std::vector<unsigned char> result(slice);
-  const int status = MPI_Reduce_scatter_block(send, result.data(), static_cast<int>(recvcount), r.type, r.op, c.mpi);
-  std::memcpy(recv, result.data(), slice);
+  cuda_emu::reach(stream);
+  const cuda_emu::Result result = cuda_emu::result_buffer(slice);
+  const int status = MPI_Reduce_scatter_block(send, result->data(), static_cast<int>(recvcount), r.type, r.op, c.mpi);
+  cuda_emu::deliver(stream, recv, result);
   return cuda_emu::checked(status);
 }
 
@@ -177,10 +203,12 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
   const std::size_t slice = sendcount * cuda_emu::element_bytes(type);
   cuda_emu::require_device_range(send, slice, "ncclAllGather send buffer");
   cuda_emu::require_device_range(recv, slice * static_cast<std::size_t>(c.size), "ncclAllGather receive buffer");
-  const auto* own_begin = static_cast<const unsigned char*>(send);
-  const std::vector<unsigned char> own(own_begin, own_begin + slice);
-  return cuda_emu::checked(MPI_Allgather(own.data(), static_cast<int>(slice), MPI_BYTE, recv, static_cast<int>(slice),
-                                         MPI_BYTE, c.mpi));
+  cuda_emu::reach(stream);
+  const cuda_emu::Result result = cuda_emu::result_buffer(slice * static_cast<std::size_t>(c.size));
+  const int status = MPI_Allgather(send, static_cast<int>(slice), MPI_BYTE, result->data(), static_cast<int>(slice),
+                                   MPI_BYTE, c.mpi);
+  cuda_emu::deliver(stream, recv, result);
+  return cuda_emu::checked(status);
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
@@ -189,8 +217,13 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   const cuda_emu::NcclComm& c = comm_of(comm);
   const std::size_t bytes = count * cuda_emu::element_bytes(type);
   cuda_emu::require_device_range(recv, bytes, "ncclBroadcast receive buffer");
-  if (c.rank == root && send != recv) std::memmove(recv, send, bytes);
-  return cuda_emu::checked(MPI_Bcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c.mpi));
+  if (c.rank == root) cuda_emu::require_device_range(send, bytes, "ncclBroadcast send buffer");
+  cuda_emu::reach(stream);
+  const cuda_emu::Result result = cuda_emu::result_buffer(bytes);
+  if (c.rank == root && bytes > 0) std::memcpy(result->data(), send, bytes);
+  const int status = MPI_Bcast(result->data(), static_cast<int>(bytes), MPI_BYTE, root, c.mpi);
+  cuda_emu::deliver(stream, recv, result);
+  return cuda_emu::checked(status);
 }
 
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
@@ -198,6 +231,7 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int p
   cuda_emu::check_stream(stream);
   const std::size_t bytes = count * cuda_emu::element_bytes(type);
   cuda_emu::require_device_range(send, bytes, "ncclSend buffer");
+  cuda_emu::reach(stream);
   return cuda_emu::checked(MPI_Send(send, static_cast<int>(bytes), MPI_BYTE, peer, 0, comm_of(comm).mpi));
 }
 
@@ -205,8 +239,12 @@ ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, n
   cuda_emu::check_stream(stream);
   const std::size_t bytes = count * cuda_emu::element_bytes(type);
   cuda_emu::require_device_range(recv, bytes, "ncclRecv buffer");
-  return cuda_emu::checked(
-      MPI_Recv(recv, static_cast<int>(bytes), MPI_BYTE, peer, 0, comm_of(comm).mpi, MPI_STATUS_IGNORE));
+  cuda_emu::reach(stream);
+  const cuda_emu::Result result = cuda_emu::result_buffer(bytes);
+  const int status =
+      MPI_Recv(result->data(), static_cast<int>(bytes), MPI_BYTE, peer, 0, comm_of(comm).mpi, MPI_STATUS_IGNORE);
+  cuda_emu::deliver(stream, recv, result);
+  return cuda_emu::checked(status);
 }
 
 }  // extern "C"

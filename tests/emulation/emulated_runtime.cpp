@@ -1,7 +1,7 @@
 // The CUDA runtime calls Trident makes, answered on the CPU for the emulation build
 // (cuda_emulation.h): device memory is host memory from the heap, registered so that copies,
-// memsets and GEMMs can check they were handed device memory; streams and events are tokens
-// (everything runs in order, at once); the device is an H100-shaped one named as emulated.
+// memsets and GEMMs can check they were handed device memory; copies and memsets are queued on
+// their stream (emulated_streams.cpp); the device is an H100-shaped one named as emulated.
 //
 // The signatures are cuda_runtime_api.h's own (its declarations are in scope), so the linker
 // takes these in place of libcudart's.
@@ -12,9 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <set>
 #include <string>
+#include <vector>
 
 #include "tests/emulation/emulated_state.h"
 
@@ -29,8 +30,6 @@ struct Runtime {
   std::mutex mutex;
   std::map<const unsigned char*, std::size_t> allocations;  // start -> bytes
   std::size_t allocated = 0;
-  std::set<cudaStream_t> streams;
-  std::set<cudaEvent_t> events;
   // The largest cudaFuncAttributeMaxDynamicSharedMemorySize set on any kernel (launch_problem).
   std::size_t largest_shared_optin = 0;
   int device = 0;
@@ -46,23 +45,6 @@ thread_local cudaError_t tl_last_error = cudaSuccess;
 int device_count() {
   const char* text = std::getenv("TRIDENT_CUDA_EMULATION_DEVICES");
   return text == nullptr ? 1 : std::atoi(text);
-}
-
-// A stream or event: a unique address, registered so that a use after destroy is caught.
-template <class Token>
-cudaError_t create_token(std::set<Token>& live, Token* token) {
-  std::lock_guard<std::mutex> lock(runtime().mutex);
-  *token = reinterpret_cast<Token>(new char);
-  live.insert(*token);
-  return cudaSuccess;
-}
-
-template <class Token>
-cudaError_t destroy_token(std::set<Token>& live, Token token) {
-  std::lock_guard<std::mutex> lock(runtime().mutex);
-  if (live.erase(token) == 0) return tl_last_error = cudaErrorInvalidResourceHandle;
-  delete reinterpret_cast<char*>(token);
-  return cudaSuccess;
 }
 
 }  // namespace
@@ -92,16 +74,6 @@ std::string launch_problem(const LaunchConfig& c) {
            " allowed without a larger opt-in";
   }
   return "";
-}
-
-void check_stream(cudaStream_t stream) {
-  if (stream == nullptr) return;
-  Runtime& r = runtime();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (r.streams.count(stream) == 0) {
-    std::fprintf(stderr, "cuda emulation: work queued on a stream that does not exist\n");
-    std::abort();
-  }
 }
 
 bool is_device_range(const void* p, std::size_t bytes) {
@@ -167,8 +139,6 @@ cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-
 cudaError_t cudaGetLastError() {
   const cudaError_t e = cuda_emu::tl_last_error;
   cuda_emu::tl_last_error = cudaSuccess;
@@ -186,6 +156,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaErrorUnknown";
   }
 }
@@ -199,6 +170,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     default: return "unknown error";
   }
 }
@@ -228,6 +200,8 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
 
 cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
+  // cudaFree waits for the device: queued work that reads the allocation runs first.
+  cuda_emu::synchronize_device();
   auto& r = runtime();
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto it = r.allocations.find(static_cast<const unsigned char*>(p));
@@ -276,7 +250,18 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
     std::fprintf(stderr, "cuda emulation: cudaMemcpyDeviceToHost into device memory\n");
     std::abort();
   }
-  if (bytes > 0) std::memmove(dst, src, bytes);
+  if (bytes == 0) return cudaSuccess;
+  if (kind == cudaMemcpyHostToDevice) {
+    // From pageable memory (Trident pins none) the runtime stages the source before returning,
+    // so the caller may reuse it at once: the queued copy owns a snapshot.
+    const auto* from = static_cast<const unsigned char*>(src);
+    auto staged = std::make_shared<std::vector<unsigned char>>(from, from + bytes);
+    cuda_emu::enqueue(stream, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    return cudaSuccess;
+  }
+  cuda_emu::enqueue(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  // Into pageable memory the call returns only once the copy is done.
+  if (kind == cudaMemcpyDeviceToHost) cuda_emu::synchronize_stream(stream);
   return cudaSuccess;
 }
 
@@ -287,36 +272,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpy
 cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t stream) {
   cuda_emu::check_stream(stream);
   cuda_emu::require_device_range(p, bytes, "cudaMemset");
-  std::memset(p, value, bytes);
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cuda_emu::create_token(runtime().streams, stream); }
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) { return cudaStreamCreate(stream); }
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream) { return cuda_emu::destroy_token(runtime().streams, stream); }
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  cuda_emu::check_stream(stream);
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
-  return cuda_emu::create_token(runtime().events, event);
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) { return cuda_emu::destroy_token(runtime().events, event); }
-
-cudaError_t cudaEventRecord(cudaEvent_t /*event*/, cudaStream_t stream) {
-  cuda_emu::check_stream(stream);
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t /*event*/) { return cudaSuccess; }
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t /*event*/, unsigned int /*flags*/) {
-  cuda_emu::check_stream(stream);
+  cuda_emu::enqueue(stream, [p, value, bytes] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 

@@ -1,12 +1,13 @@
-// State the emulated CUDA runtime (emulated_runtime.cpp) shares with the emulated launches
-// (emulated_grid.cpp) and the emulated cuBLAS (emulated_cublas.cpp): the last error,
-// the launch-shape rules, and the registry of device allocations, so that a host pointer
-// handed to a copy, a memset or a GEMM is reported as the GPU would fault on it.
+// State the emulated CUDA runtime (emulated_runtime.cpp, emulated_streams.cpp) shares with the
+// emulated launches (emulated_grid.cpp) and libraries (cuBLAS, CUB, NCCL): the last error, the
+// launch-shape rules, the registry of device allocations, so that a host pointer handed to a
+// copy, a memset or a GEMM is reported as the GPU would fault on it, and the streams' queues.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "tests/emulation/cuda_emulation.h"
@@ -20,6 +21,14 @@ void set_last_error(cudaError_t error, const std::string& why);
 std::string launch_problem(const LaunchConfig& config);
 // Stops the program when the stream was never created (or was destroyed).
 void check_stream(cudaStream_t stream);
+// Device work queued on a stream (nullptr: the legacy default stream), run in the stream's order
+// when emulated_streams.cpp's schedule runs it: at once, or later (deferred, the default). Work
+// must own what it reads from the host (argument values, a copy's pageable source) and read
+// device memory only when it runs.
+void enqueue(cudaStream_t stream, std::function<void()> work);
+// Runs all work queued so far on the stream (nullptr: on every blocking stream), or on the device.
+void synchronize_stream(cudaStream_t stream);
+void synchronize_device();
 // True when [p, p + bytes) lies inside one live device allocation.
 bool is_device_range(const void* p, std::size_t bytes);
 // Stops the program with a message when [p, p + bytes) is not device memory: the GPU would

@@ -1,0 +1,172 @@
+// The CUDA emulation's own promises (CTest emulated.emulation): the deferred stream schedule that
+// lets the GPU tests and emulated.training see a missing event between streams, and the TF32
+// rounding that lets them see a GEMM input that is not exact in TF32. If the emulation ran
+// everything at once, or read fp32 inputs whole in TF32 mode, the other emulated tests would
+// pass on code that can fail on a GPU; these tests fail instead.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "tests/emulation/cuda_emulation.h"
+
+namespace {
+
+// Device memory for n ints, zeroed.
+int* device_ints(std::size_t n) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, n * sizeof(int)), cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(p, 0, n * sizeof(int), nullptr), cudaSuccess);
+  return static_cast<int*>(p);
+}
+
+// One int read back through the legacy default stream (which waits for the blocking streams).
+int read_back(const int* device) {
+  int value = -1;
+  EXPECT_EQ(cudaMemcpy(&value, device, sizeof value, cudaMemcpyDeviceToHost), cudaSuccess);
+  return value;
+}
+
+class Streams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cudaStreamCreate(&blocking_), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override {
+    EXPECT_EQ(cudaStreamDestroy(blocking_), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(side_), cudaSuccess);
+  }
+  cudaStream_t blocking_ = nullptr;
+  cudaStream_t side_ = nullptr;
+};
+
+// A copy on one stream that reads what another stream writes sees the write only after waiting
+// for an event recorded behind it; without the wait it reads the old value, as a GPU may.
+TEST_F(Streams, WorkOnAnotherStreamSeesAWriteOnlyThroughAnEvent) {
+  int* source = device_ints(1);
+  int* copy = device_ints(1);
+  ASSERT_EQ(cudaMemsetAsync(source, 0x01, sizeof(int), blocking_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(copy, source, sizeof(int), cudaMemcpyDeviceToDevice, side_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(side_), cudaSuccess);
+  EXPECT_EQ(read_back(copy), 0) << "the side stream ran after the write it never waited for";
+
+  cudaEvent_t written;
+  ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(source, 0x02, sizeof(int), blocking_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(written, blocking_), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(side_, written, 0), cudaSuccess);
+  ASSERT_EQ(cudaEventDestroy(written), cudaSuccess);  // a queued wait outlives its event
+  ASSERT_EQ(cudaMemcpyAsync(copy, source, sizeof(int), cudaMemcpyDeviceToDevice, side_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(side_), cudaSuccess);
+  EXPECT_EQ(read_back(copy), 0x02020202);
+  EXPECT_EQ(cudaFree(source), cudaSuccess);
+  EXPECT_EQ(cudaFree(copy), cudaSuccess);
+}
+
+// The legacy default stream (cudaMemcpy) waits for blocking streams, not for non-blocking ones.
+TEST_F(Streams, TheLegacyStreamDoesNotWaitForANonBlockingStream) {
+  int* on_blocking = device_ints(1);
+  int* on_side = device_ints(1);
+  ASSERT_EQ(cudaMemsetAsync(on_blocking, 0x03, sizeof(int), blocking_), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(on_side, 0x04, sizeof(int), side_), cudaSuccess);
+  EXPECT_EQ(read_back(on_blocking), 0x03030303);
+  EXPECT_EQ(read_back(on_side), 0);
+  ASSERT_EQ(cudaStreamSynchronize(side_), cudaSuccess);
+  EXPECT_EQ(read_back(on_side), 0x04040404);
+  EXPECT_EQ(cudaFree(on_blocking), cudaSuccess);
+  EXPECT_EQ(cudaFree(on_side), cudaSuccess);
+}
+
+// cudaEventQuery answers "not ready" without running the work (and leaves that as the last
+// error, as the runtime does); a loop that keeps polling ends.
+TEST_F(Streams, EventQueryDoesNotRunWorkButAPollingLoopEnds) {
+  int* target = device_ints(1);
+  cudaEvent_t done;
+  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(target, 0x05, sizeof(int), side_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(done, side_), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady);
+  EXPECT_EQ(read_back(target), 0);
+  int polls = 1;
+  while (cudaEventQuery(done) == cudaErrorNotReady) ++polls;
+  (void)cudaGetLastError();
+  EXPECT_GT(polls, 1);
+  EXPECT_LE(polls, 1000);
+  EXPECT_EQ(read_back(target), 0x05050505);
+  EXPECT_EQ(cudaEventDestroy(done), cudaSuccess);
+  EXPECT_EQ(cudaFree(target), cudaSuccess);
+}
+
+// cudaFree waits for the device: work queued on any stream has run once it returns.
+TEST_F(Streams, FreeRunsQueuedWork) {
+  int* target = device_ints(1);
+  int* other = device_ints(1);
+  ASSERT_EQ(cudaMemsetAsync(target, 0x06, sizeof(int), side_), cudaSuccess);
+  EXPECT_EQ(read_back(target), 0);
+  ASSERT_EQ(cudaFree(other), cudaSuccess);
+  EXPECT_EQ(read_back(target), 0x06060606);
+  EXPECT_EQ(cudaFree(target), cudaSuccess);
+}
+
+// A host source is staged at the call (pageable memory): changing it afterwards changes nothing.
+TEST_F(Streams, HostToDeviceCopiesStageTheirSource) {
+  int* target = device_ints(1);
+  int host = 7;
+  ASSERT_EQ(cudaMemcpyAsync(target, &host, sizeof host, cudaMemcpyHostToDevice, side_), cudaSuccess);
+  host = 8;
+  ASSERT_EQ(cudaStreamSynchronize(side_), cudaSuccess);
+  EXPECT_EQ(read_back(target), 7);
+  EXPECT_EQ(cudaFree(target), cudaSuccess);
+}
+
+void store_value(int* out, int value) { *out = value; }
+
+// Kernel arguments are copied at the launch; the grid runs when its stream is run.
+TEST_F(Streams, KernelArgumentsAreCopiedAtTheLaunch) {
+  int* target = device_ints(1);
+  int value = 9;
+  cuda_emu::launch("store_value", cuda_emu::LaunchConfig(dim3(1), dim3(1), 0, side_),
+                   [](auto&... a) { store_value(a...); }, target, value);
+  value = 10;
+  EXPECT_EQ(read_back(target), 0);
+  ASSERT_EQ(cudaStreamSynchronize(side_), cudaSuccess);
+  EXPECT_EQ(read_back(target), 9);
+  EXPECT_EQ(cudaFree(target), cudaSuccess);
+}
+
+// A 1x1x1 product a * 1 in fp32 and in TF32 mode, queued on the handle's stream.
+float product_with_one(float a, cublasMath_t math, cudaStream_t stream) {
+  cublasHandle_t handle;
+  EXPECT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasSetStream(handle, stream), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasSetMathMode(handle, math), CUBLAS_STATUS_SUCCESS);
+  float* d = nullptr;
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 3 * sizeof(float)), cudaSuccess);
+  const float host[3] = {a, 1.0f, -1.0f};
+  EXPECT_EQ(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+  const float one = 1.0f, zero = 0.0f;
+  EXPECT_EQ(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, d, 1, d + 1, 1, &zero, d + 2, 1),
+            CUBLAS_STATUS_SUCCESS);
+  float out = 0.0f;
+  EXPECT_EQ(cudaMemcpyAsync(&out, d + 2, sizeof out, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+  return out;
+}
+
+TEST_F(Streams, Tf32ModeRoundsFp32InputsToTenSignificandBits) {
+  const float below_half_ulp = 1.0f + std::ldexp(1.0f, -12);       // a TF32 ulp at 1 is 2^-10
+  const float above_half_ulp = 1.0f + 3.0f * std::ldexp(1.0f, -12);
+  EXPECT_EQ(product_with_one(below_half_ulp, CUBLAS_DEFAULT_MATH, side_), below_half_ulp);
+  EXPECT_EQ(product_with_one(below_half_ulp, CUBLAS_TF32_TENSOR_OP_MATH, side_), 1.0f);
+  EXPECT_EQ(product_with_one(above_half_ulp, CUBLAS_TF32_TENSOR_OP_MATH, side_), 1.0f + std::ldexp(1.0f, -10));
+  const float exact = 1.0f + std::ldexp(1.0f, -10);
+  EXPECT_EQ(product_with_one(exact, CUBLAS_TF32_TENSOR_OP_MATH, side_), exact);
+}
+
+}  // namespace
