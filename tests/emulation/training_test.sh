@@ -10,8 +10,9 @@
 #   emulated GPU) against one rank within 1e-4, the data group's host copies as estimated;
 # - parallel.comm = nccl (the emulation's NCCL over MPI, tests/emulation/emulated_nccl.cpp):
 #   one rank identical to parallel.comm = mpi; with two emulated GPUs dp = 2, tp = 2, pp = 2 and
-#   ZeRO-1 against one rank within 1e-4, and the bf16 wire buffer as estimated; two ranks on
-#   one GPU refused, the GPU named by its bus id;
+#   ZeRO-1 against one rank within 1e-4, and with four dp = 2 x tp = 2 and dp = 2 x pp = 2 with
+#   ZeRO-1; the bf16 wire buffer as estimated; two ranks on one GPU refused, the GPU named by
+#   its bus id;
 # - a model larger than the GPU refused with exit 2, naming it.
 # The other runs set parallel.comm = mpi (ranks sharing the one emulated GPU).
 # Environment as for tests/mpi (TRIDENT, MPIEXEC, CHECK_METRICS, WORK_DIR, TRIDENT_SOURCE_DIR).
@@ -88,6 +89,13 @@ for layout in "ndp2 --parallel.dp=2" "ntp2 --parallel.tp=2" "npp2 --parallel.pp=
               "ndp2zero --parallel.dp=2 --parallel.zero=1"; do
   read -r name flags <<< "$layout"
   two_gpus "$name" $flags
+  matches "$name over NCCL against one rank" gpu "$name" 1e-4
+done
+# Two groups over NCCL at once (a communicator and a stream each), four ranks with a GPU each.
+for layout in "ndp2tp2 --parallel.dp=2 --parallel.tp=2" "ndp2pp2zero --parallel.dp=2 --parallel.pp=2 --parallel.zero=1"; do
+  read -r name flags <<< "$layout"
+  TRIDENT_CUDA_EMULATION_DEVICES=4 mpi 4 train deck.ini $nccl --run.dir="$name" $flags > "$name.log" 2>&1 \
+    || { tail -5 "$name.log"; fail "$name"; }
   matches "$name over NCCL against one rank" gpu "$name" 1e-4
 done
 two_gpus ndp2bf16 --parallel.dp=2 --train.precision=bf16
