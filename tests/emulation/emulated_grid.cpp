@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,6 +84,7 @@ struct Block {
   unsigned generation = 0;
   unsigned long progress = 0;  // bumped by every arrival, release and finish
   bool direct = false;         // threads called one after another, no fibers (see run_block)
+  bool reverse = false;        // threads run from the last one down (reverse_thread_order)
   std::vector<unsigned char> dynamic_shared;
 };
 
@@ -134,6 +136,18 @@ context::fiber fiber_main(context::fiber&& scheduler) {
   return std::move(b.scheduler);
 }
 
+// TRIDENT_CUDA_EMULATION_THREAD_ORDER=reverse runs a block's threads from the last one down
+// between barriers (default: forward, thread 0 first). A kernel whose threads race on memory
+// that no barrier orders, such as thread 0 writing what the others read, can give the right
+// answer in one order and not the other. Read at each launch.
+bool reverse_thread_order() {
+  const char* order = std::getenv("TRIDENT_CUDA_EMULATION_THREAD_ORDER");
+  if (order == nullptr || *order == '\0' || std::strcmp(order, "forward") == 0) return false;
+  if (std::strcmp(order, "reverse") == 0) return true;
+  std::fprintf(stderr, "cuda emulation: TRIDENT_CUDA_EMULATION_THREAD_ORDER=%s: use forward or reverse\n", order);
+  std::exit(2);
+}
+
 void resume(Block& b, int i) {
   Fiber& f = b.fibers[static_cast<std::size_t>(i)];
   b.current = i;
@@ -169,14 +183,18 @@ void run_block(Block& b, const dim3& block_dim) {
     b.fibers[static_cast<std::size_t>(i)].fiber =
         context::fiber(std::allocator_arg, PooledStack{tl_stacks[static_cast<std::size_t>(i)].get()}, fiber_main);
   };
-  // Thread 0 first, on its fiber. If it returns without meeting a barrier, no other thread
-  // may meet one either (the strict rule above), so the rest run as plain calls: no context
-  // switch for the elementwise kernels, and a barrier met there is reported as it would be.
-  make_fiber(0);
-  resume(b, 0);
-  if (b.fibers[0].finished && b.progress == 1) {
+  // The order threads are run in between barriers: 0 upwards, or from the last thread down.
+  const auto nth = [&b, threads](int k) { return b.reverse ? threads - 1 - k : k; };
+  // The first thread first, on its fiber. If it returns without meeting a barrier, no other
+  // thread may meet one either (the strict rule above), so the rest run as plain calls: no
+  // context switch for the elementwise kernels, and a barrier met there is reported as it
+  // would be.
+  make_fiber(nth(0));
+  resume(b, nth(0));
+  if (b.fibers[static_cast<std::size_t>(nth(0))].finished && b.progress == 1) {
     b.direct = true;
-    for (int i = 1; i < threads; ++i) {
+    for (int k = 1; k < threads; ++k) {
+      const int i = nth(k);
       b.current = i;
       tl_coordinates.thread = b.fibers[static_cast<std::size_t>(i)].thread;
       try {
@@ -187,10 +205,11 @@ void run_block(Block& b, const dim3& block_dim) {
     }
     return;
   }
-  for (int i = 1; i < threads; ++i) make_fiber(i);
+  for (int k = 1; k < threads; ++k) make_fiber(nth(k));
   while (b.finished < threads) {
     const unsigned long before = b.progress;
-    for (int i = 0; i < threads; ++i) {
+    for (int k = 0; k < threads; ++k) {
+      const int i = nth(k);
       Fiber& f = b.fibers[static_cast<std::size_t>(i)];
       if (f.finished || (f.waits_on != nullptr && *f.waits_on == f.waits_while)) continue;
       resume(b, i);
@@ -279,12 +298,14 @@ namespace {
 
 // Runs every block of the grid (the queued half of run_grid).
 void execute_grid(const char* kernel_name, const LaunchConfig& config, const std::function<void()>& body) {
+  const bool reverse = reverse_thread_order();
   const dim3 grid = config.grid;
   const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
 #pragma omp parallel
   {
     Block block;
     block.kernel = kernel_name;
+    block.reverse = reverse;
     block.body = &body;
     // Refilled with 0xff (NaN as floats) before each block below: uninitialised on the GPU. One
     // byte more than asked, so that data() is valid for a launch without dynamic shared memory.

@@ -1,6 +1,7 @@
 // The CUDA emulation's own promises (CTest emulated.emulation): the deferred stream schedule that
-// lets the GPU tests and emulated.training see a missing event between streams, and the TF32
-// rounding that lets them see a GEMM input that is not exact in TF32. If the emulation ran
+// lets the GPU tests and emulated.training see a missing event between streams, the reverse
+// thread order that emulated.cuda_backend_reverse uses to show a race inside a block, and the
+// TF32 rounding that lets them see a GEMM input that is not exact in TF32. If the emulation ran
 // everything at once, or read fp32 inputs whole in TF32 mode, the other emulated tests would
 // pass on code that can fail on a GPU; these tests fail instead.
 #include <cublas_v2.h>
@@ -9,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "tests/emulation/cuda_emulation.h"
@@ -137,6 +139,36 @@ TEST_F(Streams, KernelArgumentsAreCopiedAtTheLaunch) {
   ASSERT_EQ(cudaStreamSynchronize(side_), cudaSuccess);
   EXPECT_EQ(read_back(target), 9);
   EXPECT_EQ(cudaFree(target), cudaSuccess);
+}
+
+// A race: thread 0 publishes a value in shared memory and the others read it with no barrier
+// between. Run forward, thread 0 happens to write first and every thread reads the value; run
+// in reverse (TRIDENT_CUDA_EMULATION_THREAD_ORDER), the other threads read first and the race
+// shows, as it can on a GPU.
+void racy_broadcast(int* out, int value) {
+  __shared__ int published;
+  if (threadIdx.x == 0) published = value;
+  out[threadIdx.x] = published;  // a __syncthreads() belongs before this read
+}
+
+std::vector<int> run_racy_broadcast(const char* order, int value) {
+  constexpr int kThreads = 4;
+  setenv("TRIDENT_CUDA_EMULATION_THREAD_ORDER", order, 1);
+  int* out = device_ints(kThreads);
+  cuda_emu::launch("racy_broadcast", cuda_emu::LaunchConfig(dim3(1), dim3(kThreads)),
+                   [](auto&... a) { racy_broadcast(a...); }, out, value);
+  std::vector<int> host(kThreads, -1);
+  EXPECT_EQ(cudaMemcpy(host.data(), out, kThreads * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+  unsetenv("TRIDENT_CUDA_EMULATION_THREAD_ORDER");
+  return host;
+}
+
+TEST(ThreadOrder, ReverseOrderShowsARaceTheForwardOrderHides) {
+  EXPECT_EQ(run_racy_broadcast("forward", 11), std::vector<int>(4, 11));
+  const std::vector<int> reversed = run_racy_broadcast("reverse", 12);
+  EXPECT_EQ(reversed[0], 12);
+  EXPECT_NE(reversed[3], 12) << "the last thread read before thread 0 wrote";
 }
 
 // A 1x1x1 product a * 1 in fp32 and in TF32 mode, queued on the handle's stream.
