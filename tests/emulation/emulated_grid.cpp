@@ -18,7 +18,6 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -140,13 +139,7 @@ context::fiber fiber_main(context::fiber&& scheduler) {
 // between barriers (default: forward, thread 0 first). A kernel whose threads race on memory
 // that no barrier orders, such as thread 0 writing what the others read, can give the right
 // answer in one order and not the other. Read at each launch.
-bool reverse_thread_order() {
-  const char* order = std::getenv("TRIDENT_CUDA_EMULATION_THREAD_ORDER");
-  if (order == nullptr || *order == '\0' || std::strcmp(order, "forward") == 0) return false;
-  if (std::strcmp(order, "reverse") == 0) return true;
-  std::fprintf(stderr, "cuda emulation: TRIDENT_CUDA_EMULATION_THREAD_ORDER=%s: use forward or reverse\n", order);
-  std::exit(2);
-}
+bool reverse_thread_order() { return env_choice("TRIDENT_CUDA_EMULATION_THREAD_ORDER", "forward", "reverse"); }
 
 void resume(Block& b, int i) {
   Fiber& f = b.fibers[static_cast<std::size_t>(i)];
@@ -332,7 +325,6 @@ void run_grid(const char* kernel_name, const LaunchConfig& config, std::function
     set_last_error(cudaErrorInvalidConfiguration, std::string(kernel_name) + ": " + problem);
     return;
   }
-  check_stream(config.stream);
   enqueue(config.stream, [kernel_name, config, body = std::move(body)] { execute_grid(kernel_name, config, body); });
 }
 

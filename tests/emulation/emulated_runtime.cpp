@@ -56,6 +56,14 @@ void set_last_error(cudaError_t error, const std::string& why) {
   }
 }
 
+bool env_choice(const char* variable, const char* usual, const char* other) {
+  const char* value = std::getenv(variable);
+  if (value == nullptr || *value == '\0' || std::strcmp(value, usual) == 0) return false;
+  if (std::strcmp(value, other) == 0) return true;
+  std::fprintf(stderr, "cuda emulation: %s=%s: use %s or %s\n", variable, value, usual, other);
+  std::exit(2);
+}
+
 std::string launch_problem(const LaunchConfig& c) {
   const unsigned long long threads = static_cast<unsigned long long>(c.block.x) * c.block.y * c.block.z;
   if (c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0) return "a grid with no blocks";

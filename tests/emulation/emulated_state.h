@@ -15,6 +15,9 @@
 namespace cuda_emu {
 
 void set_last_error(cudaError_t error, const std::string& why);
+// A two-way choice from an environment variable: false when unset, empty or `usual`, true when
+// `other`; any other value stops the program with exit code 2, naming both.
+bool env_choice(const char* variable, const char* usual, const char* other);
 // "" when the driver would accept the launch, else what is wrong with it.
 // Dynamic shared memory past 48 KiB needs an opt-in (cudaFuncSetAttribute): the emulation
 // knows a launch by its name, not its function, so it accepts the largest opt-in of any kernel.

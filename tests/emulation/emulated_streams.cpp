@@ -19,8 +19,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -61,17 +59,9 @@ struct Streams {
   bool deferred = true;
 };
 
-// TRIDENT_CUDA_EMULATION_STREAMS: deferred (the default) or immediate.
-bool deferred_schedule() {
-  const char* mode = std::getenv("TRIDENT_CUDA_EMULATION_STREAMS");
-  if (mode == nullptr || *mode == '\0' || std::strcmp(mode, "deferred") == 0) return true;
-  if (std::strcmp(mode, "immediate") == 0) return false;
-  std::fprintf(stderr, "cuda emulation: TRIDENT_CUDA_EMULATION_STREAMS=%s: use deferred or immediate\n", mode);
-  std::exit(2);
-}
-
 Streams& streams() {
-  static Streams s{{}, {}, {}, 0, deferred_schedule()};  // the emulated driver's queues: one per process
+  // The emulated driver's queues: one per process.
+  static Streams s{{}, {}, {}, 0, !env_choice("TRIDENT_CUDA_EMULATION_STREAMS", "deferred", "immediate")};
   return s;
 }
 
