@@ -10,8 +10,14 @@
 //   waits on a rank whose host is blocked elsewhere); and its result is written into the
 //   receive buffer only when the stream runs that far. Work on another stream that reads the
 //   result without waiting for this stream's event therefore reads the old values, and the
-//   twin comparison fails, as it could on the GPU. (The send buffer is read early, so an
-//   overwrite of it that does not wait shows only on the GPU.)
+//   twin comparison fails, as it could on the GPU.
+// - The send buffer is read at the call, as early as the stream allows; on the GPU it is read
+//   when the stream gets there, perhaps much later, with the other streams run ahead. So each
+//   call also queues, at its place in its stream, a check: the other streams run as far as
+//   their events let them (run_other_streams_ahead), and the send buffer must still hold what
+//   was read. Work on another stream that writes it without an event ordering the two (before
+//   the call: a write the call should have waited for; after: an overwrite that should have
+//   waited for the call) stops the program, naming the call.
 // - Buffers are checked to be device memory, as the real library requires.
 // - 16-bit sums add in fp32 and round after each addition, as NCCL's bf16 and fp16 sums do.
 #include <cuda_bf16.h>
@@ -100,6 +106,28 @@ ncclResult_t checked(int mpi_result) { return mpi_result == MPI_SUCCESS ? ncclSu
 // The work queued on the call's stream runs first: the call reads its inputs after it.
 void reach(cudaStream_t stream) { synchronize_stream(stream); }
 
+[[noreturn]] void stop_unordered_write(const char* call, const void* send, std::size_t bytes) {
+  std::fprintf(stderr,
+               "NCCL emulation: %s's send buffer (%zu bytes at %p) was written by work on another stream that is "
+               "not ordered with the call by an event: a missing event (on the GPU NCCL could send the old values "
+               "or the new)\n",
+               call, bytes, send);
+  std::abort();
+}
+
+// Called after reach(stream), before the call communicates: what `send` holds now is what the
+// call reads, and it must still be there when the stream runs the call.
+void expect_unchanged_until_reached(cudaStream_t stream, const char* call, const void* send, std::size_t bytes) {
+  if (bytes == 0) return;
+  const auto* from = static_cast<const unsigned char*>(send);
+  auto read = std::make_shared<const std::vector<unsigned char>>(from, from + bytes);
+  enqueue(stream, [stream, call, send, bytes, read] {
+    // The most that other streams may have written by the time the GPU reads the buffer.
+    run_other_streams_ahead(stream);
+    if (std::memcmp(send, read->data(), bytes) != 0) stop_unordered_write(call, send, bytes);
+  });
+}
+
 // A private buffer for a call's result, written into `recv` when the stream reaches the call.
 using Result = std::shared_ptr<std::vector<unsigned char>>;
 
@@ -171,6 +199,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   cuda_emu::Reduction r{};
   if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
   cuda_emu::reach(stream);
+  cuda_emu::expect_unchanged_until_reached(stream, "ncclAllReduce", send, bytes);
   const auto* from = static_cast<const unsigned char*>(send);
   const auto result = std::make_shared<std::vector<unsigned char>>(from, from + bytes);
   const int status =
@@ -190,6 +219,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, n
   cuda_emu::Reduction r{};
   if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
   cuda_emu::reach(stream);
+  cuda_emu::expect_unchanged_until_reached(stream, "ncclReduceScatter", send, slice * static_cast<std::size_t>(c.size));
   const cuda_emu::Result result = cuda_emu::result_buffer(slice);
   const int status = MPI_Reduce_scatter_block(send, result->data(), static_cast<int>(recvcount), r.type, r.op, c.mpi);
   cuda_emu::deliver(stream, recv, result);
@@ -204,6 +234,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
   cuda_emu::require_device_range(send, slice, "ncclAllGather send buffer");
   cuda_emu::require_device_range(recv, slice * static_cast<std::size_t>(c.size), "ncclAllGather receive buffer");
   cuda_emu::reach(stream);
+  cuda_emu::expect_unchanged_until_reached(stream, "ncclAllGather", send, slice);
   const cuda_emu::Result result = cuda_emu::result_buffer(slice * static_cast<std::size_t>(c.size));
   const int status = MPI_Allgather(send, static_cast<int>(slice), MPI_BYTE, result->data(), static_cast<int>(slice),
                                    MPI_BYTE, c.mpi);
@@ -219,6 +250,7 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   cuda_emu::require_device_range(recv, bytes, "ncclBroadcast receive buffer");
   if (c.rank == root) cuda_emu::require_device_range(send, bytes, "ncclBroadcast send buffer");
   cuda_emu::reach(stream);
+  if (c.rank == root) cuda_emu::expect_unchanged_until_reached(stream, "ncclBroadcast", send, bytes);
   const cuda_emu::Result result = cuda_emu::result_buffer(bytes);
   if (c.rank == root && bytes > 0) std::memcpy(result->data(), send, bytes);
   const int status = MPI_Bcast(result->data(), static_cast<int>(bytes), MPI_BYTE, root, c.mpi);
@@ -232,6 +264,7 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int p
   const std::size_t bytes = count * cuda_emu::element_bytes(type);
   cuda_emu::require_device_range(send, bytes, "ncclSend buffer");
   cuda_emu::reach(stream);
+  cuda_emu::expect_unchanged_until_reached(stream, "ncclSend", send, bytes);
   return cuda_emu::checked(MPI_Send(send, static_cast<int>(bytes), MPI_BYTE, peer, 0, comm_of(comm).mpi));
 }
 

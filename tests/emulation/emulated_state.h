@@ -32,6 +32,10 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 // Runs all work queued so far on the stream (nullptr: on every blocking stream), or on the device.
 void synchronize_stream(cudaStream_t stream);
 void synchronize_device();
+// Runs every other stream's queued work as far as it can go without waiting for an event not
+// yet reached: the schedule in which `slow` is the last to get anywhere. (Called from work on
+// `slow` itself.)
+void run_other_streams_ahead(cudaStream_t slow);
 // True when [p, p + bytes) lies inside one live device allocation.
 bool is_device_range(const void* p, std::size_t bytes);
 // Stops the program with a message when [p, p + bytes) is not device memory: the GPU would

@@ -10,6 +10,9 @@
 //   missing event: work on stream B that reads what stream A writes, without waiting for A's
 //   event, reads the old values, and the twin comparison fails. cudaEventQuery lets no work run
 //   (it answers cudaErrorNotReady), except in a loop that polls the same record many times.
+//   Before an NCCL call reads its send buffer, the other streams may also be run ahead, as far
+//   as their event waits allow (run_other_streams_ahead): the schedule in which the NCCL stream
+//   is the slow one, so that a write to the buffer that no event orders shows.
 // - "immediate": every call runs its work at once, in the order made (the emulation's first
 //   schedule; kept for narrowing a failure down).
 //
@@ -32,10 +35,17 @@
 namespace cuda_emu {
 namespace {
 
+// A queued item: device work, or a cudaStreamWaitEvent (which stream, how far).
+struct Item {
+  std::function<void()> work;
+  cudaStream_t waits_for = nullptr;
+  std::uint64_t position = 0;
+};
+
 struct Stream {
   std::uint64_t id = 0;  // creation order
   bool blocking = true;  // synchronises with the legacy default stream (not cudaStreamNonBlocking)
-  std::deque<std::function<void()>> pending;
+  std::deque<Item> pending;
   std::uint64_t queued = 0;  // items ever queued
   std::uint64_t done = 0;    // items ever run: item i (from 1) has run when done >= i
   bool running = false;
@@ -83,9 +93,9 @@ void run_until(Streams& s, cudaStream_t handle, std::uint64_t position) {
   if (stream->running) stop("a cycle of event waits between streams: the GPU would hang here");
   stream->running = true;
   while (stream->done < position) {
-    std::function<void()> item = std::move(stream->pending.front());
+    Item item = std::move(stream->pending.front());
     stream->pending.pop_front();
-    item();
+    item.work();
     ++stream->done;
   }
   stream->running = false;
@@ -109,6 +119,44 @@ bool event_complete(Streams& s, const Recorded& r) {
   return stream == nullptr || stream->done >= r.position;
 }
 
+// Runs the stream's items from the front up to its first wait that is not yet met; true when
+// one ran.
+bool run_unblocked(Streams& s, Stream& stream) {
+  bool ran = false;
+  while (!stream.pending.empty()) {
+    const Item& next = stream.pending.front();
+    if (next.waits_for != nullptr && !event_complete(s, Recorded{next.waits_for, next.position, 0})) break;
+    Item item = std::move(stream.pending.front());
+    stream.pending.pop_front();
+    item.work();
+    ++stream.done;
+    ran = true;
+  }
+  return ran;
+}
+
+void enqueue_item(cudaStream_t handle, Item item) {
+  Streams& s = streams();
+  std::lock_guard<std::recursive_mutex> lock(s.mutex);
+  if (handle == nullptr) {
+    // The legacy default stream: after all earlier work of the blocking streams, before theirs
+    // to come. Run now, which satisfies both.
+    if (s.deferred) run_every_stream(s, /*blocking_only=*/true);
+    item.work();
+    return;
+  }
+  Stream* stream = find(s, handle);
+  if (stream == nullptr) stop("work queued on a stream that does not exist");
+  if (!s.deferred) {
+    item.work();
+    ++stream->queued;
+    ++stream->done;
+    return;
+  }
+  stream->pending.push_back(std::move(item));
+  ++stream->queued;
+}
+
 }  // namespace
 
 void check_stream(cudaStream_t stream) {
@@ -118,26 +166,26 @@ void check_stream(cudaStream_t stream) {
   if (find(s, stream) == nullptr) stop("work queued on a stream that does not exist");
 }
 
-void enqueue(cudaStream_t handle, std::function<void()> work) {
+void enqueue(cudaStream_t handle, std::function<void()> work) { enqueue_item(handle, Item{std::move(work)}); }
+
+void run_other_streams_ahead(cudaStream_t slow) {
   Streams& s = streams();
   std::lock_guard<std::recursive_mutex> lock(s.mutex);
-  if (handle == nullptr) {
-    // The legacy default stream: after all earlier work of the blocking streams, before theirs
-    // to come. Run now, which satisfies both.
-    if (s.deferred) run_every_stream(s, /*blocking_only=*/true);
-    work();
-    return;
+  std::map<std::uint64_t, Stream*> by_creation;
+  for (const auto& [handle, stream] : s.live) {
+    // A running stream is part way through an item (an event wait that ran this one).
+    if (handle != slow && !stream->running) by_creation.emplace(stream->id, stream.get());
   }
-  Stream* stream = find(s, handle);
-  if (stream == nullptr) stop("work queued on a stream that does not exist");
-  if (!s.deferred) {
-    work();
-    ++stream->queued;
-    ++stream->done;
-    return;
+  // Until none moves: one stream's progress may meet another's wait.
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const auto& entry : by_creation) {
+      Stream& stream = *entry.second;
+      stream.running = true;
+      moved = run_unblocked(s, stream) || moved;
+      stream.running = false;
+    }
   }
-  stream->pending.push_back(std::move(work));
-  ++stream->queued;
 }
 
 void synchronize_stream(cudaStream_t handle) {
@@ -245,10 +293,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   // The wait is for the record made before this call, whatever is recorded later.
   const cuda_emu::Recorded r = it->second;
   if (r.stream == nullptr) return cudaSuccess;
-  cuda_emu::enqueue(stream, [r] {
-    cuda_emu::Streams& all = cuda_emu::streams();
-    cuda_emu::run_until(all, r.stream, r.position);
-  });
+  cuda_emu::enqueue_item(stream, cuda_emu::Item{[r] {
+                                                  cuda_emu::Streams& all = cuda_emu::streams();
+                                                  cuda_emu::run_until(all, r.stream, r.position);
+                                                },
+                                                r.stream, r.position});
   return cudaSuccess;
 }
 

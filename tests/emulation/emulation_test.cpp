@@ -1,12 +1,15 @@
 // The CUDA emulation's own promises (CTest emulated.emulation): the deferred stream schedule that
 // lets the GPU tests and emulated.training see a missing event between streams, the reverse
 // thread order that emulated.cuda_backend_reverse uses to show a race inside a block, and the
-// TF32 rounding that lets them see a GEMM input that is not exact in TF32. If the emulation ran
-// everything at once, or read fp32 inputs whole in TF32 mode, the other emulated tests would
-// pass on code that can fail on a GPU; these tests fail instead.
+// TF32 rounding that lets them see a GEMM input that is not exact in TF32, and the NCCL
+// emulation's report of a send buffer overwritten before its stream reached the call. If the
+// emulation ran everything at once, or read fp32 inputs whole in TF32 mode, the other emulated
+// tests would pass on code that can fail on a GPU; these tests fail instead.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <mpi.h>
+#include <nccl.h>
 
 #include <cmath>
 #include <cstdint>
@@ -199,6 +202,64 @@ TEST_F(Streams, Tf32ModeRoundsFp32InputsToTenSignificandBits) {
   EXPECT_EQ(product_with_one(above_half_ulp, CUBLAS_TF32_TENSOR_OP_MATH, side_), 1.0f + std::ldexp(1.0f, -10));
   const float exact = 1.0f + std::ldexp(1.0f, -10);
   EXPECT_EQ(product_with_one(exact, CUBLAS_TF32_TENSOR_OP_MATH, side_), exact);
+}
+
+// The NCCL emulation over MPI (emulated_nccl.cpp) on one rank (the test main initialises MPI).
+class OneRankNccl : public Streams {
+ protected:
+  void SetUp() override {
+    Streams::SetUp();
+    ncclUniqueId id;
+    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    ASSERT_EQ(ncclCommInitRank(&comm_, 1, id, 0), ncclSuccess);
+    send_ = device_ints(kCount);
+    recv_ = device_ints(kCount);
+    ASSERT_EQ(cudaMemsetAsync(send_, 0x01, kCount * sizeof(int), nullptr), cudaSuccess);
+  }
+  void TearDown() override {
+    EXPECT_EQ(cudaFree(send_), cudaSuccess);
+    EXPECT_EQ(cudaFree(recv_), cudaSuccess);
+    EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+    Streams::TearDown();
+  }
+  // A sum over the one rank on the side stream (the NCCL stream), then the blocking stream (the
+  // compute stream) overwriting its send buffer, after the sum's event or not.
+  void all_reduce_then_overwrite(bool wait_for_the_sum) {
+    // As floats (the emulation sums the types Trident sends); one rank's sum copies the bits.
+    ASSERT_EQ(ncclAllReduce(send_, recv_, kCount, ncclFloat32, ncclSum, comm_, side_), ncclSuccess);
+    if (wait_for_the_sum) {
+      cudaEvent_t sent;
+      ASSERT_EQ(cudaEventCreateWithFlags(&sent, cudaEventDisableTiming), cudaSuccess);
+      ASSERT_EQ(cudaEventRecord(sent, side_), cudaSuccess);
+      ASSERT_EQ(cudaStreamWaitEvent(blocking_, sent, 0), cudaSuccess);
+      ASSERT_EQ(cudaEventDestroy(sent), cudaSuccess);
+    }
+    ASSERT_EQ(cudaMemsetAsync(send_, 0x02, kCount * sizeof(int), blocking_), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(side_), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(blocking_), cudaSuccess);
+  }
+  static constexpr std::size_t kCount = 4;
+  ncclComm_t comm_ = nullptr;
+  int* send_ = nullptr;
+  int* recv_ = nullptr;
+};
+
+// Ordered by an event, the overwrite runs after the sum has read the buffer: the sum is of the
+// old values. (The check before the read lets the compute stream run up to that wait and no
+// further; had it run past, this would be reported as the race below.)
+TEST_F(OneRankNccl, AnOverwriteAfterTheCallsEventIsAllowed) {
+  all_reduce_then_overwrite(/*wait_for_the_sum=*/true);
+  EXPECT_EQ(read_back(recv_), 0x01010101);
+  EXPECT_EQ(read_back(send_), 0x02020202);
+}
+
+// Not ordered, the GPU may run the overwrite before NCCL reads the buffer: the emulation stops,
+// naming the call, although the host made the call first.
+TEST_F(OneRankNccl, AnOverwriteNotOrderedAfterTheCallIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork of an MPI one
+  EXPECT_DEATH(all_reduce_then_overwrite(/*wait_for_the_sum=*/false),
+               "ncclAllReduce's send buffer .* was written by work on another stream that is not "
+               "ordered with the call");
 }
 
 }  // namespace
