@@ -12,8 +12,8 @@ namespace {
 
 // Compiled for AVX-512, AVX2 and baseline x86-64, picked at load time (as kernels/cpu/
 // simd_dispatch.h does for the math): with AVX-512DQ the 64-bit multiplies of mix64 vectorise,
-// and hashing keeps up with the disk.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+// and hashing keeps up with the disk. (Not under ThreadSanitizer, as simd_dispatch.h says why.)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && !defined(__SANITIZE_THREAD__)
 #define TRIDENT_HASH_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TRIDENT_HASH_CLONES

@@ -14,11 +14,15 @@
 // Elsewhere (not GCC, not x86-64 ELF) the macro is empty and the code is compiled once. A build
 // may define it itself to test one variant on a CPU that would pick another:
 // CMAKE_CXX_FLAGS=-DTRIDENT_SIMD_CLONES= tests the baseline SSE2 code on an AVX-512 machine.
+// Not under ThreadSanitizer (the CUDA emulation's race checker): it instruments the ifunc
+// resolver, which the loader runs before the sanitizer's runtime exists, and the program
+// crashes before main.
 #pragma once
 
 #if defined(TRIDENT_SIMD_CLONES)
 // Defined by the build: keep it.
-#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TRIDENT_SIMD_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

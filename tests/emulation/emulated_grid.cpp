@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tests/emulation/cuda_emulation.h"
+#include "tests/emulation/emulated_racecheck.h"
 #include "tests/emulation/emulated_state.h"
 
 namespace cuda_emu {
@@ -42,6 +43,7 @@ struct Fiber {
   context::fiber fiber;
   uint3 thread;
   bool finished = false;
+  bool entered = false;  // resumed at least once in this block
   // While waiting at a barrier: its generation counter and the value it waits to see change.
   // The scheduler passes such a fiber by without switching to it.
   const unsigned* waits_on = nullptr;
@@ -85,10 +87,18 @@ struct Block {
   bool direct = false;         // threads called one after another, no fibers (see run_block)
   bool reverse = false;        // threads run from the last one down (reverse_thread_order)
   std::vector<unsigned char> dynamic_shared;
+  // The race checker's (emulated_racecheck.h): the scheduler's context, where every finished
+  // thread releases to, and the block barrier's addresses: alternate barriers alternate, so
+  // that a thread already past the next barrier does not order a slower one's work before it.
+  void* scheduler_fiber = nullptr;
+  std::array<char, 2> barrier_sync{};
+  char finished_sync = 0;
 };
 
 thread_local Block* tl_block = nullptr;
 thread_local std::vector<std::unique_ptr<char[]>> tl_stacks;
+// The race checker's context of each stack: thread i of every block runs on stack i as fiber i.
+thread_local std::vector<void*> tl_race_fibers;
 
 [[noreturn]] void kernel_fault(const Block& b, const std::string& what) {
   const Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
@@ -106,7 +116,10 @@ void wait_for_release(const unsigned* generation, unsigned seen) {
   Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
   f.waits_on = generation;
   f.waits_while = seen;
-  while (*generation == seen) b.scheduler = std::move(b.scheduler).resume();
+  while (*generation == seen) {
+    racecheck::leave_to(b.scheduler_fiber);
+    b.scheduler = std::move(b.scheduler).resume();
+  }
   f.waits_on = nullptr;
 }
 
@@ -132,6 +145,8 @@ context::fiber fiber_main(context::fiber&& scheduler) {
   if (b.warps[static_cast<std::size_t>(lane_warp)].arrived > 0) {
     kernel_fault(b, "returned while other lanes of its warp wait in a shuffle");
   }
+  racecheck::release(&b.finished_sync);
+  racecheck::leave_to(b.scheduler_fiber);
   return std::move(b.scheduler);
 }
 
@@ -145,6 +160,8 @@ void resume(Block& b, int i) {
   Fiber& f = b.fibers[static_cast<std::size_t>(i)];
   b.current = i;
   tl_coordinates.thread = f.thread;
+  racecheck::enter(tl_race_fibers[static_cast<std::size_t>(i)], !f.entered);
+  f.entered = true;
   f.fiber = std::move(f.fiber).resume();
 }
 
@@ -154,6 +171,10 @@ void run_block(Block& b, const dim3& block_dim) {
     // Not zeroed (make_unique would write every byte): only the pages a fiber uses are touched.
     tl_stacks.push_back(std::unique_ptr<char[]>(new char[kFiberStackBytes]));
   }
+  while (racecheck::kOn && tl_race_fibers.size() < static_cast<std::size_t>(threads)) {
+    tl_race_fibers.push_back(racecheck::new_fiber());
+  }
+  b.scheduler_fiber = racecheck::current_fiber();
   b.fibers.clear();
   b.fibers.resize(static_cast<std::size_t>(threads));
   b.warps.assign(static_cast<std::size_t>((threads + kWarpSize - 1) / kWarpSize), Warp{});
@@ -181,10 +202,10 @@ void run_block(Block& b, const dim3& block_dim) {
   // The first thread first, on its fiber. If it returns without meeting a barrier, no other
   // thread may meet one either (the strict rule above), so the rest run as plain calls: no
   // context switch for the elementwise kernels, and a barrier met there is reported as it
-  // would be.
+  // would be. (Not for the race checker, which needs each thread on its own fiber.)
   make_fiber(nth(0));
   resume(b, nth(0));
-  if (b.fibers[static_cast<std::size_t>(nth(0))].finished && b.progress == 1) {
+  if (!racecheck::kOn && b.fibers[static_cast<std::size_t>(nth(0))].finished && b.progress == 1) {
     b.direct = true;
     for (int k = 1; k < threads; ++k) {
       const int i = nth(k);
@@ -213,6 +234,8 @@ void run_block(Block& b, const dim3& block_dim) {
       kernel_fault(b, "deadlock: no thread of the block can move (a barrier not every thread reaches?)");
     }
   }
+  // The next block, and the host after the grid, come after everything this block did.
+  racecheck::acquire(&b.finished_sync);
 }
 
 }  // namespace
@@ -222,14 +245,18 @@ void sync_block() {
   // No thread may have returned yet (the strict rule), so the barrier waits for all of them.
   if (b.finished > 0) kernel_fault(b, "__syncthreads after another thread of the block has returned");
   const unsigned generation = b.generation;
+  void* sync = &b.barrier_sync[generation & 1u];
+  racecheck::release(sync);
   ++b.arrived;
   ++b.progress;
   if (b.arrived == static_cast<int>(b.fibers.size())) {
     b.arrived = 0;
     ++b.generation;
+    racecheck::acquire(sync);
     return;
   }
   wait_for_release(&b.generation, generation);
+  racecheck::acquire(sync);
   ++b.progress;
 }
 
@@ -263,6 +290,15 @@ void warp_barrier() {
   ++b.progress;
 }
 
+// A shuffle's value into or out of its slot, byte by byte through volatile: no memcpy call,
+// which ThreadSanitizer would see as the lanes' own unordered accesses (a shuffle orders no
+// memory, so the race checker has no barrier to put between them).
+void copy_slot(void* to, const void* from, std::size_t bytes) {
+  auto* out = static_cast<volatile unsigned char*>(to);
+  const auto* in = static_cast<const volatile unsigned char*>(from);
+  for (std::size_t i = 0; i < bytes; ++i) out[i] = in[i];
+}
+
 }  // namespace
 
 void warp_publish(unsigned mask, const void* value, std::size_t bytes) {
@@ -271,7 +307,7 @@ void warp_publish(unsigned mask, const void* value, std::size_t bytes) {
   const unsigned lanes = w.size == kWarpSize ? 0xffffffffu : (1u << w.size) - 1u;
   if ((mask & lanes) != lanes) kernel_fault(b, "shuffle mask leaves out lanes that exist");
   if (bytes > kSlotBytes) kernel_fault(b, "shuffle of a value wider than 16 bytes");
-  std::memcpy(w.slots[w.generation & 1u][static_cast<std::size_t>(lane_of_current_thread())].data(), value, bytes);
+  copy_slot(w.slots[w.generation & 1u][static_cast<std::size_t>(lane_of_current_thread())].data(), value, bytes);
   warp_barrier();
 }
 
@@ -282,7 +318,7 @@ void warp_read(int source_lane, void* out, std::size_t bytes) {
     kernel_fault(b, "shuffle reads lane " + std::to_string(source_lane) + ", which does not exist in this warp");
   }
   // The slots of the barrier just passed (the generation has moved on by one since).
-  std::memcpy(out, w.slots[(w.generation - 1u) & 1u][static_cast<std::size_t>(source_lane)].data(), bytes);
+  copy_slot(out, w.slots[(w.generation - 1u) & 1u][static_cast<std::size_t>(source_lane)].data(), bytes);
 }
 
 void* dynamic_shared_memory() { return tl_block->dynamic_shared.data(); }
@@ -294,7 +330,9 @@ void execute_grid(const char* kernel_name, const LaunchConfig& config, const std
   const bool reverse = reverse_thread_order();
   const dim3 grid = config.grid;
   const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
-#pragma omp parallel
+  // The race checker runs blocks one at a time (emulated_racecheck.h): OpenMP's own ordering
+  // between OS threads is invisible to it.
+#pragma omp parallel if (!racecheck::kOn)
   {
     Block block;
     block.kernel = kernel_name;

@@ -1,0 +1,49 @@
+// ThreadSanitizer as a race checker for the emulated threads of a block, in a build with
+// TRIDENT_CUDA_EMULATION_SANITIZER=thread (emulated_grid.cpp; docs/testing-without-a-gpu.md).
+//
+// The threads of a block run as fibers on one OS thread, so to ThreadSanitizer they would be
+// one thread in program order, and no race between them could show. Here each emulated thread
+// is a ThreadSanitizer fiber of its own, and switching between them says nothing about order
+// (no_sync). Order comes only from what orders memory between GPU threads: __syncthreads is a
+// release on arrival and an acquire on leaving. (A warp shuffle exchanges registers and orders
+// no memory, so it is no barrier here.) Two threads of a block that touch the same word of
+// shared or global memory, one of them writing, with no __syncthreads between, are reported
+// with both .cu lines, whatever order the emulation ran them in.
+//
+// Out of scope, by construction: races between blocks. A block starts after the scheduler has
+// acquired everything the previous blocks did (each fiber's context, and its stack, is reused
+// by the same thread index of the next block), and blocks run one at a time (OpenMP off).
+//
+// emulated_grid.cpp itself is compiled without instrumentation: its bookkeeping (arrival
+// counts, generations) is shared by the fibers on purpose and would be reported otherwise.
+// Elsewhere these calls compile to nothing.
+#pragma once
+
+#if defined(TRIDENT_EMULATION_RACECHECK)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace cuda_emu::racecheck {
+
+#if defined(TRIDENT_EMULATION_RACECHECK)
+constexpr bool kOn = true;
+inline void* current_fiber() { return __tsan_get_current_fiber(); }
+inline void* new_fiber() { return __tsan_create_fiber(0); }
+// Called just before the switch. The first entry of a block's thread inherits what the
+// scheduler has seen (the host's writes before the launch, the earlier blocks); later ones
+// inherit nothing.
+inline void enter(void* fiber, bool first) { __tsan_switch_to_fiber(fiber, first ? 0 : __tsan_switch_to_fiber_no_sync); }
+inline void leave_to(void* scheduler) { __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync); }
+inline void release(void* sync) { __tsan_release(sync); }
+inline void acquire(void* sync) { __tsan_acquire(sync); }
+#else
+constexpr bool kOn = false;
+inline void* current_fiber() { return nullptr; }
+inline void* new_fiber() { return nullptr; }
+inline void enter(void*, bool) {}
+inline void leave_to(void*) {}
+inline void release(void*) {}
+inline void acquire(void*) {}
+#endif
+
+}  // namespace cuda_emu::racecheck

@@ -1,0 +1,112 @@
+// The race checker's own promises (CTest emulated.racecheck, label racecheck; built only with
+// TRIDENT_CUDA_EMULATION_SANITIZER=thread, emulated_racecheck.h): threads of a block that touch
+// one word with no __syncthreads between are reported, whichever order the emulation ran them
+// in, and a barrier between them is enough. A report ends a death test's child at once
+// (halt_on_error) with ThreadSanitizer's exit code; a false report in a clean kernel makes this
+// whole program exit 66, which fails the test too.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "tests/emulation/cuda_emulation.h"
+
+namespace {
+
+constexpr int kThreads = 64;
+constexpr int kBlocks = 3;
+constexpr int kRaceExitCode = 66;  // ThreadSanitizer's, after a report
+
+int* device_ints(std::size_t n) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, n * sizeof(int)), cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(p, 0, n * sizeof(int), nullptr), cudaSuccess);
+  return static_cast<int*>(p);
+}
+
+std::vector<int> read_all(const int* device, std::size_t n) {
+  std::vector<int> host(n, -1);
+  EXPECT_EQ(cudaMemcpy(host.data(), device, n * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+// Thread 0 publishes a value in shared memory that every thread then reads.
+void broadcast(int* out, int value, bool barrier) {
+  __shared__ int published;
+  if (threadIdx.x == 0) published = value + static_cast<int>(blockIdx.x);
+  if (barrier) __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = published;
+}
+
+// Every thread writes the same shared word: the same result in any order, still a race.
+void last_writer(int* out) {
+  __shared__ int last;
+  last = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = last;
+}
+
+// Lane 0 writes shared memory, then the warp shuffles; lane 1 reads what lane 0 wrote.
+void through_a_shuffle(int* out) {
+  __shared__ int word;
+  if (threadIdx.x == 0) word = 7;
+  const int partner = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
+  if (threadIdx.x == 1) out[0] = word + partner;
+}
+
+void run_broadcast(int* out, bool barrier) {
+  cuda_emu::launch("broadcast", cuda_emu::LaunchConfig(dim3(kBlocks), dim3(kThreads)),
+                   [](auto&... a) { broadcast(a...); }, out, 5, barrier);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+class RaceCheck : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Each death test's child is the program started afresh (not a fork), with this
+    // environment: it stops at its first report.
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    setenv("TSAN_OPTIONS", "halt_on_error=1", 1);
+    out_ = device_ints(kBlocks * kThreads);
+  }
+  void TearDown() override { EXPECT_EQ(cudaFree(out_), cudaSuccess); }
+  int* out_ = nullptr;
+};
+
+TEST_F(RaceCheck, ABarrierOrdersAWriteBeforeTheReadsOfTheOtherThreads) {
+  run_broadcast(out_, /*barrier=*/true);
+  const std::vector<int> out = read_all(out_, kBlocks * kThreads);
+  for (int i = 0; i < kBlocks * kThreads; ++i) ASSERT_EQ(out[i], 5 + i / kThreads) << "thread " << i;
+}
+
+// Run forwards, thread 0 happens to write first and every thread reads the right value: the
+// twin tests would pass. The race checker reports it anyway.
+TEST_F(RaceCheck, AReadWithNoBarrierAfterAnotherThreadsWriteIsReported) {
+  EXPECT_EXIT(run_broadcast(out_, /*barrier=*/false), ::testing::ExitedWithCode(kRaceExitCode),
+              "ThreadSanitizer: data race");
+}
+
+TEST_F(RaceCheck, WritesOfOneWordByManyThreadsAreReported) {
+  EXPECT_EXIT(
+      {
+        cuda_emu::launch("last_writer", cuda_emu::LaunchConfig(dim3(1), dim3(kThreads)),
+                         [](auto&... a) { last_writer(a...); }, out_);
+        (void)cudaDeviceSynchronize();
+      },
+      ::testing::ExitedWithCode(kRaceExitCode), "ThreadSanitizer: data race");
+}
+
+// A shuffle is no memory barrier (__syncwarp or __syncthreads is): stricter than a GPU that
+// happens to run the warp in lockstep, as CUDA's memory model is.
+TEST_F(RaceCheck, AShuffleOrdersNoMemory) {
+  EXPECT_EXIT(
+      {
+        cuda_emu::launch("through_a_shuffle", cuda_emu::LaunchConfig(dim3(1), dim3(32)),
+                         [](auto&... a) { through_a_shuffle(a...); }, out_);
+        (void)cudaDeviceSynchronize();
+      },
+      ::testing::ExitedWithCode(kRaceExitCode), "ThreadSanitizer: data race");
+}
+
+}  // namespace
