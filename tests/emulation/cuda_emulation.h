@@ -11,9 +11,11 @@
 // and the threads of a block as cooperative fibers (Boost.Context) on that OS thread. __syncthreads
 // and the warp shuffles are barriers between fibers; a block that cannot finish (a barrier some
 // thread never reaches, a shuffle from a lane that has exited) stops the program with a message
-// naming the kernel. __shared__ variables become thread_local statics: one copy per OS thread,
-// which is one copy per running block. A launch is queued on its stream and runs when the
-// stream's schedule runs it (emulated_streams.cpp).
+// naming the kernel. A __shared__ variable becomes the block's own heap allocation
+// (block_shared, written by translate_launches), made when a thread of the block first reaches
+// its declaration and freed when the block ends; outside translated sources, a thread_local
+// static. A launch is queued on its stream and runs when the stream's schedule runs it
+// (emulated_streams.cpp).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -46,6 +48,13 @@ void warp_publish(unsigned mask, const void* value, std::size_t bytes);
 void warp_read(int source_lane, void* out, std::size_t bytes);
 int lane_of_current_thread();
 void* dynamic_shared_memory();
+// The running block's copy of the __shared__ variable whose declaration `key` stands for:
+// `bytes` of 0xff (NaN) the first time a thread of the block asks, the same memory after.
+void* static_shared_memory(const void* key, std::size_t bytes);
+template <class T>
+T& block_shared(const void* key) {
+  return *static_cast<T*>(static_shared_memory(key, sizeof(T)));
+}
 
 struct LaunchConfig {
   dim3 grid;

@@ -36,6 +36,7 @@ namespace {
 constexpr std::size_t kFiberStackBytes = 256 * 1024;  // the kernels' per-thread arrays fit easily
 constexpr int kWarpSize = 32;
 constexpr std::size_t kSlotBytes = 16;
+constexpr std::size_t kStaticSharedLimit = 48 * 1024;  // ptxas refuses more in static __shared__
 
 namespace context = boost::context;
 
@@ -86,7 +87,16 @@ struct Block {
   unsigned long progress = 0;  // bumped by every arrival, release and finish
   bool direct = false;         // threads called one after another, no fibers (see run_block)
   bool reverse = false;        // threads run from the last one down (reverse_thread_order)
-  std::vector<unsigned char> dynamic_shared;
+  // Each allocated at its exact size (AddressSanitizer's redzones around it) and filled with
+  // 0xff (NaN as floats) for each block: uninitialised on the GPU.
+  std::unique_ptr<unsigned char[]> dynamic_shared;
+  std::size_t dynamic_shared_bytes = 0;
+  struct StaticShared {
+    const void* key;
+    std::unique_ptr<unsigned char[]> memory;
+    std::size_t bytes;
+  };
+  std::vector<StaticShared> static_shared;  // this block's, freed when it ends
   // The race checker's (emulated_racecheck.h): the scheduler's context, where every finished
   // thread releases to, and the block barrier's addresses: alternate barriers alternate, so
   // that a thread already past the next barrier does not order a slower one's work before it.
@@ -175,6 +185,7 @@ void run_block(Block& b, const dim3& block_dim) {
     tl_race_fibers.push_back(racecheck::new_fiber());
   }
   b.scheduler_fiber = racecheck::current_fiber();
+  b.static_shared.clear();  // the previous block's (after everything it did: racecheck's acquire)
   b.fibers.clear();
   b.fibers.resize(static_cast<std::size_t>(threads));
   b.warps.assign(static_cast<std::size_t>((threads + kWarpSize - 1) / kWarpSize), Warp{});
@@ -321,7 +332,26 @@ void warp_read(int source_lane, void* out, std::size_t bytes) {
   copy_slot(out, w.slots[(w.generation - 1u) & 1u][static_cast<std::size_t>(source_lane)].data(), bytes);
 }
 
-void* dynamic_shared_memory() { return tl_block->dynamic_shared.data(); }
+void* dynamic_shared_memory() { return tl_block->dynamic_shared.get(); }
+
+void* static_shared_memory(const void* key, std::size_t bytes) {
+  Block& b = *tl_block;
+  std::size_t total = bytes;
+  for (const Block::StaticShared& shared : b.static_shared) {
+    if (shared.key == key) return shared.memory.get();
+    total += shared.bytes;
+  }
+  if (total > kStaticSharedLimit) {
+    kernel_fault(b, "static __shared__ variables of " + std::to_string(total) + " bytes: past the 48 KiB ptxas allows");
+  }
+  // Fresh memory to the race checker too: the allocation and the fill are no thread's access.
+  racecheck::unrecorded_writes_begin();
+  auto memory = std::unique_ptr<unsigned char[]>(new unsigned char[bytes]);
+  std::fill_n(memory.get(), bytes, 0xff);
+  b.static_shared.push_back({key, std::move(memory), bytes});
+  racecheck::unrecorded_writes_end();
+  return b.static_shared.back().memory.get();
+}
 
 namespace {
 
@@ -338,9 +368,9 @@ void execute_grid(const char* kernel_name, const LaunchConfig& config, const std
     block.kernel = kernel_name;
     block.reverse = reverse;
     block.body = &body;
-    // Refilled with 0xff (NaN as floats) before each block below: uninitialised on the GPU. One
-    // byte more than asked, so that data() is valid for a launch without dynamic shared memory.
-    block.dynamic_shared.resize(config.shared_bytes + 1);
+    // Refilled before each block below. None at all for a launch that asked for none.
+    block.dynamic_shared_bytes = config.shared_bytes;
+    if (config.shared_bytes > 0) block.dynamic_shared.reset(new unsigned char[config.shared_bytes]);
     tl_block = &block;
 #pragma omp for schedule(dynamic, 1)
     for (long long i = 0; i < blocks; ++i) {
@@ -348,7 +378,7 @@ void execute_grid(const char* kernel_name, const LaunchConfig& config, const std
                                    static_cast<unsigned>(i / (static_cast<long long>(grid.x) * grid.y))};
       tl_coordinates.block_dim = config.block;
       tl_coordinates.grid_dim = grid;
-      std::fill(block.dynamic_shared.begin(), block.dynamic_shared.end(), 0xff);
+      std::fill_n(block.dynamic_shared.get(), block.dynamic_shared_bytes, 0xff);
       run_block(block, config.block);
     }
     tl_block = nullptr;

@@ -21,6 +21,9 @@
 
 #if defined(TRIDENT_EMULATION_RACECHECK)
 #include <sanitizer/tsan_interface.h>
+// ThreadSanitizer's dynamic annotations (exported by its runtime, declared by no header).
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
 #endif
 
 namespace cuda_emu::racecheck {
@@ -32,10 +35,18 @@ inline void* new_fiber() { return __tsan_create_fiber(0); }
 // Called just before the switch. The first entry of a block's thread inherits what the
 // scheduler has seen (the host's writes before the launch, the earlier blocks); later ones
 // inherit nothing.
-inline void enter(void* fiber, bool first) { __tsan_switch_to_fiber(fiber, first ? 0 : __tsan_switch_to_fiber_no_sync); }
+inline void enter(void* fiber, bool first) {
+  __tsan_switch_to_fiber(fiber, first ? 0 : __tsan_switch_to_fiber_no_sync);
+}
 inline void leave_to(void* scheduler) { __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync); }
 inline void release(void* sync) { __tsan_release(sync); }
 inline void acquire(void* sync) { __tsan_acquire(sync); }
+// Between these, the running thread's writes are not recorded, and an allocation is fresh
+// memory: for the block's shared memory, which its first thread to need it makes and fills.
+// (AnnotateNewMemory after the allocation left the allocation's own write in place in GCC 12's
+// runtime, and the block's other threads were reported racing with it.)
+inline void unrecorded_writes_begin() { AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
+inline void unrecorded_writes_end() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__); }
 #else
 constexpr bool kOn = false;
 inline void* current_fiber() { return nullptr; }
@@ -44,6 +55,8 @@ inline void enter(void*, bool) {}
 inline void leave_to(void*) {}
 inline void release(void*) {}
 inline void acquire(void*) {}
+inline void unrecorded_writes_begin() {}
+inline void unrecorded_writes_end() {}
 #endif
 
 }  // namespace cuda_emu::racecheck

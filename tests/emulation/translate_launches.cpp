@@ -5,6 +5,15 @@
 //                           [](auto&... emulated_argument) { kernel<T>(emulated_argument...); }, a, b)
 //   extern __shared__ float shared[];
 //     -> float* shared = static_cast<float*>(::cuda_emu::dynamic_shared_memory());
+//   __shared__ float tile[64][65];
+//     -> static char emulated_shared_tile = 0;
+//        auto& tile = ::cuda_emu::block_shared<float[64][65]>(&emulated_shared_tile);
+//
+// The last gives each block its own heap allocation of the exact size, filled with 0xff bytes
+// (NaN) as uninitialised shared memory may hold anything: an index past the end of a shared
+// array is then AddressSanitizer's heap-buffer-overflow, and a read before any write is NaN,
+// where a thread-local static would be neither. Headers (.cuh) are translated too, for the
+// declarations inside device functions (block_reduce.cuh).
 //
 // Everything else is copied as it is, and every line keeps its number (the newlines of a
 // rewritten span follow its replacement), so compiler messages and the emulation's own name
@@ -79,6 +88,27 @@ std::size_t matching(const std::string& s, std::size_t open, char left, char rig
   throw std::runtime_error("unbalanced " + std::string(1, left) + " at offset " + std::to_string(open));
 }
 
+// `__shared__ TYPE NAME DIMS` (collapsed, without `__shared__`): the block's own copy.
+std::string block_shared(const std::string& declaration) {
+  if (declaration.find(',') != std::string::npos || declaration.find('=') != std::string::npos) {
+    throw std::runtime_error("one __shared__ variable per declaration, without an initialiser: " + declaration);
+  }
+  const std::size_t bracket = declaration.find('[');
+  const std::string head = declaration.substr(0, bracket);  // TYPE NAME
+  const std::string dims = bracket == std::string::npos ? "" : declaration.substr(bracket);
+  std::size_t end = head.size();
+  while (end > 0 && head[end - 1] == ' ') --end;
+  std::size_t start = end;
+  while (start > 0 && is_name_char(head[start - 1]) && head[start - 1] != ':') --start;
+  const std::string name = head.substr(start, end - start);
+  std::string type = head.substr(0, start);
+  while (!type.empty() && type.back() == ' ') type.pop_back();
+  if (name.empty() || type.empty()) throw std::runtime_error("cannot read the shared declaration: " + declaration);
+  const std::string key = "emulated_shared_" + name;
+  return "static char " + key + " = 0; auto& " + name + " = ::cuda_emu::block_shared<" + type + dims + ">(&" + key +
+         ");";
+}
+
 std::string translate(const std::string& in) {
   std::string out;
   std::size_t i = 0;
@@ -116,6 +146,15 @@ std::string translate(const std::string& in) {
       const std::string type = declaration.substr(0, space);
       const std::string name = declaration.substr(space + 1, bracket - space - 1);
       out += type + "* " + name + " = static_cast<" + type + "*>(::cuda_emu::dynamic_shared_memory());";
+      out += newlines_in(in.substr(i, semicolon - i));
+      i = semicolon + 1;
+      continue;
+    }
+    if (in.compare(i, 10, "__shared__") == 0 && (i == 0 || !is_name_char(in[i - 1])) &&
+        (i + 10 >= in.size() || !is_name_char(in[i + 10]))) {
+      const std::size_t semicolon = in.find(';', i);
+      if (semicolon == std::string::npos) throw std::runtime_error("a __shared__ declaration without its ';'");
+      out += block_shared(collapse_space(in.substr(i + 10, semicolon - i - 10)));
       out += newlines_in(in.substr(i, semicolon - i));
       i = semicolon + 1;
       continue;
