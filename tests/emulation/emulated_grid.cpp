@@ -44,7 +44,6 @@ struct Fiber {
   context::fiber fiber;
   uint3 thread;
   bool finished = false;
-  bool entered = false;  // resumed at least once in this block
   // While waiting at a barrier: its generation counter and the value it waits to see change.
   // The scheduler passes such a fiber by without switching to it.
   const unsigned* waits_on = nullptr;
@@ -97,18 +96,28 @@ struct Block {
     std::size_t bytes;
   };
   std::vector<StaticShared> static_shared;  // this block's, freed when it ends
-  // The race checker's (emulated_racecheck.h): the scheduler's context, where every finished
-  // thread releases to, and the block barrier's addresses: alternate barriers alternate, so
-  // that a thread already past the next barrier does not order a slower one's work before it.
+  // The race checker's (emulated_racecheck.h): the scheduler's context; what the launch
+  // releases to and every thread acquires first; where every finished thread releases to; the
+  // block barrier's addresses (alternate barriers alternate, so that a thread already past the
+  // next barrier does not order a slower one's work before it); and which of the two sets of
+  // fibers and stacks this block runs on (alternate blocks alternate, so that thread i of a
+  // block is not ordered after thread i of the block before).
   void* scheduler_fiber = nullptr;
-  std::array<char, 2> barrier_sync{};
+  char launch_sync = 0;
   char finished_sync = 0;
+  std::array<char, 2> barrier_sync{};
+  std::size_t set = 0;
 };
 
 thread_local Block* tl_block = nullptr;
 thread_local std::vector<std::unique_ptr<char[]>> tl_stacks;
-// The race checker's context of each stack: thread i of every block runs on stack i as fiber i.
+// The race checker's context of each stack (slot below): a context always runs on its stack.
 thread_local std::vector<void*> tl_race_fibers;
+
+// Thread i's stack (and race checker context): i, or under the race checker i of the block's set.
+std::size_t slot(const Block& b, int i) {
+  return racecheck::kOn ? static_cast<std::size_t>(i) * 2 + b.set : static_cast<std::size_t>(i);
+}
 
 [[noreturn]] void kernel_fault(const Block& b, const std::string& what) {
   const Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
@@ -140,6 +149,7 @@ int linear_thread(const uint3& t, const dim3& d) {
 context::fiber fiber_main(context::fiber&& scheduler) {
   Block& b = *tl_block;
   b.scheduler = std::move(scheduler);
+  racecheck::acquire(&b.launch_sync);  // the host's writes before the launch, and no more
   try {
     (*b.body)();
   } catch (const std::exception& e) {
@@ -170,20 +180,19 @@ void resume(Block& b, int i) {
   Fiber& f = b.fibers[static_cast<std::size_t>(i)];
   b.current = i;
   tl_coordinates.thread = f.thread;
-  racecheck::enter(tl_race_fibers[static_cast<std::size_t>(i)], !f.entered);
-  f.entered = true;
+  racecheck::enter(tl_race_fibers[slot(b, i)]);
   f.fiber = std::move(f.fiber).resume();
 }
 
 void run_block(Block& b, const dim3& block_dim) {
   const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
-  while (tl_stacks.size() < static_cast<std::size_t>(threads)) {
+  b.set ^= 1u;
+  const std::size_t slots = racecheck::kOn ? 2 * static_cast<std::size_t>(threads) : static_cast<std::size_t>(threads);
+  while (tl_stacks.size() < slots) {
     // Not zeroed (make_unique would write every byte): only the pages a fiber uses are touched.
     tl_stacks.push_back(std::unique_ptr<char[]>(new char[kFiberStackBytes]));
   }
-  while (racecheck::kOn && tl_race_fibers.size() < static_cast<std::size_t>(threads)) {
-    tl_race_fibers.push_back(racecheck::new_fiber());
-  }
+  while (racecheck::kOn && tl_race_fibers.size() < slots) tl_race_fibers.push_back(racecheck::new_fiber());
   b.scheduler_fiber = racecheck::current_fiber();
   b.static_shared.clear();  // the previous block's (after everything it did: racecheck's acquire)
   b.fibers.clear();
@@ -206,7 +215,7 @@ void run_block(Block& b, const dim3& block_dim) {
   // exception, which made the plain-call path below slower than the fibers it saves.
   const auto make_fiber = [&b](int i) {
     b.fibers[static_cast<std::size_t>(i)].fiber =
-        context::fiber(std::allocator_arg, PooledStack{tl_stacks[static_cast<std::size_t>(i)].get()}, fiber_main);
+        context::fiber(std::allocator_arg, PooledStack{tl_stacks[slot(b, i)].get()}, fiber_main);
   };
   // The order threads are run in between barriers: 0 upwards, or from the last thread down.
   const auto nth = [&b, threads](int k) { return b.reverse ? threads - 1 - k : k; };
@@ -245,7 +254,8 @@ void run_block(Block& b, const dim3& block_dim) {
       kernel_fault(b, "deadlock: no thread of the block can move (a barrier not every thread reaches?)");
     }
   }
-  // The next block, and the host after the grid, come after everything this block did.
+  // The host after the grid comes after everything this block did (and the scheduler's frees
+  // of its shared memory; the next block acquires only the launch).
   racecheck::acquire(&b.finished_sync);
 }
 
@@ -368,17 +378,21 @@ void execute_grid(const char* kernel_name, const LaunchConfig& config, const std
     block.kernel = kernel_name;
     block.reverse = reverse;
     block.body = &body;
-    // Refilled before each block below. None at all for a launch that asked for none.
     block.dynamic_shared_bytes = config.shared_bytes;
-    if (config.shared_bytes > 0) block.dynamic_shared.reset(new unsigned char[config.shared_bytes]);
     tl_block = &block;
+    racecheck::release(&block.launch_sync);
 #pragma omp for schedule(dynamic, 1)
     for (long long i = 0; i < blocks; ++i) {
       tl_coordinates.block = uint3{static_cast<unsigned>(i % grid.x), static_cast<unsigned>((i / grid.x) % grid.y),
                                    static_cast<unsigned>(i / (static_cast<long long>(grid.x) * grid.y))};
       tl_coordinates.block_dim = config.block;
       tl_coordinates.grid_dim = grid;
+      // A new allocation for each block (none for a launch that asked for none): fresh memory
+      // to the race checker too.
+      racecheck::unrecorded_writes_begin();
+      block.dynamic_shared.reset(config.shared_bytes > 0 ? new unsigned char[config.shared_bytes] : nullptr);
       std::fill_n(block.dynamic_shared.get(), block.dynamic_shared_bytes, 0xff);
+      racecheck::unrecorded_writes_end();
       run_block(block, config.block);
     }
     tl_block = nullptr;

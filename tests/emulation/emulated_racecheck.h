@@ -1,4 +1,4 @@
-// ThreadSanitizer as a race checker for the emulated threads of a block, in a build with
+// ThreadSanitizer as a race checker for the emulated threads of a grid, in a build with
 // TRIDENT_CUDA_EMULATION_SANITIZER=thread (emulated_grid.cpp; docs/testing-without-a-gpu.md).
 //
 // The threads of a block run as fibers on one OS thread, so to ThreadSanitizer they would be
@@ -10,9 +10,12 @@
 // shared or global memory, one of them writing, with no __syncthreads between, are reported
 // with both .cu lines, whatever order the emulation ran them in.
 //
-// Out of scope, by construction: races between blocks. A block starts after the scheduler has
-// acquired everything the previous blocks did (each fiber's context, and its stack, is reused
-// by the same thread index of the next block), and blocks run one at a time (OpenMP off).
+// Between blocks: every thread acquires only what the host wrote before the launch, so threads
+// of two blocks touching one word are reported too, unless they have the same index and their
+// blocks are an even number apart. Blocks run one at a time (OpenMP off) on two sets of fibers
+// and stacks, alternating: thread i of block b runs as context i of set b % 2, so after thread
+// i of block b - 2 in that context's program order. Each block's shared memory is a new
+// allocation, freed by the scheduler only after it has acquired everything the block did.
 //
 // emulated_grid.cpp itself is compiled without instrumentation: its bookkeeping (arrival
 // counts, generations) is shared by the fibers on purpose and would be reported otherwise.
@@ -32,12 +35,8 @@ namespace cuda_emu::racecheck {
 constexpr bool kOn = true;
 inline void* current_fiber() { return __tsan_get_current_fiber(); }
 inline void* new_fiber() { return __tsan_create_fiber(0); }
-// Called just before the switch. The first entry of a block's thread inherits what the
-// scheduler has seen (the host's writes before the launch, the earlier blocks); later ones
-// inherit nothing.
-inline void enter(void* fiber, bool first) {
-  __tsan_switch_to_fiber(fiber, first ? 0 : __tsan_switch_to_fiber_no_sync);
-}
+// Called just before the switch, which inherits nothing.
+inline void enter(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync); }
 inline void leave_to(void* scheduler) { __tsan_switch_to_fiber(scheduler, __tsan_switch_to_fiber_no_sync); }
 inline void release(void* sync) { __tsan_release(sync); }
 inline void acquire(void* sync) { __tsan_acquire(sync); }
@@ -51,7 +50,7 @@ inline void unrecorded_writes_end() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__
 constexpr bool kOn = false;
 inline void* current_fiber() { return nullptr; }
 inline void* new_fiber() { return nullptr; }
-inline void enter(void*, bool) {}
+inline void enter(void*) {}
 inline void leave_to(void*) {}
 inline void release(void*) {}
 inline void acquire(void*) {}

@@ -1,7 +1,8 @@
 // The race checker's own promises (CTest emulated.racecheck, label racecheck; built only with
 // TRIDENT_CUDA_EMULATION_SANITIZER=thread, emulated_racecheck.h): threads of a block that touch
 // one word with no __syncthreads between are reported, whichever order the emulation ran them
-// in, and a barrier between them is enough. A report ends a death test's child at once
+// in, and a barrier between them is enough; threads of different blocks touching one word are
+// reported too. A report ends a death test's child at once
 // (halt_on_error) with ThreadSanitizer's exit code; a false report in a clean kernel makes this
 // whole program exit 66, which fails the test too.
 #include <cuda_runtime.h>
@@ -18,6 +19,12 @@ constexpr int kThreads = 64;
 constexpr int kBlocks = 3;
 constexpr int kRaceExitCode = 66;  // ThreadSanitizer's, after a report
 
+// A __shared__ variable as translate_launches writes it for the kernels: each block its own.
+// (This file is not translated, and __shared__ alone would be one static for all blocks.)
+#define BLOCK_SHARED(type, name)   \
+  static char name##_key = 0;      \
+  auto& name = ::cuda_emu::block_shared<type>(&name##_key)
+
 int* device_ints(std::size_t n) {
   void* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, n * sizeof(int)), cudaSuccess);
@@ -33,7 +40,7 @@ std::vector<int> read_all(const int* device, std::size_t n) {
 
 // Thread 0 publishes a value in shared memory that every thread then reads.
 void broadcast(int* out, int value, bool barrier) {
-  __shared__ int published;
+  BLOCK_SHARED(int, published);
   if (threadIdx.x == 0) published = value + static_cast<int>(blockIdx.x);
   if (barrier) __syncthreads();
   out[blockIdx.x * blockDim.x + threadIdx.x] = published;
@@ -41,7 +48,7 @@ void broadcast(int* out, int value, bool barrier) {
 
 // Every thread writes the same shared word: the same result in any order, still a race.
 void last_writer(int* out) {
-  __shared__ int last;
+  BLOCK_SHARED(int, last);
   last = static_cast<int>(threadIdx.x);
   __syncthreads();
   out[blockIdx.x * blockDim.x + threadIdx.x] = last;
@@ -49,11 +56,14 @@ void last_writer(int* out) {
 
 // Lane 0 writes shared memory, then the warp shuffles; lane 1 reads what lane 0 wrote.
 void through_a_shuffle(int* out) {
-  __shared__ int word;
+  BLOCK_SHARED(int, word);
   if (threadIdx.x == 0) word = 7;
   const int partner = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
   if (threadIdx.x == 1) out[0] = word + partner;
 }
+
+// Every block writes the same kThreads outputs: the index forgets blockIdx.
+void forgets_its_block(int* out) { out[threadIdx.x] = static_cast<int>(blockIdx.x); }
 
 void run_broadcast(int* out, bool barrier) {
   cuda_emu::launch("broadcast", cuda_emu::LaunchConfig(dim3(kBlocks), dim3(kThreads)),
@@ -104,6 +114,16 @@ TEST_F(RaceCheck, AShuffleOrdersNoMemory) {
       {
         cuda_emu::launch("through_a_shuffle", cuda_emu::LaunchConfig(dim3(1), dim3(32)),
                          [](auto&... a) { through_a_shuffle(a...); }, out_);
+        (void)cudaDeviceSynchronize();
+      },
+      ::testing::ExitedWithCode(kRaceExitCode), "ThreadSanitizer: data race");
+}
+
+TEST_F(RaceCheck, TwoBlocksWritingOneWordAreReported) {
+  EXPECT_EXIT(
+      {
+        cuda_emu::launch("forgets_its_block", cuda_emu::LaunchConfig(dim3(2), dim3(kThreads)),
+                         [](auto&... a) { forgets_its_block(a...); }, out_);
         (void)cudaDeviceSynchronize();
       },
       ::testing::ExitedWithCode(kRaceExitCode), "ThreadSanitizer: data race");
