@@ -65,11 +65,20 @@ void through_a_shuffle(int* out) {
 // Every block writes the same kThreads outputs: the index forgets blockIdx.
 void forgets_its_block(int* out) { out[threadIdx.x] = static_cast<int>(blockIdx.x); }
 
-void run_broadcast(int* out, bool barrier) {
-  cuda_emu::launch("broadcast", cuda_emu::LaunchConfig(dim3(kBlocks), dim3(kThreads)),
-                   [](auto&... a) { broadcast(a...); }, out, 5, barrier);
+// Launches a kernel and waits for it (in a death test, a race report ends the child first).
+template <class Kernel, class... A>
+void run(const char* name, unsigned blocks, unsigned threads, Kernel kernel, A... args) {
+  cuda_emu::launch(name, cuda_emu::LaunchConfig(dim3(blocks), dim3(threads)), kernel, args...);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
+
+void run_broadcast(int* out, bool barrier) {
+  run("broadcast", kBlocks, kThreads, [](auto&... a) { broadcast(a...); }, out, 5, barrier);
+}
+
+// Every race test expects this end.
+#define EXPECT_RACE_REPORTED(statement) \
+  EXPECT_EXIT(statement, ::testing::ExitedWithCode(kRaceExitCode), "ThreadSanitizer: data race")
 
 class RaceCheck : public ::testing::Test {
  protected:
@@ -93,40 +102,21 @@ TEST_F(RaceCheck, ABarrierOrdersAWriteBeforeTheReadsOfTheOtherThreads) {
 // Run forwards, thread 0 happens to write first and every thread reads the right value: the
 // twin tests would pass. The race checker reports it anyway.
 TEST_F(RaceCheck, AReadWithNoBarrierAfterAnotherThreadsWriteIsReported) {
-  EXPECT_EXIT(run_broadcast(out_, /*barrier=*/false), ::testing::ExitedWithCode(kRaceExitCode),
-              "ThreadSanitizer: data race");
+  EXPECT_RACE_REPORTED(run_broadcast(out_, /*barrier=*/false));
 }
 
 TEST_F(RaceCheck, WritesOfOneWordByManyThreadsAreReported) {
-  EXPECT_EXIT(
-      {
-        cuda_emu::launch("last_writer", cuda_emu::LaunchConfig(dim3(1), dim3(kThreads)),
-                         [](auto&... a) { last_writer(a...); }, out_);
-        (void)cudaDeviceSynchronize();
-      },
-      ::testing::ExitedWithCode(kRaceExitCode), "ThreadSanitizer: data race");
+  EXPECT_RACE_REPORTED(run("last_writer", 1, kThreads, [](auto&... a) { last_writer(a...); }, out_));
 }
 
 // A shuffle is no memory barrier (__syncwarp or __syncthreads is): stricter than a GPU that
 // happens to run the warp in lockstep, as CUDA's memory model is.
 TEST_F(RaceCheck, AShuffleOrdersNoMemory) {
-  EXPECT_EXIT(
-      {
-        cuda_emu::launch("through_a_shuffle", cuda_emu::LaunchConfig(dim3(1), dim3(32)),
-                         [](auto&... a) { through_a_shuffle(a...); }, out_);
-        (void)cudaDeviceSynchronize();
-      },
-      ::testing::ExitedWithCode(kRaceExitCode), "ThreadSanitizer: data race");
+  EXPECT_RACE_REPORTED(run("through_a_shuffle", 1, 32, [](auto&... a) { through_a_shuffle(a...); }, out_));
 }
 
 TEST_F(RaceCheck, TwoBlocksWritingOneWordAreReported) {
-  EXPECT_EXIT(
-      {
-        cuda_emu::launch("forgets_its_block", cuda_emu::LaunchConfig(dim3(2), dim3(kThreads)),
-                         [](auto&... a) { forgets_its_block(a...); }, out_);
-        (void)cudaDeviceSynchronize();
-      },
-      ::testing::ExitedWithCode(kRaceExitCode), "ThreadSanitizer: data race");
+  EXPECT_RACE_REPORTED(run("forgets_its_block", 2, kThreads, [](auto&... a) { forgets_its_block(a...); }, out_));
 }
 
 }  // namespace
