@@ -95,7 +95,7 @@ struct Block {
     std::unique_ptr<unsigned char[]> memory;
     std::size_t bytes;
   };
-  std::vector<StaticShared> static_shared;  // this block's, freed when it ends
+  std::vector<StaticShared> static_shared;  // this block's, freed before the next one starts
   // The race checker's (emulated_racecheck.h): the scheduler's context; what the launch
   // releases to and every thread acquires first; where every finished thread releases to; the
   // block barrier's addresses (alternate barriers alternate, so that a thread already past the
@@ -193,7 +193,6 @@ void run_block(Block& b, const dim3& block_dim) {
     tl_stacks.push_back(std::unique_ptr<char[]>(new char[kFiberStackBytes]));
   }
   while (racecheck::kOn && tl_race_fibers.size() < slots) tl_race_fibers.push_back(racecheck::new_fiber());
-  b.scheduler_fiber = racecheck::current_fiber();
   b.static_shared.clear();  // the previous block's (after everything it did: racecheck's acquire)
   b.fibers.clear();
   b.fibers.resize(static_cast<std::size_t>(threads));
@@ -380,6 +379,7 @@ void execute_grid(const char* kernel_name, const LaunchConfig& config, const std
     block.body = &body;
     block.dynamic_shared_bytes = config.shared_bytes;
     tl_block = &block;
+    block.scheduler_fiber = racecheck::current_fiber();
     racecheck::release(&block.launch_sync);
 #pragma omp for schedule(dynamic, 1)
     for (long long i = 0; i < blocks; ++i) {

@@ -200,10 +200,8 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
   cuda_emu::reach(stream);
   cuda_emu::expect_unchanged_until_reached(stream, "ncclAllReduce", send, bytes);
-  const auto* from = static_cast<const unsigned char*>(send);
-  const auto result = std::make_shared<std::vector<unsigned char>>(from, from + bytes);
-  const int status =
-      MPI_Allreduce(MPI_IN_PLACE, result->data(), static_cast<int>(count), r.type, r.op, comm_of(comm).mpi);
+  const cuda_emu::Result result = cuda_emu::result_buffer(bytes);
+  const int status = MPI_Allreduce(send, result->data(), static_cast<int>(count), r.type, r.op, comm_of(comm).mpi);
   cuda_emu::deliver(stream, recv, result);
   return cuda_emu::checked(status);
 }

@@ -85,6 +85,14 @@ Stream* find(Streams& s, cudaStream_t stream) {
   return it == s.live.end() ? nullptr : it->second.get();
 }
 
+// Runs the stream's next item.
+void run_front(Stream& stream) {
+  Item item = std::move(stream.pending.front());
+  stream.pending.pop_front();
+  item.work();
+  ++stream.done;
+}
+
 // Runs the stream's items until `position` of them have run.
 void run_until(Streams& s, cudaStream_t handle, std::uint64_t position) {
   Stream* stream = find(s, handle);
@@ -92,12 +100,7 @@ void run_until(Streams& s, cudaStream_t handle, std::uint64_t position) {
   if (stream->done >= position) return;
   if (stream->running) stop("a cycle of event waits between streams: the GPU would hang here");
   stream->running = true;
-  while (stream->done < position) {
-    Item item = std::move(stream->pending.front());
-    stream->pending.pop_front();
-    item.work();
-    ++stream->done;
-  }
+  while (stream->done < position) run_front(*stream);
   stream->running = false;
 }
 
@@ -126,10 +129,7 @@ bool run_unblocked(Streams& s, Stream& stream) {
   while (!stream.pending.empty()) {
     const Item& next = stream.pending.front();
     if (next.waits_for != nullptr && !event_complete(s, Recorded{next.waits_for, next.position, 0})) break;
-    Item item = std::move(stream.pending.front());
-    stream.pending.pop_front();
-    item.work();
-    ++stream.done;
+    run_front(stream);
     ran = true;
   }
   return ran;
