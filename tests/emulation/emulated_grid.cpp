@@ -180,7 +180,7 @@ void resume(Block& b, int i) {
   Fiber& f = b.fibers[static_cast<std::size_t>(i)];
   b.current = i;
   tl_coordinates.thread = f.thread;
-  racecheck::enter(tl_race_fibers[slot(b, i)]);
+  if (racecheck::kOn) racecheck::enter(tl_race_fibers[slot(b, i)]);  // (none made otherwise)
   f.fiber = std::move(f.fiber).resume();
 }
 

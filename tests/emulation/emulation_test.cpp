@@ -1,10 +1,11 @@
 // The CUDA emulation's own promises (CTest emulated.emulation): the deferred stream schedule that
-// lets the GPU tests and emulated.training see a missing event between streams, the reverse
-// thread order that emulated.cuda_backend_reverse uses to show a race inside a block, and the
-// TF32 rounding that lets them see a GEMM input that is not exact in TF32, and the NCCL
-// emulation's report of a send buffer overwritten before its stream reached the call. If the
-// emulation ran everything at once, or read fp32 inputs whole in TF32 mode, the other emulated
-// tests would pass on code that can fail on a GPU; these tests fail instead.
+// lets the GPU tests and emulated.training see a missing event between streams; the reverse
+// thread order that emulated.cuda_backend_reverse uses to show a race inside a block; the TF32
+// rounding that lets them see a GEMM input that is not exact in TF32; the NCCL emulation's
+// report of a send buffer overwritten before its stream reached the call; and the stops of
+// UndefinedBehaviorSanitizer where x86 and a GPU give different answers. If the emulation ran
+// everything at once, or read fp32 inputs whole in TF32 mode, the other emulated tests would
+// pass on code that can fail on a GPU; these tests fail instead.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -173,6 +174,43 @@ TEST(ThreadOrder, ReverseOrderShowsARaceTheForwardOrderHides) {
   EXPECT_EQ(reversed[0], 12);
   EXPECT_NE(reversed[3], 12) << "the last thread read before thread 0 wrote";
 }
+
+// What x86 forgives and a GPU does not: UndefinedBehaviorSanitizer, built with the address
+// sanitizer (CMakeLists.txt), stops the run at the kernel's line. Without it each of these
+// kernels gives its CPU answer here and another one on a GPU, and a twin test could pass on
+// the emulation while failing on the device.
+#if defined(__SANITIZE_ADDRESS__)
+// x86 takes a shift count modulo 32, so bit 37 reads bit 5; a GPU's shift by 32 or more gives 0.
+void bit_of(int* out, unsigned word, int bit) { out[0] = static_cast<int>((word >> bit) & 1u); }
+// x86 converts an out-of-range float to INT_MIN; a GPU saturates to INT_MAX.
+void to_int(int* out, float x) { out[0] = static_cast<int>(x); }
+// An index past a row of a 2-D array lands in the next row, inside the allocation, where the
+// address sanitizer cannot see it.
+void past_a_row(int* out, int column) {
+  int rows[2][4] = {};
+  rows[0][column] = 1;
+  out[0] = rows[1][0];
+}
+
+template <class Kernel, class... A>
+void run_one_thread(const char* name, Kernel kernel, A... args) {
+  int* out = device_ints(1);
+  cuda_emu::launch(name, cuda_emu::LaunchConfig(dim3(1), dim3(1)), kernel, out, args...);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+}
+
+TEST(UndefinedBehaviour, StopsTheRunWhereAGpuWouldGiveAnotherAnswer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork of an MPI one
+  run_one_thread("bit_of", [](auto&... a) { bit_of(a...); }, 0x20u, 5);  // in range: runs
+  EXPECT_DEATH(run_one_thread("bit_of", [](auto&... a) { bit_of(a...); }, 0x20u, 37),
+               "shift exponent 37 is too large for 32-bit type");
+  EXPECT_DEATH(run_one_thread("to_int", [](auto&... a) { to_int(a...); }, 3e9f),
+               "is outside the range of representable values of type 'int'");
+  EXPECT_DEATH(run_one_thread("past_a_row", [](auto&... a) { past_a_row(a...); }, 4),
+               "index 4 out of bounds for type 'int \\[4\\]'");
+}
+#endif
 
 // A 1x1x1 product a * 1 in fp32 and in TF32 mode, queued on the handle's stream.
 float product_with_one(float a, cublasMath_t math, cudaStream_t stream) {
