@@ -23,21 +23,24 @@ source "$(dirname "${BASH_SOURCE[0]}")/gpu_budget.sh"
 # and one archive of the logs; TAG (when set) names them, to keep two packs' results apart.
 out=$(mktemp -d)
 status=0
-touch "$out/gpu_tests.txt" "$out/training.txt"
+touch "$out/gpu_tests.txt" "$out/training.txt" "$out/twin_margins.tsv"
 # $OUT/check[-TAG].txt: the GPU, the kernel tests' verdicts (and the last one started, which
-# is the one that hung if they timed out), the training tests' tail; and the logs' archive.
+# is the one that hung if they timed out), the tightest tolerance margins, the training tests'
+# tail; and the logs' archive, with every comparison's margin in twin_margins.tsv.
 summarize() {
   [ -n "${OUT:-}" ] || return 0
   mkdir -p "$OUT"
   { cat "$out/gpu.txt"; grep -E "^\[(==========|  PASSED  |  FAILED  )\]|timed out|budget spent" "$out/gpu_tests.txt"
     grep -E "^\[ RUN      \]" "$out/gpu_tests.txt" | tail -1 | sed 's/^/last started: /'
+    echo "tightest margins (test, what, max |gpu - cpu| / max |cpu|, tolerance, ratio):"
+    sort -t "$(printf '\t')" -k5 -g -r "$out/twin_margins.tsv" | head -12
     tail -40 "$out/training.txt"; echo "exit status so far: $status (after: $1)"; } > "$OUT/check${TAG:+-$TAG}.txt"
   tar czf "$OUT/check${TAG:+-$TAG}-logs.tgz" --exclude='*.h5' -C "$out" .
 }
 gpu_description "$pack" | tee "$out/gpu.txt"
 
 echo "== CUDA kernels against the CPU twin"
-capped 240 trident_gpu_tests 2>&1 | tee "$out/gpu_tests.txt" | tail -30
+capped 240 env TRIDENT_TWIN_MARGINS="$out/twin_margins.tsv" trident_gpu_tests 2>&1 | tee "$out/gpu_tests.txt" | tail -30
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 summarize "kernel tests"
 

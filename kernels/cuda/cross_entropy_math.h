@@ -66,12 +66,14 @@ TRIDENT_SOFTMAX_HD void add(Running& r, float x) {
 
 // a * b + c * d in double with each product rounded on its own: nvcc would otherwise contract
 // one product into a fused multiply-add, and (a, b) + (c, d) would differ from (c, d) + (a, b)
-// in the last bit. (The host replay's build targets x86-64 without FMA instructions.)
+// in the last bit. On the host, the products go through memory: a host build that contracts as
+// nvcc does (the CUDA emulation's) rounds each of them too.
 TRIDENT_SOFTMAX_HD double sum_of_products(double a, double b, double c, double d) {
 #ifdef __CUDA_ARCH__
   return __dadd_rn(__dmul_rn(a, b), __dmul_rn(c, d));
 #else
-  return a * b + c * d;
+  const volatile double ab = a * b, cd = c * d;
+  return ab + cd;
 #endif
 }
 

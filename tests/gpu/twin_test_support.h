@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -134,6 +136,21 @@ class TwinTokens {
   int32_t* gpu_ptr_ = nullptr;
 };
 
+// With TRIDENT_TWIN_MARGINS=FILE in the environment, every comparison appends a line to FILE:
+// test, what, the measured max |gpu - cpu| / max |cpu|, the tolerance and their ratio (tab
+// separated). The margin of each tolerance, measured where the tests run: on a GPU
+// (perf/gpu_check.sh keeps it) and on the emulation with and without fused multiply-adds
+// (docs/testing-without-a-gpu.md).
+inline void record_margin(const std::string& what, double relative, double tolerance) {
+  const char* path = std::getenv("TRIDENT_TWIN_MARGINS");
+  if (path == nullptr || *path == '\0') return;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::ofstream out(path, std::ios::app);
+  out << (test != nullptr ? std::string(test->test_suite_name()) + "." + test->name() : std::string("?")) << '\t'
+      << what << '\t' << relative << '\t' << tolerance << '\t' << (tolerance > 0.0 ? relative / tolerance : relative)
+      << '\n';
+}
+
 // Asserts max|gpu - cpu| / max|cpu| <= tolerance (see the file comment). Non-finite expected
 // values (the -infinity of an all-padding shard's row max) must be matched exactly and are
 // left out of the measure; a NaN or infinity where the CPU has a finite value fails.
@@ -161,6 +178,7 @@ inline void expect_twins_agree(const std::vector<float>& gpu, const std::vector<
   EXPECT_EQ(non_finite_mismatches, 0u) << what << ": non-finite expected values not matched";
   // An all-zero expected tensor must be matched exactly.
   const double relative = max_value > 0.0 ? max_error / max_value : max_error;
+  record_margin(what, relative, tolerance);
   EXPECT_LE(relative, tolerance) << what << ": max |gpu - cpu| / max |cpu| = " << relative
                                  << " (tolerance " << tolerance << "); worst at [" << worst
                                  << "] of " << cpu.size() << ": gpu " << gpu[worst] << ", cpu "
