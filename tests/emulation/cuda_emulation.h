@@ -123,17 +123,6 @@ T __ldg(const T* p) {
   return *p;
 }
 
-// The correctly rounded double operations, never contracted into a fused multiply-add by nvcc,
-// nor here, where the emulated kernels are built with contraction as nvcc's are: a product or
-// sum that goes through memory is rounded on its own.
-inline double __dadd_rn(double a, double b) {
-  const volatile double sum = a + b;
-  return sum;
-}
-inline double __dmul_rn(double a, double b) {
-  const volatile double product = a * b;
-  return product;
-}
 inline float __uint_as_float(unsigned bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);

@@ -176,10 +176,10 @@ TEST(ThreadOrder, ReverseOrderShowsARaceTheForwardOrderHides) {
 }
 
 // What x86 forgives and a GPU does not: UndefinedBehaviorSanitizer, built with the address
-// sanitizer (CMakeLists.txt), stops the run at the kernel's line. Without it each of these
+// sanitizer (CMakeLists.txt, trident_emulation_ubsan), stops the run at the kernel's line. Without it each of these
 // kernels gives its CPU answer here and another one on a GPU, and a twin test could pass on
 // the emulation while failing on the device.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TRIDENT_EMULATION_UBSAN)
 // x86 takes a shift count modulo 32, so bit 37 reads bit 5; a GPU's shift by 32 or more gives 0.
 void bit_of(int* out, unsigned word, int bit) { out[0] = static_cast<int>((word >> bit) & 1u); }
 // x86 converts an out-of-range float to INT_MIN; a GPU saturates to INT_MAX.
