@@ -91,12 +91,7 @@ __global__ void __launch_bounds__(kTile)
                       const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
                       float scale) {
   extern __shared__ float shared[];
-  float* k_own = shared;                          // [kTile][kPadded]
-  float* v_own = k_own + kTile * kPadded;         // [kTile][kPadded]
-  float* q_tile = v_own + kTile * kPadded;        // [kTile][kHeadSize]
-  float* do_tile = q_tile + kTile * kHeadSize;    // [kTile][kHeadSize]
-  float* lse_tile = do_tile + kTile * kHeadSize;  // [kTile]
-  float* delta_tile = lse_tile + kTile;           // [kTile]
+  const DkdvTiles tiles = carve_dkdv_tiles(shared);
 
   const int k0 = static_cast<int>(blockIdx.x) * kTile;
   const int h = static_cast<int>(blockIdx.y);
@@ -105,7 +100,7 @@ __global__ void __launch_bounds__(kTile)
   const int key = k0 + tid;
   const bool active = key < T;
 
-  load_kv_tiles<S>(k_own, v_own, kPadded, qkv, b, k0, h, T, C, tid);
+  load_kv_tiles<S>(tiles.k_own, tiles.v_own, kPadded, qkv, b, k0, h, T, C, tid);
   float dk[kHeadSize];
   float dv[kHeadSize];
 #pragma unroll
@@ -114,19 +109,19 @@ __global__ void __launch_bounds__(kTile)
     dv[c] = 0.0f;
   }
   // Query tiles at and after the key tile (earlier queries never see these keys). k0 < T, so
-  // the loop runs at least once and its first __syncthreads publishes k_own and v_own.
+  // the loop runs at least once and its first __syncthreads publishes the own k and v.
   for (int q0 = k0; q0 < T; q0 += kTile) {
     __syncthreads();  // everyone is done with the previous query tile
     for (int i = tid; i < kTile * kHeadSize; i += kTile) {
-      load_qkv_tile_element<S>(q_tile, kHeadSize, qkv, b, q0, kPartQ, h, T, C, i);
-      load_row_tile_element<S>(do_tile, kHeadSize, dout, b, q0, h, T, C, i);
+      load_qkv_tile_element<S>(tiles.q_tile, kHeadSize, qkv, b, q0, kPartQ, h, T, C, i);
+      load_row_tile_element<S>(tiles.do_tile, kHeadSize, dout, b, q0, h, T, C, i);
     }
-    load_stat_element(lse_tile, lse, b, h, q0, T, NH, tid);  // kTile threads, kTile rows
-    load_stat_element(delta_tile, delta, b, h, q0, T, NH, tid);
+    load_stat_element(tiles.lse_tile, lse, b, h, q0, T, NH, tid);  // kTile threads, kTile rows
+    load_stat_element(tiles.delta_tile, delta, b, h, q0, T, NH, tid);
     __syncthreads();  // the tiles are complete
     if (active) {
-      dkdv_tile_update(k_own + tid * kPadded, v_own + tid * kPadded, q_tile, do_tile, lse_tile, delta_tile, q0,
-                       key, T, scale, dk, dv);
+      dkdv_tile_update(tiles.k_own + tid * kPadded, tiles.v_own + tid * kPadded, tiles.q_tile, tiles.do_tile,
+                       tiles.lse_tile, tiles.delta_tile, q0, key, T, scale, dk, dv);
     }
   }
   if (active) {
@@ -188,7 +183,7 @@ void require_supported(int C, int NH) {
 
 bool flash_attention_supported(int C, int NH) { return NH > 0 && C % NH == 0 && C / NH == flash::kHeadSize; }
 
-std::size_t flash_attention_shared_bytes() { return kDkdvSharedFloats * sizeof(float); }
+std::size_t flash_attention_shared_bytes() { return kDkdvSharedBytes; }
 
 std::size_t flash_attention_scratch_size(int B, int T, int NH) { return flash_attention_scratch_floats(B, T, NH); }
 
@@ -222,14 +217,14 @@ void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, Con
     flash_delta_kernel<S><<<delta_blocks, kDeltaThreads, 0, stream>>>(delta, dout_s, stored::elements<S>(out), B, T,
                                                                      C, NH);
     CUDA_CHECK_LAUNCH();
-    // 66,560 bytes of dynamic shared memory: above the default 48 KiB, so opted in (the backend
-    // checked the GPU allows it, flash_attention_shared_bytes).
-    constexpr std::size_t kDkdvBytes = kDkdvSharedFloats * sizeof(float);
+    // 66,560 bytes of dynamic shared memory on a GPU (more with the emulation's slice guards):
+    // above the default 48 KiB, so opted in (the backend checked the GPU allows it,
+    // flash_attention_shared_bytes).
     CUDA_CHECK(cudaFuncSetAttribute(flash_dkdv_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kDkdvBytes)));
+                                    static_cast<int>(kDkdvSharedBytes)));
     const dim3 grid = tile_grid(B, T, NH);
-    flash_dkdv_kernel<S><<<grid, kTile, kDkdvBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
-                                                              flash_scale());
+    flash_dkdv_kernel<S><<<grid, kTile, kDkdvSharedBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
+                                                                    flash_scale());
     CUDA_CHECK_LAUNCH();
     flash_dq_kernel<S><<<grid, kTile, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, flash_scale());
   });

@@ -18,7 +18,8 @@
 #include <cmath>    // expf, logf, fmaxf, INFINITY (the C functions, as CUDA names them)
 #include <cstddef>
 
-#include "kernels/stored_element.h"  // stored::Fp32, Bf16, Fp16
+#include "kernels/cuda/shared_slices.h"  // SharedSlices, shared_slice_bytes
+#include "kernels/stored_element.h"       // stored::Fp32, Bf16, Fp16
 
 #if defined(__CUDACC__)
 #define TRIDENT_FLASH_HD __host__ __device__ __forceinline__
@@ -228,10 +229,34 @@ TRIDENT_FLASH_UNROLL
   }
 }
 
-// Floats of dynamic shared memory of the dK/dV kernel: own k and v (padded), Q and dO tiles,
-// L and D tiles. 16,640 floats = 66,560 bytes: above the 48 KiB of static shared memory, hence
-// dynamic, with the opt-in attribute set by the launcher.
-constexpr int kDkdvSharedFloats = 2 * kTile * kPadded + 2 * kTile * kHeadSize + 2 * kTile;
+// The dK/dV kernel's dynamic shared memory: own k and v (padded), Q and dO tiles, L and D tiles,
+// carved in this order (shared_slices.h). On a GPU 16,640 floats = 66,560 bytes: above the
+// 48 KiB of static shared memory, hence dynamic, with the opt-in attribute set by the launcher.
+struct DkdvTiles {
+  float* k_own;       // [kTile][kPadded]
+  float* v_own;       // [kTile][kPadded]
+  float* q_tile;      // [kTile][kHeadSize]
+  float* do_tile;     // [kTile][kHeadSize]
+  float* lse_tile;    // [kTile]
+  float* delta_tile;  // [kTile]
+};
+
+TRIDENT_FLASH_HD DkdvTiles carve_dkdv_tiles(float* shared) {
+  SharedSlices slices(shared);
+  DkdvTiles tiles{};
+  tiles.k_own = slices.take(kTile * kPadded);
+  tiles.v_own = slices.take(kTile * kPadded);
+  tiles.q_tile = slices.take(kTile * kHeadSize);
+  tiles.do_tile = slices.take(kTile * kHeadSize);
+  tiles.lse_tile = slices.take(kTile);
+  tiles.delta_tile = slices.take(kTile);
+  return tiles;
+}
+
+constexpr std::size_t kDkdvSharedBytes = 2 * shared_slice_bytes(kTile * kPadded) +
+                                         2 * shared_slice_bytes(kTile * kHeadSize) + 2 * shared_slice_bytes(kTile);
+static_assert(kDkdvSharedBytes % sizeof(float) == 0, "the dK/dV shared memory is whole floats");
+static_assert(kSharedSliceGuardBytes > 0 || kDkdvSharedBytes == 66560, "unguarded, the slices are packed");
 
 // ---- (c) dQ: one block per (64-query tile, head, batch element), one thread per query ----
 //

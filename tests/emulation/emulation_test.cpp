@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cuda/shared_slices.h"
 #include "tests/emulation/cuda_emulation.h"
 
 namespace {
@@ -209,6 +210,39 @@ TEST(UndefinedBehaviour, StopsTheRunWhereAGpuWouldGiveAnotherAnswer) {
                "is outside the range of representable values of type 'int'");
   EXPECT_DEATH(run_one_thread("past_a_row", [](auto&... a) { past_a_row(a...); }, 4),
                "index 4 out of bounds for type 'int \\[4\\]'");
+}
+#endif
+
+// An index past the end of one slice of a block's dynamic shared memory lands in the next slice,
+// inside the allocation; a poisoned guard between them (kernels/cuda/shared_slices.h, on under
+// AddressSanitizer) stops the run at the access instead of letting it overwrite a neighbour.
+#if TRIDENT_SHARED_SLICE_GUARDS
+// Two slices of 4 floats; writes first[index] and reads second[0] back.
+void write_past_a_slice(int* out, int index) {
+  trident::kernels::cuda::SharedSlices slices(static_cast<float*>(cuda_emu::dynamic_shared_memory()));
+  float* first = slices.take(4);
+  float* second = slices.take(4);
+  second[0] = 2.0f;
+  first[index] = 1.0f;
+  out[0] = static_cast<int>(second[0]);
+}
+
+int run_write_past_a_slice(int index) {
+  int* out = device_ints(1);
+  const std::size_t bytes = 2 * trident::kernels::cuda::shared_slice_bytes(4);
+  cuda_emu::launch("write_past_a_slice", cuda_emu::LaunchConfig(dim3(1), dim3(1), bytes),
+                   [](auto&... a) { write_past_a_slice(a...); }, out, index);
+  const int value = read_back(out);
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+  return value;
+}
+
+TEST(SharedSlices, AGuardStopsAnIndexThatRunsIntoTheNextSlice) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork of an MPI one
+  EXPECT_EQ(trident::kernels::cuda::shared_slice_bytes(4), 16 + trident::kernels::cuda::kSharedSliceGuardBytes);
+  EXPECT_EQ(run_write_past_a_slice(3), 2) << "the last float of the first slice is its own";
+  // Packed back to back (as on a GPU), first[4] would be second[0] and the read would give 1.
+  EXPECT_DEATH(run_write_past_a_slice(4), "use-after-poison");
 }
 #endif
 

@@ -85,34 +85,30 @@ void replay_backward(std::vector<E>& dqkv, const std::vector<E>& dout, const std
     delta[index] = fl::row_delta<S>(dout.data(), out.data(), b, t, h, T, C);
   }
 
-  std::vector<float> shared(fl::kDkdvSharedFloats);
+  std::vector<float> shared(fl::kDkdvSharedBytes / sizeof(float));
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
       for (int k0 = 0; k0 < T; k0 += fl::kTile) {
-        float* k_own = shared.data();
-        float* v_own = k_own + fl::kTile * fl::kPadded;
-        float* q_tile = v_own + fl::kTile * fl::kPadded;
-        float* do_tile = q_tile + fl::kTile * fl::kHeadSize;
-        float* lse_tile = do_tile + fl::kTile * fl::kHeadSize;
-        float* delta_tile = lse_tile + fl::kTile;
+        const fl::DkdvTiles tiles = fl::carve_dkdv_tiles(shared.data());
         for (int tid = 0; tid < fl::kTile; ++tid) {
-          fl::load_kv_tiles<S>(k_own, v_own, fl::kPadded, qkv.data(), b, k0, h, T, C, tid);
+          fl::load_kv_tiles<S>(tiles.k_own, tiles.v_own, fl::kPadded, qkv.data(), b, k0, h, T, C, tid);
         }
         std::vector<Row> dk(fl::kTile, Row{}), dv(fl::kTile, Row{});
         for (int q0 = k0; q0 < T; q0 += fl::kTile) {
           for (int tid = 0; tid < fl::kTile; ++tid) {
             for (int i = tid; i < fl::kTile * fl::kHeadSize; i += fl::kTile) {
-              fl::load_qkv_tile_element<S>(q_tile, fl::kHeadSize, qkv.data(), b, q0, fl::kPartQ, h, T, C, i);
-              fl::load_row_tile_element<S>(do_tile, fl::kHeadSize, dout.data(), b, q0, h, T, C, i);
+              fl::load_qkv_tile_element<S>(tiles.q_tile, fl::kHeadSize, qkv.data(), b, q0, fl::kPartQ, h, T, C, i);
+              fl::load_row_tile_element<S>(tiles.do_tile, fl::kHeadSize, dout.data(), b, q0, h, T, C, i);
             }
-            fl::load_stat_element(lse_tile, lse.data(), b, h, q0, T, NH, tid);
-            fl::load_stat_element(delta_tile, delta.data(), b, h, q0, T, NH, tid);
+            fl::load_stat_element(tiles.lse_tile, lse.data(), b, h, q0, T, NH, tid);
+            fl::load_stat_element(tiles.delta_tile, delta.data(), b, h, q0, T, NH, tid);
           }
           for (int tid = 0; tid < fl::kTile; ++tid) {
             const int key = k0 + tid;
             if (key < T) {
-              fl::dkdv_tile_update(k_own + tid * fl::kPadded, v_own + tid * fl::kPadded, q_tile, do_tile, lse_tile,
-                                   delta_tile, q0, key, T, scale, dk[tid].values, dv[tid].values);
+              fl::dkdv_tile_update(tiles.k_own + tid * fl::kPadded, tiles.v_own + tid * fl::kPadded, tiles.q_tile,
+                                   tiles.do_tile, tiles.lse_tile, tiles.delta_tile, q0, key, T, scale, dk[tid].values,
+                                   dv[tid].values);
             }
           }
         }
