@@ -9,8 +9,10 @@
 // value once: the semantics that kernels::RoundedStorageBackend gives by widening, without the
 // fp32 copies. Host and device: nvcc compiles the device side with the GPU's own conversions
 // (__float2bfloat16_rn, __float2half_rn), any C++ compiler the host side with precision.h's
-// encode/decode functions, which round the same way (tests/gpu checks the two bit for bit), so
-// a host replay of a device kernel's math stores the same bits.
+// encode/decode functions, which round the same way (tests/gpu checks the two bit for bit on a
+// GPU, tests/unit/cuda_host with the toolkit's host models of the intrinsics on every machine,
+// over every tie and edge; NaN's bits alone differ), so a host replay of a device kernel's math
+// stores the same bits.
 #pragma once
 
 #include <cstdint>
