@@ -30,9 +30,10 @@
 
 namespace trident::kernels::cuda {
 
-// Bytes of poisoned guard after each slice. AddressSanitizer tracks memory in 8-byte granules,
-// and can poison only whole granules from a granule's start, so a guarded slice is rounded up to
-// a granule before its guard (32 bytes: one stray float4, or four floats past, is still caught).
+// Bytes of poisoned guard after each slice (32: an index up to 8 floats past the slice lands in
+// it). AddressSanitizer tracks memory in 8-byte granules, and a granule can be addressable at its
+// start and poisoned at its end, not the other way round; so a guarded slice is rounded up to a
+// whole granule, and every slice and every guard starts on one.
 #if TRIDENT_SHARED_SLICE_GUARDS
 constexpr std::size_t kSharedSliceGuardBytes = 32;
 constexpr std::size_t kSharedSliceGranule = 8;
