@@ -2,8 +2,9 @@
 // lets the GPU tests and emulated.training see a missing event between streams; the reverse
 // thread order that emulated.cuda_backend_reverse uses to show a race inside a block; the TF32
 // rounding that lets them see a GEMM input that is not exact in TF32; the NCCL emulation's
-// report of a send buffer overwritten before its stream reached the call; and the stops of
-// UndefinedBehaviorSanitizer where x86 and a GPU give different answers. If the emulation ran
+// report of a send buffer overwritten before its stream reached the call; the stops of
+// UndefinedBehaviorSanitizer where x86 and a GPU give different answers; and the guards between
+// slices of a block's dynamic shared memory. If the emulation ran
 // everything at once, or read fp32 inputs whole in TF32 mode, the other emulated tests would
 // pass on code that can fail on a GPU; these tests fail instead.
 #include <cublas_v2.h>
@@ -177,9 +178,9 @@ TEST(ThreadOrder, ReverseOrderShowsARaceTheForwardOrderHides) {
 }
 
 // What x86 forgives and a GPU does not: UndefinedBehaviorSanitizer, built with the address
-// sanitizer (CMakeLists.txt, trident_emulation_ubsan), stops the run at the kernel's line. Without it each of these
-// kernels gives its CPU answer here and another one on a GPU, and a twin test could pass on
-// the emulation while failing on the device.
+// sanitizer (CMakeLists.txt, trident_emulation_ubsan), stops the run at the kernel's line.
+// Without it each of these kernels gives its CPU answer here and another one on a GPU, and a
+// twin test could pass on the emulation while failing on the device.
 #if defined(TRIDENT_EMULATION_UBSAN)
 // x86 takes a shift count modulo 32, so bit 37 reads bit 5; a GPU's shift by 32 or more gives 0.
 void bit_of(int* out, unsigned word, int bit) { out[0] = static_cast<int>((word >> bit) & 1u); }
