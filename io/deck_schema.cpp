@@ -77,16 +77,17 @@ std::vector<KeySpec> make_schema() {
                  "16-bit matmuls on CUDA: fused (bias, GELU and GELU gradient in cuBLASLt's epilogues, "
                  "no pass of their own) or separate (cuBLAS GEMMs, then bias and GELU kernels). fp32 "
                  "and the CPU always run separate kernels."),
-      int_key("run.attention_blocks", "1", 1, 1024,
+      int_key("run.attention_blocks", "4", 1, 1024,
               "GEMM attention on CUDA: causal row blocks. 1 runs each product over the full T x T "
               "square; k runs it per block of about T / k queries against the keys below the block's end, "
               "leaving out about (k - 1) / 2k of the square's work for k times the calls (blocks start on "
               "multiples of 8 rows; at most T / 8 blocks, rounded up). "
-              "Results agree to rounding; flash attention and the CPU ignore it."),
-      choice_key("run.attention_batching", "strided", {"strided", "pointers"},
+              "Results agree to rounding; flash attention and the CPU ignore it. 4 was the fastest on one "
+              "H100 (docs/performance.md)."),
+      choice_key("run.attention_batching", "pointers", {"strided", "pointers"},
                  "GEMM attention on CUDA: each product over the batch x heads matrices as min(batch, "
                  "heads) strided batched cuBLAS calls (strided) or one pointer-array batched call "
-                 "(pointers). The same products; flash attention and the CPU ignore it."),
+                 "(pointers, the faster on one H100). The same products; flash attention and the CPU ignore it."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
       bool_key("run.save_final", "true",

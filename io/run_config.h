@@ -15,7 +15,7 @@ struct RunSection {
   std::string device;  // run.device: cpu | cuda | auto
   std::string attention;  // run.attention: gemm | flash (kernels::AttentionKernel)
   std::string matmul_epilogues;  // run.matmul_epilogues: fused | separate (kernels::MatmulEpilogues)
-  int attention_blocks = 1;         // run.attention_blocks: the CUDA GEMM attention's causal row blocks
+  int attention_blocks = 4;         // run.attention_blocks: the CUDA GEMM attention's causal row blocks
   std::string attention_batching;   // run.attention_batching: strided | pointers (kernels::AttentionBatching)
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
   bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end

@@ -341,8 +341,8 @@ struct BackendOptions {
   // whole groups of 8 rows, against the keys below the block's end, about (k - 1) / 2k of the
   // square's work left out for k times the calls) and the batching. The CPU and flash
   // attention ignore both.
-  int attention_blocks = 1;
-  AttentionBatching attention_batching = AttentionBatching::kStrided;
+  int attention_blocks = 4;
+  AttentionBatching attention_batching = AttentionBatching::kPointers;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

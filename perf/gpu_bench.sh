@@ -6,7 +6,7 @@
 # GPT-2 124M with run.attention = flash at micro-batches 8 and 32, and with
 # run.matmul_epilogues = separate (cuBLAS GEMMs and separate bias and GELU kernels) at 8. Last,
 # the GEMM attention's other schedules (run.attention_blocks, run.attention_batching) at 8 and
-# 32, whose timings choose the defaults.
+# 32 against the default (4 blocks, pointer arrays: the fastest of the 2026-11-22 sitting).
 #
 #   here:   build with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, pack (perf/gpu_pack.sh)
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_bench.sh /tmp/devpack [STEPS]
@@ -66,23 +66,18 @@ loss_span() {
 }
 
 # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [EPILOGUES: fused (default) | separate]
-#     [BLOCKS: GEMM attention's causal row blocks, 1 (default)] [BATCHING: strided (default) | pointers]
+#     [BLOCKS: GEMM attention's causal row blocks, 4 (default)] [BATCHING: pointers (default) | strided]
 run() {
-  local model=$1 precision=$2 mb=$3 attention=${4:-gemm} epilogues=${5:-fused} blocks=${6:-1} batching=${7:-strided}
+  local model=$1 precision=$2 mb=$3 attention=${4:-gemm} epilogues=${5:-fused} blocks=${6:-4} batching=${7:-pointers}
   local name="$1-$2-mb$3-$attention-$epilogues-b$blocks-$batching"
   local label=$attention
   [ "$attention" = gemm ] && label="gemm ($blocks, $batching)"
-  # The schedule's keys only where they differ from the defaults, so that a pack built before
-  # they existed (gpu_pack.sh's second build) still runs the other rows.
-  local schedule=()
-  [ "$blocks" != 1 ] && schedule+=(--run.attention_blocks="$blocks")
-  [ "$batching" != strided ] && schedule+=(--run.attention_batching="$batching")
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
   local sampler=$!
   capped "$run_cap" mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
     --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
     --run.attention="$attention" --run.matmul_epilogues="$epilogues" \
-    "${schedule[@]}" \
+    --run.attention_blocks="$blocks" --run.attention_batching="$batching" \
     --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
     --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50256 \
     --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
@@ -129,13 +124,14 @@ fi
 run 124m bf16 8 flash
 run 124m bf16 32 flash
 run 124m bf16 8 gemm separate
-# The GEMM attention's schedules (perf/kernels' attention variants 6 to 9 in whole steps): 4
-# causal row blocks, pointer-array products, both, 2 blocks; then the first and third at 32.
-run 124m bf16 8 gemm fused 4
-run 124m bf16 8 gemm fused 1 pointers
-run 124m bf16 8 gemm fused 4 pointers
-run 124m bf16 8 gemm fused 2
-run 124m bf16 32 gemm fused 4
-run 124m bf16 32 gemm fused 4 pointers
+# The GEMM attention's other schedules against the default (4 blocks, pointer arrays): the full
+# square in strided calls (the default before 2026-11-22), 2 and 8 blocks with pointer arrays,
+# 4 blocks in strided calls; then the full square and 8 blocks at 32.
+run 124m bf16 8 gemm fused 1 strided
+run 124m bf16 8 gemm fused 2 pointers
+run 124m bf16 8 gemm fused 8 pointers
+run 124m bf16 8 gemm fused 4 strided
+run 124m bf16 32 gemm fused 1 strided
+run 124m bf16 32 gemm fused 8 pointers
 cat "$table"
 publish

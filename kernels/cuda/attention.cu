@@ -5,11 +5,11 @@
 // The products are batched GEMMs over the B x NH grid of (batch element, head) matrices, on
 // views of qkv (ld 3C), out/dout (ld C) and the scratch slots. Head h + 1 starts hs elements
 // after head h in qkv and batch element b + 1 T rows after b: two strides, so one strided
-// batched call cannot cover the grid. By default a product is min(B, NH) strided calls (the
-// shorter axis looped, the longer batched: attention_schedule::strided_calls); given room for
-// pointer arrays, one pointer-array call after a small kernel writes them. Which is faster is
-// for a GPU to say (perf/kernels' attention variants 5 and 6); production passes no pointer
-// arrays until then. The calls: fp32 storage, cublasSgemmStridedBatched or cublasSgemmBatched
+// batched call cannot cover the grid. Without pointer arrays a product is min(B, NH) strided
+// calls (the shorter axis looped, the longer batched: attention_schedule::strided_calls); given
+// room for them, one pointer-array call after a small kernel writes them. The pointer arrays
+// (run.attention_batching = pointers, the default since 2026-11-22) were the faster on one
+// H100, most with causal row blocks (docs/performance.md). The calls: fp32 storage, cublasSgemmStridedBatched or cublasSgemmBatched
 // (TF32 tensor cores once Backend::set_gemm_input_precision has promised rounded inputs);
 // 16-bit storage, cublasGemmStridedBatchedEx or cublasGemmBatchedEx on the 16-bit operands
 // with fp32 accumulation, the result stored as fp32 (S, dP) or rounded once (P V into out, the

@@ -4,8 +4,8 @@
 # - fp32 on the CUDA backend against the CPU twin within 1e-4; run.device = auto takes it;
 # - bf16 and fp16 against the CPU's bf16 and fp16 within 1e-2 (a bf16 unit is 2^-8);
 # - flash attention (head size 64: hidden 128, 2 heads) in fp32 within 1e-4 and in bf16 within
-#   1e-2; bf16 with the matmul epilogues in separate kernels; the GEMM attention with 4 causal
-#   blocks and pointer-array products;
+#   1e-2; bf16 with the matmul epilogues in separate kernels; the GEMM attention in its default
+#   schedule (4 causal blocks, pointer-array products) and with 1 block and strided calls;
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1 (parallel.comm = mpi, both ranks on the one
 #   emulated GPU) against one rank within 1e-4, the data group's host copies as estimated;
 # - parallel.comm = nccl (the emulation's NCCL over MPI, tests/emulation/emulated_nccl.cpp):
@@ -57,10 +57,13 @@ train flash16 $gpu $wide --train.precision=bf16 --run.attention=flash
 matches "flash attention, bf16, against the CPU's bf16" wcpu16 flash16 1e-2
 train separate16 $gpu $wide --train.precision=bf16 --run.matmul_epilogues=separate
 matches "separate matmul epilogues, bf16, against the CPU's bf16" wcpu16 separate16 1e-2
-train blocks16 $gpu $wide --train.precision=bf16 --run.attention_blocks=4 --run.attention_batching=pointers
-grep -q "^backend.*4 causal attention blocks, pointer-array attention products" blocks16.log \
-  || { grep '^backend' blocks16.log; fail "the attention schedule run does not name its schedule"; }
-matches "GEMM attention, 4 blocks and pointer arrays, bf16, against the CPU's bf16" wcpu16 blocks16 1e-2
+grep -q "^backend.*4 causal attention blocks, pointer-array attention products" separate16.log \
+  || { grep '^backend' separate16.log; fail "the default attention schedule is not named"; }
+train blocks16 $gpu $wide --train.precision=bf16 --run.attention_blocks=1 --run.attention_batching=strided
+if grep -q "^backend.*\(causal attention blocks\|pointer-array\)" blocks16.log; then
+  grep '^backend' blocks16.log; fail "the one-block strided run names another schedule"
+fi
+matches "GEMM attention, 1 block and strided calls, bf16, against the CPU's bf16" wcpu16 blocks16 1e-2
 
 # Layouts against one rank: the fp32 run "gpu" above.
 common="$short $gpu"

@@ -29,7 +29,8 @@ within_percent() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d <
 
 sed "s#^path = .*#path = $WORK_DIR/quickstart.h5#; s#^dir = .*#dir = run#" \
   "$TRIDENT_SOURCE_DIR/inputs/quickstart.ini" > quick.ini
-quick="--train.steps=600 --train.eval_every=0 --run.restart=none"
+# The CPU twin's precision (the deck says auto; tests/gpu/training_test.sh runs it on a GPU).
+quick="--train.steps=600 --train.eval_every=0 --run.restart=none --run.device=cpu"
 for p in fp32 bf16; do
   mpi 1 train quick.ini $quick --train.precision=$p --run.dir=q$p > q$p.log 2>&1 || { tail -5 q$p.log; fail "quickstart $p"; }
 done

@@ -102,10 +102,10 @@ TEST(RunConfig, FlashAttentionNeedsHeadsOf64Channels) {
 }
 
 TEST(RunConfig, AttentionScheduleKeys) {
-  EXPECT_EQ(config_of({}).run.attention_blocks, 1);  // the defaults: production's schedule
-  EXPECT_EQ(config_of({}).run.attention_batching, "strided");
-  EXPECT_EQ(config_of({"--run.attention_blocks=4"}).run.attention_blocks, 4);
-  EXPECT_EQ(config_of({"--run.attention_batching=pointers"}).run.attention_batching, "pointers");
+  EXPECT_EQ(config_of({}).run.attention_blocks, 4);  // the defaults: the schedule fastest on one H100
+  EXPECT_EQ(config_of({}).run.attention_batching, "pointers");
+  EXPECT_EQ(config_of({"--run.attention_blocks=1"}).run.attention_blocks, 1);
+  EXPECT_EQ(config_of({"--run.attention_batching=strided"}).run.attention_batching, "strided");
   const std::string message = config_error({"--run.attention_blocks=0"});
   EXPECT_EQ(message.rfind("run.attention_blocks = 0", 0), 0u) << message;
 }
