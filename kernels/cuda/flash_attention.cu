@@ -21,7 +21,9 @@
 // perf/kernels/attention_forward.cu and attention_backward.cu (variant 2 of each).
 // Every kernel is templated on the storage policy S of qkv, out, dout and dqkv
 // (kernels/stored_element.h): 16-bit values are widened as the tiles are loaded and rounded
-// once when out or dqkv is stored; lse and D stay fp32.
+// once when out or dqkv is stored; lse and D stay fp32. 16-bit buffers on 16-byte boundaries
+// (every buffer Trident allocates) go to the tensor-core kernels of flash_attention_mma.cu
+// instead, after (a) here; these scalar kernels keep fp32 and any other 16-bit operands.
 #include "kernels/cuda/flash_attention.cuh"
 
 #include <cmath>
@@ -31,6 +33,7 @@
 #include "kernels/backend.h"                   // flash_attention_scratch_floats
 #include "kernels/cuda/cuda_check.h"           // CUDA_CHECK, CUDA_CHECK_LAUNCH
 #include "kernels/cuda/flash_attention_math.h"  // the per-thread math and indices
+#include "kernels/cuda/flash_attention_mma.cuh"  // the tensor-core kernels for 16-bit buffers
 
 namespace trident::kernels::cuda {
 
@@ -191,6 +194,10 @@ void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int
                              cudaStream_t stream) {
   require_supported(C, NH);
   if (B == 0 || T == 0) return;
+  if (flash_attention_mma_applies({out, qkv})) {
+    flash_attention_mma_forward(out, lse, qkv, B, T, C, NH, flash_scale(), stream);
+    return;
+  }
   stored::with_policy(stored::common_storage({out, qkv}, "flash_attention_forward"), [&](auto policy) {
     using S = decltype(policy);
     flash_forward_kernel<S><<<tile_grid(B, T, NH), kTile, 0, stream>>>(stored::elements<S>(out), lse,
@@ -217,6 +224,10 @@ void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, Con
     flash_delta_kernel<S><<<delta_blocks, kDeltaThreads, 0, stream>>>(delta, dout_s, stored::elements<S>(out), B, T,
                                                                      C, NH);
     CUDA_CHECK_LAUNCH();
+    if (flash_attention_mma_applies({dqkv, dout, qkv, out})) {
+      flash_attention_mma_backward(dqkv, dout, qkv, lse, delta, B, T, C, NH, flash_scale(), stream);
+      return;
+    }
     // 66,560 bytes of dynamic shared memory on a GPU (more with the emulation's slice guards):
     // above the default 48 KiB, so opted in (the backend checked the GPU allows it,
     // flash_attention_shared_bytes).

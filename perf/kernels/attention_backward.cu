@@ -41,8 +41,11 @@
 //      exactly one thread, each sum in a fixed order: no atomics, the same bits on every run
 //      (checked: two runs from the same state must agree bit for bit).
 //
-//   3  variant 2 on bf16 buffers (qkv, dout, out and dqkv 16-bit, lse and D fp32: what
-//      train.precision = bf16 with run.attention = flash runs), the baseline for 4.
+//   3  production cuda::flash_attention_backward on bf16 buffers (qkv, dout, out and dqkv
+//      16-bit, lse and D fp32: what train.precision = bf16 with run.attention = flash runs):
+//      D, then the tensor-core dK/dV and dQ kernels of kernels/cuda/flash_attention_mma.cu
+//      (mma.sync; P and dS rounded to bf16 as operands). Until 2026-11-22 variant 2's scalar
+//      kernels on the bf16 storage policy (the H100 figures of that date).
 //   4  tensor-core flash backward on bf16 buffers (perf/kernels/flash_tensor_core_backward.cuh):
 //      the same three kernels, the dK/dV and dQ ones with 4 warps per 64-row tile and the
 //      products (S, dP, dV, dK, dQ) as WMMA 16x16x16 bf16 products with fp32 accumulation;
@@ -469,7 +472,7 @@ int main(int argc, char** argv) {
       {"production cuda::attention_backward (cuBLAS + softmax bwd)", measure(production)},
       {"flash-style backward (recomputed P), fp32, 64x64 tiles",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure(flash)) : Run(unsupported)},
-      {"variant 2 on bf16 buffers (stored_element policy)",
+      {"production flash on bf16 buffers (tensor cores, mma.sync)",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16)) : Run(unsupported)},
       {"tensor-core flash backward (WMMA bf16, dK/dV + dQ), bf16",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(tensor_core)) : Run(unsupported)},

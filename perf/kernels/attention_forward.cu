@@ -21,8 +21,10 @@
 //      can stand in for it under the Backend contract (it needs none of the scratch).
 //
 //   3  production cuda::flash_attention_forward on bf16 buffers (qkv and out 16-bit, as under
-//      train.precision = bf16 with run.attention = flash): variant 2's kernel templated on
-//      the bf16 storage policy, scalar fp32 math.
+//      train.precision = bf16 with run.attention = flash): the tensor-core kernel of
+//      kernels/cuda/flash_attention_mma.cu (mma.sync m16n8k16, each warp's scores, P and
+//      output in register fragments, P rounded to bf16 for P V). Until 2026-11-22 variant 2's
+//      scalar kernel templated on the bf16 storage policy (the H100 figures of that date).
 //   4  tensor-core flash forward on bf16 buffers (perf/kernels/flash_tensor_core.cuh): WMMA
 //      16x16x16 bf16 products with fp32 accumulation for Q K^T and P V, 4 warps per 64-query
 //      tile, the online softmax on one lane per query row, P rounded to bf16 for P V.
@@ -254,7 +256,7 @@ int main(int argc, char** argv) {
       {"production cuda::attention_forward (cuBLAS + softmax, fp32)", measure(production)},
       {"flash-style fused causal attention, fp32, 64x64 tiles",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure(flash)) : Run(unsupported)},
-      {"variant 2 on bf16 buffers (stored_element policy)",
+      {"production flash on bf16 buffers (tensor cores, mma.sync)",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16)) : Run(unsupported)},
       {"tensor-core flash (WMMA bf16, 4 warps per 64 queries), bf16",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(tensor_core)) : Run(unsupported)},

@@ -9,7 +9,8 @@
 //
 // The model: a launch runs its blocks one after another on each OS thread (OpenMP over blocks)
 // and the threads of a block as cooperative fibers (Boost.Context) on that OS thread. __syncthreads
-// and the warp shuffles are barriers between fibers; a block that cannot finish (a barrier some
+// and the warp shuffles (and the host model of mma.sync and ldmatrix in kernels/cuda/warp_mma.cuh,
+// built on the same warp exchange) are barriers between fibers; a block that cannot finish (a barrier some
 // thread never reaches, a shuffle from a lane that has exited) stops the program with a message
 // naming the kernel. A __shared__ variable becomes the block's own heap allocation
 // (block_shared, written by translate_launches), made when a thread of the block first reaches

@@ -55,6 +55,9 @@ class Bf16StorageTwins : public TwinBackends {
     return v;
   }
 
+  // Attention forward and backward on 16-bit buffers against the CPU twin (defined below).
+  void expect_sixteen_bit_attention_twins(Backend& device, const std::string& name);
+
   std::unique_ptr<RoundedStorageBackend> cpu16_;
   std::unique_ptr<RoundedStorageBackend> gpu16_;
 };
@@ -362,58 +365,18 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitKernelsMatchCpu) {
   EXPECT_EQ(gpu16_->staging_floats(), 0u);  // nothing widened on the device
 }
 
-// Flash attention on bf16 buffers (run.attention = flash under train.precision = bf16): the
-// CUDA backend reads qkv, dout and out and stores out and dqkv in bf16 itself, against the CPU
-// twin on the widened values (the GEMM attention in fp32, rounded when stored). The fp32 twins
-// agree to kReductionTolerance (FlashAttentionMatchesCpu); rounded once, within one bf16 unit.
-TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionMatchesCpu) {
-  auto flash = make_backend(Device::kCuda, kCpuThreads, 0, {.attention = AttentionKernel::kFlash});
-  RoundedStorageBackend flash16(*flash, Precision::kBf16);
-  EXPECT_TRUE(flash16.native_16bit().attention);
-  const int B = 2, T = 129, C = 128, NH = 2;  // head size 64, T ends mid-tile
-  auto qkv = twin(packed(bf16_uniform(count_of(B * T, 3 * C), -2.0f, 2.0f)));
-  auto out = twin(packed(bf16_uniform(count_of(B * T, C), 5.0f, 9.0f)));
-  auto lse = twin(uniform(count_of(B * NH, T), 5.0f, 9.0f));
-  BackendFloats cpu_scratch(*cpu_, uniform(cpu_->attention_scratch_size(B, T, NH), 5.0f, 9.0f));
-  BackendFloats gpu_scratch(*gpu_, uniform(flash->attention_scratch_size(B, T, NH), 5.0f, 9.0f));
-  const Side c = Side::kCpu, g = Side::kGpu;
-  cpu16_->attention_forward(bf16_at(out, c), lse.on(c), cpu_scratch.get(), ConstActPtr(bf16_at(qkv, c)), B, T, C, NH);
-  flash16.attention_forward(bf16_at(out, g), lse.on(g), gpu_scratch.get(), ConstActPtr(bf16_at(qkv, g)), B, T, C, NH);
-  flash16.synchronize();
-  expect_twins_agree(unpacked(out.values(g)), unpacked(out.values(c)), kOneBf16Unit, "flash bf16 out");
-  expect_twins_agree(lse, kReductionTolerance, "flash bf16 lse (fp32)");
-  // Backward from the CPU's forward state on both sides, so that only the backward is measured.
-  auto cpu_out = twin(out.values(c)), cpu_lse = twin(lse.values(c));
-  auto dout = twin(packed(bf16_uniform(count_of(B * T, C), -1.0f, 1.0f)));
-  auto dqkv = twin(packed(bf16_uniform(count_of(B * T, 3 * C), 5.0f, 9.0f)));  // stale values: overwritten
-  cpu16_->attention_backward(bf16_at(dqkv, c), cpu_scratch.get(), ConstActPtr(bf16_at(dout, c)),
-                             ConstActPtr(bf16_at(qkv, c)), ConstActPtr(bf16_at(cpu_out, c)), cpu_lse.on(c), B, T, C,
-                             NH);
-  flash16.attention_backward(bf16_at(dqkv, g), gpu_scratch.get(), ConstActPtr(bf16_at(dout, g)),
-                             ConstActPtr(bf16_at(qkv, g)), ConstActPtr(bf16_at(cpu_out, g)), cpu_lse.on(g), B, T, C,
-                             NH);
-  flash16.synchronize();
-  expect_twins_agree(unpacked(dqkv.values(g)), unpacked(dqkv.values(c)), kOneBf16Unit, "flash bf16 dqkv");
-  EXPECT_EQ(flash16.staging_floats(), 0u);
-}
-
-// The GEMM attention (run.attention = gemm, the default) on 16-bit buffers, bf16 and fp16: the
-// CUDA backend reads qkv and dout and stores out and dqkv in 16 bits itself, rounding the
-// probabilities and the score gradient to the same format between its products
-// (kernels/cuda/attention_schedule.h), against the CPU twin (fp32 on the widened values, each
-// output rounded once). The host replay of the same schedule measures that rounding at under one
-// step of the format at the largest value (out 0.5 steps, dqkv up to 0.88:
-// tests/unit/kernels/attention_schedule_replay_test.cpp); here cuBLAS's fp32 sums and expf may
-// also move a value across a rounding midpoint, so two steps. B = 3: region B's fp32 slots lie
-// over the packed 16-bit probabilities of two batch elements each. The scratch starts as NaN in
-// every 16-bit half, so reading anything not written first fails.
-TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
+// One 16-bit attention forward and backward, bf16 and fp16, on `device` (a CUDA backend) against
+// the CPU twin (fp32 on the widened values, each output rounded once): out and dqkv within two
+// steps of the format at the largest value (the reasons at the two tests below), lse within
+// kReductionTolerance. Head size 64, T not a multiple of a tile, B > NH. The device's scratch
+// starts as NaN in every 16-bit half, and again before backward, so reading anything not
+// written first (or left by the forward) fails.
+void Bf16StorageTwins::expect_sixteen_bit_attention_twins(Backend& device, const std::string& name) {
   for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
-    SCOPED_TRACE(precision_name(p));
-    RoundedStorageBackend cpu16(*cpu_, p), gpu16(*gpu_, p);
+    SCOPED_TRACE(name + ", " + precision_name(p));
+    RoundedStorageBackend cpu16(*cpu_, p), gpu16(device, p);
     EXPECT_TRUE(gpu16.native_16bit().attention);
     const double step = p == Precision::kBf16 ? 0x1p-7 : 0x1p-10;
-    // Head size 64, T not a multiple of a tile, B > NH (each product NH strided calls of B matrices).
     const int B = 3, T = 129, C = 128, NH = 2;
     auto pack = [p](const std::vector<float>& values) { return packed(values, p); };
     auto unpack = [p](const std::vector<float>& f) { return unpacked(f, p); };
@@ -428,27 +391,52 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
     auto out = twin(pack(uniform(count_of(B * T, C), 5.0f, 9.0f)));  // stale: overwritten
     auto lse = twin(uniform(count_of(B * NH, T), 5.0f, 9.0f));
     BackendFloats cpu_scratch(*cpu_, uniform(cpu_->attention_scratch_size(B, T, NH), 5.0f, 9.0f));
-    const std::vector<float> nan = nan_scratch(gpu_->attention_scratch_size(B, T, NH));
-    BackendFloats gpu_scratch(*gpu_, nan);
+    const std::vector<float> nan = nan_scratch(device.attention_scratch_size(B, T, NH));
+    BackendFloats gpu_scratch(device, nan);
     const Side c = Side::kCpu, g = Side::kGpu;
     cpu16.attention_forward(at(out, c), lse.on(c), cpu_scratch.get(), ConstActPtr(at(qkv, c)), B, T, C, NH);
     gpu16.attention_forward(at(out, g), lse.on(g), gpu_scratch.get(), ConstActPtr(at(qkv, g)), B, T, C, NH);
     gpu16.synchronize();
-    expect_twins_agree(unpack(out.values(g)), unpack(out.values(c)), 2 * step, "gemm attention out");
-    expect_twins_agree(lse, kReductionTolerance, "gemm attention lse (fp32)");
+    expect_twins_agree(unpack(out.values(g)), unpack(out.values(c)), 2 * step, name + " out");
+    expect_twins_agree(lse, kReductionTolerance, name + " lse (fp32)");
     // Backward from the CPU's forward state on both sides, so that only the backward is measured.
     auto cpu_out = twin(out.values(c)), cpu_lse = twin(lse.values(c));
     auto dout = twin(pack(uniform(count_of(B * T, C), -1.0f, 1.0f)));
     auto dqkv = twin(pack(uniform(count_of(B * T, 3 * C), 5.0f, 9.0f)));  // stale: overwritten
-    gpu_->copy_to_device(gpu_scratch.get(), nan.data(), nan.size());  // backward owes nothing to forward's
+    device.copy_to_device(gpu_scratch.get(), nan.data(), nan.size());  // backward owes nothing to forward's
     cpu16.attention_backward(at(dqkv, c), cpu_scratch.get(), ConstActPtr(at(dout, c)), ConstActPtr(at(qkv, c)),
                              ConstActPtr(at(cpu_out, c)), cpu_lse.on(c), B, T, C, NH);
     gpu16.attention_backward(at(dqkv, g), gpu_scratch.get(), ConstActPtr(at(dout, g)), ConstActPtr(at(qkv, g)),
                              ConstActPtr(at(cpu_out, g)), cpu_lse.on(g), B, T, C, NH);
     gpu16.synchronize();
-    expect_twins_agree(unpack(dqkv.values(g)), unpack(dqkv.values(c)), 2 * step, "gemm attention dqkv");
+    expect_twins_agree(unpack(dqkv.values(g)), unpack(dqkv.values(c)), 2 * step, name + " dqkv");
     EXPECT_EQ(gpu16.staging_floats(), 0u);  // nothing widened on the device
   }
+}
+
+// The GEMM attention (run.attention = gemm, the default) on 16-bit buffers, bf16 and fp16: the
+// CUDA backend reads qkv and dout and stores out and dqkv in 16 bits itself, rounding the
+// probabilities and the score gradient to the same format between its products
+// (kernels/cuda/attention_schedule.h), against the CPU twin (fp32 on the widened values, each
+// output rounded once). The host replay of the same schedule measures that rounding at under one
+// step of the format at the largest value (out 0.5 steps, dqkv up to 0.88:
+// tests/unit/kernels/attention_schedule_replay_test.cpp); here cuBLAS's fp32 sums and expf may
+// also move a value across a rounding midpoint, so two steps. B = 3: region B's fp32 slots lie
+// over the packed 16-bit probabilities of two batch elements each. The scratch starts as NaN in
+// every 16-bit half, so reading anything not written first fails.
+TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
+  expect_sixteen_bit_attention_twins(*gpu_, "gemm attention");
+}
+
+// Flash attention on 16-bit buffers (run.attention = flash under train.precision = bf16 or fp16):
+// the tensor-core kernels (kernels/cuda/flash_attention_mma.cu) read qkv, dout and out and store
+// out and dqkv in 16 bits. They round P and dS to the storage format to enter the tensor cores,
+// as the GEMM attention's 16-bit schedule does, so the same two steps; lse sums the unrounded
+// probabilities in fp32, so it keeps kReductionTolerance. (On the emulation: out and dqkv at
+// 0.25 and 0.21 of the tolerance in bf16, 0.25 and 0.15 in fp16; lse 1.5e-7.)
+TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionMatchesCpu) {
+  auto flash = make_backend(Device::kCuda, kCpuThreads, 0, {.attention = AttentionKernel::kFlash});
+  expect_sixteen_bit_attention_twins(*flash, "flash attention");
 }
 
 // The attention launchers' other options (cuda::GemmAttentionOptions: pointer arrays, each

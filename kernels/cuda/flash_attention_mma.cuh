@@ -1,0 +1,26 @@
+// Flash attention on the tensor cores, for 16-bit buffers (bf16 or fp16, hs = 64): the kernels
+// that kernels/cuda/flash_attention.cu hands 16-bit runs to. Same contract, same scratch (D),
+// same lse convention (natural log-sum-exp of the scaled scores) as the scalar fp32 kernels.
+#pragma once
+
+#include <cuda_runtime.h>  // cudaStream_t
+
+#include <initializer_list>
+
+#include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
+
+namespace trident::kernels::cuda {
+
+// Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and
+// every buffer 16-byte aligned (the kernels move 16 bytes at a time; C is a multiple of 64).
+bool flash_attention_mma_applies(std::initializer_list<ConstActPtr> operands);
+
+// out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C]; C / NH = 64. scale: the scores' factor, 1/sqrt(hs).
+void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
+                                 cudaStream_t stream);
+
+// dqkv (overwritten) from dout, qkv, the forward's lse and delta = rowsum(dout * out) [B,NH,T].
+void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
+                                  const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream);
+
+}  // namespace trident::kernels::cuda
