@@ -71,8 +71,8 @@ std::vector<KeySpec> make_schema() {
                  "GPU is visible, else cpu)."),
       choice_key("run.attention", "gemm", {"gemm", "flash"},
                  "Attention kernels: gemm (the scores through a T x T workspace per head, one layer "
-                 "at a time; every device) or flash (tiled, online softmax, nothing T x T; CUDA only, "
-                 "model.hidden / model.heads = 64)."),
+                 "at a time; every device) or flash (tiled, online softmax, nothing T x T; tensor cores under "
+                 "bf16 and fp16; CUDA only, model.hidden / model.heads = 64)."),
       choice_key("run.matmul_epilogues", "fused", {"fused", "separate"},
                  "16-bit matmuls on CUDA: fused (bias, GELU and GELU gradient in cuBLASLt's epilogues, "
                  "no pass of their own) or separate (cuBLAS GEMMs, then bias and GELU kernels). fp32 "
