@@ -9,8 +9,8 @@
 // calls (the shorter axis looped, the longer batched: attention_schedule::strided_calls); given
 // room for them, one pointer-array call after a small kernel writes them. The pointer arrays
 // (run.attention_batching = pointers, the default since 2026-11-22) were the faster on one
-// H100, most with causal row blocks (docs/performance.md). The calls: fp32 storage, cublasSgemmStridedBatched or cublasSgemmBatched
-// (TF32 tensor cores once Backend::set_gemm_input_precision has promised rounded inputs);
+// H100, most with causal row blocks (docs/performance.md). The calls: fp32 storage,
+// cublasSgemmStridedBatched or cublasSgemmBatched (TF32 tensor cores once Backend::set_gemm_input_precision has promised rounded inputs);
 // 16-bit storage, cublasGemmStridedBatchedEx or cublasGemmBatchedEx on the 16-bit operands
 // with fp32 accumulation, the result stored as fp32 (S, dP) or rounded once (P V into out, the
 // dqkv products).

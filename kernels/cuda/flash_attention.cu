@@ -15,10 +15,10 @@
 //   (c) dQ: one block per 64-query tile, one thread per query, walking the key tiles up to the
 //       diagonal the same way.
 // Both backward passes recompute S and dP (six products instead of four): the price of having
-// no atomics. Correctness first, not yet fast: 64 threads per block, scalar fp32 FMAs from
-// shared memory (perf/kernels/README.md lists what would make it fast: tensor cores, a warp
-// per 16-row slice, larger tiles, cp.async). Measured against the GEMM path by
-// perf/kernels/attention_forward.cu and attention_backward.cu (variant 2 of each).
+// no atomics. Correctness first, not fast: 64 threads per block, scalar fp32 FMAs from shared
+// memory (a third of the GEMM path's speed on one H100, perf/kernels' variant 2 of
+// attention_forward.cu and attention_backward.cu). The tensor-core kernels for 16-bit buffers
+// are flash_attention_mma.cu's.
 // Every kernel is templated on the storage policy S of qkv, out, dout and dqkv
 // (kernels/stored_element.h): 16-bit values are widened as the tiles are loaded and rounded
 // once when out or dqkv is stored; lse and D stay fp32. 16-bit buffers on 16-byte boundaries

@@ -14,8 +14,9 @@ namespace trident::kernels::cuda {
 // The head sizes the kernels handle: hs = C / NH = 64 (every GPT-2 size).
 bool flash_attention_supported(int C, int NH);
 
-// qkv, out, dout and dqkv are fp32, or all 16-bit of one format (read as they are, fp32 math,
-// each stored value rounded once); lse and the scratch are fp32.
+// qkv, out, dout and dqkv are fp32 (scalar fp32 kernels), or all 16-bit of one format: read as
+// they are by the tensor-core kernels (flash_attention_mma.cuh; P and dS rounded to the format as
+// operands, fp32 accumulation, each stored value rounded once). lse and the scratch are fp32.
 
 // out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C], as attention_forward; needs no scratch.
 // Requires flash_attention_supported(C, NH) (std::logic_error otherwise).

@@ -161,7 +161,8 @@ __device__ __forceinline__ void multiply_by_rows(float (&acc)[8][4], const float
     accumulator_as_a<S>(a, values, ks);
     for (int jp = 0; jp < 4; jp++) {  // column blocks 2 jp and 2 jp + 1
       uint32_t cols[4];
-      mma::load_matrix_x4<true>(cols, m + (16 * ks + lane % 8 + 8 * ((lane / 8) % 2)) * kLd + 16 * jp + 8 * (lane / 16));
+      const int row = 16 * ks + lane % 8 + 8 * ((lane / 8) % 2);  // lanes 8-15 and 24-31: rows 8-15
+      mma::load_matrix_x4<true>(cols, m + row * kLd + 16 * jp + 8 * (lane / 16));
       const uint32_t b0[2] = {cols[0], cols[1]};
       const uint32_t b1[2] = {cols[2], cols[3]};
       mma::mma_16x8x16<S>(acc[2 * jp], a, b0);
@@ -170,7 +171,8 @@ __device__ __forceinline__ void multiply_by_rows(float (&acc)[8][4], const float
   }
 }
 
-// Row r (0: g, 1: g + 8) and column of accumulator element i of block j, for lane (g, t4).
+// The column of accumulator element i of block j for a lane with t4 = lane % 4 (its row is
+// g = lane / 4 for i < 2, g + 8 for i >= 2).
 __device__ __forceinline__ int fragment_column(int j, int i, int t4) { return 8 * j + 2 * t4 + (i & 1); }
 
 // The sum over the 4 lanes that hold one row's accumulator elements.
@@ -183,7 +185,8 @@ __device__ __forceinline__ float quad_max(float x) {
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
-// Stores row `row` (r: which of the lane's two) of an accumulator times `factor`, rounded.
+// Stores the lane's part of one row of an accumulator (r = 0: row g, 1: row g + 8) into dst,
+// times `factor`, rounded to S.
 template <class S>
 __device__ __forceinline__ void store_accumulator_row(uint16_t* dst, const float (&acc)[8][4], int r, int t4,
                                                       float factor) {
