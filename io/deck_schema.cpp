@@ -90,6 +90,11 @@ std::vector<KeySpec> make_schema() {
                  "(pointers, the faster on one H100). The same products; flash attention and the CPU ignore it."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
+      bool_key("run.profile", "false",
+               "Time every kernel call and print, at the end, where a step went: per kernel, ms per step and "
+               "share, over the steps after the first (also in run.dir/profile-rank<N>.txt, one per rank). "
+               "Each call is timed alone, the device drained before and after it, so profiled steps run "
+               "slower than plain ones; the results are the same."),
       bool_key("run.save_final", "true",
                "Write the final parameters to run.dir/final-params.h5 (global shapes, any layout)."),
       string_key("run.restart", "auto",

@@ -115,6 +115,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.attention_blocks = int_value(deck, "run.attention_blocks");
   config.run.attention_batching = deck.value("run.attention_batching");
   config.run.threads = int_value(deck, "run.threads");
+  config.run.profile = deck.value("run.profile") == "true";
   config.run.save_final = deck.value("run.save_final") == "true";
   config.run.restart = deck.value("run.restart");
   config.checkpoint.every = int64_value(deck, "checkpoint.every");

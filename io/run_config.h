@@ -18,6 +18,7 @@ struct RunSection {
   int attention_blocks = 4;         // run.attention_blocks: the CUDA GEMM attention's causal row blocks
   std::string attention_batching;   // run.attention_batching: strided | pointers (kernels::AttentionBatching)
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
+  bool profile = false;    // run.profile: time each kernel call, print where a step went
   bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end
   std::string restart;     // run.restart: auto | none | PATH
 };

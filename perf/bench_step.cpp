@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "perf/timing_backend.h"
+#include "kernels/timing_backend.h"
 #include "src/model/gpt.h"
 #include "src/train/adamw.h"
 
@@ -84,7 +84,8 @@ void BM_TrainStep(benchmark::State& state) {
 // Per-kernel breakdown of `steps` steps (after one warm-up step), printed as a table.
 void print_breakdown(int B, int T, int steps) {
   auto cpu = kernels::make_backend(kernels::Device::kCpu, threads_from_env());
-  perf::TimingBackend backend(*cpu);
+  kernels::TimingBackend backend(*cpu);
+  backend.set_measuring(true);
   const model::GptConfig config{12, 12, 768, 1024, 50257, 50304};
   model::Gpt gpt(config, backend, B, T);
   train::AdamW optimizer(gpt.params(), backend, {0.9, 0.95, 1e-8, 0.1});
@@ -100,11 +101,10 @@ void print_breakdown(int B, int T, int steps) {
     optimizer.update(gpt.parameters(), gpt.gradients(), 1e-4, step + 1);
     if (step >= 1) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  std::printf("breakdown of a GPT-2 124M step, B=%d T=%d, %d threads, mean of %d steps: %.1f ms\n", B, T,
-              threads_from_env(), steps, 1e3 * total / steps);
-  for (const auto& [op, s] : backend.seconds()) {
-    std::printf("  %-34s %9.2f ms  %5.1f%%\n", op.c_str(), 1e3 * s / steps, 100.0 * s / total);
-  }
+  const std::string title = "breakdown of a GPT-2 124M step, B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                            ", " + std::to_string(threads_from_env()) + " threads, mean of " + std::to_string(steps) +
+                            " steps after one warm-up step:";
+  std::printf("%s", kernels::kernel_time_table(backend.totals(), steps, total, title).c_str());
 }
 
 BENCHMARK(BM_TrainStep)->Args({4, 64})->Unit(benchmark::kMillisecond)->UseRealTime();

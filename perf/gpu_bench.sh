@@ -13,7 +13,10 @@
 #           (writes $OUT/bench.md when OUT is set; see TAG below)
 #   BENCH_ROWS=core runs only the issue's table (124M at 8, 16, 32; fp32; 350M; 774M), =variants
 #   only the rows after it (flash, separate epilogues, attention schedules); all (the default)
-#   both, so that a sitting can split them between commands.
+#   both, so that a sitting can split them between commands. =profile runs 124M and 774M at
+#   micro-batch 8 with each attention under run.profile = true (docs/running.md) and appends
+#   rank 0's kernel table of each to the summary: where a step goes (profiled steps run slower,
+#   so their tokens/s is not comparable with the other rows').
 #
 # MFU is against log.peak_tflops = 989 (H100 SXM dense bf16; set PEAK_TFLOPS for another GPU).
 # The data is a synthetic token file generated on first use (the speed does not depend on it).
@@ -26,8 +29,8 @@ pack=${1:-/tmp/devpack}
 steps=${2:-30}
 rows=${BENCH_ROWS:-all}
 case $rows in
-  core | variants | all) ;;
-  *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants or all" >&2; exit 2 ;;
+  core | variants | all | profile) ;;
+  *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants, all or profile" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC1091
 source "$pack/env.sh"
@@ -50,7 +53,15 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).
 # The table and the logs so far into $OUT (after every run: what is there when a kill comes,
 # comes back).
-publish() { publish_to_out "$table" "bench${TAG:+-$TAG}" "$out" '*.h5' 'checkpoint*'; }
+# The kernel tables of the profiled rows (BENCH_ROWS=profile), kept apart from the table while it
+# grows and put below it in the summary.
+profiles="$out/profiles.md"
+summary="$out/summary.md"
+publish() {
+  cat "$table" > "$summary"
+  [ -s "$profiles" ] && { echo; echo "## Where a step goes (run.profile)"; cat "$profiles"; } >> "$summary"
+  publish_to_out "$summary" "bench${TAG:+-$TAG}" "$out" '*.h5' 'checkpoint*'
+}
 median() {
   grep -o "\"$2\": [0-9.e+-]*" "$1" | awk '{print $2}' | awk -v n="$(grep -c . "$1")" 'NR > n / 3' | sort -g |
     awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
@@ -67,17 +78,23 @@ loss_span() {
 
 # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [EPILOGUES: fused (default) | separate]
 #     [BLOCKS: GEMM attention's causal row blocks, 4 (default)] [BATCHING: pointers (default) | strided]
+#     [PROFILE: false (default) | true: run.profile, its table appended to $profiles]
 run() {
   local model=$1 precision=$2 mb=$3 attention=${4:-gemm} epilogues=${5:-fused} blocks=${6:-4} batching=${7:-pointers}
+  local profile=${8:-false}
   local name="$1-$2-mb$3-$attention-$epilogues-b$blocks-$batching"
   local label=$attention
   [ "$attention" = gemm ] && label="gemm ($blocks, $batching)"
+  if [ "$profile" = true ]; then
+    name="$name-profiled"
+    label="$label, profiled"
+  fi
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
   local sampler=$!
   capped "$run_cap" mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
     --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
     --run.attention="$attention" --run.matmul_epilogues="$epilogues" \
-    --run.attention_blocks="$blocks" --run.attention_batching="$batching" \
+    --run.attention_blocks="$blocks" --run.attention_batching="$batching" --run.profile="$profile" \
     --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
     --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50256 \
     --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
@@ -106,9 +123,21 @@ run() {
     "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
     "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" "$(awk -v m="${held:-0}" 'BEGIN {print m / 1024}')" \
     "${estimate:-?}" "$(loss_span "$metrics")" >> "$table"
+  if [ "$profile" = true ]; then
+    { echo; echo "gpt2-$model $precision micro-batch $mb, $label:"; echo '```'; cat "$out/$name/profile-rank0.txt"; echo '```'; } \
+      >> "$profiles"
+  fi
   publish
 }
 
+if [ "$rows" = profile ]; then
+  for model in 124m 774m; do
+    run "$model" bf16 8 gemm fused 4 pointers true
+    run "$model" bf16 8 flash fused 4 pointers true
+  done
+  cat "$summary"
+  exit 0
+fi
 if [ "$rows" != variants ]; then
   for mb in 8 16 32; do run 124m bf16 "$mb"; done
   run 124m fp32 8
@@ -116,8 +145,8 @@ if [ "$rows" != variants ]; then
   run 774m bf16 8
 fi
 if [ "$rows" = core ]; then
-  cat "$table"
   publish
+  cat "$summary"
   exit 0
 fi
 # Flash attention (run.attention = flash): no T x T workspace; its speed against the GEMM path.

@@ -9,6 +9,7 @@
 #include "io/user_error.h"
 #include "kernels/backend.h"
 #include "kernels/rounded_storage_backend.h"
+#include "kernels/timing_backend.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/parallel_context.h"
 #include "src/app/backend_options.h"
@@ -180,9 +181,16 @@ int train_command(const std::vector<std::string>& args) {
   // 16-bit buffers: the kernels that do not read 16 bits themselves (all of the CPU's; none on
   // CUDA) run on widened fp32 copies.
   const kernels::Precision precision = kernels::parse_precision(c.train.precision);
+  // run.profile: the kernels timed where they run, under the rounding (its widening and
+  // narrowing, where a kernel lacks 16-bit loads, show as kernels of their own).
+  std::unique_ptr<kernels::TimingBackend> timing;
+  if (c.run.profile) timing = std::make_unique<kernels::TimingBackend>(*backend);
+  kernels::Backend& kernels_backend = timing ? static_cast<kernels::Backend&>(*timing) : *backend;
   std::unique_ptr<kernels::RoundedStorageBackend> rounded;
-  if (precision != kernels::Precision::kFp32) rounded = std::make_unique<kernels::RoundedStorageBackend>(*backend, precision);
-  kernels::Backend& compute = rounded ? static_cast<kernels::Backend&>(*rounded) : *backend;
+  if (precision != kernels::Precision::kFp32) {
+    rounded = std::make_unique<kernels::RoundedStorageBackend>(kernels_backend, precision);
+  }
+  kernels::Backend& compute = rounded ? static_cast<kernels::Backend&>(*rounded) : kernels_backend;
 
   if (leader) {
     std::printf("%s", version_text().c_str());
@@ -192,6 +200,10 @@ int train_command(const std::vector<std::string>& args) {
                                      backend->native_16bit(), transport)
                           .c_str());
     std::printf("backend: %s per rank (%s)\n", compute.name().c_str(), device.reason.c_str());
+    if (timing) {
+      std::printf("profile: run.profile = true: every kernel call of the training steps is timed alone, the device "
+                  "drained around it, so the steps run slower than plain ones\n");
+    }
     if (device.device != kernels::Device::kCpu) {
       std::printf("communication: %s\n", nccl ? "parallel.comm = nccl: NCCL on device memory, one stream per group"
                                               : "parallel.comm = mpi: MPI, device buffers staged through host memory");
@@ -232,6 +244,7 @@ int train_command(const std::vector<std::string>& args) {
   // the growth of the resident high-water mark, against the estimate printed at start-up.
   const double resident_before = static_cast<double>(resident_bytes());
   train::Trainer trainer(c, setup.model, layout, ctx, compute, *dataset);
+  if (timing) trainer.profile_kernels(*timing);
   const auto start = std::chrono::steady_clock::now();
   trainer.record_deck(setup.deck.to_ini());
   const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <stdexcept>
 #include <vector>
 
+#include "io/user_error.h"
 #include "src/train/final_parameters.h"  // counts_for_model
 #include "src/train/progress_line.h"
 
@@ -288,7 +290,9 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
   const int64_t steps = config_.train.steps;
   for (int64_t s = start_step; s < steps; ++s) {
     const auto comm_before = ctx_.comm_stats();
+    if (profile_) profile_->set_measuring(s > start_step);  // the same window as the communication's
     const StepResult r = step(s);
+    if (profile_) profile_->set_measuring(false);
     progress.record(r.seconds);
     if (s > start_step) {  // the first step pays for warm-up; validation is outside the window
       const auto comm_after = ctx_.comm_stats();
@@ -344,7 +348,23 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     }
   }
   if (leader && measured_steps_ > 0) std::printf("%s", communication_report().c_str());
+  if (profile_ && measured_steps_ > 0) write_kernel_profile();
   return summary;
+}
+
+void Trainer::write_kernel_profile() const {
+  const std::string title = "kernels per step on rank " + std::to_string(ctx_.world_rank()) +
+                            " (run.profile: each call timed alone, the device drained around it, so these steps ran "
+                            "slower than plain ones; mean of " +
+                            std::to_string(measured_steps_) + " steps after the first):";
+  const std::string table = kernels::kernel_time_table(profile_->totals(), measured_steps_, measured_seconds_, title);
+  const std::string path = config_.run.dir + "/profile-rank" + std::to_string(ctx_.world_rank()) + ".txt";
+  std::ofstream file(path);
+  file << table;
+  if (!file) throw io::UserError("run.profile: cannot write " + path);
+  if (ctx_.world_rank() == 0) {
+    std::printf("%s(every rank's table: %s/profile-rank<N>.txt)\n", table.c_str(), config_.run.dir.c_str());
+  }
 }
 
 std::string Trainer::communication_report() const {

@@ -26,6 +26,7 @@
 #include "io/run_config.h"
 #include "io/token_dataset.h"
 #include "kernels/backend.h"
+#include "kernels/timing_backend.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/parallel_context.h"
 #include "parallel/zero_shard.h"
@@ -94,6 +95,11 @@ class Trainer {
   const float* fp32_parameters() { return optimizer_.fp32_parameters(model_.parameters()); }
   std::size_t fp32_parameters_begin() const { return optimizer_.shard_begin(); }
   const LossScaler& loss_scaler() const { return scaler_; }
+  // run.profile: `timing` (the backend this trainer runs on, or one it wraps) times the kernel
+  // calls of the training steps after the first, not those of validation or checkpoints; run()
+  // then prints where a step went (rank 0) and writes it to run.dir/profile-rank<N>.txt (every
+  // rank).
+  void profile_kernels(kernels::TimingBackend& timing) { profile_ = &timing; }
 
  private:
   // Runs the forward-and-backward actions of one step; returns this rank's loss sum (non-zero
@@ -103,9 +109,12 @@ class Trainer {
   void reduce_embedding_gradient();
   // Bytes and time per group and step, printed at the end of run().
   std::string communication_report() const;
+  // run.profile's table (kernel_time_table) after run(): printed by rank 0, a file per rank.
+  void write_kernel_profile() const;
   const io::RunConfig& config_;
   parallel::ParallelContext& ctx_;
   kernels::Backend& backend_;
+  kernels::TimingBackend* profile_ = nullptr;  // run.profile (profile_kernels)
   kernels::Precision precision_ = kernels::Precision::kFp32;  // train.precision
   parallel::WirePrecision grad_reduce_ = kernels::Precision::kFp32;  // parallel.grad_reduce (data-parallel sums)
   LossScaler scaler_;  // used with fp16 only

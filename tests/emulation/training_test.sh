@@ -6,6 +6,7 @@
 # - flash attention (head size 64: hidden 128, 2 heads) in fp32 within 1e-4 and in bf16 within
 #   1e-2; bf16 with the matmul epilogues in separate kernels; the GEMM attention in its default
 #   schedule (4 causal blocks, pointer-array products) and with 1 block and strided calls;
+#   run.profile on bf16 flash: the same losses, the fused MLP pairs timed whole;
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1 (parallel.comm = mpi, both ranks on the one
 #   emulated GPU) against one rank within 1e-4, the data group's host copies as estimated;
 # - parallel.comm = nccl (the emulation's NCCL over MPI, tests/emulation/emulated_nccl.cpp):
@@ -55,6 +56,16 @@ matches "flash attention, fp32, against the CPU" wcpu flash 1e-4
 train wcpu16 --run.device=cpu $wide --train.precision=bf16
 train flash16 $gpu $wide --train.precision=bf16 --run.attention=flash
 matches "flash attention, bf16, against the CPU's bf16" wcpu16 flash16 1e-2
+# run.profile on the CUDA backend: the same bits; the MLP's fused pairs reach it whole (its
+# cuBLASLt epilogues still run), and no kernel widens 16-bit operands.
+train profiled16 $gpu $wide --train.precision=bf16 --run.attention=flash --run.profile=true
+matches "run.profile, bf16 flash, against the plain run" flash16 profiled16 0
+if grep -q "^  matmul_gelu_forward 128->512 " profiled16/profile-rank0.txt &&
+   ! grep -q "^  \(gelu_forward\|widen\|narrow\) " profiled16/profile-rank0.txt; then
+  pass "run.profile on the emulated GPU: the fused MLP pairs timed whole, nothing widened"
+else
+  fail "run.profile on the emulated GPU: $(cat profiled16/profile-rank0.txt 2>/dev/null || echo 'no profile-rank0.txt')"
+fi
 train separate16 $gpu $wide --train.precision=bf16 --run.matmul_epilogues=separate
 matches "separate matmul epilogues, bf16, against the CPU's bf16" wcpu16 separate16 1e-2
 grep -q "^backend.*4 causal attention blocks, pointer-array attention products" separate16.log \

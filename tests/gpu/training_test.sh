@@ -10,6 +10,7 @@
 #   and with the GEMM attention on bf16 buffers (run.attention = gemm, the default) in its default
 #   schedule (4 causal row blocks, pointer-array products) and in its other (one block over the
 #   full square, strided calls: run.attention_blocks = 1, run.attention_batching = strided);
+#   run.profile on the bf16 flash run: the same losses, the fused MLP pairs timed whole;
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
 #   GPU, against one rank on it: within 1e-4 (cuBLAS may pick other kernels, with other
@@ -97,6 +98,18 @@ mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.atte
   --run.matmul_epilogues=separate --run.dir=fgpu16s > fgpu16s.log 2>&1 || { tail -20 fgpu16s.log; fail "separate epilogues"; }
 out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl fgpu16s/metrics.jsonl loss 1e-2) \
   && pass "separate matmul epilogues, bf16 GPU against bf16 CPU: $out" || fail "separate epilogues, bf16: $out"
+# run.profile: the same bits as the plain run (the CUDA backend's kernels give the same bits run
+# to run; the profile only waits for each), the MLP's fused pairs timed whole, nothing widened.
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention=flash --run.profile=true \
+  --run.dir=pgpu16 > pgpu16.log 2>&1 || { tail -20 pgpu16.log; fail "run.profile on the GPU"; }
+out=$("$CHECK_METRICS" compare fgpu16/metrics.jsonl pgpu16/metrics.jsonl loss 0) \
+  && pass "run.profile, bf16 flash on the GPU, against the plain run: $out" || fail "run.profile changed the run: $out"
+if grep -q "^  matmul_gelu_forward 128->512 " pgpu16/profile-rank0.txt &&
+   ! grep -q "^  \(gelu_forward\|widen\|narrow\) " pgpu16/profile-rank0.txt; then
+  pass "run.profile on the GPU: the fused MLP pairs timed whole, nothing widened"
+else
+  fail "run.profile on the GPU: $(cat pgpu16/profile-rank0.txt 2>/dev/null || echo 'no profile-rank0.txt')"
+fi
 # The GEMM attention (the default) on the same 16-bit buffers: its products read bf16 and it
 # rounds P and dS to bf16 between them (kernels/cuda/attention_schedule.h).
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.dir=ggpu16 > ggpu16.log 2>&1 \
