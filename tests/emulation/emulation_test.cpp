@@ -22,7 +22,7 @@
 #include "kernels/cuda/shared_slices.h"
 #include "tests/emulation/cuda_emulation.h"
 // After the prelude, as in a translated kernel source.
-#include "kernels/cuda/warp_mma.cuh"
+#include "tests/support/warp_products.h"  // warp_products, expected_warp_product
 
 namespace {
 
@@ -250,69 +250,31 @@ TEST(SharedSlices, AGuardStopsAnIndexThatRunsIntoTheNextSlice) {
 }
 #endif
 
-// One warp: A (16 x 16, row-major) times B = M^T (M: 8 x 16, row-major, loaded without .trans)
-// and times B = N (N: 16 x 8, row-major, loaded with .trans), through shared memory, ldmatrix
-// and mma.sync as kernels/cuda/flash_attention_mma.cu loads them. c: lane l's 4 accumulators
-// of each product at c[4 l] and c[128 + 4 l].
-void warp_products(const uint16_t* a, const uint16_t* m, const uint16_t* n, float* c) {
-  namespace mma = trident::kernels::cuda::mma;
-  auto* shared = static_cast<uint16_t*>(cuda_emu::dynamic_shared_memory());
-  const int lane = static_cast<int>(threadIdx.x);
-  for (int i = lane; i < 512; i += 32) shared[i] = i < 256 ? a[i] : i < 384 ? m[i - 256] : n[i - 384];
-  __syncthreads();
-  uint32_t fa[4], fm[4], fn[4];
-  mma::load_matrix_x4<false>(fa, shared + (lane % 16) * 16 + 8 * (lane / 16));
-  mma::load_matrix_x4<false>(fm, shared + 256 + (lane % 8) * 16 + 8 * ((lane / 8) % 2));
-  mma::load_matrix_x4<true>(fn, shared + 384 + (lane % 16) * 8);
-  float by_m[4] = {}, by_n[4] = {};
-  const uint32_t bm[2] = {fm[0], fm[1]}, bn[2] = {fn[0], fn[1]};
-  mma::mma_16x8x16<trident::kernels::stored::Bf16>(by_m, fa, bm);
-  mma::mma_16x8x16<trident::kernels::stored::Bf16>(by_n, fa, bn);
-  for (int i = 0; i < 4; i++) {
-    c[4 * lane + i] = by_m[i];
-    c[128 + 4 * lane + i] = by_n[i];
-  }
+// One warp of tensor-core products (tests/support/warp_products.h) in the emulation.
+template <class S>
+void warp_products_kernel(const uint16_t* operands, float* c) {
+  trident::test_support::warp_products<S>(static_cast<uint16_t*>(cuda_emu::dynamic_shared_memory()), operands, c,
+                                          static_cast<int>(threadIdx.x));
+}
+
+template <class S>
+std::vector<float> run_warp_products() {
+  return trident::test_support::warp_products_on_device<S>([](const uint16_t* operands, float* c) {
+    cuda_emu::launch("warp_products",
+                     cuda_emu::LaunchConfig(dim3(1), dim3(32),
+                                            trident::test_support::kWarpProductElements * sizeof(uint16_t)),
+                     [](auto&... args) { warp_products_kernel<S>(args...); }, operands, c);
+  });
 }
 
 // The host model gives each lane the accumulator elements the PTX layout names (rows g and g + 8,
-// columns 2t and 2t + 1), and the loading recipes give the right operands: small integers, whose
-// products and sums are exact, so the comparison is exact. (That the model matches the hardware
-// is for tests/gpu on a GPU to show.)
+// columns 2t and 2t + 1), and the loading recipes give the right operands: the comparison is
+// exact. (That the model matches the hardware, tests/gpu/warp_mma_test.cu shows on a GPU.)
 TEST(WarpMatrixProducts, TheHostModelComputesTheProductsItsLayoutsName) {
-  std::vector<uint16_t> host(512);
-  std::vector<float> a(256), m(128), n(128);
-  for (int i = 0; i < 256; i++) a[i] = static_cast<float>((i * 7) % 9 - 4);
-  for (int i = 0; i < 128; i++) m[i] = static_cast<float>((i * 5) % 7 - 3);
-  for (int i = 0; i < 128; i++) n[i] = static_cast<float>((i * 3) % 11 - 5);
-  for (int i = 0; i < 512; i++) {
-    const float v = i < 256 ? a[i] : i < 384 ? m[i - 256] : n[i - 384];
-    host[i] = trident::kernels::stored::Bf16::store(v);
-  }
-  uint16_t* device = nullptr;
-  float* c = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&device), host.size() * sizeof(uint16_t)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&c), 256 * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(device, host.data(), host.size() * sizeof(uint16_t), cudaMemcpyHostToDevice), cudaSuccess);
-  cuda_emu::launch("warp_products", cuda_emu::LaunchConfig(dim3(1), dim3(32), 512 * sizeof(uint16_t)),
-                   [](auto&... args) { warp_products(args...); }, static_cast<const uint16_t*>(device),
-                   static_cast<const uint16_t*>(device + 256), static_cast<const uint16_t*>(device + 384), c);
-  std::vector<float> got(256);
-  ASSERT_EQ(cudaMemcpy(got.data(), c, got.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-  for (int lane = 0; lane < 32; lane++) {
-    for (int i = 0; i < 4; i++) {
-      const int row = lane / 4 + 8 * (i / 2);
-      const int col = 2 * (lane % 4) + i % 2;
-      double by_m = 0.0, by_n = 0.0;
-      for (int k = 0; k < 16; k++) {
-        by_m += a[16 * row + k] * m[16 * col + k];  // B[k][col] = M[col][k]
-        by_n += a[16 * row + k] * n[8 * k + col];   // B[k][col] = N[k][col]
-      }
-      EXPECT_EQ(got[4 * lane + i], by_m) << "A M^T, lane " << lane << ", element " << i;
-      EXPECT_EQ(got[128 + 4 * lane + i], by_n) << "A N, lane " << lane << ", element " << i;
-    }
-  }
-  EXPECT_EQ(cudaFree(device), cudaSuccess);
-  EXPECT_EQ(cudaFree(c), cudaSuccess);
+  using trident::test_support::warp_product_mismatches;
+  namespace stored = trident::kernels::stored;
+  for (const auto& line : warp_product_mismatches(run_warp_products<stored::Bf16>())) ADD_FAILURE() << "bf16: " << line;
+  for (const auto& line : warp_product_mismatches(run_warp_products<stored::Fp16>())) ADD_FAILURE() << "fp16: " << line;
 }
 
 // A 1x1x1 product a * 1 in fp32 and in TF32 mode, queued on the handle's stream.
