@@ -13,7 +13,8 @@
 #           (writes $OUT/bench.md when OUT is set; see TAG below)
 #   BENCH_ROWS=core runs only the issue's table (124M at 8, 16, 32; fp32; 350M; 774M), =variants
 #   only the rows after it (flash, separate epilogues, attention schedules); all (the default)
-#   both, so that a sitting can split them between commands. =profile runs 124M and 774M at
+#   both, so that a sitting can split them between commands. BENCH_ATTENTION=flash runs the
+#   issue's bf16 rows with run.attention = flash (default gemm). =profile runs 124M and 774M at
 #   micro-batch 8 with each attention under run.profile = true (docs/running.md) and appends
 #   rank 0's kernel table of each to the summary: where a step goes (profiled steps run slower,
 #   so their tokens/s is not comparable with the other rows').
@@ -28,6 +29,14 @@ set -u
 pack=${1:-/tmp/devpack}
 steps=${2:-30}
 rows=${BENCH_ROWS:-all}
+# The attention of the issue's bf16 rows: gemm (the default) or flash, so that a sitting can
+# time the table with the tensor-core flash kernels without a new build (fp32 stays on gemm:
+# fp32 flash is the scalar kernels).
+core_attention=${BENCH_ATTENTION:-gemm}
+case $core_attention in
+  gemm | flash) ;;
+  *) echo "gpu_bench.sh: BENCH_ATTENTION = $core_attention; use gemm or flash" >&2; exit 2 ;;
+esac
 case $rows in
   core | variants | all | profile) ;;
   *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants, all or profile" >&2; exit 2 ;;
@@ -139,10 +148,10 @@ if [ "$rows" = profile ]; then
   exit 0
 fi
 if [ "$rows" != variants ]; then
-  for mb in 8 16 32; do run 124m bf16 "$mb"; done
+  for mb in 8 16 32; do run 124m bf16 "$mb" "$core_attention"; done
   run 124m fp32 8
-  run 350m bf16 8
-  run 774m bf16 8
+  run 350m bf16 8 "$core_attention"
+  run 774m bf16 8 "$core_attention"
 fi
 if [ "$rows" = core ]; then
   publish

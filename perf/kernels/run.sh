@@ -3,7 +3,8 @@
 #
 #   here:   bash perf/gpu_pack.sh build                  (.gpu/pack.tgz; carry ".gpu")
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/kernels/run.sh /tmp/devpack [REPS]
-#           (writes $OUT/playground.txt when OUT is set)
+#           (writes $OUT/playground.txt when OUT is set; PLAYGROUND=WORD: only the programs
+#           whose name holds WORD)
 #
 # Exit status: 0 when every variant of every program passed its validation, 1 otherwise.
 # Each program is capped (PROGRAM_CAP_S, default 120 s) within one budget for the script
@@ -21,16 +22,21 @@ mkdir -p "$out"
 log="$out/playground${TAG:+-$TAG}.txt"
 gpu_description "$pack" | tee "$log"
 status=0
-# Every playground program of this pack (a second build's pack may hold programs the first lacks).
+# Every playground program of this pack (a second build's pack may hold programs the first lacks);
+# with PLAYGROUND=WORD only those whose name holds WORD (PLAYGROUND=attention: the attention
+# programs, the only ones a sitting may need again).
+only=${PLAYGROUND:-}
 for exe in "$pack"/bin/playground_*; do
   program=$(basename "$exe")
+  [[ -z "$only" || "$program" == *"$only"* ]] || continue
   echo "== $program all $reps" | tee -a "$log"
   capped "$program_cap" "$exe" all "$reps" 2>&1 | tee -a "$log"
   rc=${PIPESTATUS[0]}
   echo "== $program: exit $rc" | tee -a "$log"
   [ "$rc" -eq 0 ] || status=1
 done
-# The GEMM attention's options (variants 5: production, min(B, NH) strided calls per product;
+# Production flash attention (variant 3: the tensor-core kernels on bf16) and the GEMM attention's
+# options (variants 5: production, min(B, NH) strided calls per product;
 # 6: one pointer-array call; 7 and 8: 2 and 4 causal row blocks; 9: 6 and 8 together) again at
 # micro-batch 32, where 5 makes 12 calls per product; and validated with B > NH (the strided
 # calls then batch over batch elements; the default validation has B = 2 < NH).
@@ -40,7 +46,7 @@ for program in playground_attention_forward playground_attention_backward; do
     read -r -a words <<< "$setting"
     shape=("${words[@]:0:${#words[@]}-1}")
     n=${words[-1]}
-    for variant in 5 6 7 8 9; do
+    for variant in 3 5 6 7 8 9; do
       echo "== $program $variant $n ${shape[*]}" | tee -a "$log"
       capped "$program_cap" env "${shape[@]}" "$pack/bin/$program" "$variant" "$n" 2>&1 | tee -a "$log"
       rc=${PIPESTATUS[0]}
