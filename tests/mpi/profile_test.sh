@@ -4,7 +4,8 @@
 # - rank 0 prints the table and every rank writes run.dir/profile-rank<N>.txt;
 # - the calls per step are the model's: 2 layers x the micro-batches a rank runs per step
 #   (global batch 8 / micro-batch 2 = 4 on one rank, 2 on each of dp = 2) attention calls each
-#   way, and the kernels' times add up to no more than the step.
+#   way, and the kernels' times add up to no more than the step;
+# - a table file that cannot be written gives a warning, and the run goes on.
 source "$(dirname "$0")/lib.sh"
 tiny_deck tiny.ini
 common="--train.eval_batches=0 --checkpoint.every=0 --run.save_final=false"
@@ -48,4 +49,12 @@ check_profile() {  # NAME NP PRECISION ATTENTION_CALLS
 
 check_profile fp32 1 fp32 8.0
 check_profile bf16-dp2 2 bf16 4.0
+
+# A table file that cannot be written (a directory in its place) costs a warning, not the run.
+mkdir -p blocked/profile-rank0.txt
+mpi 1 train tiny.ini $common --run.dir=blocked --run.profile=true > blocked.log 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^run.profile: warning: cannot write blocked/profile-rank0.txt" blocked.log \
+  && grep -q "^kernels per step on rank 0 " blocked.log && grep -q "^done: 10 steps" blocked.log \
+  && pass "an unwritable table file: a warning, the table printed, the run done" \
+  || fail "an unwritable table file: exit $rc: $(tail -5 blocked.log)"
 finish
