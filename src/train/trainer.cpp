@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/timing_backend.h"
 #include "src/train/final_parameters.h"  // counts_for_model
 #include "src/train/progress_line.h"
 

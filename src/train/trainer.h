@@ -26,7 +26,6 @@
 #include "io/run_config.h"
 #include "io/token_dataset.h"
 #include "kernels/backend.h"
-#include "kernels/timing_backend.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/parallel_context.h"
 #include "parallel/zero_shard.h"
@@ -35,6 +34,10 @@
 #include "src/train/loss_scaler.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/pipeline_plan.h"
+
+namespace trident::kernels {
+class TimingBackend;  // kernels/timing_backend.h (run.profile)
+}  // namespace trident::kernels
 
 namespace trident::train {
 
