@@ -19,16 +19,25 @@
 //           dS = P (dP - D), dQ += dS K.
 // dK and dQ take the scale once at the end (1/8, a power of two: exact).
 //
+// Tiles in flight: each operand that changes along a walk has two shared buffers. At the top of
+// step j every warp is past one barrier: tile j is whole in its buffer, and no warp still reads
+// the other one, so tile j + 1 is issued into it and copies while the warps multiply tile j (by
+// cp.async, kernels/cuda/async_copy.cuh; or through registers, TileCopy::kSynchronous). One
+// barrier per tile; the block's own rows (the forward's Q; the backward's K and V, or Q and dO)
+// pass through buffer 1 before the walk first needs it.
+//
 // What rounds where (all fp32 otherwise): the products read the stored 16-bit q, k, v and dout;
 // P and dS are rounded to the storage format to enter the tensor cores (the scalar kernels keep
 // them fp32), as every tensor-core flash attention does; out and dqkv are rounded once.
-// Not yet run on a GPU: the emulation (tests/emulation) runs these kernels with a host model of
-// mma.sync and ldmatrix on every CI run; tests/gpu checks them against the CPU twin on a GPU.
+// Not yet run on a GPU: the emulation (tests/emulation) runs these kernels with host models of
+// mma.sync, ldmatrix and cp.async on every CI run; tests/gpu checks them against the CPU twin on a GPU.
 #include "kernels/cuda/flash_attention_mma.cuh"
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "kernels/cuda/async_copy.cuh"          // async_copy::copy, wait_all
 #include "kernels/cuda/cuda_check.h"            // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/flash_attention_math.h"  // qkv_index, row_index, stat_index, kPart*, kTile
 #include "kernels/cuda/warp_mma.cuh"            // mma::mma_16x8x16, mma::load_matrix_x4, mma::pack
@@ -56,37 +65,30 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 static_assert(kHeadSize == 64 && kTile == 64, "the fragment loops below are written for 64 x 64 tiles");
 
-// The blocks' shared tiles (37,376 bytes: under the 48 KiB of static shared memory).
+// The blocks' shared tiles, two buffers of each (tile j in buffer j % 2): 36,864 and 37,888
+// bytes, under the 48 KiB of static shared memory.
 struct alignas(16) ForwardTiles {
-  uint16_t q[kTileElements];
-  uint16_t k[kTileElements];
-  uint16_t v[kTileElements];
+  uint16_t k[2][kTileElements];  // buffer 1 holds Q first
+  uint16_t v[2][kTileElements];
 };
 struct alignas(16) BackwardTiles {
-  uint16_t first[kTileElements];   // dK/dV: own K; dQ: Q
-  uint16_t second[kTileElements];  // dK/dV: own V; dQ: dO
-  uint16_t third[kTileElements];   // dK/dV: Q of the query tile; dQ: K of the key tile
-  uint16_t fourth[kTileElements];  // dK/dV: dO of the query tile; dQ: V of the key tile
-  float lse[kTile];                // dK/dV: the query tile's L (log2 units) and D
-  float delta[kTile];
+  uint16_t first[2][kTileElements];   // dK/dV: Q of a query tile (own K first); dQ: K of a key tile (own Q first)
+  uint16_t second[2][kTileElements];  // dK/dV: dO of the query tile (own V first); dQ: V (own dO first)
+  float lse[2][kTile];                // dK/dV: the query tile's L and D
+  float delta[2][kTile];
 };
 
-// Rows [row0, row0 + 64) of a [B, T, ...] buffer whose row t of batch element b starts at
-// first + (b T + t) stride, 64 elements each, into tile (row stride kLd): 16 bytes per thread and
-// step; rows at or past T are zeros (masked later, never used).
-__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* first, std::size_t stride, int b, int row0,
-                                          int T, int tid) {
-  constexpr int kChunks = kHeadSize / 8;
-  for (int id = tid; id < kTile * kChunks; id += kThreads) {
-    const int r = id / kChunks;
-    const int c = (id % kChunks) * 8;
-    const int t = row0 + r;
-    uint16_t* to = tile + r * kLd + c;
-    const uint16_t* from = first + (static_cast<std::size_t>(b) * T + t) * stride + c;
+// One thread's share of a tile copy: 16 bytes (or one float) from global `from` to shared `to`,
+// zeros when !valid (`from` is then not read).
+template <TileCopy kCopy>
+__device__ __forceinline__ void copy_16(uint16_t* to, const uint16_t* from, bool valid) {
+  if constexpr (kCopy == TileCopy::kAsynchronous) {
+    async_copy::copy<16>(to, from, valid);
+  } else {
 #ifdef __CUDA_ARCH__
-    *reinterpret_cast<uint4*>(to) = t < T ? *reinterpret_cast<const uint4*>(from) : make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4*>(to) = valid ? *reinterpret_cast<const uint4*>(from) : make_uint4(0, 0, 0, 0);
 #else
-    if (t < T) {
+    if (valid) {
       std::memcpy(to, from, 8 * sizeof(uint16_t));
     } else {
       std::memset(to, 0, 8 * sizeof(uint16_t));
@@ -94,16 +96,45 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* first,
 #endif
   }
 }
+template <TileCopy kCopy>
+__device__ __forceinline__ void copy_4(float* to, const float* from, bool valid) {
+  if constexpr (kCopy == TileCopy::kAsynchronous) {
+    async_copy::copy<4>(to, from, valid);
+  } else {
+    *to = valid ? *from : 0.0f;
+  }
+}
+// Until this thread's copies have landed (for the block's: then a barrier).
+template <TileCopy kCopy>
+__device__ __forceinline__ void wait_for_copies() {
+  if constexpr (kCopy == TileCopy::kAsynchronous) async_copy::wait_all();
+}
 
-// K and V of key tile [k0, k0 + 64) into k_tile and v_tile, between barriers: every warp is
-// done with the previous tiles before, and the new ones are whole after.
+// Rows [row0, row0 + 64) of a [B, T, ...] buffer whose row t of batch element b starts at
+// first + (b T + t) stride, 64 elements each, into tile (row stride kLd): 16 bytes per thread and
+// step; rows at or past T are zeros (masked later, never used), their addresses kept inside the
+// buffer (row 0) all the same.
+template <TileCopy kCopy>
+__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* first, std::size_t stride, int b, int row0,
+                                          int T, int tid) {
+  constexpr int kChunks = kHeadSize / 8;
+  for (int id = tid; id < kTile * kChunks; id += kThreads) {
+    const int r = id / kChunks;
+    const int c = (id % kChunks) * 8;
+    const int t = row0 + r;
+    const bool valid = t < T;
+    copy_16<kCopy>(tile + r * kLd + c, first + (static_cast<std::size_t>(b) * T + (valid ? t : 0)) * stride + c,
+                   valid);
+  }
+}
+
+// K and V of key tile [k0, k0 + 64) into k_tile and v_tile.
+template <TileCopy kCopy>
 __device__ __forceinline__ void load_key_tile(uint16_t* k_tile, uint16_t* v_tile, const uint16_t* qkv, int b, int h,
                                               int k0, int T, int C, int tid) {
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
-  __syncthreads();
-  load_tile(k_tile, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride, b, k0, T, tid);
-  load_tile(v_tile, qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
-  __syncthreads();
+  load_tile<kCopy>(k_tile, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride, b, k0, T, tid);
+  load_tile<kCopy>(v_tile, qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
 }
 
 // Two adjacent 16-bit outputs (4-byte aligned: even channel, even C).
@@ -210,7 +241,7 @@ __device__ __forceinline__ int last_tile_first() {
   return static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
 }
 
-template <class S>
+template <class S, TileCopy kCopy>
 __global__ void __launch_bounds__(kThreads)
     mma_forward_kernel(uint16_t* __restrict__ out, float* __restrict__ lse, const uint16_t* __restrict__ qkv, int T,
                        int C, int NH, float scale) {
@@ -220,10 +251,12 @@ __global__ void __launch_bounds__(kThreads)
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
 
-  load_tile(tiles.q, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), stride, b, q0, T, tid);
+  load_tile<kCopy>(tiles.k[1], qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), stride, b, q0, T, tid);
+  load_key_tile<kCopy>(tiles.k[0], tiles.v[0], qkv, b, h, 0, T, C, tid);
+  wait_for_copies<kCopy>();
   __syncthreads();
   uint32_t qa[4][4];
-  load_row_fragments(qa, tiles.q, warp, lane);
+  load_row_fragments(qa, tiles.k[1], warp, lane);
 
   const float scale_log2 = scale * kLog2e;
   const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
@@ -232,11 +265,15 @@ __global__ void __launch_bounds__(kThreads)
   float o[8][4] = {};
 
   const int last_query = min(q0 + kTile, T) - 1;
-  for (int k0 = 0; k0 <= last_query; k0 += kTile) {
-    load_key_tile(tiles.k, tiles.v, qkv, b, h, k0, T, C, tid);
+  for (int k0 = 0, slot = 0; k0 <= last_query; k0 += kTile, slot ^= 1) {
+    wait_for_copies<kCopy>();
+    __syncthreads();  // this key tile is whole; the other buffer (the last tile, or Q) is free
+    if (k0 + kTile <= last_query) {
+      load_key_tile<kCopy>(tiles.k[slot ^ 1], tiles.v[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
+    }
 
     float s[8][4] = {};
-    multiply_by_rows_transposed<S>(s, qa, tiles.k, lane);
+    multiply_by_rows_transposed<S>(s, qa, tiles.k[slot], lane);
     float tile_max[2] = {-INFINITY, -INFINITY};
     for (int j = 0; j < 8; j++) {
       for (int i = 0; i < 4; i++) {
@@ -264,7 +301,7 @@ __global__ void __launch_bounds__(kThreads)
         l[i / 2] += s[j][i];
       }
     }
-    multiply_by_rows<S>(o, s, tiles.v, lane);
+    multiply_by_rows<S>(o, s, tiles.v[slot], lane);
   }
 
   for (int r = 0; r < 2; r++) {
@@ -276,20 +313,42 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The backward kernels' own operands, kept in registers for the whole walk: rows [row0, row0 + 64)
-// of two buffers (first + (b T + t) stride, as load_tile) into tiles.first and tiles.second, then
-// this warp's A fragments of both.
-__device__ __forceinline__ void load_own_fragments(uint32_t (&first)[4][4], uint32_t (&second)[4][4],
-                                                   BackwardTiles& tiles, const uint16_t* first_rows,
-                                                   std::size_t first_stride, const uint16_t* second_rows,
-                                                   std::size_t second_stride, int b, int row0, int T, const Place& at) {
-  load_tile(tiles.first, first_rows, first_stride, b, row0, T, at.tid);
-  load_tile(tiles.second, second_rows, second_stride, b, row0, T, at.tid);
-  __syncthreads();
-  load_row_fragments(first, tiles.first, at.warp, at.lane);
-  load_row_fragments(second, tiles.second, at.warp, at.lane);
+// of two buffers (first + (b T + t) stride, as load_tile) copied into buffer 1 here, and after
+// the wait and barrier that follow, this warp's A fragments of both (own_fragments).
+template <TileCopy kCopy>
+__device__ __forceinline__ void load_own_rows(BackwardTiles& tiles, const uint16_t* first_rows,
+                                              std::size_t first_stride, const uint16_t* second_rows,
+                                              std::size_t second_stride, int b, int row0, int T, int tid) {
+  load_tile<kCopy>(tiles.first[1], first_rows, first_stride, b, row0, T, tid);
+  load_tile<kCopy>(tiles.second[1], second_rows, second_stride, b, row0, T, tid);
+}
+__device__ __forceinline__ void own_fragments(uint32_t (&first)[4][4], uint32_t (&second)[4][4],
+                                              const BackwardTiles& tiles, const Place& at) {
+  load_row_fragments(first, tiles.first[1], at.warp, at.lane);
+  load_row_fragments(second, tiles.second[1], at.warp, at.lane);
 }
 
-template <class S>
+// What the dK/dV walk needs of query tile [q0, q0 + 64), into buffer `slot`: Q and dO, the
+// rows' L and D (zeros past T).
+template <TileCopy kCopy>
+__device__ __forceinline__ void load_query_tile(BackwardTiles& tiles, int slot, const uint16_t* q_first,
+                                                const uint16_t* do_first, const float* lse, const float* delta,
+                                                int b, int h, int q0, int T, int C, int NH, int tid) {
+  load_tile<kCopy>(tiles.first[slot], q_first, 3 * static_cast<std::size_t>(C), b, q0, T, tid);
+  load_tile<kCopy>(tiles.second[slot], do_first, static_cast<std::size_t>(C), b, q0, T, tid);
+  for (int i = tid; i < 2 * kTile; i += kThreads) {
+    const int r = i % kTile;
+    const bool valid = q0 + r < T;
+    const std::size_t from = stat_index(b, h, valid ? q0 + r : 0, T, NH);
+    if (i < kTile) {
+      copy_4<kCopy>(&tiles.lse[slot][r], lse + from, valid);
+    } else {
+      copy_4<kCopy>(&tiles.delta[slot][r], delta + from, valid);
+    }
+  }
+}
+
+template <class S, TileCopy kCopy>
 __global__ void __launch_bounds__(kThreads)
     mma_dkdv_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                     const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale) {
@@ -301,42 +360,42 @@ __global__ void __launch_bounds__(kThreads)
   const uint16_t* q_first = qkv + qkv_index(0, 0, flash::kPartQ, h, T, C);
   const uint16_t* do_first = dout + row_index(0, 0, h, T, C);
 
+  load_own_rows<kCopy>(tiles, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride,
+                       qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
+  load_query_tile<kCopy>(tiles, 0, q_first, do_first, lse, delta, b, h, k0, T, C, NH, tid);
+  wait_for_copies<kCopy>();
+  __syncthreads();
   uint32_t ka[4][4];
   uint32_t va[4][4];
-  load_own_fragments(ka, va, tiles, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride,
-                     qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, at);
+  own_fragments(ka, va, tiles, at);
 
   const float scale_log2 = scale * kLog2e;
   const int key[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
   float dk[8][4] = {};
   float dv[8][4] = {};
-  for (int q0 = k0; q0 < T; q0 += kTile) {
-    __syncthreads();  // every warp is done with the previous query tile
-    load_tile(tiles.third, q_first, stride, b, q0, T, tid);
-    load_tile(tiles.fourth, do_first, static_cast<std::size_t>(C), b, q0, T, tid);
-    for (int i = tid; i < kTile; i += kThreads) {
-      const int t = q0 + i;
-      tiles.lse[i] = t < T ? lse[stat_index(b, h, t, T, NH)] * kLog2e : 0.0f;
-      tiles.delta[i] = t < T ? delta[stat_index(b, h, t, T, NH)] : 0.0f;
+  for (int q0 = k0, slot = 0; q0 < T; q0 += kTile, slot ^= 1) {
+    wait_for_copies<kCopy>();
+    __syncthreads();  // this query tile is whole; the other buffer (the last tile, or K and V) is free
+    if (q0 + kTile < T) {
+      load_query_tile<kCopy>(tiles, slot ^ 1, q_first, do_first, lse, delta, b, h, q0 + kTile, T, C, NH, tid);
     }
-    __syncthreads();
 
     float pt[8][4] = {};   // S^T, then P^T: [this warp's 16 keys][64 queries]
     float dst[8][4] = {};  // dP^T, then dS^T
-    multiply_by_rows_transposed<S>(pt, ka, tiles.third, lane);
-    multiply_by_rows_transposed<S>(dst, va, tiles.fourth, lane);
+    multiply_by_rows_transposed<S>(pt, ka, tiles.first[slot], lane);
+    multiply_by_rows_transposed<S>(dst, va, tiles.second[slot], lane);
     for (int j = 0; j < 8; j++) {
       for (int i = 0; i < 4; i++) {
         const int column = fragment_column(j, i, t4);
         const int t = q0 + column;
         const bool live = t >= key[i / 2] && t < T;  // causal (key <= t), a real query
-        const float p = live ? exp2f(pt[j][i] * scale_log2 - tiles.lse[column]) : 0.0f;
+        const float p = live ? exp2f(pt[j][i] * scale_log2 - tiles.lse[slot][column] * kLog2e) : 0.0f;
         pt[j][i] = p;
-        dst[j][i] = p * (dst[j][i] - tiles.delta[column]);
+        dst[j][i] = p * (dst[j][i] - tiles.delta[slot][column]);
       }
     }
-    multiply_by_rows<S>(dv, pt, tiles.fourth, lane);
-    multiply_by_rows<S>(dk, dst, tiles.third, lane);
+    multiply_by_rows<S>(dv, pt, tiles.second[slot], lane);
+    multiply_by_rows<S>(dk, dst, tiles.first[slot], lane);
   }
 
   for (int r = 0; r < 2; r++) {
@@ -346,7 +405,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <class S>
+template <class S, TileCopy kCopy>
 __global__ void __launch_bounds__(kThreads)
     mma_dq_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                   const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale) {
@@ -356,10 +415,14 @@ __global__ void __launch_bounds__(kThreads)
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
 
+  load_own_rows<kCopy>(tiles, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), stride, dout + row_index(0, 0, h, T, C),
+                       static_cast<std::size_t>(C), b, q0, T, tid);
+  load_key_tile<kCopy>(tiles.first[0], tiles.second[0], qkv, b, h, 0, T, C, tid);
+  wait_for_copies<kCopy>();
+  __syncthreads();
   uint32_t qa[4][4];
   uint32_t doa[4][4];
-  load_own_fragments(qa, doa, tiles, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), stride,
-                     dout + row_index(0, 0, h, T, C), static_cast<std::size_t>(C), b, q0, T, at);
+  own_fragments(qa, doa, tiles, at);
 
   const float scale_log2 = scale * kLog2e;
   const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
@@ -371,13 +434,17 @@ __global__ void __launch_bounds__(kThreads)
   }
   float dq[8][4] = {};
   const int last_query = min(q0 + kTile, T) - 1;
-  for (int k0 = 0; k0 <= last_query; k0 += kTile) {
-    load_key_tile(tiles.third, tiles.fourth, qkv, b, h, k0, T, C, tid);
+  for (int k0 = 0, slot = 0; k0 <= last_query; k0 += kTile, slot ^= 1) {
+    wait_for_copies<kCopy>();
+    __syncthreads();  // this key tile is whole; the other buffer (the last tile, or Q and dO) is free
+    if (k0 + kTile <= last_query) {
+      load_key_tile<kCopy>(tiles.first[slot ^ 1], tiles.second[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
+    }
 
     float ds[8][4] = {};  // S, then dS
     float dp[8][4] = {};
-    multiply_by_rows_transposed<S>(ds, qa, tiles.third, lane);
-    multiply_by_rows_transposed<S>(dp, doa, tiles.fourth, lane);
+    multiply_by_rows_transposed<S>(ds, qa, tiles.first[slot], lane);
+    multiply_by_rows_transposed<S>(dp, doa, tiles.second[slot], lane);
     for (int j = 0; j < 8; j++) {
       for (int i = 0; i < 4; i++) {
         const int k = k0 + fragment_column(j, i, t4);
@@ -386,7 +453,7 @@ __global__ void __launch_bounds__(kThreads)
         ds[j][i] = p * (dp[j][i] - row_delta[r]);
       }
     }
-    multiply_by_rows<S>(dq, ds, tiles.third, lane);
+    multiply_by_rows<S>(dq, ds, tiles.first[slot], lane);
   }
   for (int r = 0; r < 2; r++) {
     if (row[r] >= T) continue;
@@ -398,13 +465,21 @@ dim3 tile_grid(int B, int T, int NH) {
   return dim3(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(NH), static_cast<unsigned>(B));
 }
 
-// Calls f(policy) for the 16-bit storage of the operands (the caller checked it is 16-bit).
+// Calls f(policy, copying) for the 16-bit storage of the operands (the caller checked it is
+// 16-bit) and the tile copy, decltype(copying)::value being the TileCopy as a constant.
 template <class F>
-void with_sixteen_bit_policy(Precision storage, F&& f) {
+void with_policies(Precision storage, TileCopy copy, F&& f) {
+  auto with_copy = [&](auto policy) {
+    if (copy == TileCopy::kAsynchronous) {
+      f(policy, std::integral_constant<TileCopy, TileCopy::kAsynchronous>{});
+    } else {
+      f(policy, std::integral_constant<TileCopy, TileCopy::kSynchronous>{});
+    }
+  };
   if (storage == Precision::kBf16) {
-    f(stored::Bf16{});
+    with_copy(stored::Bf16{});
   } else {
-    f(stored::Fp16{});
+    with_copy(stored::Fp16{});
   }
 }
 
@@ -424,29 +499,32 @@ bool flash_attention_mma_applies(std::initializer_list<ConstActPtr> operands) {
 }
 
 void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, TileCopy copy) {
   if (B == 0 || T == 0) return;
-  with_sixteen_bit_policy(qkv.storage(), [&](auto policy) {
+  with_policies(qkv.storage(), copy, [&](auto policy, auto copying) {
     using S = decltype(policy);
-    mma_forward_kernel<S><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(
+    using Copy = decltype(copying);
+    mma_forward_kernel<S, Copy::value><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(
         static_cast<uint16_t*>(out.get()), lse, static_cast<const uint16_t*>(qkv.get()), T, C, NH, scale);
   });
   CUDA_CHECK_LAUNCH();
 }
 
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
-                                  const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream) {
+                                  const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
+                                  TileCopy copy) {
   if (B == 0 || T == 0) return;
-  with_sixteen_bit_policy(qkv.storage(), [&](auto policy) {
+  with_policies(qkv.storage(), copy, [&](auto policy, auto copying) {
     using S = decltype(policy);
+    using Copy = decltype(copying);
     auto* dqkv_s = static_cast<uint16_t*>(dqkv.get());
     const auto* dout_s = static_cast<const uint16_t*>(dout.get());
     const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
-    mma_dkdv_kernel<S><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
-                                                                       scale);
+    mma_dkdv_kernel<S, Copy::value><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
+                                                                                  T, C, NH, scale);
     CUDA_CHECK_LAUNCH();
-    mma_dq_kernel<S><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
-                                                                     scale);
+    mma_dq_kernel<S, Copy::value><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
+                                                                                T, C, NH, scale);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -11,16 +11,26 @@
 
 namespace trident::kernels::cuda {
 
+// How the kernels bring each next tile into shared memory while their warps compute on the
+// current one (two buffers, one barrier per tile either way):
+//   kAsynchronous: cp.async (kernels/cuda/async_copy.cuh), the copies in flight during the
+//                  products, as FlashAttention-2 does; the default.
+//   kSynchronous:  through registers, each thread waiting for its loads before the products.
+// Same arithmetic, so the same bits (tests/gpu checks it); perf/kernels' attention programs time
+// both, and the default follows the faster.
+enum class TileCopy { kAsynchronous, kSynchronous };
+
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and
 // every buffer 16-byte aligned (the kernels move 16 bytes at a time; C is a multiple of 64).
 bool flash_attention_mma_applies(std::initializer_list<ConstActPtr> operands);
 
 // out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C]; C / NH = 64. scale: the scores' factor, 1/sqrt(hs).
 void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
-                                 cudaStream_t stream);
+                                 cudaStream_t stream, TileCopy copy = TileCopy::kAsynchronous);
 
 // dqkv (overwritten) from dout, qkv, the forward's lse and delta = rowsum(dout * out) [B,NH,T].
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
-                                  const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream);
+                                  const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
+                                  TileCopy copy = TileCopy::kAsynchronous);
 
 }  // namespace trident::kernels::cuda

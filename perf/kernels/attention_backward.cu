@@ -61,7 +61,11 @@
 //   7, 8  variant 5 with 2 and 4 causal row blocks (as attention_forward's 7 and 8: 1/4 and 3/8
 //      of the T x T square left out, for 2 and 4 times the calls).
 //   9  variants 6 and 8 together: one pointer-array call per product and block, 4 blocks.
-//   Variants 3 to 9 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
+//  10  variant 3 with TileCopy::kSynchronous: each next tile (Q, dO, L and D, or K and V)
+//      copied through registers, each thread waiting for its loads, where 3 issues cp.async and
+//      multiplies the current tile while they land. The same bits (tests/gpu); which is faster
+//      decides the default.
+//   Variants 3 to 10 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
 //   forward (out rounded) and backward on them, at kBf16Tolerance (reasons at its definition).
 //
 //   playground_attention_backward replay   (no GPU needed) runs variant 4's kernels on the host
@@ -434,13 +438,16 @@ int main(int argc, char** argv) {
       return outcome;
     };
   };
-  auto flash16 = [&](Buffers16& w) {
-    tk::cuda::flash_attention_backward(tk::ActPtr(w.dqkv.data(), tk::Precision::kBf16), w.delta.data(),
-                                       tk::ConstActPtr(w.dout.data(), tk::Precision::kBf16),
-                                       tk::ConstActPtr(w.qkv.data(), tk::Precision::kBf16),
-                                       tk::ConstActPtr(w.out.data(), tk::Precision::kBf16), w.lse.data(), w.B, w.T, C,
-                                       NH, stream.get());
+  auto flash16_copying = [&](tk::cuda::TileCopy copy) {
+    return [&, copy](Buffers16& w) {
+      tk::cuda::flash_attention_backward(tk::ActPtr(w.dqkv.data(), tk::Precision::kBf16), w.delta.data(),
+                                         tk::ConstActPtr(w.dout.data(), tk::Precision::kBf16),
+                                         tk::ConstActPtr(w.qkv.data(), tk::Precision::kBf16),
+                                         tk::ConstActPtr(w.out.data(), tk::Precision::kBf16), w.lse.data(), w.B, w.T,
+                                         C, NH, stream.get(), copy);
+    };
   };
+  auto flash16 = flash16_copying(tk::cuda::TileCopy::kAsynchronous);
   auto production16 = [&](Buffers16& w) {
     tk::cuda::attention_backward(tk::ActPtr(w.dqkv.data(), tk::Precision::kBf16), w.scratch.data(),
                                  tk::ConstActPtr(w.dout.data(), tk::Precision::kBf16),
@@ -481,6 +488,9 @@ int main(int argc, char** argv) {
       {"variant 5 with 2 causal row blocks", measure16(causal_blocks16(2, false))},
       {"variant 5 with 4 causal row blocks", measure16(causal_blocks16(4, false))},
       {"variants 6 and 8 together: pointer arrays, 4 blocks", measure16(causal_blocks16(4, true))},
+      {"variant 3 with synchronous tile copies (no cp.async)",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_copying(tk::cuda::TileCopy::kSynchronous)))
+                                                  : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 8.0 * B * NH * static_cast<double>(hs) * causal_pairs;

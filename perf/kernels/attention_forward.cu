@@ -41,7 +41,10 @@
 //      3/8 of the T x T square (the products' work and the scores' and probabilities' traffic
 //      there) left out, for 2 and 4 times the calls.
 //   9  variants 6 and 8 together: one pointer-array call per product and block, 4 blocks.
-//   Variants 3 to 9 read qkv rounded to bf16 and are validated against the twin run on
+//  10  variant 3 with TileCopy::kSynchronous: each next K/V tile copied through registers, each
+//      thread waiting for its loads, where 3 issues cp.async and multiplies the current tile
+//      while they land. The same bits (tests/gpu); which is faster decides the default.
+//   Variants 3 to 10 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
@@ -238,11 +241,14 @@ int main(int argc, char** argv) {
   auto flash = [&](int batch) {
     tk::cuda::flash_attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), batch, T, C, NH, stream.get());
   };
-  auto flash16 = [&](int batch) {
-    tk::cuda::flash_attention_forward(tk::ActPtr(d_out16.data(), tk::Precision::kBf16), d_lse.data(),
-                                      tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH,
-                                      stream.get());
+  auto flash16_copying = [&](tk::cuda::TileCopy copy) {
+    return [&, copy](int batch) {
+      tk::cuda::flash_attention_forward(tk::ActPtr(d_out16.data(), tk::Precision::kBf16), d_lse.data(),
+                                        tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH,
+                                        stream.get(), copy);
+    };
   };
+  auto flash16 = flash16_copying(tk::cuda::TileCopy::kAsynchronous);
   auto tensor_core = [&](int batch) {
     PG_CUDA_CHECK(trident::playground::flash_tc::forward(d_out16.data(), d_lse.data(), d_qkv16.data(), batch, T, C,
                                                          NH, 1.0f / std::sqrt(64.0f), stream.get()));
@@ -265,6 +271,9 @@ int main(int argc, char** argv) {
       {"variant 5 with 2 causal row blocks", measure16(causal_blocks16(2, nullptr))},
       {"variant 5 with 4 causal row blocks", measure16(causal_blocks16(4, nullptr))},
       {"variants 6 and 8 together: pointer arrays, 4 blocks", measure16(causal_blocks16(4, d_pointers.data()))},
+      {"variant 3 with synchronous tile copies (no cp.async)",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_copying(tk::cuda::TileCopy::kSynchronous)))
+                                                  : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;

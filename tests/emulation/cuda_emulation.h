@@ -49,6 +49,16 @@ void warp_publish(unsigned mask, const void* value, std::size_t bytes);
 void warp_read(int source_lane, void* out, std::size_t bytes);
 int lane_of_current_thread();
 void* dynamic_shared_memory();
+// cp.async's model (kernels/cuda/async_copy.cuh): the running thread's copies not yet waited
+// for, in the order issued (from == nullptr: zero-fill). take_async_copy hands out the oldest
+// and forgets it, false when none is left. A thread that returns with copies left is reported.
+struct AsyncCopy {
+  void* to = nullptr;
+  const void* from = nullptr;
+  std::size_t bytes = 0;
+};
+void record_async_copy(void* to, const void* from, std::size_t bytes);
+bool take_async_copy(AsyncCopy* copy);
 // The running block's copy of the __shared__ variable whose declaration `key` stands for:
 // `bytes` of 0xff (NaN) the first time a thread of the block asks, the same memory after.
 void* static_shared_memory(const void* key, std::size_t bytes);

@@ -48,6 +48,12 @@ struct Fiber {
   // The scheduler passes such a fiber by without switching to it.
   const unsigned* waits_on = nullptr;
   unsigned waits_while = 0;
+  // Copies issued and not yet waited for, from async_copies[async_taken] on (cuda_emulation.h).
+  // A vector, which allocates nothing until the thread's first copy: a container that allocates
+  // when the scheduler makes it (std::deque) and frees in the thread would be reported by the race
+  // checker, the two not being ordered.
+  std::vector<AsyncCopy> async_copies;
+  std::size_t async_taken = 0;
 };
 
 // Hands out the OS thread's own pooled stacks: no allocation per fiber.
@@ -142,6 +148,15 @@ void wait_for_release(const unsigned* generation, unsigned seen) {
   f.waits_on = nullptr;
 }
 
+// A copy a thread never waited for may land at any time after it returns, or be read by another
+// thread that the barrier it would have needed never ordered: a kernel bug on the GPU too.
+void check_no_async_copies_left(const Block& b) {
+  const Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
+  if (f.async_taken < f.async_copies.size()) {
+    kernel_fault(b, "returned with cp.async copies it never waited for (async_copy::wait_all)");
+  }
+}
+
 int linear_thread(const uint3& t, const dim3& d) {
   return static_cast<int>(t.x + t.y * d.x + t.z * d.x * d.y);
 }
@@ -156,6 +171,7 @@ context::fiber fiber_main(context::fiber&& scheduler) {
     kernel_fault(b, std::string("exception thrown inside the kernel: ") + e.what());
   }
   Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
+  check_no_async_copies_left(b);
   f.finished = true;
   ++b.finished;
   ++b.progress;
@@ -235,6 +251,7 @@ void run_block(Block& b, const dim3& block_dim) {
       } catch (const std::exception& e) {
         kernel_fault(b, std::string("exception thrown inside the kernel: ") + e.what());
       }
+      check_no_async_copies_left(b);
     }
     return;
   }
@@ -342,6 +359,23 @@ void warp_read(int source_lane, void* out, std::size_t bytes) {
 }
 
 void* dynamic_shared_memory() { return tl_block->dynamic_shared.get(); }
+
+void record_async_copy(void* to, const void* from, std::size_t bytes) {
+  Block& b = *tl_block;
+  b.fibers[static_cast<std::size_t>(b.current)].async_copies.push_back(AsyncCopy{to, from, bytes});
+}
+
+bool take_async_copy(AsyncCopy* copy) {
+  Block& b = *tl_block;
+  Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
+  if (f.async_taken == f.async_copies.size()) {
+    f.async_copies.clear();  // keeps its memory for the thread's next copies
+    f.async_taken = 0;
+    return false;
+  }
+  *copy = f.async_copies[f.async_taken++];
+  return true;
+}
 
 void* static_shared_memory(const void* key, std::size_t bytes) {
   Block& b = *tl_block;

@@ -5,7 +5,8 @@
 // report of a send buffer overwritten before its stream reached the call; the stops of
 // UndefinedBehaviorSanitizer where x86 and a GPU give different answers; and the guards between
 // slices of a block's dynamic shared memory; the host model of the tensor-core instructions
-// (kernels/cuda/warp_mma.cuh) with the loading recipes the flash kernels use. If the emulation ran
+// (kernels/cuda/warp_mma.cuh) with the loading recipes the flash kernels use; the model of cp.async
+// (kernels/cuda/async_copy.cuh), whose copies land at the wait and not before. If the emulation ran
 // everything at once, or read fp32 inputs whole in TF32 mode, the other emulated tests would
 // pass on code that can fail on a GPU; these tests fail instead.
 #include <cublas_v2.h>
@@ -22,6 +23,7 @@
 #include "kernels/cuda/shared_slices.h"
 #include "tests/emulation/cuda_emulation.h"
 // After the prelude, as in a translated kernel source.
+#include "kernels/cuda/async_copy.cuh"    // async_copy::copy, wait_all
 #include "tests/support/warp_products.h"  // warp_products, expected_warp_product
 
 namespace {
@@ -275,6 +277,55 @@ TEST(WarpMatrixProducts, TheHostModelComputesTheProductsItsLayoutsName) {
   namespace stored = trident::kernels::stored;
   for (const auto& line : warp_product_mismatches(run_warp_products<stored::Bf16>())) ADD_FAILURE() << "bf16: " << line;
   for (const auto& line : warp_product_mismatches(run_warp_products<stored::Fp16>())) ADD_FAILURE() << "fp16: " << line;
+}
+
+// cp.async's model: each of 32 threads copies 4 ints into the block's shared memory (the odd
+// threads zero-fill), reads its destination before its wait, then, after the wait and a barrier,
+// the last int of the next thread's copy. Without `wait` it returns with its copy in flight.
+constexpr int kCopyThreads = 32;
+void async_copies(int* out, const int* source, bool wait) {
+  namespace async_copy = trident::kernels::cuda::async_copy;
+  int* shared = static_cast<int*>(cuda_emu::dynamic_shared_memory());
+  const int t = static_cast<int>(threadIdx.x);
+  async_copy::copy<16>(shared + 4 * t, source + 4 * t, t % 2 == 0);
+  out[t] = shared[4 * t];
+  if (!wait) return;
+  async_copy::wait_all();
+  __syncthreads();
+  out[kCopyThreads + t] = shared[4 * ((t + 1) % kCopyThreads) + 3];
+}
+
+std::vector<int> run_async_copies(bool wait) {
+  std::vector<int> source(4 * kCopyThreads);
+  for (std::size_t i = 0; i < source.size(); ++i) source[i] = 100 + static_cast<int>(i);
+  int* d_source = device_ints(source.size());
+  EXPECT_EQ(cudaMemcpy(d_source, source.data(), source.size() * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  int* out = device_ints(2 * kCopyThreads);
+  cuda_emu::launch("async_copies", cuda_emu::LaunchConfig(dim3(1), dim3(kCopyThreads), source.size() * sizeof(int)),
+                   [](auto&... a) { async_copies(a...); }, out, static_cast<const int*>(d_source), wait);
+  std::vector<int> host(2 * kCopyThreads, 0);
+  EXPECT_EQ(cudaMemcpy(host.data(), out, host.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+  EXPECT_EQ(cudaFree(d_source), cudaSuccess);
+  return host;
+}
+
+// A read before the wait sees 0xff bytes (NaN to a float kernel), never the data: the model does
+// not let a missing wait pass. After the wait and a barrier every thread sees every copy.
+TEST(AsyncCopies, LandAtTheWaitAndNotBefore) {
+  const std::vector<int> out = run_async_copies(/*wait=*/true);
+  for (int t = 0; t < kCopyThreads; ++t) {
+    EXPECT_EQ(out[static_cast<std::size_t>(t)], -1) << "thread " << t << " read its copy before waiting";
+    const int next = (t + 1) % kCopyThreads;
+    EXPECT_EQ(out[static_cast<std::size_t>(kCopyThreads + t)], next % 2 == 0 ? 100 + 4 * next + 3 : 0)
+        << "thread " << t << " reading thread " << next << "'s copy";
+  }
+}
+
+TEST(AsyncCopies, AThreadThatNeverWaitsIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork of an MPI one
+  EXPECT_DEATH(run_async_copies(/*wait=*/false),
+               "kernel async_copies.*returned with cp.async copies it never waited for");
 }
 
 // A 1x1x1 product a * 1 in fp32 and in TF32 mode, queued on the handle's stream.

@@ -2,7 +2,8 @@
 // TRIDENT_CUDA_EMULATION_SANITIZER=thread, emulated_racecheck.h): threads of a block that touch
 // one word with no __syncthreads between are reported, whichever order the emulation ran them
 // in, and a barrier between them is enough; threads of different blocks touching one word are
-// reported too. A report ends a death test's child at once
+// reported too; so is a cp.async copy (kernels/cuda/async_copy.cuh) issued into a buffer that
+// another thread still reads. A report ends a death test's child at once
 // (halt_on_error) with ThreadSanitizer's exit code; a false report in a clean kernel makes this
 // whole program exit 66, which fails the test too.
 #include <cuda_runtime.h>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "tests/emulation/cuda_emulation.h"
+// After the prelude, as in a translated kernel source.
+#include "kernels/cuda/async_copy.cuh"  // async_copy::copy, wait_all
 
 namespace {
 
@@ -60,6 +63,31 @@ void through_a_shuffle(int* out) {
   if (threadIdx.x == 0) word = 7;
   const int partner = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
   if (threadIdx.x == 1) out[0] = word + partner;
+}
+
+// Thread 0 fills a shared tile by cp.async and every thread reads it; then thread 0 refills it.
+// Without the barrier between the reads and the refill, the refill's copy (which writes from
+// its issue on) races with the slower threads' reads.
+struct alignas(16) FourInts {
+  int v[4];
+};
+void refill(int* out, const int* source, bool barrier) {
+  namespace async_copy = trident::kernels::cuda::async_copy;
+  BLOCK_SHARED(FourInts, tile);
+  const auto t = static_cast<int>(threadIdx.x);
+  if (t == 0) {
+    async_copy::copy<16>(tile.v, source, true);
+    async_copy::wait_all();
+  }
+  __syncthreads();
+  out[t] = tile.v[t % 4];
+  if (barrier) __syncthreads();
+  if (t == 0) {
+    async_copy::copy<16>(tile.v, source + 4, true);
+    async_copy::wait_all();
+  }
+  __syncthreads();
+  out[kThreads + t] = tile.v[t % 4];
 }
 
 // Every block writes the same kThreads outputs: the index forgets blockIdx.
@@ -113,6 +141,18 @@ TEST_F(RaceCheck, WritesOfOneWordByManyThreadsAreReported) {
 // happens to run the warp in lockstep, as CUDA's memory model is.
 TEST_F(RaceCheck, AShuffleOrdersNoMemory) {
   EXPECT_RACE_REPORTED(run("through_a_shuffle", 1, 32, [](auto&... a) { through_a_shuffle(a...); }, out_));
+}
+
+void run_refill(int* out, bool barrier) {
+  int* source = device_ints(8);
+  run("refill", 1, kThreads, [](auto&... a) { refill(a...); }, out, static_cast<const int*>(source), barrier);
+  EXPECT_EQ(cudaFree(source), cudaSuccess);
+}
+
+TEST_F(RaceCheck, ABarrierBeforeAnAsyncCopyOrdersItAfterTheReads) { run_refill(out_, /*barrier=*/true); }
+
+TEST_F(RaceCheck, AnAsyncCopyIntoATileOthersStillReadIsReported) {
+  EXPECT_RACE_REPORTED(run_refill(out_, /*barrier=*/false));
 }
 
 TEST_F(RaceCheck, TwoBlocksWritingOneWordAreReported) {
