@@ -191,11 +191,11 @@ std::size_t flash_attention_shared_bytes() { return kDkdvSharedBytes; }
 std::size_t flash_attention_scratch_size(int B, int T, int NH) { return flash_attention_scratch_floats(B, T, NH); }
 
 void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH,
-                             cudaStream_t stream, TileCopy copy) {
+                             cudaStream_t stream, const FlashMmaOptions& mma) {
   require_supported(C, NH);
   if (B == 0 || T == 0) return;
   if (flash_attention_mma_applies({out, qkv})) {
-    flash_attention_mma_forward(out, lse, qkv, B, T, C, NH, flash_scale(), stream, copy);
+    flash_attention_mma_forward(out, lse, qkv, B, T, C, NH, flash_scale(), stream, mma);
     return;
   }
   stored::with_policy(stored::common_storage({out, qkv}, "flash_attention_forward"), [&](auto policy) {
@@ -208,7 +208,8 @@ void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int
 }
 
 void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,
-                              const float* lse, int B, int T, int C, int NH, cudaStream_t stream, TileCopy copy) {
+                              const float* lse, int B, int T, int C, int NH, cudaStream_t stream,
+                              const FlashMmaOptions& mma) {
   require_supported(C, NH);
   if (B == 0 || T == 0) return;
   float* delta = scratch;
@@ -225,7 +226,7 @@ void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, Con
                                                                      C, NH);
     CUDA_CHECK_LAUNCH();
     if (flash_attention_mma_applies({dqkv, dout, qkv, out})) {
-      flash_attention_mma_backward(dqkv, dout, qkv, lse, delta, B, T, C, NH, flash_scale(), stream, copy);
+      flash_attention_mma_backward(dqkv, dout, qkv, lse, delta, B, T, C, NH, flash_scale(), stream, mma);
       return;
     }
     // 66,560 bytes of dynamic shared memory on a GPU (more with the emulation's slice guards):

@@ -1,7 +1,9 @@
 // Flash attention on the tensor cores for 16-bit buffers, hs = 64, in the manner of
 // FlashAttention-2 (Dao, 2023): each warp owns 16 rows of a 64-row tile and keeps its scores,
 // probabilities and accumulators in mma.sync's register fragments (kernels/cuda/warp_mma.cuh),
-// so that the T x T matrices exist only 16 x 64 at a time, in registers.
+// so that the T x T matrices exist only 16 x 64 at a time, in registers. (The forward may take
+// 32 rows a warp of a 128-row tile instead, FlashMmaOptions: each K and V fragment then feeds
+// two products.)
 //
 // Forward: one block of 4 warps per (64-query tile, head, batch element), the last query tiles
 // (the longest rows of key tiles) launched first. Q's fragments are loaded once; per key tile of
@@ -35,6 +37,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"          // async_copy::copy, wait_all
@@ -146,17 +150,21 @@ __device__ __forceinline__ void store_pair(uint16_t* at, uint32_t pair) {
 #endif
 }
 
-// A-operand fragments of rows [16 w, 16 w + 16) of a tile, all 64 columns (4 k-steps of 16).
-__device__ __forceinline__ void load_row_fragments(uint32_t (&a)[4][4], const uint16_t* tile, int warp, int lane) {
+// A-operand fragments of rows [first, first + 16) of a tile, all 64 columns (4 k-steps of 16).
+__device__ __forceinline__ void load_row_fragments(uint32_t (&a)[4][4], const uint16_t* tile, int first, int lane) {
   for (int ks = 0; ks < 4; ks++) {
-    mma::load_matrix_x4<false>(a[ks], tile + (16 * warp + lane % 16) * kLd + 16 * ks + 8 * (lane / 16));
+    mma::load_matrix_x4<false>(a[ks], tile + (first + lane % 16) * kLd + 16 * ks + 8 * (lane / 16));
   }
 }
 
+// The products below run for R sets of 16 rows of A at once (acc and a point to R of each):
+// every B fragment loaded from shared memory feeds R products, and each set's sums run in the
+// same order whatever R, so R changes no bit.
+
 // acc[j] (+)= A M^T for the 8 column blocks j of 8 rows of M (a tile of 64 rows, row-major: its
 // rows are acc's columns), k over the 64 channels: Q K^T, K Q^T, dO V^T, V dO^T.
-template <class S>
-__device__ __forceinline__ void multiply_by_rows_transposed(float (&acc)[8][4], const uint32_t (&a)[4][4],
+template <class S, int R>
+__device__ __forceinline__ void multiply_by_rows_transposed(float (*acc)[8][4], const uint32_t (*a)[4][4],
                                                             const uint16_t* m, int lane) {
   for (int j = 0; j < 8; j++) {
     for (int half = 0; half < 2; half++) {  // channels [32 half, 32 half + 32): two k-steps
@@ -164,8 +172,10 @@ __device__ __forceinline__ void multiply_by_rows_transposed(float (&acc)[8][4], 
       mma::load_matrix_x4<false>(rows, m + (8 * j + lane % 8) * kLd + 32 * half + 8 * (lane / 8));
       const uint32_t b0[2] = {rows[0], rows[1]};
       const uint32_t b1[2] = {rows[2], rows[3]};
-      mma::mma_16x8x16<S>(acc[j], a[2 * half], b0);
-      mma::mma_16x8x16<S>(acc[j], a[2 * half + 1], b1);
+      for (int set = 0; set < R; set++) {
+        mma::mma_16x8x16<S>(acc[set][j], a[set][2 * half], b0);
+        mma::mma_16x8x16<S>(acc[set][j], a[set][2 * half + 1], b1);
+      }
     }
   }
 }
@@ -184,20 +194,22 @@ __device__ __forceinline__ void accumulator_as_a(uint32_t (&a)[4], const float (
 // acc[j] += A M for the 8 column blocks j of M (64 rows by 64 channels, row-major), k over M's
 // 64 rows: P V, P^T dO, dS^T Q, dS K. `values` holds A as an accumulator (8 blocks of 8 columns),
 // rounded to S here.
-template <class S>
-__device__ __forceinline__ void multiply_by_rows(float (&acc)[8][4], const float (&values)[8][4], const uint16_t* m,
+template <class S, int R>
+__device__ __forceinline__ void multiply_by_rows(float (*acc)[8][4], const float (*values)[8][4], const uint16_t* m,
                                                  int lane) {
   for (int ks = 0; ks < 4; ks++) {
-    uint32_t a[4];
-    accumulator_as_a<S>(a, values, ks);
+    uint32_t a[R][4];
+    for (int set = 0; set < R; set++) accumulator_as_a<S>(a[set], values[set], ks);
     for (int jp = 0; jp < 4; jp++) {  // column blocks 2 jp and 2 jp + 1
       uint32_t cols[4];
       const int row = 16 * ks + lane % 8 + 8 * ((lane / 8) % 2);  // lanes 8-15 and 24-31: rows 8-15
       mma::load_matrix_x4<true>(cols, m + row * kLd + 16 * jp + 8 * (lane / 16));
       const uint32_t b0[2] = {cols[0], cols[1]};
       const uint32_t b1[2] = {cols[2], cols[3]};
-      mma::mma_16x8x16<S>(acc[2 * jp], a, b0);
-      mma::mma_16x8x16<S>(acc[2 * jp + 1], a, b1);
+      for (int set = 0; set < R; set++) {
+        mma::mma_16x8x16<S>(acc[set][2 * jp], a[set], b0);
+        mma::mma_16x8x16<S>(acc[set][2 * jp + 1], a[set], b1);
+      }
     }
   }
 }
@@ -241,74 +253,97 @@ __device__ __forceinline__ int last_tile_first() {
   return static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
 }
 
-template <class S, TileCopy kCopy>
+template <class S, TileCopy kCopy, int kRowSets>
 __global__ void __launch_bounds__(kThreads)
     mma_forward_kernel(uint16_t* __restrict__ out, float* __restrict__ lse, const uint16_t* __restrict__ qkv, int T,
                        int C, int NH, float scale) {
+  static_assert(kRowSets == 1 || kRowSets == 2, "16 or 32 query rows per warp: Q passes through buffer 1's two tiles");
+  constexpr int kRows = kTile * kRowSets;  // the block's queries
   __shared__ ForwardTiles tiles;
   const Place at = place();
-  const int q0 = last_tile_first() * kTile;
+  const int q0 = last_tile_first() * kRows;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
 
-  load_tile<kCopy>(tiles.k[1], qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), stride, b, q0, T, tid);
+  // Q through buffer 1: rows [q0, q0 + 64) in its K tile, the next 64 (kRowSets = 2) in its V tile.
+  const uint16_t* q_first = qkv + qkv_index(0, 0, flash::kPartQ, h, T, C);
+  load_tile<kCopy>(tiles.k[1], q_first, stride, b, q0, T, tid);
+  if (kRowSets == 2) load_tile<kCopy>(tiles.v[1], q_first, stride, b, q0 + kTile, T, tid);
   load_key_tile<kCopy>(tiles.k[0], tiles.v[0], qkv, b, h, 0, T, C, tid);
   wait_for_copies<kCopy>();
   __syncthreads();
-  uint32_t qa[4][4];
-  load_row_fragments(qa, tiles.k[1], warp, lane);
+  // The warp's rows: kRowSets sets of 16, [q0 + first, q0 + first + 16) each.
+  uint32_t qa[kRowSets][4][4];
+  int row[kRowSets][2];
+  for (int set = 0; set < kRowSets; set++) {
+    const int first = 16 * (kRowSets * warp + set);
+    load_row_fragments(qa[set], first < kTile ? tiles.k[1] : tiles.v[1], first % kTile, lane);
+    row[set][0] = q0 + first + g;
+    row[set][1] = q0 + first + g + 8;
+  }
+  const int last_row_of_warp = q0 + 16 * kRowSets * (warp + 1) - 1;
 
   const float scale_log2 = scale * kLog2e;
-  const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
-  float m[2] = {-INFINITY, -INFINITY};  // running row max, log2 units
-  float l[2] = {0.0f, 0.0f};            // this lane's part of the running row sum
-  float o[8][4] = {};
+  float m[kRowSets][2];  // running row max, log2 units
+  float l[kRowSets][2];  // this lane's part of the running row sum
+  for (int set = 0; set < kRowSets; set++) {
+    m[set][0] = m[set][1] = -INFINITY;
+    l[set][0] = l[set][1] = 0.0f;
+  }
+  float o[kRowSets][8][4] = {};
 
-  const int last_query = min(q0 + kTile, T) - 1;
+  const int last_query = min(q0 + kRows, T) - 1;
   for (int k0 = 0, slot = 0; k0 <= last_query; k0 += kTile, slot ^= 1) {
     wait_for_copies<kCopy>();
     __syncthreads();  // this key tile is whole; the other buffer (the last tile, or Q) is free
     if (k0 + kTile <= last_query) {
       load_key_tile<kCopy>(tiles.k[slot ^ 1], tiles.v[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
     }
+    // Every key after every row of this warp (with 32 rows a warp, the block's last key tile for
+    // its first two warps): the whole tile masked, its products would add exact zeros.
+    if (k0 > last_row_of_warp) continue;
 
-    float s[8][4] = {};
-    multiply_by_rows_transposed<S>(s, qa, tiles.k[slot], lane);
-    float tile_max[2] = {-INFINITY, -INFINITY};
-    for (int j = 0; j < 8; j++) {
-      for (int i = 0; i < 4; i++) {
-        const int key = k0 + fragment_column(j, i, t4);
-        const int r = i / 2;
-        s[j][i] = key <= row[r] && key < T ? s[j][i] * scale_log2 : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], s[j][i]);
-      }
-    }
-    float m_use[2];
-    for (int r = 0; r < 2; r++) {
-      const float m_new = fmaxf(m[r], quad_max(tile_max[r]));
-      m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: nothing to rescale
-      const float correction = exp2f(m[r] - m_use[r]);  // 0 on the first tile (m = -inf)
-      m[r] = m_new;
-      l[r] *= correction;
+    float s[kRowSets][8][4] = {};
+    multiply_by_rows_transposed<S, kRowSets>(s, qa, tiles.k[slot], lane);
+    for (int set = 0; set < kRowSets; set++) {
+      float tile_max[2] = {-INFINITY, -INFINITY};
       for (int j = 0; j < 8; j++) {
-        o[j][2 * r] *= correction;
-        o[j][2 * r + 1] *= correction;
+        for (int i = 0; i < 4; i++) {
+          const int key = k0 + fragment_column(j, i, t4);
+          const int r = i / 2;
+          s[set][j][i] = key <= row[set][r] && key < T ? s[set][j][i] * scale_log2 : -INFINITY;
+          tile_max[r] = fmaxf(tile_max[r], s[set][j][i]);
+        }
+      }
+      float m_use[2];
+      for (int r = 0; r < 2; r++) {
+        const float m_new = fmaxf(m[set][r], quad_max(tile_max[r]));
+        m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: nothing to rescale
+        const float correction = exp2f(m[set][r] - m_use[r]);  // 0 on the first tile (m = -inf)
+        m[set][r] = m_new;
+        l[set][r] *= correction;
+        for (int j = 0; j < 8; j++) {
+          o[set][j][2 * r] *= correction;
+          o[set][j][2 * r + 1] *= correction;
+        }
+      }
+      for (int j = 0; j < 8; j++) {
+        for (int i = 0; i < 4; i++) {
+          s[set][j][i] = exp2f(s[set][j][i] - m_use[i / 2]);  // masked: exp2(-inf) = 0
+          l[set][i / 2] += s[set][j][i];
+        }
       }
     }
-    for (int j = 0; j < 8; j++) {
-      for (int i = 0; i < 4; i++) {
-        s[j][i] = exp2f(s[j][i] - m_use[i / 2]);  // masked: exp2(-inf) = 0
-        l[i / 2] += s[j][i];
-      }
-    }
-    multiply_by_rows<S>(o, s, tiles.v[slot], lane);
+    multiply_by_rows<S, kRowSets>(o, s, tiles.v[slot], lane);
   }
 
-  for (int r = 0; r < 2; r++) {
-    const float sum = quad_sum(l[r]);
-    if (row[r] >= T) continue;
-    store_accumulator_row<S>(out + row_index(b, row[r], h, T, C), o, r, t4, 1.0f / sum);
-    if (t4 == 0) lse[stat_index(b, h, row[r], T, NH)] = m[r] * kLn2 + logf(sum);
+  for (int set = 0; set < kRowSets; set++) {
+    for (int r = 0; r < 2; r++) {
+      const float sum = quad_sum(l[set][r]);
+      if (row[set][r] >= T) continue;
+      store_accumulator_row<S>(out + row_index(b, row[set][r], h, T, C), o[set], r, t4, 1.0f / sum);
+      if (t4 == 0) lse[stat_index(b, h, row[set][r], T, NH)] = m[set][r] * kLn2 + logf(sum);
+    }
   }
 }
 
@@ -324,8 +359,8 @@ __device__ __forceinline__ void load_own_rows(BackwardTiles& tiles, const uint16
 }
 __device__ __forceinline__ void own_fragments(uint32_t (&first)[4][4], uint32_t (&second)[4][4],
                                               const BackwardTiles& tiles, const Place& at) {
-  load_row_fragments(first, tiles.first[1], at.warp, at.lane);
-  load_row_fragments(second, tiles.second[1], at.warp, at.lane);
+  load_row_fragments(first, tiles.first[1], 16 * at.warp, at.lane);
+  load_row_fragments(second, tiles.second[1], 16 * at.warp, at.lane);
 }
 
 // What the dK/dV walk needs of query tile [q0, q0 + 64), into buffer `slot`: Q and dO, the
@@ -382,8 +417,8 @@ __global__ void __launch_bounds__(kThreads)
 
     float pt[8][4] = {};   // S^T, then P^T: [this warp's 16 keys][64 queries]
     float dst[8][4] = {};  // dP^T, then dS^T
-    multiply_by_rows_transposed<S>(pt, ka, tiles.first[slot], lane);
-    multiply_by_rows_transposed<S>(dst, va, tiles.second[slot], lane);
+    multiply_by_rows_transposed<S, 1>(&pt, &ka, tiles.first[slot], lane);
+    multiply_by_rows_transposed<S, 1>(&dst, &va, tiles.second[slot], lane);
     for (int j = 0; j < 8; j++) {
       for (int i = 0; i < 4; i++) {
         const int column = fragment_column(j, i, t4);
@@ -394,8 +429,8 @@ __global__ void __launch_bounds__(kThreads)
         dst[j][i] = p * (dst[j][i] - tiles.delta[slot][column]);
       }
     }
-    multiply_by_rows<S>(dv, pt, tiles.second[slot], lane);
-    multiply_by_rows<S>(dk, dst, tiles.first[slot], lane);
+    multiply_by_rows<S, 1>(&dv, &pt, tiles.second[slot], lane);
+    multiply_by_rows<S, 1>(&dk, &dst, tiles.first[slot], lane);
   }
 
   for (int r = 0; r < 2; r++) {
@@ -443,8 +478,8 @@ __global__ void __launch_bounds__(kThreads)
 
     float ds[8][4] = {};  // S, then dS
     float dp[8][4] = {};
-    multiply_by_rows_transposed<S>(ds, qa, tiles.first[slot], lane);
-    multiply_by_rows_transposed<S>(dp, doa, tiles.second[slot], lane);
+    multiply_by_rows_transposed<S, 1>(&ds, &qa, tiles.first[slot], lane);
+    multiply_by_rows_transposed<S, 1>(&dp, &doa, tiles.second[slot], lane);
     for (int j = 0; j < 8; j++) {
       for (int i = 0; i < 4; i++) {
         const int k = k0 + fragment_column(j, i, t4);
@@ -453,7 +488,7 @@ __global__ void __launch_bounds__(kThreads)
         ds[j][i] = p * (dp[j][i] - row_delta[r]);
       }
     }
-    multiply_by_rows<S>(dq, ds, tiles.first[slot], lane);
+    multiply_by_rows<S, 1>(&dq, &ds, tiles.first[slot], lane);
   }
   for (int r = 0; r < 2; r++) {
     if (row[r] >= T) continue;
@@ -461,8 +496,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-dim3 tile_grid(int B, int T, int NH) {
-  return dim3(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(NH), static_cast<unsigned>(B));
+// One block per `rows` queries or keys (kTile, or the forward's 128 rows), head and batch element.
+dim3 tile_grid(int B, int T, int NH, int rows = kTile) {
+  return dim3(static_cast<unsigned>((T + rows - 1) / rows), static_cast<unsigned>(NH), static_cast<unsigned>(B));
 }
 
 // Calls f(policy, copying) for the 16-bit storage of the operands (the caller checked it is
@@ -499,22 +535,33 @@ bool flash_attention_mma_applies(std::initializer_list<ConstActPtr> operands) {
 }
 
 void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
-                                 cudaStream_t stream, TileCopy copy) {
+                                 cudaStream_t stream, const FlashMmaOptions& options) {
+  if (options.forward_rows_per_warp != 16 && options.forward_rows_per_warp != 32) {
+    throw std::invalid_argument("flash_attention_mma_forward: forward_rows_per_warp is " +
+                                std::to_string(options.forward_rows_per_warp) + ", not 16 or 32");
+  }
   if (B == 0 || T == 0) return;
-  with_policies(qkv.storage(), copy, [&](auto policy, auto copying) {
+  auto* out_s = static_cast<uint16_t*>(out.get());
+  const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
+  with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
     using S = decltype(policy);
     using Copy = decltype(copying);
-    mma_forward_kernel<S, Copy::value><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(
-        static_cast<uint16_t*>(out.get()), lse, static_cast<const uint16_t*>(qkv.get()), T, C, NH, scale);
+    if (options.forward_rows_per_warp == 32) {
+      mma_forward_kernel<S, Copy::value, 2><<<tile_grid(B, T, NH, 2 * kTile), kThreads, 0, stream>>>(
+          out_s, lse, qkv_s, T, C, NH, scale);
+    } else {
+      mma_forward_kernel<S, Copy::value, 1><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH,
+                                                                                          scale);
+    }
   });
   CUDA_CHECK_LAUNCH();
 }
 
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
                                   const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
-                                  TileCopy copy) {
+                                  const FlashMmaOptions& options) {
   if (B == 0 || T == 0) return;
-  with_policies(qkv.storage(), copy, [&](auto policy, auto copying) {
+  with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
     using S = decltype(policy);
     using Copy = decltype(copying);
     auto* dqkv_s = static_cast<uint16_t*>(dqkv.get());

@@ -20,17 +20,29 @@ namespace trident::kernels::cuda {
 // both, and the default follows the faster.
 enum class TileCopy { kAsynchronous, kSynchronous };
 
+// The kernels' choices that change their speed and not their results (the same bits either way:
+// tests/gpu/flash_mma_options_test.cpp). The defaults are production's.
+struct FlashMmaOptions {
+  TileCopy copy = TileCopy::kAsynchronous;
+  // The forward's query rows per warp: 16 (a block of 64 queries) or 32 (128 queries, as
+  // FlashAttention-2). With 32, each K and V fragment loaded from shared memory feeds two
+  // products instead of one, for more registers per thread and half the blocks. perf/kernels'
+  // attention_forward times both.
+  int forward_rows_per_warp = 16;
+};
+
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and
 // every buffer 16-byte aligned (the kernels move 16 bytes at a time; C is a multiple of 64).
 bool flash_attention_mma_applies(std::initializer_list<ConstActPtr> operands);
 
 // out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C]; C / NH = 64. scale: the scores' factor, 1/sqrt(hs).
+// std::invalid_argument when options.forward_rows_per_warp is neither 16 nor 32.
 void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
-                                 cudaStream_t stream, TileCopy copy = TileCopy::kAsynchronous);
+                                 cudaStream_t stream, const FlashMmaOptions& options = {});
 
 // dqkv (overwritten) from dout, qkv, the forward's lse and delta = rowsum(dout * out) [B,NH,T].
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
                                   const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
-                                  TileCopy copy = TileCopy::kAsynchronous);
+                                  const FlashMmaOptions& options = {});
 
 }  // namespace trident::kernels::cuda

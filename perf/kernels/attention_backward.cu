@@ -438,16 +438,16 @@ int main(int argc, char** argv) {
       return outcome;
     };
   };
-  auto flash16_copying = [&](tk::cuda::TileCopy copy) {
-    return [&, copy](Buffers16& w) {
+  auto flash16_with = [&](tk::cuda::FlashMmaOptions options) {
+    return [&, options](Buffers16& w) {
       tk::cuda::flash_attention_backward(tk::ActPtr(w.dqkv.data(), tk::Precision::kBf16), w.delta.data(),
                                          tk::ConstActPtr(w.dout.data(), tk::Precision::kBf16),
                                          tk::ConstActPtr(w.qkv.data(), tk::Precision::kBf16),
                                          tk::ConstActPtr(w.out.data(), tk::Precision::kBf16), w.lse.data(), w.B, w.T,
-                                         C, NH, stream.get(), copy);
+                                         C, NH, stream.get(), options);
     };
   };
-  auto flash16 = flash16_copying(tk::cuda::TileCopy::kAsynchronous);
+  auto flash16 = flash16_with({});
   auto production16 = [&](Buffers16& w) {
     tk::cuda::attention_backward(tk::ActPtr(w.dqkv.data(), tk::Precision::kBf16), w.scratch.data(),
                                  tk::ConstActPtr(w.dout.data(), tk::Precision::kBf16),
@@ -489,8 +489,9 @@ int main(int argc, char** argv) {
       {"variant 5 with 4 causal row blocks", measure16(causal_blocks16(4, false))},
       {"variants 6 and 8 together: pointer arrays, 4 blocks", measure16(causal_blocks16(4, true))},
       {"variant 3 with synchronous tile copies (no cp.async)",
-       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_copying(tk::cuda::TileCopy::kSynchronous)))
-                                                  : Run(unsupported)},
+       tk::cuda::flash_attention_supported(C, NH)
+           ? Run(measure16(flash16_with({.copy = tk::cuda::TileCopy::kSynchronous})))
+           : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 8.0 * B * NH * static_cast<double>(hs) * causal_pairs;

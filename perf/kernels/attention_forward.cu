@@ -44,7 +44,11 @@
 //  10  variant 3 with TileCopy::kSynchronous: each next K/V tile copied through registers, each
 //      thread waiting for its loads, where 3 issues cp.async and multiplies the current tile
 //      while they land. The same bits (tests/gpu); which is faster decides the default.
-//   Variants 3 to 10 read qkv rounded to bf16 and are validated against the twin run on
+//  11  variant 3 with 32 query rows per warp (FlashMmaOptions::forward_rows_per_warp): 128
+//      queries a block, each K and V fragment read from shared memory feeding two products
+//      instead of one (by the arithmetic in perf/kernels/README.md, 16 rows a warp leave mma.sync
+//      waiting on shared memory). The same bits as 3 (tests/gpu).
+//   Variants 3 to 11 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
@@ -241,14 +245,14 @@ int main(int argc, char** argv) {
   auto flash = [&](int batch) {
     tk::cuda::flash_attention_forward(d_out.data(), d_lse.data(), d_qkv.data(), batch, T, C, NH, stream.get());
   };
-  auto flash16_copying = [&](tk::cuda::TileCopy copy) {
-    return [&, copy](int batch) {
+  auto flash16_with = [&](tk::cuda::FlashMmaOptions options) {
+    return [&, options](int batch) {
       tk::cuda::flash_attention_forward(tk::ActPtr(d_out16.data(), tk::Precision::kBf16), d_lse.data(),
                                         tk::ConstActPtr(d_qkv16.data(), tk::Precision::kBf16), batch, T, C, NH,
-                                        stream.get(), copy);
+                                        stream.get(), options);
     };
   };
-  auto flash16 = flash16_copying(tk::cuda::TileCopy::kAsynchronous);
+  auto flash16 = flash16_with({});
   auto tensor_core = [&](int batch) {
     PG_CUDA_CHECK(trident::playground::flash_tc::forward(d_out16.data(), d_lse.data(), d_qkv16.data(), batch, T, C,
                                                          NH, 1.0f / std::sqrt(64.0f), stream.get()));
@@ -272,7 +276,11 @@ int main(int argc, char** argv) {
       {"variant 5 with 4 causal row blocks", measure16(causal_blocks16(4, nullptr))},
       {"variants 6 and 8 together: pointer arrays, 4 blocks", measure16(causal_blocks16(4, d_pointers.data()))},
       {"variant 3 with synchronous tile copies (no cp.async)",
-       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_copying(tk::cuda::TileCopy::kSynchronous)))
+       tk::cuda::flash_attention_supported(C, NH)
+           ? Run(measure16(flash16_with({.copy = tk::cuda::TileCopy::kSynchronous})))
+           : Run(unsupported)},
+      {"variant 3 with 32 query rows per warp (128 per block)",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_with({.forward_rows_per_warp = 32})))
                                                   : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;

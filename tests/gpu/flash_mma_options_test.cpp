@@ -1,11 +1,15 @@
-// The tensor-core flash kernels' two ways of bringing the next tile into shared memory
-// (cuda::TileCopy, kernels/cuda/flash_attention_mma.cuh: cp.async, the default, or through
-// registers; perf/kernels' attention programs time both) do the same arithmetic in the same
-// order, so they must give the same bits: out, lse and dqkv, bf16 and fp16. A copy that lands
-// late, into the buffer the warps are still reading, or not at all changes values (in the
-// emulation such a read gives NaN: kernels/cuda/async_copy.cuh), so does a row past T that is
-// not zero-filled. The twin tests (cuda_bf16_storage_test.cpp) hold the default to the CPU;
-// this holds the other to the default.
+// The tensor-core flash kernels' speed options (cuda::FlashMmaOptions,
+// kernels/cuda/flash_attention_mma.cuh; perf/kernels' attention programs time them) do the same
+// arithmetic in the same order for every row, so they must give the same bits as the defaults:
+// out, lse and dqkv, bf16 and fp16.
+// - The tile copy, cp.async (the default) or through registers: a copy that lands late, into the
+//   buffer the warps are still reading, or not at all changes values (in the emulation such a
+//   read gives NaN: kernels/cuda/async_copy.cuh), so does a row past T that is not zero-filled.
+// - The forward's 32 query rows per warp against 16: each row walks the same key tiles in the
+//   same order; a key tile after all of a warp's rows is skipped, where 16 rows never reach it
+//   (computing it would add exact zeros). A row set given the wrong rows, keys or mask shows.
+// The twin tests (cuda_bf16_storage_test.cpp) hold the defaults to the CPU; this holds the
+// others to the defaults.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,14 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/flash_attention_mma.cuh"  // cuda::flash_attention_mma_forward/backward, TileCopy
+#include "kernels/cuda/flash_attention_mma.cuh"  // cuda::flash_attention_mma_forward/backward, FlashMmaOptions
 #include "kernels/precision.h"                   // encode_16bit, decode_16bit
 #include "tests/gpu/twin_test_support.h"
 
 namespace trident::kernels::gpu_test {
 namespace {
 
-class FlashTileCopies : public TwinBackends {
+class FlashMmaOptions : public TwinBackends {
  protected:
   // n 16-bit values in p (n even), uniform in [lo, hi), two to a float, on the device.
   std::unique_ptr<BackendFloats> sixteen_bit(std::size_t n, float lo, float hi, Precision p) {
@@ -65,11 +69,12 @@ int not_finite(const std::vector<float>& words, Precision p) {
   return count;
 }
 
-TEST_F(FlashTileCopies, BothCopiesGiveTheSameBits) {
+TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
   struct Shape {
     int B, T, C, NH;
   };
-  // A last tile past T (200: zero-filled rows) and B > NH; one tile exactly (64) and B < NH.
+  // A last tile past T (200: zero-filled rows; with 32 rows a warp, a block of 128 queries with
+  // 72 past T) and B > NH; one tile exactly (64: half a block of 128) and B < NH.
   for (const Shape s : {Shape{2, 200, 64, 1}, Shape{1, 64, 128, 2}}) {
     for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
       SCOPED_TRACE(std::string(precision_name(p)) + " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
@@ -86,32 +91,41 @@ TEST_F(FlashTileCopies, BothCopiesGiveTheSameBits) {
       struct Run {
         std::vector<float> out, lse, dqkv;
       };
-      auto run = [&](cuda::TileCopy copy) {
+      auto run = [&](const cuda::FlashMmaOptions& options) {
         auto out = nan_words(n_out / 2);
         auto lse = nan_words(n_stat);
         auto dqkv = nan_words(n_qkv / 2);
         cuda::flash_attention_mma_forward(sixteen_bit_at(*out, p), lse->get(), ConstActPtr(sixteen_bit_at(*qkv, p)),
-                                          s.B, s.T, s.C, s.NH, scale, nullptr, copy);
+                                          s.B, s.T, s.C, s.NH, scale, nullptr, options);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         Run r{words_of(*out, n_out / 2), words_of(*lse, n_stat), {}};
         if (backward_lse.empty()) backward_lse = r.lse;
         BackendFloats l(*gpu_, backward_lse);
         cuda::flash_attention_mma_backward(sixteen_bit_at(*dqkv, p), ConstActPtr(sixteen_bit_at(*dout, p)),
                                            ConstActPtr(sixteen_bit_at(*qkv, p)), l.get(), delta.get(), s.B, s.T, s.C,
-                                           s.NH, scale, nullptr, copy);
+                                           s.NH, scale, nullptr, options);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         r.dqkv = words_of(*dqkv, n_qkv / 2);
         return r;
       };
-      const Run async = run(cuda::TileCopy::kAsynchronous);
-      const Run sync = run(cuda::TileCopy::kSynchronous);
+      const Run defaults = run({});
       // Every output written (equal NaNs would compare equal too).
-      EXPECT_EQ(not_finite(async.out, p), 0);
-      EXPECT_EQ(not_finite(async.dqkv, p), 0);
-      for (float x : async.lse) ASSERT_TRUE(std::isfinite(x));
-      EXPECT_EQ(first_difference(async.out, sync.out), -1) << "out: first differing pair of values";
-      EXPECT_EQ(first_difference(async.lse, sync.lse), -1) << "lse";
-      EXPECT_EQ(first_difference(async.dqkv, sync.dqkv), -1) << "dqkv: first differing pair of values";
+      EXPECT_EQ(not_finite(defaults.out, p), 0);
+      EXPECT_EQ(not_finite(defaults.dqkv, p), 0);
+      for (float x : defaults.lse) ASSERT_TRUE(std::isfinite(x));
+      const struct {
+        const char* name;
+        cuda::FlashMmaOptions options;
+      } others[] = {{"synchronous tile copies", {.copy = cuda::TileCopy::kSynchronous}},
+                    {"32 query rows per warp", {.forward_rows_per_warp = 32}},
+                    {"both", {.copy = cuda::TileCopy::kSynchronous, .forward_rows_per_warp = 32}}};
+      for (const auto& other : others) {
+        SCOPED_TRACE(other.name);
+        const Run r = run(other.options);
+        EXPECT_EQ(first_difference(r.out, defaults.out), -1) << "out: first differing pair of values";
+        EXPECT_EQ(first_difference(r.lse, defaults.lse), -1) << "lse";
+        EXPECT_EQ(first_difference(r.dqkv, defaults.dqkv), -1) << "dqkv: first differing pair of values";
+      }
     }
   }
 }
