@@ -108,10 +108,12 @@ __device__ __forceinline__ void copy_4(float* to, const float* from, bool valid)
     *to = valid ? *from : 0.0f;
   }
 }
-// Until this thread's copies have landed (for the block's: then a barrier).
+// Until every thread's copies have landed and are visible to the whole block: each thread waits
+// for its own, then the barrier. Every warp has also finished reading whatever it read before.
 template <TileCopy kCopy>
-__device__ __forceinline__ void wait_for_copies() {
+__device__ __forceinline__ void wait_for_tiles() {
   if constexpr (kCopy == TileCopy::kAsynchronous) async_copy::wait_all();
+  __syncthreads();
 }
 
 // Rows [row0, row0 + 64) of a [B, T, ...] buffer whose row t of batch element b starts at
@@ -268,10 +270,9 @@ __global__ void __launch_bounds__(kThreads)
   // Q through buffer 1: rows [q0, q0 + 64) in its K tile, the next 64 (kRowSets = 2) in its V tile.
   const uint16_t* q_first = qkv + qkv_index(0, 0, flash::kPartQ, h, T, C);
   load_tile<kCopy>(tiles.k[1], q_first, stride, b, q0, T, tid);
-  if (kRowSets == 2) load_tile<kCopy>(tiles.v[1], q_first, stride, b, q0 + kTile, T, tid);
+  if constexpr (kRowSets == 2) load_tile<kCopy>(tiles.v[1], q_first, stride, b, q0 + kTile, T, tid);
   load_key_tile<kCopy>(tiles.k[0], tiles.v[0], qkv, b, h, 0, T, C, tid);
-  wait_for_copies<kCopy>();
-  __syncthreads();
+  wait_for_tiles<kCopy>();
   // The warp's rows: kRowSets sets of 16, [q0 + first, q0 + first + 16) each.
   uint32_t qa[kRowSets][4][4];
   int row[kRowSets][2];
@@ -294,8 +295,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int last_query = min(q0 + kRows, T) - 1;
   for (int k0 = 0, slot = 0; k0 <= last_query; k0 += kTile, slot ^= 1) {
-    wait_for_copies<kCopy>();
-    __syncthreads();  // this key tile is whole; the other buffer (the last tile, or Q) is free
+    wait_for_tiles<kCopy>();  // this key tile is whole; the other buffer (the last tile, or Q) is free
     if (k0 + kTile <= last_query) {
       load_key_tile<kCopy>(tiles.k[slot ^ 1], tiles.v[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
     }
@@ -398,8 +398,7 @@ __global__ void __launch_bounds__(kThreads)
   load_own_rows<kCopy>(tiles, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride,
                        qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
   load_query_tile<kCopy>(tiles, 0, q_first, do_first, lse, delta, b, h, k0, T, C, NH, tid);
-  wait_for_copies<kCopy>();
-  __syncthreads();
+  wait_for_tiles<kCopy>();
   uint32_t ka[4][4];
   uint32_t va[4][4];
   own_fragments(ka, va, tiles, at);
@@ -409,8 +408,7 @@ __global__ void __launch_bounds__(kThreads)
   float dk[8][4] = {};
   float dv[8][4] = {};
   for (int q0 = k0, slot = 0; q0 < T; q0 += kTile, slot ^= 1) {
-    wait_for_copies<kCopy>();
-    __syncthreads();  // this query tile is whole; the other buffer (the last tile, or K and V) is free
+    wait_for_tiles<kCopy>();  // this query tile is whole; the other buffer (the last tile, or K and V) is free
     if (q0 + kTile < T) {
       load_query_tile<kCopy>(tiles, slot ^ 1, q_first, do_first, lse, delta, b, h, q0 + kTile, T, C, NH, tid);
     }
@@ -453,8 +451,7 @@ __global__ void __launch_bounds__(kThreads)
   load_own_rows<kCopy>(tiles, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), stride, dout + row_index(0, 0, h, T, C),
                        static_cast<std::size_t>(C), b, q0, T, tid);
   load_key_tile<kCopy>(tiles.first[0], tiles.second[0], qkv, b, h, 0, T, C, tid);
-  wait_for_copies<kCopy>();
-  __syncthreads();
+  wait_for_tiles<kCopy>();
   uint32_t qa[4][4];
   uint32_t doa[4][4];
   own_fragments(qa, doa, tiles, at);
@@ -470,8 +467,7 @@ __global__ void __launch_bounds__(kThreads)
   float dq[8][4] = {};
   const int last_query = min(q0 + kTile, T) - 1;
   for (int k0 = 0, slot = 0; k0 <= last_query; k0 += kTile, slot ^= 1) {
-    wait_for_copies<kCopy>();
-    __syncthreads();  // this key tile is whole; the other buffer (the last tile, or Q and dO) is free
+    wait_for_tiles<kCopy>();  // this key tile is whole; the other buffer (the last tile, or Q and dO) is free
     if (k0 + kTile <= last_query) {
       load_key_tile<kCopy>(tiles.first[slot ^ 1], tiles.second[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
     }
