@@ -19,7 +19,7 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build-emulation -DTRIDENT_CUDA_EMULATION=ON -DTRIDENT_WERROR=ON > /dev/null
 cmake --build build-emulation -j "$jobs" --target trident_gpu_tests trident_emulation_tests trident check_metrics
-(cd build-emulation && ctest --output-on-failure -L emulated "$@")
+(cd build-emulation && ctest --output-on-failure -j "$jobs" -L emulated "$@")
 
 # The GPU tests once more under the race checker (ThreadSanitizer, label racecheck), in a third
 # tree: a sanitizer per build.
@@ -27,4 +27,4 @@ cmake -S . -B build-racecheck -DTRIDENT_CUDA_EMULATION=ON -DTRIDENT_CUDA_EMULATI
   -DTRIDENT_WERROR=ON > /dev/null
 cmake --build build-racecheck -j "$jobs" --target trident_gpu_tests trident_racecheck_tests
 cd build-racecheck
-ctest --output-on-failure -L racecheck "$@"
+ctest --output-on-failure -j "$jobs" -L racecheck "$@"
