@@ -234,28 +234,48 @@ void run_block(Block& b, const dim3& block_dim) {
   };
   // The order threads are run in between barriers: 0 upwards, or from the last thread down.
   const auto nth = [&b, threads](int k) { return b.reverse ? threads - 1 - k : k; };
-  // The first thread first, on its fiber. If it returns without meeting a barrier, no other
-  // thread may meet one either (the strict rule above), so the rest run as plain calls: no
-  // context switch for the elementwise kernels, and a barrier met there is reported as it
-  // would be. (Not for the race checker, which needs each thread on its own fiber.)
-  make_fiber(nth(0));
-  resume(b, nth(0));
-  if (!racecheck::kOn && b.fibers[static_cast<std::size_t>(nth(0))].finished && b.progress == 1) {
+  // Threads run as plain calls where they can: no context switch for the elementwise kernels.
+  // The first thread of each warp (in the run order) runs on its fiber. If it returns without
+  // meeting a barrier or a shuffle, the rest of its warp runs as plain calls: by the strict rule
+  // above none of them may meet __syncthreads now, nor a shuffle (a lane of their warp has
+  // returned), and one that does is reported as it would be. Other warps may still shuffle
+  // among themselves (a warp past the end of the data returning at once, as warp-per-row
+  // kernels' last block does), so the next warp is tried on a fiber again. Once a first thread
+  // meets a barrier, every thread not yet run gets a fiber and the loop below runs them all.
+  // (Not for the race checker, which needs each thread on its own fiber.)
+  const auto warp_of = [&b, &block_dim](int i) {
+    return linear_thread(b.fibers[static_cast<std::size_t>(i)].thread, block_dim) / kWarpSize;
+  };
+  int ran = 0;  // threads run to their end so far, in the run order
+  while (!racecheck::kOn && ran < threads) {
+    const int first = nth(ran);
+    const unsigned long before = b.progress;
+    make_fiber(first);
+    resume(b, first);
+    if (!b.fibers[static_cast<std::size_t>(first)].finished || b.progress != before + 1) break;
+    ++ran;
     b.direct = true;
-    for (int k = 1; k < threads; ++k) {
-      const int i = nth(k);
+    for (; ran < threads && warp_of(nth(ran)) == warp_of(first); ++ran) {
+      const int i = nth(ran);
+      Fiber& f = b.fibers[static_cast<std::size_t>(i)];
       b.current = i;
-      tl_coordinates.thread = b.fibers[static_cast<std::size_t>(i)].thread;
+      tl_coordinates.thread = f.thread;
       try {
         (*b.body)();
       } catch (const std::exception& e) {
         kernel_fault(b, std::string("exception thrown inside the kernel: ") + e.what());
       }
       check_no_async_copies_left(b);
+      f.finished = true;
+      ++b.finished;
+      ++b.progress;
+      ++b.warps[static_cast<std::size_t>(warp_of(i))].finished;
     }
-    return;
+    b.direct = false;
   }
-  for (int k = 1; k < threads; ++k) make_fiber(nth(k));
+  if (b.finished == threads) return;
+  // The first thread of a warp waits at a barrier (ran: those before it); the rest get fibers.
+  for (int k = racecheck::kOn ? 0 : ran + 1; k < threads; ++k) make_fiber(nth(k));
   while (b.finished < threads) {
     const unsigned long before = b.progress;
     for (int k = 0; k < threads; ++k) {

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/shared_slices.h"
@@ -180,6 +181,57 @@ TEST(ThreadOrder, ReverseOrderShowsARaceTheForwardOrderHides) {
   const std::vector<int> reversed = run_racy_broadcast("reverse", 12);
   EXPECT_EQ(reversed[0], 12);
   EXPECT_NE(reversed[3], 12) << "the last thread read before thread 0 wrote";
+}
+
+// A warp may return at once while the block's other warps shuffle among themselves (a
+// warp-per-row kernel's warps past the last row do); only a lane of the shuffling warp itself
+// returning first is a fault. Two warps: `idle_warp` returns, the other sums its lane numbers by
+// a butterfly and every lane writes the sum; `early_lane` of the busy warp, when not -1, returns
+// before the shuffle.
+void warp_sum_beside_an_idle_warp(int* out, int idle_warp, int early_lane) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  if (warp == idle_warp || lane == early_lane) return;
+  int sum = lane;
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  out[threadIdx.x] = sum;
+}
+
+std::vector<int> run_warp_sum(const char* order, int idle_warp, int early_lane) {
+  setenv("TRIDENT_CUDA_EMULATION_THREAD_ORDER", order, 1);
+  int* out = device_ints(64);
+  const std::vector<int> unwritten(64, -1);
+  EXPECT_EQ(cudaMemcpy(out, unwritten.data(), 64 * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  cuda_emu::launch("warp_sum_beside_an_idle_warp", cuda_emu::LaunchConfig(dim3(1), dim3(64)),
+                   [](auto&... a) { warp_sum_beside_an_idle_warp(a...); }, out, idle_warp, early_lane);
+  std::vector<int> host(64, 0);
+  EXPECT_EQ(cudaMemcpy(host.data(), out, host.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+  unsetenv("TRIDENT_CUDA_EMULATION_THREAD_ORDER");
+  return host;
+}
+
+TEST(WarpShuffles, AWarpThatReturnsAtOnceLeavesTheOtherWarpShuffling) {
+  // Each order runs the idle warp first in one of the two cases (the warp it starts from).
+  for (const char* order : {"forward", "reverse"}) {
+    for (const int idle : {0, 1}) {
+      SCOPED_TRACE(std::string(order) + ", idle warp " + std::to_string(idle));
+      const std::vector<int> out = run_warp_sum(order, idle, -1);
+      for (int t = 0; t < 64; ++t) EXPECT_EQ(out[static_cast<std::size_t>(t)], t / 32 == idle ? -1 : 496) << t;
+    }
+  }
+}
+
+// Reported as the lane returning while the others wait, or as a shuffle after it returned,
+// whichever the run order meets first.
+TEST(WarpShuffles, AShuffleAfterALaneOfItsWarpReturnedIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork of an MPI one
+  const char* fault =
+      "warp shuffle after another lane of the warp has returned|returned while other lanes of its warp wait";
+  for (const char* order : {"forward", "reverse"}) {
+    EXPECT_DEATH(run_warp_sum(order, 0, 31), fault);
+    EXPECT_DEATH(run_warp_sum(order, 1, 0), fault);
+  }
 }
 
 // What x86 forgives and a GPU does not: UndefinedBehaviorSanitizer, built with the address
