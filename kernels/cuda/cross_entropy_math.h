@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cuda/vector_pack.h"  // Pack, load_pack, starts_aligned
 #include "kernels/stored_element.h"  // stored::Fp32, Bf16, Fp16: load as fp32
 
 #if defined(__CUDACC__)
@@ -41,7 +42,10 @@
 
 namespace trident::kernels::cuda::softmax {
 
-inline constexpr int kVectorBytes = 16;
+using cuda::kVectorBytes;  // vector_pack.h
+using cuda::load_pack;
+using cuda::Pack;
+using cuda::starts_aligned;
 
 // A running max and the double sum of exp(value - max) over the values seen. No default member
 // initializers: the block merge keeps these in __shared__ memory.
@@ -84,29 +88,6 @@ TRIDENT_SOFTMAX_HD Running merged(Running a, Running b) {
   const float m = fmaxf(a.max, b.max);
   if (m == -INFINITY) return {m, a.sum + b.sum};
   return {m, sum_of_products(a.sum, static_cast<double>(expf(a.max - m)), b.sum, static_cast<double>(expf(b.max - m)))};
-}
-
-// 16 bytes of elements: one 128-bit load on the device, a copy on the host.
-template <class E>
-struct Pack {
-  static constexpr int kCount = kVectorBytes / static_cast<int>(sizeof(E));
-  E values[kCount];
-};
-
-template <class E>
-TRIDENT_SOFTMAX_HD Pack<E> load_pack(const E* src) {
-  Pack<E> pack;
-#ifdef __CUDA_ARCH__
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
-  memcpy(&pack, &raw, sizeof pack);
-#else
-  std::memcpy(&pack, src, sizeof pack);
-#endif
-  return pack;
-}
-
-TRIDENT_SOFTMAX_HD bool starts_aligned(const void* row) {
-  return reinterpret_cast<std::uintptr_t>(row) % kVectorBytes == 0;
 }
 
 // Thread `thread` of `threads`: its running pair over row[0, V). `vectorized` only when the row

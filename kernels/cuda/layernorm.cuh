@@ -10,24 +10,47 @@ namespace trident::kernels::cuda {
 
 inline constexpr float kLayerNormEps = 1e-5f;  // as the CPU twin (kernels/cpu/layernorm.h)
 
+// How the rows are spread over the GPU's threads (layernorm.cu). kWarpPerRow, the default: a
+// warp per row, the row held in the lanes' registers between the reductions (one read of it
+// from memory), warp shuffles only; rows longer than kWarpRowMaxC fall back to kBlockPerRow: a
+// block per row, the row read once per pass, block reductions through shared memory. The two
+// sum in different orders, so their results differ in the last bits; each is the same run to
+// run. A choice for tests and the playground (perf/kernels): the model always takes the default.
+enum class LayerNormRows { kWarpPerRow, kBlockPerRow };
+inline constexpr int kWarpRowMaxC = 2048;  // 64 fp32 values a lane: registers, not spills
+
+// The values of a row each lane holds under kWarpPerRow: C rounded up to 16-byte packs of
+// element_bytes each, spread over 32 lanes, then up to the nearest kernel instantiation (16,
+// 24, 32, 48 or 64: GPT-2's 768 and 1024 fit exactly). 0 where the row does not fit: C = 0 or
+// C > kWarpRowMaxC.
+constexpr int warp_row_values_per_lane(int C, int element_bytes) {
+  if (C <= 0 || C > kWarpRowMaxC) return 0;
+  const int pack = 16 / element_bytes;
+  const int packs_per_lane = ((C + pack - 1) / pack + 31) / 32;
+  const int values = packs_per_lane * pack;
+  return values <= 16 ? 16 : values <= 24 ? 24 : values <= 32 ? 32 : values <= 48 ? 48 : 64;
+}
+
 // The activations and weights (ActPtr, ConstActPtr) are fp32, or all 16-bit of one format
 // (read as they are, fp32 math, each stored value rounded once); std::logic_error if they mix.
 // mean, rstd and the parameter gradients are fp32 in every storage.
 
 // out[N,C] = (inp - mean) * rstd * weight + bias per row; writes mean[N] and rstd[N].
 void layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
-                       int N, int C, cudaStream_t stream);
+                       int N, int C, cudaStream_t stream, LayerNormRows rows = LayerNormRows::kWarpPerRow);
 
 // residual[N,C] = a + b (may alias a or b), then layernorm_forward of residual into out, in one
-// kernel: each row's sum stays in the block's threads between the add and the normalisation.
-// Under 16-bit storage the normalisation reads the rounded residual it stored.
+// kernel: each row's sum stays in the threads between the add and the normalisation. Under
+// 16-bit storage the normalisation reads the rounded residual it stored, so the result has the
+// bits of add then layernorm_forward with the same `rows`.
 void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
-                                ConstActPtr weight, ConstActPtr bias, int N, int C, cudaStream_t stream);
+                                ConstActPtr weight, ConstActPtr bias, int N, int C, cudaStream_t stream,
+                                LayerNormRows rows = LayerNormRows::kWarpPerRow);
 
 // dinp[N,C] += d/dinp;  dweight[C] += sum_n dout * xhat;  dbias[C] += sum_n dout. column_scratch:
 // columns::pair_scratch_floats(C) floats of device workspace for the parameter sums (column_sums.cuh).
 void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                         ConstActPtr weight, const float* mean, const float* rstd, int N, int C, float* column_scratch,
-                        cudaStream_t stream);
+                        cudaStream_t stream, LayerNormRows rows = LayerNormRows::kWarpPerRow);
 
 }  // namespace trident::kernels::cuda

@@ -5,10 +5,9 @@
 //   playground_layernorm_forward [variant|all] [reps]      shape: LN_N (8192) x LN_C (768)
 //
 // Variants:
-//   1  the production launcher (kernels/cuda/layernorm.cu): one 256-thread block per row, three
-//      sweeps over the row in global memory (mean, variance, output), block reductions through
-//      shared memory. At C = 768 three quarters of each block's threads hold 3 channels, and
-//      each row pays two __syncthreads-separated block reductions.
+//   1  the production launcher (kernels/cuda/layernorm.cu) as the model calls it: since variant
+//      2 won the first H100 sitting, one warp per row with the row in registers (any storage,
+//      any C up to 2048; cuda::LayerNormRows::kWarpPerRow).
 //   2  one warp per row: the row is read once into registers with float4 loads (C = 768: six
 //      float4 per lane), mean and then centred variance are summed from the registers (two
 //      passes, as the twin: no cancellation from E[x^2] - E[x]^2) and reduced by warp
@@ -24,6 +23,16 @@
 //      normalised while the block holds it. b is all zeros in 5 and 6, so that the residual is
 //      exactly the input and the same reference applies; both still read and write every byte.
 //      5 against 6 is what the fusion saves.
+//   7  the production launcher with cuda::LayerNormRows::kBlockPerRow, the former default: one
+//      256-thread block per row, three sweeps over the row in global memory (mean, variance,
+//      output), block reductions through shared memory. At C = 768 three quarters of each
+//      block's threads hold 3 channels, and each row pays two __syncthreads-separated block
+//      reductions. 1 against 7 is what the warp per row saves in production.
+//   8  the production launcher on bf16 buffers (train.precision = bf16: what the model runs),
+//      warp per row; 16-byte loads of 8 values.
+//   9  variant 8 with kBlockPerRow: 8 against 9 is the saving at the model's precision.
+//   Variants 8 and 9 read bf16 inputs (the fp32 inputs rounded) and are checked against the twin
+//   on those, out rounded to bf16.
 //
 // The rate column is the minimal traffic (read x, weight, bias; write out, mean, rstd) over the
 // time, the same numerator for every variant, so it compares like the times do.
@@ -222,6 +231,17 @@ int main(int argc, char** argv) {
   const pg::DeviceBuffer<float> d_rstd(static_cast<std::size_t>(N));
   const pg::DeviceBuffer<float> d_zero = pg::upload(std::vector<float>(count, 0.0f));
   const pg::DeviceBuffer<float> d_residual(count);
+  // The same inputs rounded to bf16, for variants 8 and 9, and the twin on them.
+  const std::vector<float> inp16 = pg::rounded_to_bf16(inp), weight16 = pg::rounded_to_bf16(weight);
+  const std::vector<float> bias16 = pg::rounded_to_bf16(bias);
+  std::vector<float> out16_ref(count), mean16_ref(mean_ref.size()), rstd16_ref(mean_ref.size());
+  tk::cpu::layernorm_forward(out16_ref.data(), mean16_ref.data(), rstd16_ref.data(), inp16.data(), weight16.data(),
+                             bias16.data(), N, C);
+  out16_ref = pg::rounded_to_bf16(out16_ref);
+  const pg::DeviceBuffer<uint16_t> d_inp16 = pg::upload(pg::encoded_bf16(inp16));
+  const pg::DeviceBuffer<uint16_t> d_weight16 = pg::upload(pg::encoded_bf16(weight16));
+  const pg::DeviceBuffer<uint16_t> d_bias16 = pg::upload(pg::encoded_bf16(bias16));
+  const pg::DeviceBuffer<uint16_t> d_out16(count);
   const pg::Stream stream;
   pg::Timer timer(stream.get());
 
@@ -258,12 +278,40 @@ int main(int argc, char** argv) {
       return outcome;
     };
   };
+  // Variants 8 and 9: bf16 buffers in and out.
+  auto measure_bf16 = [&](auto&& launch) {
+    return [&, launch](int reps) {
+      PG_CUDA_CHECK(cudaMemsetAsync(d_out16.data(), 0xff, d_out16.bytes(), stream.get()));
+      PG_CUDA_CHECK(cudaMemsetAsync(d_mean.data(), 0xff, d_mean.bytes(), stream.get()));
+      PG_CUDA_CHECK(cudaMemsetAsync(d_rstd.data(), 0xff, d_rstd.bytes(), stream.get()));
+      launch();
+      pg::Outcome outcome;
+      outcome.checks.push_back(
+          pg::validate("out (bf16 buffer)", pg::decoded_bf16(pg::download(d_out16)), out16_ref, kBf16Tolerance));
+      outcome.checks.push_back(pg::validate("mean", pg::download(d_mean), mean16_ref, kFp32Tolerance));
+      outcome.checks.push_back(pg::validate("rstd", pg::download(d_rstd), rstd16_ref, kFp32Tolerance));
+      outcome.median_ms = timer.median_ms(reps, launch);
+      outcome.bytes = 2.0 * (2.0 * static_cast<double>(count) + 2.0 * C) + 4.0 * 2.0 * N;  // 16-bit x, y, w, b
+      return outcome;
+    };
+  };
   // Variants 2 and 3 on a shape they do not handle: a failed row, nothing launched.
   auto unsupported = [C](int) { return pg::Outcome{{unsupported_shape(C)}, 0.0, 0.0}; };
 
   auto production = [&] {
     tk::cuda::layernorm_forward(d_out.data(), d_mean.data(), d_rstd.data(), d_inp.data(),
                                 d_weight.data(), d_bias.data(), N, C, stream.get());
+  };
+  auto production_block_rows = [&] {
+    tk::cuda::layernorm_forward(d_out.data(), d_mean.data(), d_rstd.data(), d_inp.data(), d_weight.data(),
+                                d_bias.data(), N, C, stream.get(), tk::cuda::LayerNormRows::kBlockPerRow);
+  };
+  auto bf16_buffers = [&](tk::cuda::LayerNormRows rows) {
+    return [&, rows] {
+      const auto at = [](const pg::DeviceBuffer<uint16_t>& b) { return tk::ActPtr(b.data(), tk::Precision::kBf16); };
+      tk::cuda::layernorm_forward(at(d_out16), d_mean.data(), d_rstd.data(), at(d_inp16), at(d_weight16),
+                                  at(d_bias16), N, C, stream.get(), rows);
+    };
   };
   auto warp_row = [&] {
     layernorm_warp_row<false>(d_out.data(), d_mean.data(), d_rstd.data(), d_inp.data(),
@@ -292,7 +340,7 @@ int main(int argc, char** argv) {
   using Run = std::function<pg::Outcome(int)>;
   const bool warp_ok = warp_row_supported(C);
   const std::vector<pg::Variant> variants = {
-      {"production cuda::layernorm_forward (block per row)", measure(false, production)},
+      {"production cuda::layernorm_forward (default: warp per row)", measure(false, production)},
       {"warp per row, float4, registers, shuffles",
        warp_ok ? Run(measure(false, warp_row)) : Run(unsupported)},
       {"warp per row + bf16 rounding fused in the store",
@@ -300,6 +348,10 @@ int main(int argc, char** argv) {
       {"production + separate round_to_precision(bf16) pass", measure(true, production_then_round)},
       {"residual: production add, then production layernorm", measure(false, add_then_layernorm)},
       {"residual: production fused residual_layernorm_forward", measure(false, fused_residual)},
+      {"production, LayerNormRows::kBlockPerRow (the former default)", measure(false, production_block_rows)},
+      {"production on bf16 buffers, warp per row (the model's bf16)",
+       measure_bf16(bf16_buffers(tk::cuda::LayerNormRows::kWarpPerRow))},
+      {"production on bf16 buffers, block per row", measure_bf16(bf16_buffers(tk::cuda::LayerNormRows::kBlockPerRow))},
   };
 
   const double floats_moved = 2.0 * static_cast<double>(count) + 2.0 * C + 2.0 * N;

@@ -3,8 +3,8 @@
 #
 #   here:   bash perf/gpu_pack.sh build                  (.gpu/pack.tgz; carry ".gpu")
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/kernels/run.sh /tmp/devpack [REPS]
-#           (writes $OUT/playground.txt when OUT is set; PLAYGROUND=WORD: only the programs
-#           whose name holds WORD)
+#           (writes $OUT/playground.txt when OUT is set; PLAYGROUND=PATTERN: only the programs
+#           whose name matches the extended regular expression, e.g. 'attention|layernorm')
 #
 # Exit status: 0 when every variant of every program passed its validation, 1 otherwise.
 # Each program is capped (PROGRAM_CAP_S, default 120 s) within one budget for the script
@@ -23,12 +23,12 @@ log="$out/playground${TAG:+-$TAG}.txt"
 gpu_description "$pack" | tee "$log"
 status=0
 # Every playground program of this pack (a second build's pack may hold programs the first lacks);
-# with PLAYGROUND=WORD only those whose name holds WORD (PLAYGROUND=attention: the attention
-# programs, the only ones a sitting may need again).
+# with PLAYGROUND=PATTERN only those whose name matches it (PLAYGROUND=attention: the attention
+# programs; 'attention|layernorm': those and the LayerNorm programs).
 only=${PLAYGROUND:-}
 for exe in "$pack"/bin/playground_*; do
   program=$(basename "$exe")
-  [[ -z "$only" || "$program" == *"$only"* ]] || continue
+  [[ -z "$only" || "$program" =~ $only ]] || continue
   echo "== $program all $reps" | tee -a "$log"
   capped "$program_cap" "$exe" all "$reps" 2>&1 | tee -a "$log"
   rc=${PIPESTATUS[0]}
