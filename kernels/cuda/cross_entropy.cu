@@ -113,7 +113,7 @@ __device__ softmax::Running block_merged(softmax::Running r) {
 // The row's statistics in one read (cross_entropy_math.h), 16-byte loads where it is aligned.
 template <class S, class E = typename S::Element>
 __device__ softmax::Running row_statistics(const E* row, int V) {
-  return block_merged(softmax::thread_running<S>(row, V, softmax::starts_aligned(row), threadIdx.x, blockDim.x));
+  return block_merged(softmax::thread_running<S>(row, V, starts_aligned(row), threadIdx.x, blockDim.x));
 }
 
 template <class S, class E = typename S::Element>

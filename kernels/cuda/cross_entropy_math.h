@@ -28,24 +28,18 @@
 #include <cmath>  // expf, fmaxf, log, INFINITY (the C functions, as CUDA names them)
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
-#include "kernels/cuda/vector_pack.h"  // Pack, load_pack, starts_aligned
+#include "kernels/cuda/vector_pack.h"  // Pack, load_pack (the enclosing namespace)
 #include "kernels/stored_element.h"  // stored::Fp32, Bf16, Fp16: load as fp32
 
 #if defined(__CUDACC__)
-#include <cuda_runtime.h>  // uint4
+#include <cuda_runtime.h>  // __host__, __device__
 #define TRIDENT_SOFTMAX_HD __host__ __device__ __forceinline__
 #else
 #define TRIDENT_SOFTMAX_HD inline
 #endif
 
 namespace trident::kernels::cuda::softmax {
-
-using cuda::kVectorBytes;  // vector_pack.h
-using cuda::load_pack;
-using cuda::Pack;
-using cuda::starts_aligned;
 
 // A running max and the double sum of exp(value - max) over the values seen. No default member
 // initializers: the block merge keeps these in __shared__ memory.

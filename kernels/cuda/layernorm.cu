@@ -252,7 +252,7 @@ __global__ void residual_layernorm_forward_warp_kernel(E* residual, E* out, floa
     load_values<S>(other, b + row, c0, C, vectorized);
 #pragma unroll
     for (int i = 0; i < kPack; i++) r[i] = S::load(S::store(r[i] + other[i]));  // as layernorm_forward reads it
-    if (c0 < C) store_values<S>(residual + row, r, c0, C, vectorized);
+    store_values<S>(residual + row, r, c0, C, vectorized);  // nothing past C
   }
   normalize_lane_row<S>(out + row, mean, rstd, x, weight, bias, n, C, vectorized, lane);
 }

@@ -25,7 +25,6 @@
 
 #include <cstddef>
 #include <cstdio>
-#include <functional>
 #include <vector>
 
 #include "kernels/cpu/layernorm.h"            // cpu::layernorm_forward, layernorm_backward (the reference)

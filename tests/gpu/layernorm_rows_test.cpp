@@ -5,6 +5,7 @@
 //   dbias;
 // - rows that fill the warp's packs exactly (C = 768, 1024), rows that leave packs empty or end
 //   within a pack (1280, 300, 37), rows above the warp's limit (2050: both ways take the block);
+//   between them every instantiation of the warp's kernels but the 64 values a lane;
 // - on the GPU, the fused kernel gives the bits of the add followed by the LayerNorm, as the
 //   backend's contract says, in each way;
 // - a warp-per-row row read through a buffer that is not 16-byte aligned (one value at a time)
@@ -29,8 +30,7 @@ namespace trident::kernels::gpu_test {
 namespace {
 
 // The instantiation each row length takes (2-byte and 4-byte elements): GPT-2's widths fit a
-// warp exactly or nearly, 2048 is the last that fits, and the tests' shapes below take each
-// instantiation but 64.
+// warp exactly or nearly, and 2048 is the last that fits.
 static_assert(cuda::warp_row_values_per_lane(768, 2) == 24 && cuda::warp_row_values_per_lane(768, 4) == 24);
 static_assert(cuda::warp_row_values_per_lane(1024, 2) == 32 && cuda::warp_row_values_per_lane(1280, 2) == 48);
 static_assert(cuda::warp_row_values_per_lane(1600, 2) == 64 && cuda::warp_row_values_per_lane(2048, 4) == 64);
@@ -85,6 +85,8 @@ std::string name_of(Precision p, const Shape& s, cuda::LayerNormRows rows) {
          (rows == cuda::LayerNormRows::kWarpPerRow ? " warp per row" : " block per row");
 }
 
+constexpr Shape kShapes[] = {{37, 768}, {7, 1024}, {9, 1280}, {6, 300}, {11, 37}, {5, 2050}};
+
 TEST_F(LayerNormRowsTwins, BothWaysMatchTheCpuInEveryStorage) {
   for (const Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
     const double unit =
@@ -93,7 +95,7 @@ TEST_F(LayerNormRowsTwins, BothWaysMatchTheCpuInEveryStorage) {
     std::unique_ptr<RoundedStorageBackend> rounded;
     if (p != Precision::kFp32) rounded = std::make_unique<RoundedStorageBackend>(*cpu_, p);
     Backend& cpu = rounded ? static_cast<Backend&>(*rounded) : *cpu_;
-    for (const Shape s : {Shape{37, 768}, Shape{9, 1280}, Shape{6, 300}, Shape{11, 37}, Shape{5, 2050}}) {
+    for (const Shape s : kShapes) {
       std::vector<std::vector<float>> statistics;  // each way's forward mean and rstd, bits
       for (const cuda::LayerNormRows rows : {cuda::LayerNormRows::kWarpPerRow, cuda::LayerNormRows::kBlockPerRow}) {
         SCOPED_TRACE(name_of(p, s, rows));
