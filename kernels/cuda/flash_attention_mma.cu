@@ -21,6 +21,13 @@
 //           dS = P (dP - D), dQ += dS K.
 // dK and dQ take the scale once at the end (1/8, a power of two: exact).
 //
+// The softmax's instructions: the tensor cores take one product per 16 x 8 x 16 block, while the
+// softmax spends instructions on each of the block's scores, so at head size 64 those, not the
+// products, can set the pace (FlashAttention-2's observation). Each score gets one fma (the
+// scale, and the row's max or L, folded into exp2's argument) and one ex2 (exp2_ftz); the causal
+// and end-of-sequence tests run only in the tiles that need them (the diagonal and a last,
+// partial tile), the walks calling their step in two instantiations, masked and not.
+//
 // Tiles in flight: each operand that changes along a walk has two shared buffers. At the top of
 // step j every warp is past one barrier: tile j is whole in its buffer, and no warp still reads
 // the other one, so tile j + 1 is issued into it and copies while the warps multiply tile j (by
@@ -174,6 +181,7 @@ __device__ __forceinline__ void multiply_by_rows_transposed(float (*acc)[8][4], 
       mma::load_matrix_x4<false>(rows, m + (8 * j + lane % 8) * kLd + 32 * half + 8 * (lane / 8));
       const uint32_t b0[2] = {rows[0], rows[1]};
       const uint32_t b1[2] = {rows[2], rows[3]};
+#pragma unroll
       for (int set = 0; set < R; set++) {
         mma::mma_16x8x16<S>(acc[set][j], a[set][2 * half], b0);
         mma::mma_16x8x16<S>(acc[set][j], a[set][2 * half + 1], b1);
@@ -201,6 +209,7 @@ __device__ __forceinline__ void multiply_by_rows(float (*acc)[8][4], const float
                                                  int lane) {
   for (int ks = 0; ks < 4; ks++) {
     uint32_t a[R][4];
+#pragma unroll
     for (int set = 0; set < R; set++) accumulator_as_a<S>(a[set], values[set], ks);
     for (int jp = 0; jp < 4; jp++) {  // column blocks 2 jp and 2 jp + 1
       uint32_t cols[4];
@@ -208,6 +217,7 @@ __device__ __forceinline__ void multiply_by_rows(float (*acc)[8][4], const float
       mma::load_matrix_x4<true>(cols, m + row * kLd + 16 * jp + 8 * (lane / 16));
       const uint32_t b0[2] = {cols[0], cols[1]};
       const uint32_t b1[2] = {cols[2], cols[3]};
+#pragma unroll
       for (int set = 0; set < R; set++) {
         mma::mma_16x8x16<S>(acc[set][2 * jp], a[set], b0);
         mma::mma_16x8x16<S>(acc[set][2 * jp + 1], a[set], b1);
@@ -219,6 +229,23 @@ __device__ __forceinline__ void multiply_by_rows(float (*acc)[8][4], const float
 // The column of accumulator element i of block j for a lane with t4 = lane % 4 (its row is
 // g = lane / 4 for i < 2, g + 8 for i >= 2).
 __device__ __forceinline__ int fragment_column(int j, int i, int t4) { return 8 * j + 2 * t4 + (i & 1); }
+
+// 2^x on the special-function unit alone (PTX ex2.approx.ftz: within 2 ulp, results below 2^-126
+// flushed to zero). exp2f without fast-math wraps the same instruction in a range test and two
+// multiplies, to keep results below 2^-126 as subnormals; such a probability is under 2^-126 of
+// its row's sum (the row's largest is about 1) and cannot change a 16-bit output. The softmax
+// takes one exp a score, as often as the tensor cores take a product (FlashAttention-2: the
+// other instructions, not the products, set the pace at head size 64), so each instruction
+// around it counts. The emulation computes exp2f on the host.
+__device__ __forceinline__ float exp2_ftz(float x) {
+#ifdef __CUDA_ARCH__
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
 
 // The sum over the 4 lanes that hold one row's accumulator elements.
 __device__ __forceinline__ float quad_sum(float x) {
@@ -276,6 +303,7 @@ __global__ void __launch_bounds__(kThreads)
   // The warp's rows: kRowSets sets of 16, [q0 + first, q0 + first + 16) each.
   uint32_t qa[kRowSets][4][4];
   int row[kRowSets][2];
+#pragma unroll
   for (int set = 0; set < kRowSets; set++) {
     const int first = 16 * (kRowSets * warp + set);
     load_row_fragments(qa[set], first < kTile ? tiles.k[1] : tiles.v[1], first % kTile, lane);
@@ -287,39 +315,48 @@ __global__ void __launch_bounds__(kThreads)
   const float scale_log2 = scale * kLog2e;
   float m[kRowSets][2];  // running row max, log2 units
   float l[kRowSets][2];  // this lane's part of the running row sum
+#pragma unroll
   for (int set = 0; set < kRowSets; set++) {
     m[set][0] = m[set][1] = -INFINITY;
     l[set][0] = l[set][1] = 0.0f;
   }
   float o[kRowSets][8][4] = {};
 
+  // One key tile of the walk. `masked` (std::true_type) adds the per-score causal and end
+  // tests, which only the tiles from the block's first query on need (the walk's last one or two).
   const int last_query = min(q0 + kRows, T) - 1;
-  for (int k0 = 0, slot = 0; k0 <= last_query; k0 += kTile, slot ^= 1) {
+  auto key_tile = [&](int k0, int slot, auto masked) {
     wait_for_tiles<kCopy>();  // this key tile is whole; the other buffer (the last tile, or Q) is free
     if (k0 + kTile <= last_query) {
       load_key_tile<kCopy>(tiles.k[slot ^ 1], tiles.v[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
     }
     // Every key after every row of this warp (with 32 rows a warp, the block's last key tile for
     // its first two warps): the whole tile masked, its products would add exact zeros.
-    if (k0 > last_row_of_warp) continue;
+    if (k0 > last_row_of_warp) return;
 
     float s[kRowSets][8][4] = {};
     multiply_by_rows_transposed<S, kRowSets>(s, qa, tiles.k[slot], lane);
+#pragma unroll
     for (int set = 0; set < kRowSets; set++) {
+      if constexpr (decltype(masked)::value) {
+        for (int j = 0; j < 8; j++) {
+          for (int i = 0; i < 4; i++) {
+            const int key = k0 + fragment_column(j, i, t4);
+            if (key > row[set][i / 2] || key >= T) s[set][j][i] = -INFINITY;
+          }
+        }
+      }
+      // Scores stay unscaled: max(s) scale = max(s scale) exactly (scale > 0, rounding is
+      // monotone), and the scale enters exp2's argument by one fma.
       float tile_max[2] = {-INFINITY, -INFINITY};
       for (int j = 0; j < 8; j++) {
-        for (int i = 0; i < 4; i++) {
-          const int key = k0 + fragment_column(j, i, t4);
-          const int r = i / 2;
-          s[set][j][i] = key <= row[set][r] && key < T ? s[set][j][i] * scale_log2 : -INFINITY;
-          tile_max[r] = fmaxf(tile_max[r], s[set][j][i]);
-        }
+        for (int i = 0; i < 4; i++) tile_max[i / 2] = fmaxf(tile_max[i / 2], s[set][j][i]);
       }
       float m_use[2];
       for (int r = 0; r < 2; r++) {
-        const float m_new = fmaxf(m[set][r], quad_max(tile_max[r]));
+        const float m_new = fmaxf(m[set][r], quad_max(tile_max[r]) * scale_log2);
         m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: nothing to rescale
-        const float correction = exp2f(m[set][r] - m_use[r]);  // 0 on the first tile (m = -inf)
+        const float correction = exp2_ftz(m[set][r] - m_use[r]);  // 0 on the first tile (m = -inf)
         m[set][r] = m_new;
         l[set][r] *= correction;
         for (int j = 0; j < 8; j++) {
@@ -329,14 +366,19 @@ __global__ void __launch_bounds__(kThreads)
       }
       for (int j = 0; j < 8; j++) {
         for (int i = 0; i < 4; i++) {
-          s[set][j][i] = exp2f(s[set][j][i] - m_use[i / 2]);  // masked: exp2(-inf) = 0
+          s[set][j][i] = exp2_ftz(fmaf(s[set][j][i], scale_log2, -m_use[i / 2]));  // masked: exp2(-inf) = 0
           l[set][i / 2] += s[set][j][i];
         }
       }
     }
     multiply_by_rows<S, kRowSets>(o, s, tiles.v[slot], lane);
-  }
+  };
+  // Tiles before q0: every key real and before every row of the block.
+  int k0 = 0, slot = 0;
+  for (; k0 < q0; k0 += kTile, slot ^= 1) key_tile(k0, slot, std::false_type{});
+  for (; k0 <= last_query; k0 += kTile, slot ^= 1) key_tile(k0, slot, std::true_type{});
 
+#pragma unroll
   for (int set = 0; set < kRowSets; set++) {
     for (int r = 0; r < 2; r++) {
       const float sum = quad_sum(l[set][r]);
@@ -407,7 +449,9 @@ __global__ void __launch_bounds__(kThreads)
   const int key[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
   float dk[8][4] = {};
   float dv[8][4] = {};
-  for (int q0 = k0, slot = 0; q0 < T; q0 += kTile, slot ^= 1) {
+  // One query tile of the walk. `masked` (std::true_type) adds the per-score causal and end
+  // tests, which only the diagonal tile and a last, partial one need.
+  auto query_tile = [&](int q0, int slot, auto masked) {
     wait_for_tiles<kCopy>();  // this query tile is whole; the other buffer (the last tile, or K and V) is free
     if (q0 + kTile < T) {
       load_query_tile<kCopy>(tiles, slot ^ 1, q_first, do_first, lse, delta, b, h, q0 + kTile, T, C, NH, tid);
@@ -417,19 +461,30 @@ __global__ void __launch_bounds__(kThreads)
     float dst[8][4] = {};  // dP^T, then dS^T
     multiply_by_rows_transposed<S, 1>(&pt, &ka, tiles.first[slot], lane);
     multiply_by_rows_transposed<S, 1>(&dst, &va, tiles.second[slot], lane);
+    if constexpr (decltype(masked)::value) {
+      for (int j = 0; j < 8; j++) {
+        for (int i = 0; i < 4; i++) {
+          const int t = q0 + fragment_column(j, i, t4);
+          if (t < key[i / 2] || t >= T) pt[j][i] = -INFINITY;  // causal (key <= t), a real query
+        }
+      }
+    }
     for (int j = 0; j < 8; j++) {
       for (int i = 0; i < 4; i++) {
         const int column = fragment_column(j, i, t4);
-        const int t = q0 + column;
-        const bool live = t >= key[i / 2] && t < T;  // causal (key <= t), a real query
-        const float p = live ? exp2f(pt[j][i] * scale_log2 - tiles.lse[slot][column] * kLog2e) : 0.0f;
-        pt[j][i] = p;
-        dst[j][i] = p * (dst[j][i] - tiles.delta[slot][column]);
+        pt[j][i] = exp2_ftz(fmaf(pt[j][i], scale_log2, -tiles.lse[slot][column] * kLog2e));  // masked: 0
+        dst[j][i] = pt[j][i] * (dst[j][i] - tiles.delta[slot][column]);
       }
     }
     multiply_by_rows<S, 1>(&dv, &pt, tiles.second[slot], lane);
     multiply_by_rows<S, 1>(&dk, &dst, tiles.first[slot], lane);
-  }
+  };
+  // The diagonal tile; then whole tiles, every query real and after every key of the block; then
+  // a partial last tile.
+  query_tile(k0, 0, std::true_type{});
+  int q0 = k0 + kTile, slot = 1;
+  for (; q0 + kTile <= T; q0 += kTile, slot ^= 1) query_tile(q0, slot, std::false_type{});
+  if (q0 < T) query_tile(q0, slot, std::true_type{});
 
   for (int r = 0; r < 2; r++) {
     if (key[r] >= T) continue;
@@ -466,7 +521,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   float dq[8][4] = {};
   const int last_query = min(q0 + kTile, T) - 1;
-  for (int k0 = 0, slot = 0; k0 <= last_query; k0 += kTile, slot ^= 1) {
+  // One key tile of the walk. `masked` (std::true_type) adds the per-score causal and end
+  // tests, which only the diagonal tile needs.
+  auto key_tile = [&](int k0, int slot, auto masked) {
     wait_for_tiles<kCopy>();  // this key tile is whole; the other buffer (the last tile, or Q and dO) is free
     if (k0 + kTile <= last_query) {
       load_key_tile<kCopy>(tiles.first[slot ^ 1], tiles.second[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
@@ -476,16 +533,25 @@ __global__ void __launch_bounds__(kThreads)
     float dp[8][4] = {};
     multiply_by_rows_transposed<S, 1>(&ds, &qa, tiles.first[slot], lane);
     multiply_by_rows_transposed<S, 1>(&dp, &doa, tiles.second[slot], lane);
+    if constexpr (decltype(masked)::value) {
+      for (int j = 0; j < 8; j++) {
+        for (int i = 0; i < 4; i++) {
+          const int k = k0 + fragment_column(j, i, t4);
+          if (k > row[i / 2] || k >= T) ds[j][i] = -INFINITY;  // P = exp2(-inf) = 0
+        }
+      }
+    }
     for (int j = 0; j < 8; j++) {
       for (int i = 0; i < 4; i++) {
-        const int k = k0 + fragment_column(j, i, t4);
-        const int r = i / 2;
-        const float p = k <= row[r] && k < T ? exp2f(ds[j][i] * scale_log2 - row_lse[r]) : 0.0f;
-        ds[j][i] = p * (dp[j][i] - row_delta[r]);
+        ds[j][i] = exp2_ftz(fmaf(ds[j][i], scale_log2, -row_lse[i / 2])) * (dp[j][i] - row_delta[i / 2]);
       }
     }
     multiply_by_rows<S, 1>(&dq, &ds, tiles.first[slot], lane);
-  }
+  };
+  // Tiles before q0: every key real and before every row of the block; then the diagonal.
+  int k0 = 0, slot = 0;
+  for (; k0 < q0; k0 += kTile, slot ^= 1) key_tile(k0, slot, std::false_type{});
+  key_tile(k0, slot, std::true_type{});
   for (int r = 0; r < 2; r++) {
     if (row[r] >= T) continue;
     store_accumulator_row<S>(dqkv + qkv_index(b, row[r], flash::kPartQ, h, T, C), dq, r, t4, scale);
