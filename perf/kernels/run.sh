@@ -35,18 +35,22 @@ for exe in "$pack"/bin/playground_*; do
   echo "== $program: exit $rc" | tee -a "$log"
   [ "$rc" -eq 0 ] || status=1
 done
-# Production flash attention (variant 3: the tensor-core kernels on bf16) and the GEMM attention's
-# options (variants 5: production, min(B, NH) strided calls per product;
-# 6: one pointer-array call; 7 and 8: 2 and 4 causal row blocks; 9: 6 and 8 together) again at
-# micro-batch 32, where 5 makes 12 calls per product; and validated with B > NH (the strided
-# calls then batch over batch elements; the default validation has B = 2 < NH).
+# Production flash attention (variant 3: the tensor-core kernels on bf16; 10: its tiles copied
+# through registers; the forward's 11: 32 query rows a warp) and the GEMM attention's options
+# (variants 5: production, min(B, NH) strided calls per product; 6: one pointer-array call; 7 and
+# 8: 2 and 4 causal row blocks; 9: 6 and 8 together) again at micro-batch 32, where 5 makes 12
+# calls per product; and validated with B > NH (the strided calls then batch over batch
+# elements; the default validation has B = 2 < NH).
 for program in playground_attention_forward playground_attention_backward; do
   [ -x "$pack/bin/$program" ] || continue
+  [[ -z "$only" || "$program" =~ $only ]] || continue
+  variants=(3 10 5 6 7 8 9)
+  [ "$program" = playground_attention_forward ] && variants=(3 10 11 5 6 7 8 9)
   for setting in "ATTN_B=32 $reps" "ATTN_B=6 ATTN_C=128 ATTN_NH=2 ATTN_VALIDATE_B=6 3"; do
     read -r -a words <<< "$setting"
     shape=("${words[@]:0:${#words[@]}-1}")
     n=${words[-1]}
-    for variant in 3 5 6 7 8 9; do
+    for variant in "${variants[@]}"; do
       echo "== $program $variant $n ${shape[*]}" | tee -a "$log"
       capped "$program_cap" env "${shape[@]}" "$pack/bin/$program" "$variant" "$n" 2>&1 | tee -a "$log"
       rc=${PIPESTATUS[0]}
