@@ -24,11 +24,12 @@ enum class TileCopy { kAsynchronous, kSynchronous };
 // tests/gpu/flash_mma_options_test.cpp). The defaults are production's.
 struct FlashMmaOptions {
   TileCopy copy = TileCopy::kAsynchronous;
-  // The forward's query rows per warp: 16 (a block of 64 queries) or 32 (128 queries, as
-  // FlashAttention-2). With 32, each K and V fragment loaded from shared memory feeds two
-  // products instead of one, for more registers per thread and half the blocks. perf/kernels'
-  // attention_forward times both.
-  int forward_rows_per_warp = 16;
+  // The forward's query rows per warp: 32 (a block of 128 queries, as FlashAttention-2; the
+  // default) or 16 (64 queries). With 32, each K and V fragment loaded from shared memory feeds
+  // two products instead of one, for more registers per thread and half the blocks: 4% faster
+  // at GPT-2 124M's shapes, micro-batch 8, and 10% at 32 on one H100 (perf/kernels'
+  // attention_forward 3 against 11; docs/performance.md, 2026-11-23).
+  int forward_rows_per_warp = 32;
 };
 
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and

@@ -44,10 +44,11 @@
 //  10  variant 3 with TileCopy::kSynchronous: each next K/V tile copied through registers, each
 //      thread waiting for its loads, where 3 issues cp.async and multiplies the current tile
 //      while they land. The same bits (tests/gpu); which is faster decides the default.
-//  11  variant 3 with 32 query rows per warp (FlashMmaOptions::forward_rows_per_warp): 128
-//      queries a block, each K and V fragment read from shared memory feeding two products
-//      instead of one (by the arithmetic in perf/kernels/README.md, 16 rows a warp leave mma.sync
-//      waiting on shared memory). The same bits as 3 (tests/gpu).
+//  11  variant 3 with 16 query rows per warp (FlashMmaOptions::forward_rows_per_warp), the
+//      default until 2026-11-23: 64 queries a block, each K and V fragment read from shared
+//      memory feeding one product where production's 32 rows a warp feed two. Production was
+//      16 rows when the H100 timed them (3: 84.8 us, 11 at 32 rows: 81.3 us at B = 8; 282.9
+//      and 254.2 us at 32), so the two variants traded places. The same bits as 3 (tests/gpu).
 //   Variants 3 to 11 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
@@ -279,8 +280,8 @@ int main(int argc, char** argv) {
        tk::cuda::flash_attention_supported(C, NH)
            ? Run(measure16(flash16_with({.copy = tk::cuda::TileCopy::kSynchronous})))
            : Run(unsupported)},
-      {"variant 3 with 32 query rows per warp (128 per block)",
-       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_with({.forward_rows_per_warp = 32})))
+      {"variant 3 with 16 query rows per warp (64 per block)",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_with({.forward_rows_per_warp = 16})))
                                                   : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;

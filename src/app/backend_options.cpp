@@ -2,9 +2,20 @@
 
 namespace trident::app {
 
-kernels::BackendOptions backend_options(const io::RunConfig& config) {
+kernels::AttentionKernel attention_kernel(const io::RunConfig& config, kernels::Device device) {
+  if (config.run.attention == "auto") {
+    // The flash kernels' head size (io/run_config.cpp refuses flash at any other).
+    constexpr int kFlashHeadSize = 64;
+    const bool tensor_cores = device == kernels::Device::kCuda && config.train.precision != "fp32" &&
+                              config.model.hidden / config.model.heads == kFlashHeadSize;
+    return tensor_cores ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
+  }
+  return config.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
+}
+
+kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::Device device) {
   kernels::BackendOptions options;
-  options.attention = config.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
+  options.attention = attention_kernel(config, device);
   const bool fuse = config.run.matmul_epilogues == "fused" && config.train.precision != "fp32";
   options.matmul_epilogues = fuse ? kernels::MatmulEpilogues::kFused : kernels::MatmulEpilogues::kSeparate;
   options.attention_blocks = config.run.attention_blocks;

@@ -9,7 +9,13 @@
 namespace trident::app {
 
 // fp32 runs never fuse matmul epilogues (an fp32 run asks for none, and so holds no cuBLASLt
-// workspace), whatever run.matmul_epilogues says.
-kernels::BackendOptions backend_options(const io::RunConfig& config);
+// workspace), whatever run.matmul_epilogues says. run.attention = auto takes flash where it
+// runs on the tensor cores (device CUDA, bf16 or fp16, heads of 64 channels) and gemm elsewhere:
+// the fp32 flash kernels are scalar, a third of the GEMM path's speed, and the CPU has none.
+kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::Device device);
+
+// The attention kernels run.attention = auto chooses on `device` (the deck's own choice when not
+// auto).
+kernels::AttentionKernel attention_kernel(const io::RunConfig& config, kernels::Device device);
 
 }  // namespace trident::app

@@ -31,15 +31,15 @@ struct CountedKernels {
   kernels::Native16BitKernels native;
   std::string note;
   bool cuda = false;  // counted for the CUDA backend (also how its groups talk: comm_transport)
+  kernels::BackendOptions options;  // the kernels chosen on that backend (run.attention = auto resolved)
 };
 
 CountedKernels counted_kernels(const io::RunConfig& c) {
-  const kernels::BackendOptions options = backend_options(c);
   const bool gpu_here = kernels::cuda_compiled() && kernels::cuda_device_count() > 0;
-  const bool cuda = c.run.device == "cuda" || options.attention == kernels::AttentionKernel::kFlash ||
-                    (c.run.device == "auto" && gpu_here);
+  const bool cuda = c.run.device == "cuda" || c.run.attention == "flash" || (c.run.device == "auto" && gpu_here);
+  const kernels::BackendOptions options = backend_options(c, cuda ? kernels::Device::kCuda : kernels::Device::kCpu);
   std::string why = "run.device = " + c.run.device;
-  if (c.run.device != "cuda" && options.attention == kernels::AttentionKernel::kFlash) {
+  if (c.run.device != "cuda" && c.run.attention == "flash") {
     why += ", run.attention = flash";
   } else if (c.run.device == "auto") {
     why += gpu_here ? " and a GPU here" : " and no GPU here";
@@ -48,14 +48,14 @@ CountedKernels counted_kernels(const io::RunConfig& c) {
     return {kernels::native_16bit_kernels(kernels::Device::kCuda, options),
             "16-bit kernels: memory counted for the CUDA backend (" + why +
                 "): 16-bit logits, nothing widened to fp32\n",
-            true};
+            true, options};
   }
   return {kernels::native_16bit_kernels(kernels::Device::kCpu, options),
           "16-bit kernels: memory counted for the CPU backend (" + why +
               "): fp32 logits, every 16-bit operand widened to fp32" +
               (c.run.device == "auto" ? "; an upper bound for a GPU run (--run.device=cuda counts the GPU's)\n"
                                       : std::string("\n")),
-          false};
+          false, options};
 }
 
 std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch,
@@ -128,15 +128,16 @@ int check_command(const std::vector<std::string>& raw_args) {
                         "data.generate = synthetic)");
   }
   // The attention workspace the run's kernels will ask for: the GEMM path's (every backend's
-  // the same size; the CPU one answers), or the flash kernels'.
+  // the same size; the CPU one answers), or the flash kernels' (run.attention = auto: on the
+  // backend the memory is counted for).
   const int micro_batch = static_cast<int>(c.train.micro_batch), local_heads = c.model.heads / c.parallel.tp;
+  const CountedKernels counted = counted_kernels(c);
   const std::size_t attention_scratch =
-      c.run.attention == "flash"
+      counted.options.attention == kernels::AttentionKernel::kFlash
           ? kernels::flash_attention_scratch_floats(micro_batch, c.train.seq_len, local_heads)
           : kernels::make_backend(kernels::Device::kCpu, 1)->attention_scratch_size(micro_batch, c.train.seq_len,
                                                                                    local_heads);
   const parallel::RankGrid grid(c.parallel.tp, c.parallel.dp, c.parallel.pp);
-  const CountedKernels counted = counted_kernels(c);
   std::printf("%s", startup_report(setup, grid, attention_scratch, counted.native,
                                    comm_transport(counted.cuda, c.parallel.comm)).c_str());
   if (c.train.precision != "fp32") std::printf("%s", counted.note.c_str());

@@ -155,7 +155,7 @@ int train_command(const std::vector<std::string>& args) {
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const bool nccl = c.parallel.comm == "nccl";
   const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
-  const kernels::BackendOptions kernel_options = backend_options(c);
+  const kernels::BackendOptions kernel_options = backend_options(c, device.device);
   if (kernel_options.attention == kernels::AttentionKernel::kFlash && device.device == kernels::Device::kCpu) {
     // Every rank chose the same device (choose_device_collectively): all refuse alike.
     throw io::UserError("run.attention = flash: only the CUDA backend has flash attention, and this run is on the "

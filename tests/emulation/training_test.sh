@@ -4,8 +4,9 @@
 # - fp32 on the CUDA backend against the CPU twin within 1e-4; run.device = auto takes it;
 # - bf16 and fp16 against the CPU's bf16 and fp16 within 1e-2 (a bf16 unit is 2^-8);
 # - flash attention (head size 64: hidden 128, 2 heads) in fp32 within 1e-4 and in bf16 within
-#   1e-2; bf16 with the matmul epilogues in separate kernels; the GEMM attention in its default
-#   schedule (4 causal blocks, pointer-array products) and with 1 block and strided calls;
+#   1e-2; bf16 at run.attention = auto (the default) takes flash, bit for bit; bf16 with the
+#   matmul epilogues in separate kernels; the GEMM attention in its default schedule (4 causal
+#   blocks, pointer-array products) and with 1 block and strided calls;
 #   run.profile on bf16 flash: the same losses, the fused MLP pairs timed whole;
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1 (parallel.comm = mpi, both ranks on the one
 #   emulated GPU) against one rank within 1e-4, the data group's host copies as estimated;
@@ -56,6 +57,10 @@ matches "flash attention, fp32, against the CPU" wcpu flash 1e-4
 train wcpu16 --run.device=cpu $wide --train.precision=bf16
 train flash16 $gpu $wide --train.precision=bf16 --run.attention=flash
 matches "flash attention, bf16, against the CPU's bf16" wcpu16 flash16 1e-2
+# run.attention = auto (the default): 16 bits on the CUDA backend at head size 64 take flash.
+train auto16 $gpu $wide --train.precision=bf16
+grep -q "^backend.*flash attention" auto16.log || { grep '^backend' auto16.log; fail "auto16: not flash attention"; }
+matches "run.attention = auto, bf16, head size 64: the flash run's losses" flash16 auto16 0
 # run.profile on the CUDA backend: the same bits; the MLP's fused pairs reach it whole (its
 # cuBLASLt epilogues still run), and no kernel widens 16-bit operands.
 train profiled16 $gpu $wide --train.precision=bf16 --run.attention=flash --run.profile=true
@@ -66,11 +71,12 @@ if grep -q "^  matmul_gelu_forward 128->512 " profiled16/profile-rank0.txt &&
 else
   fail "run.profile on the emulated GPU: $(cat profiled16/profile-rank0.txt 2>/dev/null || echo 'no profile-rank0.txt')"
 fi
-train separate16 $gpu $wide --train.precision=bf16 --run.matmul_epilogues=separate
+train separate16 $gpu $wide --train.precision=bf16 --run.attention=gemm --run.matmul_epilogues=separate
 matches "separate matmul epilogues, bf16, against the CPU's bf16" wcpu16 separate16 1e-2
 grep -q "^backend.*4 causal attention blocks, pointer-array attention products" separate16.log \
   || { grep '^backend' separate16.log; fail "the default attention schedule is not named"; }
-train blocks16 $gpu $wide --train.precision=bf16 --run.attention_blocks=1 --run.attention_batching=strided
+train blocks16 $gpu $wide --train.precision=bf16 --run.attention=gemm --run.attention_blocks=1 \
+  --run.attention_batching=strided
 if grep -q "^backend.*\(causal attention blocks\|pointer-array\)" blocks16.log; then
   grep '^backend' blocks16.log; fail "the one-block strided run names another schedule"
 fi

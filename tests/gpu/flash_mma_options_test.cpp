@@ -5,7 +5,7 @@
 // - The tile copy, cp.async (the default) or through registers: a copy that lands late, into the
 //   buffer the warps are still reading, or not at all changes values (in the emulation such a
 //   read gives NaN: kernels/cuda/async_copy.cuh), so does a row past T that is not zero-filled.
-// - The forward's 32 query rows per warp against 16: each row walks the same key tiles in the
+// - The forward's 32 query rows per warp (the default) against 16: each row walks the same key tiles in the
 //   same order; a key tile after all of a warp's rows is skipped, where 16 rows never reach it
 //   (computing it would add exact zeros). A row set given the wrong rows, keys or mask shows.
 // The twin tests (cuda_bf16_storage_test.cpp) hold the defaults to the CPU; this holds the
@@ -117,8 +117,8 @@ TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
         const char* name;
         cuda::FlashMmaOptions options;
       } others[] = {{"synchronous tile copies", {.copy = cuda::TileCopy::kSynchronous}},
-                    {"32 query rows per warp", {.forward_rows_per_warp = 32}},
-                    {"both", {.copy = cuda::TileCopy::kSynchronous, .forward_rows_per_warp = 32}}};
+                    {"16 query rows per warp", {.forward_rows_per_warp = 16}},
+                    {"both", {.copy = cuda::TileCopy::kSynchronous, .forward_rows_per_warp = 16}}};
       for (const auto& other : others) {
         SCOPED_TRACE(other.name);
         const Run r = run(other.options);

@@ -6,8 +6,9 @@
 #   validation loss on the GPU;
 # - run.attention = flash at head size 64: 10 fp32 steps within 1e-4 of the CPU, 10 bf16
 #   steps within 1e-2 of the CPU's bf16 (one bf16 unit of the stored activations is 2^-8),
-#   with the matmuls' bias and GELU in cuBLASLt's epilogues (the default) and in separate kernels,
-#   and with the GEMM attention on bf16 buffers (run.attention = gemm, the default) in its default
+#   with the matmuls' bias and GELU in cuBLASLt's epilogues (the default) and in separate kernels;
+#   bf16 at run.attention = auto (the default) takes flash, bit for bit;
+#   and with the GEMM attention on bf16 buffers (run.attention = gemm) in its default
 #   schedule (4 causal row blocks, pointer-array products) and in its other (one block over the
 #   full square, strided calls: run.attention_blocks = 1, run.attention_batching = strided);
 #   run.profile on the bf16 flash run: the same losses, the fused MLP pairs timed whole;
@@ -110,9 +111,16 @@ if grep -q "^  matmul_gelu_forward 128->512 " pgpu16/profile-rank0.txt &&
 else
   fail "run.profile on the GPU: $(cat pgpu16/profile-rank0.txt 2>/dev/null || echo 'no profile-rank0.txt')"
 fi
-# The GEMM attention (the default) on the same 16-bit buffers: its products read bf16 and it
+# run.attention = auto (the default): 16 bits on the GPU at head size 64 take flash, the same bits.
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.dir=agpu16 > agpu16.log 2>&1 \
+  || { tail -20 agpu16.log; fail "run.attention = auto, bf16 on the GPU"; }
+grep -q "^backend.*flash attention" agpu16.log || { grep '^backend' agpu16.log; fail "auto, bf16: not flash attention"; }
+out=$("$CHECK_METRICS" compare fgpu16/metrics.jsonl agpu16/metrics.jsonl loss 0) \
+  && pass "run.attention = auto, bf16, head size 64: the flash run's losses: $out" || fail "auto, bf16: $out"
+# The GEMM attention on the same 16-bit buffers: its products read bf16 and it
 # rounds P and dS to bf16 between them (kernels/cuda/attention_schedule.h).
-mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.dir=ggpu16 > ggpu16.log 2>&1 \
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention=gemm --run.dir=ggpu16 \
+  > ggpu16.log 2>&1 \
   || { tail -20 ggpu16.log; fail "GEMM attention bf16 on the GPU"; }
 grep -q "^backend.*bf16 kernels (.*attention" ggpu16.log \
   || { grep '^backend' ggpu16.log; fail "the bf16 GEMM attention run does not name attention among its bf16 kernels"; }
@@ -122,7 +130,7 @@ out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl ggpu16/metrics.jsonl loss 1e
   && pass "GEMM attention, bf16 GPU against bf16 CPU: $out" || fail "GEMM attention, bf16: $out"
 # And with its other schedule (run.attention_blocks = 1, run.attention_batching = strided): the
 # same products over the full square in strided calls, no pointer arrays in the workspace.
-mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention_blocks=1 \
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention=gemm --run.attention_blocks=1 \
   --run.attention_batching=strided --run.dir=sgpu16 > sgpu16.log 2>&1 \
   || { tail -20 sgpu16.log; fail "GEMM attention bf16 with 1 block and strided calls on the GPU"; }
 if grep -q "^backend.*\(causal attention blocks\|pointer-array\)" sgpu16.log; then

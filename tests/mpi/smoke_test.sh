@@ -29,7 +29,8 @@ done
 
 # Under bf16 the memory estimate counts the kernels of the deck's device, with or without a GPU
 # here: the CUDA backend's 16-bit logits and unwidened operands need less than the CPU's
-# widening, and flash attention (no T x T workspace) less again.
+# widening, and flash attention (no T x T workspace) less again; run.attention = auto (the
+# default) counts flash there, GPT-2's heads having 64 channels.
 activations_mib() {  # stage 0's activations column, in MiB, from check's output on stdin
   awk '$1 == "0" && NF == 15 {v = $10; u = $11; print (u == "GiB" ? v * 1024 : u == "KiB" ? v / 1024 : v); exit}'
 }
@@ -38,11 +39,16 @@ bf16_check() {
     --train.precision=bf16 --train.micro_batch=8 "$@" 2>&1
 }
 cpu_out=$(bf16_check --run.device=cpu) || fail "check on cpu: $cpu_out"
-gemm_out=$(bf16_check --run.device=cuda) || fail "check on cuda: $gemm_out"
+gemm_out=$(bf16_check --run.device=cuda --run.attention=gemm) || fail "check on cuda: $gemm_out"
 flash_out=$(bf16_check --run.device=cuda --run.attention=flash) || fail "check on cuda, flash: $flash_out"
+auto_out=$(bf16_check --run.device=cuda) || fail "check on cuda, run.attention = auto: $auto_out"
 cpu_mib=$(echo "$cpu_out" | activations_mib)
 gemm_mib=$(echo "$gemm_out" | activations_mib)
 flash_mib=$(echo "$flash_out" | activations_mib)
+auto_mib=$(echo "$auto_out" | activations_mib)
+[ -n "$auto_mib" ] && [ "$auto_mib" = "$flash_mib" ] 2>/dev/null \
+  && pass "check, run.attention = auto, bf16 on cuda: flash's activations ($auto_mib MiB)" \
+  || fail "check, run.attention = auto, bf16 on cuda: activations $auto_mib MiB, not flash's $flash_mib"
 echo "$cpu_out" | grep -q "^16-bit kernels: memory counted for the CPU backend (run.device = cpu)" \
   || fail "check on cpu names no kernels: $cpu_out"
 echo "$gemm_out" | grep -q "^16-bit kernels: memory counted for the CUDA backend (run.device = cuda)" \

@@ -94,7 +94,8 @@ TEST(RunConfig, HeadsMustDivideHidden) {
 }
 
 TEST(RunConfig, FlashAttentionNeedsHeadsOf64Channels) {
-  EXPECT_EQ(config_of({}).run.attention, "gemm");  // the default
+  EXPECT_EQ(config_of({}).run.attention, "auto");  // the default
+  EXPECT_EQ(config_of({"--run.attention=gemm"}).run.attention, "gemm");
   EXPECT_EQ(config_of({"--run.attention=flash"}).run.attention, "flash");  // 768 / 12 = 64
   EXPECT_EQ(config_error({"--run.attention=flash", "--model.heads=8"}),
             "run.attention = flash needs heads of 64 channels, but model.hidden = 768 / model.heads = 8 = 96 "
