@@ -44,6 +44,11 @@ struct AdamWArgs {
   float eps = 1e-8f;
   float weight_decay = 0.0f;
   int step = 1;               // 1-based step number, for bias correction
+  // Each gradient is multiplied by this as it is read, g = grad[i] * grad_scale, rounded to
+  // float: the same g as a separate scale(grad, grad_scale) pass before the update, without that
+  // pass's read and write of every gradient (the trainer's fp16 unscaling and clipping). The
+  // gradients in memory are left as they were.
+  float grad_scale = 1.0f;
   // Which elements decay, so that one call covers tensors with and without decay (biases and
   // norms are not decayed): bit i % 32 of decay_mask[i / 32] set means element i of the call
   // takes weight_decay, clear means 0. Backend memory from allocate_tokens holding the words'

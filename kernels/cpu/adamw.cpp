@@ -1,6 +1,7 @@
 // AdamW (decoupled weight decay, Loshchilov & Hutter), bias-corrected:
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m / (1-b1^t);  vhat = v / (1-b2^t)
 //   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
+// with g = grad * grad_scale (AdamWArgs::grad_scale), rounded to float before its first use.
 // The bias corrections are computed once per call in double (b2^t for t ~ 1e5 underflows
 // gracefully to 0 there), then the per-element update is float, parallel and vectorised
 // (compiled per ISA, simd_dispatch.h: the sqrt and divide are the costly part at SSE2 width).
@@ -19,7 +20,7 @@ namespace {
 
 // The per-call scalars, the bias corrections in double as above.
 struct Scalars {
-  float beta1, beta2, lr, eps, wd, inv_bc1, inv_bc2;
+  float beta1, beta2, lr, eps, wd, inv_bc1, inv_bc2, grad_scale;
   explicit Scalars(const AdamWArgs& args)
       : beta1(args.beta1),
         beta2(args.beta2),
@@ -27,12 +28,15 @@ struct Scalars {
         eps(args.eps),
         wd(args.weight_decay),
         inv_bc1(static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta1), args.step)))),
-        inv_bc2(static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta2), args.step)))) {}
+        inv_bc2(static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta2), args.step)))),
+        grad_scale(args.grad_scale) {}
 };
 
 // One element: updates m[i], v[i] and returns the new parameter value. The only copy of the
 // arithmetic, so the plain and the master-weight updates agree bit for bit.
-inline float updated(const Scalars& k, float wd, float param, float g, float& m, float& v) {
+inline float updated(const Scalars& k, float wd, float param, float grad, float& m, float& v) {
+  // A product rounded to float on its own (it is no addend, so no contraction fuses it).
+  const float g = grad * k.grad_scale;
   const float mi = k.beta1 * m + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v + (1.0f - k.beta2) * g * g;
   m = mi;

@@ -2,6 +2,8 @@
 // (kernels/cpu/adamw.cpp):
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  mhat = m / (1-b1^t);  vhat = v / (1-b2^t)
 //   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
+// with g = grad * grad_scale (AdamWArgs::grad_scale: the trainer's unscaling and clipping, in this
+// pass instead of one of their own).
 // The two bias corrections are the same for every element, so the host computes them once per
 // call, in double as the CPU twin does (b2^t for t ~ 1e5 underflows gracefully to 0), and
 // passes their float reciprocals: both twins then multiply by the very same scalars. The
@@ -32,6 +34,7 @@ struct AdamWConstants {
   float weight_decay;
   float inv_bias_correction1;  // 1 / (1 - beta1^step)
   float inv_bias_correction2;  // 1 / (1 - beta2^step)
+  float grad_scale;            // AdamWArgs::grad_scale
   const uint32_t* decay_mask;  // AdamWArgs::decay_mask (device memory), or null
 
   // Element i's weight decay: 0 where the mask clears its bit (as the CPU twin).
@@ -42,7 +45,10 @@ struct AdamWConstants {
 };
 
 // One element: updates m, v and returns the new parameter (the only copy of the arithmetic).
-__device__ __forceinline__ float updated(const AdamWConstants& k, float wd, float param, float g, float& m, float& v) {
+__device__ __forceinline__ float updated(const AdamWConstants& k, float wd, float param, float grad, float& m,
+                                         float& v) {
+  // A product rounded to float on its own (it is no addend, so no contraction fuses it).
+  const float g = grad * k.grad_scale;
   const float mi = k.beta1 * m + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v + (1.0f - k.beta2) * g * g;
   m = mi;
@@ -91,6 +97,7 @@ AdamWConstants constants_of(const AdamWArgs& args) {
   k.eps = args.eps;
   k.weight_decay = args.weight_decay;
   k.decay_mask = reinterpret_cast<const uint32_t*>(args.decay_mask);
+  k.grad_scale = args.grad_scale;
   k.inv_bias_correction1 =
       static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(args.beta1), args.step)));
   k.inv_bias_correction2 =

@@ -56,8 +56,10 @@ AdamW::~AdamW() {
   backend_.release_tokens(decay_mask_);
 }
 
-void AdamW::update(kernels::ActPtr params, const float* shard_grads, double lr, int64_t step_number) {
+void AdamW::update(kernels::ActPtr params, const float* shard_grads, double lr, int64_t step_number,
+                   float grad_scale) {
   kernels::AdamWArgs args;
+  args.grad_scale = grad_scale;
   args.lr = static_cast<float>(lr);
   args.beta1 = static_cast<float>(settings_.beta1);
   args.beta2 = static_cast<float>(settings_.beta2);

@@ -45,8 +45,10 @@ class AdamW {
   // One update of the shard's parameters: params is the whole arena (the model's, in the compute
   // precision: 16-bit with master weights); shard_grads[i] is the gradient of arena element
   // shard_begin + i. step_number is 1-based (bias correction). With master weights the update
-  // goes to them and params[shard] receives their rounded values.
-  void update(kernels::ActPtr params, const float* shard_grads, double lr, int64_t step_number);
+  // goes to them and params[shard] receives their rounded values. The gradients are read times
+  // grad_scale (kernels::AdamWArgs::grad_scale) and left as they are.
+  void update(kernels::ActPtr params, const float* shard_grads, double lr, int64_t step_number,
+              float grad_scale = 1.0f);
   // With master weights: takes those of arena elements [offset, offset + count) that lie in this
   // range from their fp32 host values (initialisation, checkpoint loading; the model's arena is
   // set from the same values, model::Gpt::set_parameters). Nothing to do in fp32.

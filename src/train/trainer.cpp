@@ -156,8 +156,7 @@ StepResult Trainer::step(int64_t step_index) {
   // the same (whole) gradients, so only the model-parallel group (tp x pp) is summed; with
   // ZeRO each data rank holds one block, so the data group is summed too. Within the tensor
   // group, replicated tensors count on tensor rank 0 only (norm_segments_).
-  float* shard_grads = model_.gradients() + shard_.begin;
-  const std::size_t count = zero_ ? shard_.size() : model_.params().total_count();
+  const float* shard_grads = model_.gradients() + shard_.begin;
   double squares = backend_.sum_squares_of_ranges(model_.gradients(), norm_segments_.data(), norm_segments_.size());
   if (zero_) ctx_.data().all_reduce_sum(&squares, 1);
   ctx_.model().all_reduce_sum(&squares, 1);
@@ -170,12 +169,12 @@ StepResult Trainer::step(int64_t step_index) {
     result.skipped = !scaler_.update(overflow);
   }
   if (!result.skipped) {
-    // Unscaling and clipping in one pass: the clip applies to the true (unscaled) norm.
+    // Unscaling and clipping in one factor, applied by the update as it reads each gradient
+    // (no pass of its own over the gradients): the clip applies to the true (unscaled) norm.
     const double clip = config_.optim.grad_clip;
     double factor = 1.0 / result.loss_scale;
     if (clip > 0.0 && result.grad_norm > clip) factor *= clip / result.grad_norm;
-    if (factor != 1.0) backend_.scale(shard_grads, static_cast<float>(factor), count);
-    optimizer_.update(model_.parameters(), shard_grads, result.lr, step_index + 1);
+    optimizer_.update(model_.parameters(), shard_grads, result.lr, step_index + 1, static_cast<float>(factor));
     if (zero_) ctx_.data().all_gather_in_place(model_.parameters(), shard_.block);
   }
   backend_.synchronize();

@@ -20,6 +20,7 @@
 #include <string>
 #include <stdexcept>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"              // Backend, AdamWArgs
@@ -697,6 +698,25 @@ TEST_F(TwinBackends, SumSquaresMatchesCpuInDouble) {
   }
 }
 
+// Every element counted once, whatever the start's alignment (the kernel reads 16 bytes at a time
+// from the first 16-byte boundary, the up to 3 floats around that apart): values k / 8 have
+// squares that are multiples of 2^-6, so every sum here is exact in double in any order, and
+// one element dropped or counted twice shows as an inequality.
+TEST_F(TwinBackends, SumSquaresCountsEveryElementOnceAtAnyAlignment) {
+  const std::size_t n = kLargeLength + 8;
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(static_cast<int>(i * 7919 % 17) - 8) / 8.0f;
+  BackendFloats x(*gpu_, values);
+  for (const std::size_t offset : {0, 1, 2, 3, 5}) {
+    for (const std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{5},
+                                    std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{4099}, kLargeLength}) {
+      double want = 0.0;
+      for (std::size_t i = offset; i < offset + count; ++i) want += static_cast<double>(values[i]) * values[i];
+      EXPECT_EQ(gpu_->sum_squares(x.get() + offset, count), want) << "offset " << offset << ", count " << count;
+    }
+  }
+}
+
 // One wait for all ranges: each range's total is sum_squares' (same kernels, same bits), added
 // in order from 0 on the host; an empty range adds 0 (its total is cleared, not left stale).
 TEST_F(TwinBackends, SumSquaresOfRangesMatchesOneCallPerRange) {
@@ -717,8 +737,9 @@ TEST_F(TwinBackends, SumSquaresOfRangesMatchesOneCallPerRange) {
 // --- optimiser ---------------------------------------------------------------------------------
 
 TEST_F(TwinBackends, AdamwUpdateMatchesCpu) {
-  for (const int step : {1, 1000}) {
-    SCOPED_TRACE("step " + std::to_string(step));
+  // grad_scale (the trainer's unscaling and clipping, read with the gradients): 1 and not.
+  for (const auto& [step, grad_scale] : {std::pair{1, 1.0f}, std::pair{1000, 0.37f}}) {
+    SCOPED_TRACE("step " + std::to_string(step) + ", grad_scale " + std::to_string(grad_scale));
     const std::size_t n = kSmallLength;
     auto param = twin(uniform(n, -1.0f, 1.0f));
     auto grad = twin(uniform(n, -1.0f, 1.0f));
@@ -731,6 +752,7 @@ TEST_F(TwinBackends, AdamwUpdateMatchesCpu) {
     args.eps = 1e-8f;
     args.weight_decay = 0.1f;
     args.step = step;
+    args.grad_scale = grad_scale;
     run_on_both([&](Backend& b, Side side) {
       b.adamw_update(param.on(side), grad.on(side), m.on(side), v.on(side), n, args);
     });
@@ -759,6 +781,7 @@ TEST_F(TwinBackends, AdamwUpdateMasterMatchesCpu) {
     args.lr = 3e-3f;
     args.weight_decay = 0.1f;
     args.step = 7;
+    args.grad_scale = 0.37f;
     run_on_both([&](Backend& b, Side side) {
       b.adamw_update_master(master.on(side), compute.on(side), grad.on(side), m.on(side), v.on(side), n, args, p);
     });

@@ -135,6 +135,46 @@ TEST(CpuAdamW, MasterUpdateIsTheUpdateThenTheRounding) {
   }
 }
 
+// AdamWArgs::grad_scale: the update reading grad times s gives, bit for bit, what a scale(grad, s)
+// pass and then the update at 1 give (the trainer's unscaling and clipping, folded in), for the
+// plain and the master-weight update, and leaves the gradients as they were.
+TEST(CpuAdamW, GradScaleIsAScalePassBeforeTheUpdate) {
+  std::mt19937 rng(72);
+  cpu::CpuBackend backend(kTestThreads);
+  const std::size_t n = 1001;
+  const auto param = random_floats(n, rng), grad = random_floats(n, rng);
+  const auto m0 = random_floats(n, rng, -0.1f, 0.1f), v0 = random_floats(n, rng, 0.0f, 0.01f);
+  AdamWArgs args;
+  args.lr = 3e-3f;
+  args.weight_decay = 0.1f;
+  args.step = 5;
+  for (const float s : {0.37f, 1.0f / 65536.0f, 3.0f}) {
+    auto scaled = grad;
+    backend.scale(scaled.data(), s, n);
+    auto two_pass = param, m2 = m0, v2 = v0;
+    backend.adamw_update(two_pass.data(), scaled.data(), m2.data(), v2.data(), n, args);
+    AdamWArgs folded = args;
+    folded.grad_scale = s;
+    auto one_pass = param, m1 = m0, v1 = v0, read = grad;
+    backend.adamw_update(one_pass.data(), read.data(), m1.data(), v1.data(), n, folded);
+    EXPECT_EQ(std::memcmp(one_pass.data(), two_pass.data(), n * sizeof(float)), 0) << s;
+    EXPECT_EQ(std::memcmp(m1.data(), m2.data(), n * sizeof(float)), 0) << s;
+    EXPECT_EQ(std::memcmp(v1.data(), v2.data(), n * sizeof(float)), 0) << s;
+    EXPECT_EQ(std::memcmp(read.data(), grad.data(), n * sizeof(float)), 0) << "the gradients changed";
+    auto master = param, m3 = m0, v3 = v0;
+    std::vector<uint16_t> copy16(n);
+    backend.adamw_update_master(master.data(), ActPtr(copy16.data(), Precision::kBf16), grad.data(), m3.data(),
+                                v3.data(), n, folded, Precision::kBf16);
+    EXPECT_EQ(std::memcmp(master.data(), two_pass.data(), n * sizeof(float)), 0) << s;
+  }
+  auto unscaled = param, m4 = m0, v4 = v0, p5 = param, m5 = m0, v5 = v0;
+  backend.adamw_update(unscaled.data(), grad.data(), m4.data(), v4.data(), n, args);
+  AdamWArgs halved = args;
+  halved.grad_scale = 0.5f;
+  backend.adamw_update(p5.data(), grad.data(), m5.data(), v5.data(), n, halved);
+  EXPECT_NE(std::memcmp(m4.data(), m5.data(), n * sizeof(float)), 0) << "grad_scale is ignored";
+}
+
 // The decay mask: one call over runs with and without decay gives, bit for bit, what one call
 // per run (weight_decay or 0) gives, for the plain and the master-weight update. The runs cross
 // word boundaries and end mid-word.
