@@ -703,18 +703,22 @@ TEST_F(TwinBackends, SumSquaresMatchesCpuInDouble) {
 // squares that are multiples of 2^-6, so every sum here is exact in double in any order, and
 // one element dropped or counted twice shows as an inequality.
 TEST_F(TwinBackends, SumSquaresCountsEveryElementOnceAtAnyAlignment) {
-  const std::size_t n = kLargeLength + 8;
+  // 2.2M floats: more than two passes of the grid (1024 x 256 threads x 4 floats), so threads
+  // take both the two-load loop and the one-load remainder; once, misaligned (slow emulated).
+  constexpr std::size_t kPasses = 2200003;
+  const std::size_t n = kPasses + 8;
   std::vector<float> values(n);
   for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>(static_cast<int>(i * 7919 % 17) - 8) / 8.0f;
   BackendFloats x(*gpu_, values);
+  const auto check = [&](std::size_t offset, std::size_t count) {
+    double want = 0.0;
+    for (std::size_t i = offset; i < offset + count; ++i) want += static_cast<double>(values[i]) * values[i];
+    EXPECT_EQ(gpu_->sum_squares(x.get() + offset, count), want) << "offset " << offset << ", count " << count;
+  };
   for (const std::size_t offset : {0, 1, 2, 3, 5}) {
-    for (const std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{5},
-                                    std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{4099}, kLargeLength}) {
-      double want = 0.0;
-      for (std::size_t i = offset; i < offset + count; ++i) want += static_cast<double>(values[i]) * values[i];
-      EXPECT_EQ(gpu_->sum_squares(x.get() + offset, count), want) << "offset " << offset << ", count " << count;
-    }
+    for (const std::size_t count : {1, 2, 3, 4, 5, 7, 8, 9, 4099}) check(offset, count);
   }
+  check(3, kPasses);
 }
 
 // One wait for all ranges: each range's total is sum_squares' (same kernels, same bits), added
