@@ -71,8 +71,6 @@ void check_micro_batch_divides_global(const ResolvedDeck& deck, const TrainSecti
 
 void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
   check_heads_divide_hidden(deck, config.model);
-  // The flash kernels keep a head's 64 channels per row in registers (kernels/cuda/flash_attention.cu).
-  constexpr int kFlashHeadSize = 64;
   if (config.run.attention == "flash" && config.model.hidden / config.model.heads != kFlashHeadSize) {
     throw UserError(quoted(deck, "run.attention") + " needs heads of 64 channels, but " +
                     quoted(deck, "model.hidden") + " / " + quoted(deck, "model.heads") + " = " +

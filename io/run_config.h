@@ -9,6 +9,11 @@
 
 namespace trident::io {
 
+// The head size (model.hidden / model.heads) the flash attention kernels take: they keep a head's
+// 64 channels per row in registers (kernels/cuda/flash_attention.cu). run.attention = flash asks
+// for it; run.attention = auto takes flash only at it.
+inline constexpr int kFlashHeadSize = 64;
+
 struct RunSection {
   std::string dir;     // run.dir: output directory (config.ini, metrics.jsonl)
   uint64_t seed = 0;   // run.seed: initialisation and data order

@@ -4,10 +4,8 @@ namespace trident::app {
 
 kernels::AttentionKernel attention_kernel(const io::RunConfig& config, kernels::Device device) {
   if (config.run.attention == "auto") {
-    // The flash kernels' head size (io/run_config.cpp refuses flash at any other).
-    constexpr int kFlashHeadSize = 64;
     const bool tensor_cores = device == kernels::Device::kCuda && config.train.precision != "fp32" &&
-                              config.model.hidden / config.model.heads == kFlashHeadSize;
+                              config.model.hidden / config.model.heads == io::kFlashHeadSize;
     return tensor_cores ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
   }
   return config.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
