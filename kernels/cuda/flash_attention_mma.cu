@@ -310,7 +310,8 @@ __global__ void __launch_bounds__(kThreads)
     row[set][0] = q0 + first + g;
     row[set][1] = q0 + first + g + 8;
   }
-  const int last_row_of_warp = q0 + 16 * kRowSets * (warp + 1) - 1;
+  const int first_row_of_warp = q0 + 16 * kRowSets * warp;
+  const int last_row_of_warp = first_row_of_warp + 16 * kRowSets - 1;
 
   const float scale_log2 = scale * kLog2e;
   float m[kRowSets][2];  // running row max, log2 units
@@ -331,8 +332,9 @@ __global__ void __launch_bounds__(kThreads)
       load_key_tile<kCopy>(tiles.k[slot ^ 1], tiles.v[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
     }
     // Every key after every row of this warp (with 32 rows a warp, the block's last key tile for
-    // its first two warps): the whole tile masked, its products would add exact zeros.
-    if (k0 > last_row_of_warp) return;
+    // its first two warps): the whole tile masked, its products would add exact zeros. A warp
+    // whose rows all lie past T (the last, partial tile) has nothing to store: it only copies.
+    if (k0 > last_row_of_warp || first_row_of_warp >= T) return;
 
     float s[kRowSets][8][4] = {};
     multiply_by_rows_transposed<S, kRowSets>(s, qa, tiles.k[slot], lane);
@@ -457,6 +459,10 @@ __global__ void __launch_bounds__(kThreads)
       load_query_tile<kCopy>(tiles, slot ^ 1, q_first, do_first, lse, delta, b, h, q0 + kTile, T, C, NH, tid);
     }
 
+    // Every key of this warp past T (a last, partial tile): nothing to store. The test is the
+    // warp's first key, the same in every lane: mma.sync needs the whole warp.
+    if (k0 + 16 * warp >= T) return;
+
     float pt[8][4] = {};   // S^T, then P^T: [this warp's 16 keys][64 queries]
     float dst[8][4] = {};  // dP^T, then dS^T
     multiply_by_rows_transposed<S, 1>(&pt, &ka, tiles.first[slot], lane);
@@ -528,6 +534,10 @@ __global__ void __launch_bounds__(kThreads)
     if (k0 + kTile <= last_query) {
       load_key_tile<kCopy>(tiles.first[slot ^ 1], tiles.second[slot ^ 1], qkv, b, h, k0 + kTile, T, C, tid);
     }
+
+    // Every row of this warp past T (a last, partial tile): nothing to store. The test is the
+    // warp's first row, the same in every lane: mma.sync needs the whole warp.
+    if (q0 + 16 * warp >= T) return;
 
     float ds[8][4] = {};  // S, then dS
     float dp[8][4] = {};
