@@ -55,6 +55,20 @@ __global__ void finish_kernel(float* __restrict__ out_a, float* __restrict__ out
   if (out_b != nullptr) columns::finish_column(out_b, partial_b, width, chunks, col);
 }
 
+// out (out_a for blockIdx.y = 0, out_b for 1) += the column sums of `rows` rows of fp32 partials:
+// stage 1's tile and lanes over one chunk holding every row, combined straight into out.
+__global__ void __launch_bounds__(kTileColumns * kRowLanes)
+    add_partials_pair_kernel(float* __restrict__ out_a, float* __restrict__ out_b, const float* __restrict__ partial_a,
+                             const float* __restrict__ partial_b, int rows, int width) {
+  __shared__ float lane_sums[kRowLanes][kTileColumns];
+  const bool second = blockIdx.y == 1;
+  const int tile = static_cast<int>(blockIdx.x);
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  lane_sums[ty][tx] = columns::sum_lane<stored::Fp32>(second ? partial_b : partial_a, rows, width, rows, tile, 0, tx, ty);
+  __syncthreads();
+  columns::add_lane_sums(second ? out_b : out_a, lane_sums, width, tile, tx, ty);
+}
+
 dim3 partials_grid(int width, const columns::ChunkPlan& plan) {
   return dim3(static_cast<unsigned>(blocks_for(static_cast<std::size_t>(width), kTileColumns)),
               static_cast<unsigned>(plan.chunks));
@@ -84,6 +98,15 @@ void add_column_sums_in_chunks(float* sums, ConstActPtr x, int N, int width, flo
 
 void add_column_sums(float* sums, ConstActPtr x, int N, int width, float* scratch, cudaStream_t stream) {
   add_column_sums_in_chunks(sums, x, N, width, scratch, columns::kChunks, stream);
+}
+
+void add_partial_sums_pair(float* out_a, float* out_b, const float* partial_a, const float* partial_b, int rows,
+                           int width, cudaStream_t stream) {
+  if (rows <= 0 || width <= 0) return;
+  const dim3 grid(static_cast<unsigned>(blocks_for(static_cast<std::size_t>(width), kTileColumns)), 2);
+  add_partials_pair_kernel<<<grid, dim3(kTileColumns, kRowLanes), 0, stream>>>(out_a, out_b, partial_a, partial_b,
+                                                                               rows, width);
+  CUDA_CHECK_LAUNCH();
 }
 
 void add_layernorm_parameter_gradients_in_chunks(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,

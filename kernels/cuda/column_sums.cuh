@@ -21,6 +21,13 @@ void add_layernorm_parameter_gradients(float* dweight, float* dbias, ConstActPtr
                                        const float* mean, const float* rstd, int N, int C, float* scratch,
                                        cudaStream_t stream);
 
+// out_a[c] += sum_r partial_a[r, c] and out_b[c] += sum_r partial_b[r, c] over `rows` rows of
+// [rows, width] fp32 partials (a kernel's per-chunk sums, LayerNorm's fused backward), in one
+// launch, each column's rows in a fixed order: 8 lanes striding over the rows, then the lanes in
+// order. No scratch.
+void add_partial_sums_pair(float* out_a, float* out_b, const float* partial_a, const float* partial_b, int rows,
+                           int width, cudaStream_t stream);
+
 // As above with another chunk count than columns::kChunks (the results depend on it): for the
 // kernel playground only, which times other counts.
 void add_column_sums_in_chunks(float* sums, ConstActPtr x, int N, int columns, float* scratch, int max_chunks,

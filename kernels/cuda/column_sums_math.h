@@ -113,6 +113,17 @@ TRIDENT_COLUMNS_HD void store_partial(float* partial, const float (*lane_sums)[k
   partial[static_cast<std::size_t>(chunk) * columns + col] = total;
 }
 
+// Stage 1's combine where the block's chunk is the whole sum (add_partial_sums_pair): thread
+// (x, 0) adds its column's kRowLanes lane sums in lane order into out[col].
+TRIDENT_COLUMNS_HD void add_lane_sums(float* out, const float (*lane_sums)[kTileColumns], int columns, int tile, int tx,
+                                      int ty) {
+  const int col = tile * kTileColumns + tx;
+  if (ty != 0 || col >= columns) return;
+  float total = 0.0f;
+  for (int lane = 0; lane < kRowLanes; lane++) total += lane_sums[lane][tx];
+  out[col] += total;
+}
+
 // Stage 2 for column col: out[col] += partial[0, col] + partial[1, col] + ... in chunk order.
 TRIDENT_COLUMNS_HD void finish_column(float* out, const float* partial, int columns, int chunks, int col) {
   if (col >= columns) return;

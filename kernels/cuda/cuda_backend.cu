@@ -364,7 +364,7 @@ void CudaBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, 
                                      ConstActPtr inp, ConstActPtr weight, const float* mean,
                                      const float* rstd, int N, int C) {
   cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
-                           column_scratch(columns::pair_scratch_floats(C)), stream_);
+                           column_scratch(cuda::layernorm_backward_scratch_floats(C)), stream_);
 }
 
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {

@@ -21,18 +21,23 @@
 //   dw += sum_rows dy * xhat,   db += sum_rows dy            column_sums.cuh: a two-stage
 //                                                            reduction over row chunks (no
 //                                                            atomics, deterministic)
-// Splitting the row-local dx from the column sums dw/db keeps each kernel free of races.
+// Splitting the row-local dx from the column sums dw/db keeps each kernel free of races. The
+// other way (LayerNormParameterSums::kInRowWalk, layernorm.cuh) keeps them in one pass without
+// races too: each warp adds into shared slots no other warp touches, and the block sums its warps
+// after a barrier.
 // Every kernel is templated on the storage of its activations and weights
 // (kernels/stored_element.h): fp32, or bf16/fp16 buffers read as they are and stored rounded
 // once; mean, rstd, dweight and dbias are fp32 in every storage. The fused residual variant
 // stores the rounded sum and normalises what it stored, as the two separate calls would.
+#include <algorithm>  // std::max
 #include <cstddef>
 #include <initializer_list>
 #include <type_traits>  // integral_constant
 
 #include "kernels/cuda/block_reduce.cuh"  // block_sum, warp_reduce
-#include "kernels/cuda/column_sums.cuh"   // add_layernorm_parameter_gradients
-#include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
+#include "kernels/cuda/column_sums.cuh"   // add_layernorm_parameter_gradients, add_partial_sums_pair
+#include "kernels/cuda/column_sums_math.h"  // columns::plan_chunks, pair_scratch_floats
+#include "kernels/cuda/cuda_check.h"      // CUDA_CHECK, CUDA_CHECK_LAUNCH
 #include "kernels/cuda/launch_shape.cuh"  // kRowThreads
 #include "kernels/cuda/layernorm.cuh"
 #include "kernels/cuda/vector_pack.h"  // Pack, load_pack, store_pack, starts_aligned
@@ -257,20 +262,21 @@ __global__ void residual_layernorm_forward_warp_kernel(E* residual, E* out, floa
   normalize_lane_row<S>(out + row, mean, rstd, x, weight, bias, n, C, vectorized, lane);
 }
 
-template <class S, int kValues, class E = typename S::Element>
-__global__ void layernorm_backward_input_warp_kernel(E* dinp, const E* dout, const E* inp, const E* weight,
-                                                     const float* mean, const float* rstd, int N, int C,
-                                                     bool vectorized) {
+// The warp's row n of the backward: dinp[n] += rstd * (g - mean(g) - xhat * mean(g * xhat)).
+// With kSums, the lane also adds dy * xhat and dy of each value it holds into its own slots of
+// dw_sums and db_sums: value k of the lane at [k * 32 + lane], so that the lanes of a warp touch
+// 32 consecutive floats (no bank conflicts), and only this lane ever touches them.
+template <class S, int kValues, bool kSums, class E>
+__device__ void backward_lane_row(E* dinp, const E* dout, const E* inp, const E* weight, const float* mean,
+                                  const float* rstd, int n, int C, bool vectorized, int lane, float* dw_sums,
+                                  float* db_sums) {
   using Lane = LanePacks<E, kValues>;
   constexpr int kPack = Lane::kPack;
-  const int n = warp_row(N);
-  if (n < 0) return;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const std::size_t row = static_cast<std::size_t>(n) * C;
   const float mu = mean[n];
   const float s = rstd[n];
   // xhat and g = w * dy, zero past C (x, dy and w load as zero there: g = 0, xhat = -mu * s,
-  // and xhat enters the sums only times g).
+  // and xhat enters the sums only times g or dy).
   float xhat[kValues], g[kValues];
   load_lane_row<S>(xhat, inp + row, C, vectorized, lane);
   load_lane_row<S>(g, dout + row, C, vectorized, lane);
@@ -283,8 +289,12 @@ __global__ void layernorm_backward_input_warp_kernel(E* dinp, const E* dout, con
 #pragma unroll
     for (int i = 0; i < kPack; i++) {
       const int k = p * kPack + i;
-      g[k] *= w[i];
       xhat[k] = (xhat[k] - mu) * s;
+      if constexpr (kSums) {
+        dw_sums[k * kWarpSize + lane] += g[k] * xhat[k];  // g is still dy here
+        db_sums[k * kWarpSize + lane] += g[k];
+      }
+      g[k] *= w[i];
       g_sum += g[k];
       g_xhat_sum += g[k] * xhat[k];
     }
@@ -305,6 +315,62 @@ __global__ void layernorm_backward_input_warp_kernel(E* dinp, const E* dout, con
       dx[i] += s * (g[k] - g_mean - xhat[k] * g_xhat_mean);
     }
     store_values<S>(dinp + row, dx, c0, C, vectorized);
+  }
+}
+
+template <class S, int kValues, class E = typename S::Element>
+__global__ void layernorm_backward_input_warp_kernel(E* dinp, const E* dout, const E* inp, const E* weight,
+                                                     const float* mean, const float* rstd, int N, int C,
+                                                     bool vectorized) {
+  const int n = warp_row(N);
+  if (n < 0) return;
+  backward_lane_row<S, kValues, false>(dinp, dout, inp, weight, mean, rstd, n, C, vectorized,
+                                       static_cast<int>(threadIdx.x) % kWarpSize, nullptr, nullptr);
+}
+
+// Bytes of a kInRowWalk block's shared sums: each warp's dw and db slots, kValues a lane.
+constexpr std::size_t walk_shared_bytes(int values) {
+  return static_cast<std::size_t>(kWalkWarps) * 2 * static_cast<std::size_t>(values) * kWarpSize * sizeof(float);
+}
+
+// LayerNormParameterSums::kInRowWalk: block r walks chunk r's rows, warp w the rows begin + w,
+// begin + w + kWalkWarps, ... in order, each as layernorm_backward_input_warp_kernel with its sums;
+// then thread t writes partial_dw[r, c] and partial_db[r, c] for columns c = t, t + blockDim, ...,
+// the warps' sums added in warp order.
+template <class S, int kValues, class E = typename S::Element>
+__global__ void __launch_bounds__(kWalkWarps * kWarpSize)
+    layernorm_backward_walk_kernel(E* dinp, float* partial_dw, float* partial_db, const E* dout, const E* inp,
+                                   const E* weight, const float* mean, const float* rstd, int N, int C,
+                                   int rows_per_chunk, bool vectorized) {
+  constexpr int kPack = LanePacks<E, kValues>::kPack;
+  constexpr int kWarpSlots = 2 * kValues * kWarpSize;  // a warp's dw slots, then its db slots
+  extern __shared__ float walk_sums[];                // [kWalkWarps][kWarpSlots]
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  float* dw_sums = walk_sums + warp * kWarpSlots;
+  float* db_sums = dw_sums + kValues * kWarpSize;
+  for (int k = 0; k < kValues; k++) {  // the lane's own slots: no other thread reads them before the barrier
+    dw_sums[k * kWarpSize + lane] = 0.0f;
+    db_sums[k * kWarpSize + lane] = 0.0f;
+  }
+  const int chunk = static_cast<int>(blockIdx.x);
+  const int begin = chunk * rows_per_chunk;
+  const int end = min(N, begin + rows_per_chunk);
+  for (int n = begin + warp; n < end; n += kWalkWarps) {
+    backward_lane_row<S, kValues, true>(dinp, dout, inp, weight, mean, rstd, n, C, vectorized, lane, dw_sums,
+                                        db_sums);
+  }
+  __syncthreads();
+  for (int c = static_cast<int>(threadIdx.x); c < C; c += static_cast<int>(blockDim.x)) {
+    // Column c is value k of lane l: c = (l + 32 p) kPack + i, k = p kPack + i.
+    const int pack = c / kPack;
+    const int slot = ((pack / kWarpSize) * kPack + c % kPack) * kWarpSize + pack % kWarpSize;
+    float dw = 0.0f, db = 0.0f;
+    for (int w = 0; w < kWalkWarps; w++) {
+      dw += walk_sums[w * kWarpSlots + slot];
+      db += walk_sums[w * kWarpSlots + kValues * kWarpSize + slot];
+    }
+    partial_dw[static_cast<std::size_t>(chunk) * C + c] = dw;
+    partial_db[static_cast<std::size_t>(chunk) * C + c] = db;
   }
 }
 
@@ -392,10 +458,18 @@ void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float*
   CUDA_CHECK_LAUNCH();
 }
 
+std::size_t layernorm_backward_scratch_floats(int C) {
+  return std::max(columns::pair_scratch_floats(C), columns::pair_scratch_floats(C, kWalkChunks));
+}
+
 void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                         ConstActPtr weight, const float* mean, const float* rstd, int N, int C, float* column_scratch,
-                        cudaStream_t stream, LayerNormRows rows) {
+                        cudaStream_t stream, LayerNormRows rows, LayerNormParameterSums sums) {
   if (N == 0 || C == 0) return;
+  const columns::ChunkPlan walk = columns::plan_chunks(N, kWalkChunks);
+  float* partial_dw = column_scratch;
+  float* partial_db = column_scratch + static_cast<std::size_t>(walk.chunks) * static_cast<std::size_t>(C);
+  bool walked = false;  // the parameter sums are in the partials
   stored::with_policy(stored::common_storage({dinp, dout, inp, weight}, "layernorm_backward"), [&](auto policy) {
     using S = decltype(policy);
     auto dx = stored::elements<S>(dinp);
@@ -405,13 +479,29 @@ void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr d
     launch_rows<typename S::Element>(
         rows, N, C, {dx, dy, x, w},
         [&](auto values, const WarpRows& r) {
-          layernorm_backward_input_warp_kernel<S, decltype(values)::value>
-              <<<r.grid, r.block, 0, stream>>>(dx, dy, x, w, mean, rstd, N, C, r.vectorized);
+          constexpr int kValues = decltype(values)::value;
+          if (sums == LayerNormParameterSums::kSeparatePass) {
+            layernorm_backward_input_warp_kernel<S, kValues>
+                <<<r.grid, r.block, 0, stream>>>(dx, dy, x, w, mean, rstd, N, C, r.vectorized);
+            return;
+          }
+          constexpr std::size_t kShared = walk_shared_bytes(kValues);
+          if (kShared > 48 * 1024) {  // past the default: the block must opt in (C past 1536 values)
+            CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_walk_kernel<S, kValues>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
+          }
+          layernorm_backward_walk_kernel<S, kValues><<<walk.chunks, kWalkWarps * kWarpSize, kShared, stream>>>(
+              dx, partial_dw, partial_db, dy, x, w, mean, rstd, N, C, walk.rows_per_chunk, r.vectorized);
+          walked = true;
         },
         [&] { layernorm_backward_input_kernel<S><<<N, kRowThreads, 0, stream>>>(dx, dy, x, w, mean, rstd, C); });
   });
   CUDA_CHECK_LAUNCH();
-  add_layernorm_parameter_gradients(dweight, dbias, dout, inp, mean, rstd, N, C, column_scratch, stream);
+  if (walked) {
+    add_partial_sums_pair(dweight, dbias, partial_dw, partial_db, walk.chunks, C, stream);
+  } else {
+    add_layernorm_parameter_gradients(dweight, dbias, dout, inp, mean, rstd, N, C, column_scratch, stream);
+  }
 }
 
 }  // namespace trident::kernels::cuda

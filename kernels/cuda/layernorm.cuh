@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>  // cudaStream_t
 
+#include <cstddef>
+
 #include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
 
 namespace trident::kernels::cuda {
@@ -31,6 +33,25 @@ constexpr int warp_row_values_per_lane(int C, int element_bytes) {
   return values <= 16 ? 16 : values <= 24 ? 24 : values <= 32 ? 32 : values <= 48 ? 48 : 64;
 }
 
+// Where LayerNorm's backward sums dweight and dbias (layernorm.cu):
+// - kSeparatePass, the default: the row-local dinp kernel, then the column sums of
+//   column_sums.cuh, which read dout and inp a second time;
+// - kInRowWalk: blocks of kWalkWarps warps each walk a chunk of rows (kWalkChunks chunks at most),
+//   a warp per row as kWarpPerRow, and add dout * xhat and dout into their own shared sums as they
+//   compute dinp; a block's warps are then summed in order into one partial per chunk, and the
+//   chunks in order into dweight and dbias (add_partial_sums_pair). One read of dout and inp.
+//   Only for rows a warp holds (kWarpPerRow and C up to kWarpRowMaxC); others take
+//   kSeparatePass.
+// Both are deterministic; they add in different orders, so they differ in the last bits. A
+// choice for tests and the playground (perf/kernels/layernorm_backward.cu times both): the model
+// takes the default until one has been measured the faster on a GPU.
+enum class LayerNormParameterSums { kSeparatePass, kInRowWalk };
+inline constexpr int kWalkWarps = 4;     // warps per block of kInRowWalk
+inline constexpr int kWalkChunks = 256;  // its most chunks: 2 blocks per SM on an H100, 32 rows each at N = 8192
+
+// Floats of device scratch layernorm_backward needs for C channels, either way.
+std::size_t layernorm_backward_scratch_floats(int C);
+
 // The activations and weights (ActPtr, ConstActPtr) are fp32, or all 16-bit of one format
 // (read as they are, fp32 math, each stored value rounded once); std::logic_error if they mix.
 // mean, rstd and the parameter gradients are fp32 in every storage.
@@ -48,9 +69,10 @@ void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float*
                                 LayerNormRows rows = LayerNormRows::kWarpPerRow);
 
 // dinp[N,C] += d/dinp;  dweight[C] += sum_n dout * xhat;  dbias[C] += sum_n dout. column_scratch:
-// columns::pair_scratch_floats(C) floats of device workspace for the parameter sums (column_sums.cuh).
+// layernorm_backward_scratch_floats(C) floats of device workspace for the parameter sums.
 void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                         ConstActPtr weight, const float* mean, const float* rstd, int N, int C, float* column_scratch,
-                        cudaStream_t stream, LayerNormRows rows = LayerNormRows::kWarpPerRow);
+                        cudaStream_t stream, LayerNormRows rows = LayerNormRows::kWarpPerRow,
+                        LayerNormParameterSums sums = LayerNormParameterSums::kSeparatePass);
 
 }  // namespace trident::kernels::cuda

@@ -4,16 +4,22 @@
 //
 //   playground_layernorm_backward [variant|all] [reps]      shape: LN_N (8192) x LN_C (768)
 //
-// Variants (all the production launcher, kernels/cuda/layernorm.cu; each call is the row-local
-// dinp kernel, then the two-stage column sums of dweight and dbias, the same in every variant):
+// Variants (all the production launcher, kernels/cuda/layernorm.cu; 1 to 4 are the row-local
+// dinp kernel, then the two-stage column sums of dweight and dbias):
 //   1  fp32 buffers, cuda::LayerNormRows::kWarpPerRow (the default): a warp per row, xhat and
 //      w * dy held in registers between the two warp sums and the write of dinp; one read of
 //      x, dy and dinp each;
 //   2  fp32 buffers, kBlockPerRow (the former default): a 256-thread block per row, two block
 //      sums, x, dy and w read twice;
 //   3  bf16 buffers (train.precision = bf16: what the model runs), warp per row;
-//   4  bf16 buffers, block per row.
-// 1 against 2 and 3 against 4 are what the warp per row saves. Variants 3 and 4 read bf16
+//   4  bf16 buffers, block per row;
+//   5  fp32 buffers, warp per row, the parameter sums in the walk over the rows
+//      (cuda::LayerNormParameterSums::kInRowWalk): one kernel computes dinp and each chunk's
+//      partial dweight and dbias (warps add into their own shared sums), a second adds the
+//      chunks; x and dy read once;
+//   6  bf16 buffers, likewise.
+// 1 against 2 and 3 against 4 are what the warp per row saves; 1 against 5 and 3 against 6 what
+// one read of x and dy instead of two saves (the production default is still the separate pass). Variants 3 and 4 read bf16
 // inputs (the fp32 inputs rounded) and are checked against the twin on those, dinp rounded to
 // bf16.
 //
@@ -28,8 +34,7 @@
 #include <vector>
 
 #include "kernels/cpu/layernorm.h"            // cpu::layernorm_forward, layernorm_backward (the reference)
-#include "kernels/cuda/column_sums_math.h"    // columns::pair_scratch_floats
-#include "kernels/cuda/layernorm.cuh"         // cuda::layernorm_backward, LayerNormRows
+#include "kernels/cuda/layernorm.cuh"         // cuda::layernorm_backward, LayerNormRows, LayerNormParameterSums
 #include "kernels/precision.h"                // Precision
 #include "perf/kernels/playground.cuh"        // harness
 
@@ -94,7 +99,7 @@ struct DeviceCase {
         dbias(pg::upload(k.dbias0)),
         mean(pg::upload(k.mean)),
         rstd(pg::upload(k.rstd)),
-        scratch(tk::cuda::columns::pair_scratch_floats(C)) {}
+        scratch(tk::cuda::layernorm_backward_scratch_floats(C)) {}
 
   template <class T>
   static tk::ActPtr at(const pg::DeviceBuffer<T>& b) {
@@ -104,13 +109,14 @@ struct DeviceCase {
       return tk::ActPtr(b.data());
     }
   }
-  void backward(int N, int C, tk::cuda::LayerNormRows rows, cudaStream_t stream) const {
+  void backward(int N, int C, tk::cuda::LayerNormRows rows, tk::cuda::LayerNormParameterSums sums,
+                cudaStream_t stream) const {
     if (bf16) {
       tk::cuda::layernorm_backward(at(dinp16), dweight.data(), dbias.data(), at(dout16), at(inp16), at(weight16),
-                                   mean.data(), rstd.data(), N, C, scratch.data(), stream, rows);
+                                   mean.data(), rstd.data(), N, C, scratch.data(), stream, rows, sums);
     } else {
       tk::cuda::layernorm_backward(at(dinp), dweight.data(), dbias.data(), at(dout), at(inp), at(weight),
-                                   mean.data(), rstd.data(), N, C, scratch.data(), stream, rows);
+                                   mean.data(), rstd.data(), N, C, scratch.data(), stream, rows, sums);
     }
   }
   void reset(const Case& k) const {
@@ -151,16 +157,18 @@ int main(int argc, char** argv) {
   // dweight and dbias: sums over N rows in column_sums' order, fp32 in both storages.
   constexpr double kFp32Tolerance = 1e-5;
   constexpr double kBf16Tolerance = 1.0 / 128.0;
-  auto measure = [&](const Case& k, const DeviceCase& d, tk::cuda::LayerNormRows rows) {
-    return [&, rows](int reps) {
+  using Sums = tk::cuda::LayerNormParameterSums;
+  auto measure = [&](const Case& k, const DeviceCase& d, tk::cuda::LayerNormRows rows,
+                     Sums sums = Sums::kSeparatePass) {
+    return [&, rows, sums](int reps) {
       d.reset(k);
-      d.backward(N, C, rows, stream.get());
+      d.backward(N, C, rows, sums, stream.get());
       pg::Outcome outcome;
       outcome.checks.push_back(
           pg::validate("dinp", d.dinp_values(), k.dinp_ref, d.bf16 ? kBf16Tolerance : kFp32Tolerance));
       outcome.checks.push_back(pg::validate("dweight", pg::download(d.dweight), k.dweight_ref, kFp32Tolerance));
       outcome.checks.push_back(pg::validate("dbias", pg::download(d.dbias), k.dbias_ref, kFp32Tolerance));
-      outcome.median_ms = timer.median_ms(reps, [&] { d.backward(N, C, rows, stream.get()); });
+      outcome.median_ms = timer.median_ms(reps, [&] { d.backward(N, C, rows, sums, stream.get()); });
       const double element = d.bf16 ? 2.0 : 4.0;
       outcome.bytes = element * (6.0 * static_cast<double>(count) + C) + 4.0 * (2.0 * N + 4.0 * C);
       return outcome;
@@ -172,6 +180,8 @@ int main(int argc, char** argv) {
       {"fp32 buffers, block per row (the former default)", measure(fp32, d_fp32, Rows::kBlockPerRow)},
       {"bf16 buffers, warp per row (the model's bf16)", measure(bf16, d_bf16, Rows::kWarpPerRow)},
       {"bf16 buffers, block per row", measure(bf16, d_bf16, Rows::kBlockPerRow)},
+      {"fp32 buffers, warp per row, sums in the walk", measure(fp32, d_fp32, Rows::kWarpPerRow, Sums::kInRowWalk)},
+      {"bf16 buffers, warp per row, sums in the walk", measure(bf16, d_bf16, Rows::kWarpPerRow, Sums::kInRowWalk)},
   };
   return pg::run_variants(args, variants, pg::Workload{4.0 * 6.0 * static_cast<double>(count), 0.0});
 }

@@ -4,25 +4,28 @@
 // - LayerNorm forward, the fused residual add + LayerNorm and the backward's dinp, dweight and
 //   dbias;
 // - rows that fill the warp's packs exactly (C = 768, 1024), rows that leave packs empty or end
-//   within a pack (1280, 300, 37), rows above the warp's limit (2050: both ways take the block);
-//   between them every instantiation of the warp's kernels but the 64 values a lane;
+//   within a pack (1280, 1600, 300, 37), rows above the warp's limit (2050: both ways take the
+//   block); between them every instantiation of the warp's kernels (1600: 64 values a lane, whose
+//   walk over the rows asks for more than the default 48 KiB of shared memory);
 // - on the GPU, the fused kernel gives the bits of the add followed by the LayerNorm, as the
 //   backend's contract says, in each way;
+// - the backward's parameter sums both ways (cuda::LayerNormParameterSums): apart from dinp, and
+//   in the walk over the rows that computes dinp; dinp the same bits either way;
 // - a warp-per-row row read through a buffer that is not 16-byte aligned (one value at a time)
 //   gives the bits of the aligned one (16-byte packs): the same values in the same order.
 // The twin tests of cuda_backend_test.cpp and cuda_bf16_storage_test.cpp take the default
 // through the backend; this holds both ways to the CPU directly.
 #include <gtest/gtest.h>
 
+#include <cmath>  // NAN
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/column_sums_math.h"  // columns::pair_scratch_floats
-#include "kernels/cuda/layernorm.cuh"         // cuda::layernorm_forward, residual_layernorm_forward, layernorm_backward
-#include "kernels/precision.h"                // encode_16bit, decode_16bit
+#include "kernels/cuda/layernorm.cuh"  // cuda::layernorm_forward, residual_layernorm_forward, layernorm_backward
+#include "kernels/precision.h"  // encode_16bit, decode_16bit
 #include "kernels/rounded_storage_backend.h"
 #include "tests/gpu/twin_test_support.h"
 
@@ -85,7 +88,7 @@ std::string name_of(Precision p, const Shape& s, cuda::LayerNormRows rows) {
          (rows == cuda::LayerNormRows::kWarpPerRow ? " warp per row" : " block per row");
 }
 
-constexpr Shape kShapes[] = {{37, 768}, {7, 1024}, {9, 1280}, {6, 300}, {11, 37}, {5, 2050}};
+constexpr Shape kShapes[] = {{37, 768}, {7, 1024}, {9, 1280}, {4, 1600}, {6, 300}, {11, 37}, {5, 2050}};
 
 TEST_F(LayerNormRowsTwins, BothWaysMatchTheCpuInEveryStorage) {
   for (const Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
@@ -154,19 +157,42 @@ TEST_F(LayerNormRowsTwins, BothWaysMatchTheCpuInEveryStorage) {
         auto stats_mean = twin(x_mean.values(c));
         auto stats_rstd = twin(x_rstd.values(c));
         auto dout = twin_in(n, -1.0f, 1.0f, p);
-        auto dinp = twin_in(n, -1.0f, 1.0f, p);  // accumulated into
-        auto dweight = twin(uniform(s.C, -1.0f, 1.0f));
-        auto dbias = twin(uniform(s.C, -1.0f, 1.0f));
-        BackendFloats scratch(*gpu_, std::vector<float>(cuda::columns::pair_scratch_floats(s.C)));
-        cpu.layernorm_backward(at(dinp, c, p), dweight.on(c), dbias.on(c), at(dout, c, p), at(x, c, p),
-                               at(weight, c, p), stats_mean.on(c), stats_rstd.on(c), s.N, s.C);
-        cuda::layernorm_backward(at(dinp, g, p), dweight.on(g), dbias.on(g), at(dout, g, p), at(x, g, p),
-                                 at(weight, g, p), stats_mean.on(g), stats_rstd.on(g), s.N, s.C, scratch.get(),
-                                 nullptr, rows);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        expect_agree(dinp, n, unit, "dinp");
-        expect_twins_agree(dweight, kReductionTolerance, "dweight");
-        expect_twins_agree(dbias, kReductionTolerance, "dbias");
+        const std::vector<float> dinp_start = stored(uniform(n, -1.0f, 1.0f), p);  // accumulated into
+        const std::vector<float> dweight_start = uniform(s.C, -1.0f, 1.0f), dbias_start = uniform(s.C, -1.0f, 1.0f);
+        // Scratch of NaN: a partial sum the backward reads before writing it shows.
+        BackendFloats scratch(*gpu_, std::vector<float>(cuda::layernorm_backward_scratch_floats(s.C), NAN));
+        std::vector<std::vector<float>> gradients;  // each way of summing: dinp, then dweight and dbias, bits
+        for (const auto sums : {cuda::LayerNormParameterSums::kSeparatePass, cuda::LayerNormParameterSums::kInRowWalk}) {
+          SCOPED_TRACE(sums == cuda::LayerNormParameterSums::kInRowWalk ? "sums in the row walk" : "sums apart");
+          auto dinp = twin(dinp_start);
+          auto dweight = twin(dweight_start);
+          auto dbias = twin(dbias_start);
+          cpu.layernorm_backward(at(dinp, c, p), dweight.on(c), dbias.on(c), at(dout, c, p), at(x, c, p),
+                                 at(weight, c, p), stats_mean.on(c), stats_rstd.on(c), s.N, s.C);
+          cuda::layernorm_backward(at(dinp, g, p), dweight.on(g), dbias.on(g), at(dout, g, p), at(x, g, p),
+                                   at(weight, g, p), stats_mean.on(g), stats_rstd.on(g), s.N, s.C, scratch.get(),
+                                   nullptr, rows, sums);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          expect_agree(dinp, n, unit, "dinp");
+          expect_twins_agree(dweight, kReductionTolerance, "dweight");
+          expect_twins_agree(dbias, kReductionTolerance, "dbias");
+          gradients.push_back(dinp.values(g));
+          std::vector<float> parameters = dweight.values(g);
+          const std::vector<float> dbias_bits = dbias.values(g);
+          parameters.insert(parameters.end(), dbias_bits.begin(), dbias_bits.end());
+          gradients.push_back(parameters);
+        }
+        // dinp is the same arithmetic either way: the same bits. The parameter sums add in
+        // another order in the walk, so in fp32 they differ in some bits where the walk ran (a
+        // warp per row that fits; were they equal, the walk would not have run); elsewhere the
+        // walk falls back to the separate pass: the same bits. (16-bit inputs: often exact sums.)
+        EXPECT_EQ(gradients[0], gradients[2]) << "dinp, sums in the walk against apart";
+        const bool walked = rows == cuda::LayerNormRows::kWarpPerRow && s.C <= cuda::kWarpRowMaxC;
+        if (!walked) {
+          EXPECT_EQ(gradients[1], gradients[3]) << "dweight and dbias where the walk falls back";
+        } else if (p == Precision::kFp32) {
+          EXPECT_NE(gradients[1], gradients[3]) << "dweight and dbias: the walk did not run";
+        }
 
         // A row read value by value through an unaligned buffer: the aligned run's bits.
         if (rows == cuda::LayerNormRows::kWarpPerRow) {
