@@ -5,14 +5,15 @@
 //
 // sum_squares is a two-stage reduction in double, like the CPU twin (it feeds the global
 // gradient norm over ~1e8 elements, where a float sum would lose the small terms):
-//   stage 1: kSumSquaresBlocks blocks, each grid-strides over x 16 bytes (4 floats) a load, two
-//            loads issued before either is used, squares in double, reduces its block with
-//            block_sum and writes one partial. The up to 3 floats before the first 16-byte
+//   stage 1: sum_squares_blocks(n) blocks (1024 from 2M floats on; one per 2048 floats below, so
+//            that a short range does not start 262,144 threads), each grid-strides over x 16
+//            bytes (4 floats) a load, two loads issued before either is used, squares in double,
+//            reduces its block with block_sum and writes one partial. The up to 3 floats before the first 16-byte
 //            boundary and after the last are block 0's first thread's. (One 4-byte load a thread
 //            in 256 blocks took 4.7 ms over GPT-2 774M's gradients on an H100, 3.1 GB: a quarter
 //            of its bandwidth, the loads' latency uncovered.)
 //   stage 2: one block reduces the partials into scratch[kSumSquaresBlocks].
-// A fixed grid gives a fixed order of additions, so the result is the same on every run
+// A grid fixed by n gives a fixed order of additions, so the result is the same on every run
 // (no atomics). The scalar is copied back and the stream waited for.
 #include <cuda_bf16.h>  // __float2bfloat16_rn
 #include <cuda_fp16.h>  // __float2half_rn
@@ -131,10 +132,11 @@ double sum_squares_of_ranges(const float* base, const ElementRange* ranges, std:
       CUDA_CHECK(cudaMemsetAsync(totals + i, 0, sizeof(double), stream));
       continue;
     }
-    sum_squares_partial_kernel<<<kSumSquaresBlocks, kElementwiseThreads, 0, stream>>>(partials, base + ranges[i].offset,
-                                                                                     ranges[i].count);
+    const int blocks = sum_squares_blocks(ranges[i].count);
+    sum_squares_partial_kernel<<<blocks, kElementwiseThreads, 0, stream>>>(partials, base + ranges[i].offset,
+                                                                          ranges[i].count);
     CUDA_CHECK_LAUNCH();
-    sum_partials_kernel<<<1, kElementwiseThreads, 0, stream>>>(totals + i, partials, kSumSquaresBlocks);
+    sum_partials_kernel<<<1, kElementwiseThreads, 0, stream>>>(totals + i, partials, blocks);
     CUDA_CHECK_LAUNCH();
   }
   CUDA_CHECK(cudaMemcpyAsync(host_totals, totals, count * sizeof(double), cudaMemcpyDeviceToHost, stream));

@@ -22,10 +22,19 @@ void scale(float* x, float factor, std::size_t n, cudaStream_t stream);
 // (__float2bfloat16_rn, __float2half_rn); dst may alias src.
 void round_to_precision(float* dst, const float* src, std::size_t n, Precision precision, cudaStream_t stream);
 
-// Partial sums sum_squares needs on the device: kSumSquaresBlocks + 1 doubles. 1024 blocks of
-// 256 threads: 8 resident a SM on 132 SMs (H100), each thread with two 16-byte loads in flight.
+// Partial sums sum_squares needs on the device: kSumSquaresBlocks + 1 doubles. At most 1024
+// blocks of 256 threads: 8 resident a SM on 132 SMs (H100), each thread with two 16-byte loads in
+// flight; fewer for a short range (sum_squares_blocks).
 inline constexpr int kSumSquaresBlocks = 1024;
 inline constexpr std::size_t kSumSquaresScratch = kSumSquaresBlocks + 1;
+
+// The blocks sum_squares launches for n floats: one per 2048 (a pass of two 16-byte loads a
+// thread), from 1 to kSumSquaresBlocks. A function of n alone, so each length has one order of
+// additions; from 2048 x 1024 floats on, all of them.
+constexpr int sum_squares_blocks(std::size_t n) {
+  const std::size_t wanted = (n + 2047) / 2048;
+  return wanted < 1 ? 1 : wanted > kSumSquaresBlocks ? kSumSquaresBlocks : static_cast<int>(wanted);
+}
 
 // sum_i x[i]^2 accumulated in double. scratch: kSumSquaresScratch doubles of device memory.
 // Waits for the stream (the result is needed on the host).
