@@ -6,7 +6,7 @@
 # - flash attention (head size 64: hidden 128, 2 heads) in fp32 within 1e-4 and in bf16 within
 #   1e-2 (the bf16 run at run.attention = auto, the default, which takes flash there; the profiled
 #   run below names flash, so its bit-for-bit match holds auto to flash too: an emulated bf16
-#   flash run costs ~20 s, so none is added for it); bf16 with the matmul epilogues in separate
+#   flash run costs ~12 s, so none is added for it); bf16 with the matmul epilogues in separate
 #   kernels; the GEMM attention in its default schedule (4 causal
 #   blocks, pointer-array products) and with 1 block and strided calls;
 #   run.profile on bf16 flash: the same losses, the fused MLP pairs timed whole;
