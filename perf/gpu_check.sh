@@ -3,7 +3,7 @@
 # and the note in docs/performance.md). Prepare here, then run there in one command:
 #
 #   here:   cmake -S . -B build -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j2
-#           bash perf/gpu_pack.sh build               (.gpu/pack.tgz; carry ".gpu")
+#           PACK_PLAYGROUND=none bash perf/gpu_pack.sh build   (.gpu/pack.tgz; carry ".gpu")
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_check.sh /tmp/devpack
 #
 # It prints the GPU, runs every CUDA kernel against the CPU backend (trident_gpu_tests), then

@@ -11,6 +11,11 @@
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_check.sh /tmp/devpack
 #           and, for the second build, the same scripts with /tmp/devpack-OTHER_NAME
 #
+# PACK_PLAYGROUND=PATTERN packs only the playground programs whose name matches the extended
+# regular expression (as perf/kernels/run.sh's PLAYGROUND): each one carries the whole kernel
+# library (~6 MiB compressed), so all of them no longer fit beside the rest (68 MiB on
+# 2026-11-23). PACK_PLAYGROUND=none packs none.
+#
 # The second pack holds only its programs and an env.sh that sources the first one's (same
 # libraries: both builds link the same system packages) and puts its own bin/ first on PATH.
 set -euo pipefail
@@ -23,9 +28,19 @@ programs=(trident trident_gpu_tests check_metrics)
 for p in "${programs[@]}"; do
   [ -x "$build/bin/$p" ] || { echo "gpu_pack.sh: $build/bin/$p missing: build with -DTRIDENT_CUDA=ON first" >&2; exit 2; }
 done
+# playgrounds DIR: the playground programs of DIR/bin that PACK_PLAYGROUND selects.
+playgrounds() {
+  local exe pattern=${PACK_PLAYGROUND:-}
+  for exe in "$1"/bin/playground_*; do
+    [ -x "$exe" ] || continue
+    [[ -z "$pattern" || "$(basename "$exe")" =~ $pattern ]] && echo "$exe"
+  done
+  return 0
+}
+mapfile -t selected < <(playgrounds "$build")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-"$tool" "$stage/devpack" "${programs[@]/#/$build/bin/}" "$build"/bin/playground_* > /dev/null
+"$tool" "$stage/devpack" "${programs[@]/#/$build/bin/}" "${selected[@]}" > /dev/null
 # build.txt: the first line of `trident --version` (version, commit, build type), which the
 # scripts there print beside the GPU's name, so that every figure names the commit it ran.
 "$build/bin/trident" --version | sed -n 1p > "$stage/devpack/build.txt"
@@ -33,7 +48,8 @@ if [ -n "$other_name" ]; then
   [[ "$other_name" =~ ^[A-Za-z0-9_-]+$ ]] || { echo "gpu_pack.sh: OTHER_NAME must be letters, digits, _ or -" >&2; exit 2; }
   mkdir -p "$stage/devpack-$other_name/bin"
   for p in "${programs[@]}"; do cp "$other_build/bin/$p" "$stage/devpack-$other_name/bin/"; done
-  cp "$other_build"/bin/playground_* "$stage/devpack-$other_name/bin/"
+  mapfile -t other_selected < <(playgrounds "$other_build")
+  [ ${#other_selected[@]} -eq 0 ] || cp "${other_selected[@]}" "$stage/devpack-$other_name/bin/"
   "$other_build/bin/trident" --version | sed -n 1p > "$stage/devpack-$other_name/build.txt"
   cat > "$stage/devpack-$other_name/env.sh" <<'ENV'
 # source me on the GPU machine: the first pack's libraries and runtime, this pack's programs
@@ -45,4 +61,9 @@ ENV
 fi
 mkdir -p .gpu
 tar czf .gpu/pack.tgz -C "$stage" .
-echo "gpu_pack.sh: .gpu/pack.tgz, $(du -m .gpu/pack.tgz | cut -f1) MiB (carry \".gpu\"; the working tree and every carry: 64 MiB in all)"
+size=$(du -m .gpu/pack.tgz | cut -f1)
+echo "gpu_pack.sh: .gpu/pack.tgz, $size MiB with ${#selected[@]} playground programs (carry \".gpu\"; the working tree and every carry: 64 MiB in all)"
+if [ "$size" -gt 60 ]; then
+  echo "gpu_pack.sh: $size MiB leaves too little room under the 64 MiB a run may carry: choose the playground programs with PACK_PLAYGROUND=PATTERN (or none)" >&2
+  exit 1
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every kernel-playground program on a lent GPU machine (perf/kernels/README.md):
 #
-#   here:   bash perf/gpu_pack.sh build                  (.gpu/pack.tgz; carry ".gpu")
+#   here:   PACK_PLAYGROUND=PATTERN bash perf/gpu_pack.sh build   (.gpu/pack.tgz; carry ".gpu")
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/kernels/run.sh /tmp/devpack [REPS]
 #           (writes $OUT/playground.txt when OUT is set; PLAYGROUND=PATTERN: only the programs
 #           whose name matches the extended regular expression, e.g. 'attention|layernorm')
