@@ -447,7 +447,8 @@ Gpt::LayerTensors<Ptr> Gpt::layer_tensors(Ptr arena, int local_layer) const {
           arena + o.ln2_w, arena + o.ln2_b, arena + o.up_w,  arena + o.up_b,  arena + o.down_w, arena + o.down_b};
 }
 
-void Gpt::block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a) {
+void Gpt::block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a,
+                        const LayerActivations* previous, bool complete_output) {
   const int B = B_, T = T_, C = config_.hidden, Cl = local_hidden_, NHl = local_heads_;
   const int N = B * T, R = rows_;
   const std::size_t btc = static_cast<std::size_t>(N) * C;
@@ -477,7 +478,13 @@ void Gpt::block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerA
       tp_.reduce_from_tp_forward(dst, btc);
     }
   };
-  backend_.layernorm_forward(own_rows(a.ln1), a.ln1_mean, a.ln1_rstd, x_in, p.ln1_w, p.ln1_b, R, C);
+  if (previous != nullptr) {
+    // x_in = previous->out += previous->residual2, and its LayerNorm, in one pass.
+    backend_.residual_layernorm_forward(previous->out, own_rows(a.ln1), a.ln1_mean, a.ln1_rstd, previous->out,
+                                        previous->residual2, p.ln1_w, p.ln1_b, R, C);
+  } else {
+    backend_.layernorm_forward(own_rows(a.ln1), a.ln1_mean, a.ln1_rstd, x_in, p.ln1_w, p.ln1_b, R, C);
+  }
   share_full_rows(a.ln1);
   backend_.matmul_forward(a.qkv, a.ln1, p.qkv_w, p.qkv_b, N, C, 3 * Cl);
   backend_.attention_forward(a.atty, a.lse, attention_scratch_, a.qkv, B, T, Cl, NHl);
@@ -489,7 +496,7 @@ void Gpt::block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerA
   // up = ln2 W_up^T + b, up_gelu = gelu(up): one call, so that a backend can fuse them.
   backend_.matmul_gelu_forward(a.up_gelu, a.up, a.ln2, p.up_w, p.up_b, N, C, 4 * Cl);
   row_parallel(a.out, a.up_gelu, p.down_w, p.down_b, 4 * Cl);
-  backend_.add(a.out, a.out, a.residual2, rc);
+  if (complete_output) backend_.add(a.out, a.out, a.residual2, rc);
 }
 
 kernels::ActPtr Gpt::full_output_grad() {
@@ -566,17 +573,30 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
       tp_.reduce_from_tp_forward(s.encoded, btc);
     }
   }
+  // Each block's closing residual add waits for the next LayerNorm (block_forward): the next
+  // block's first, or the final one on the model's last chunk. Another chunk's last block makes
+  // its own, as its output leaves for the next stage or chunk.
   const int layers = chunk.layers();
   for (int l = 0; l < layers; ++l) {
-    block_forward(first_block + l, block_input(s, l), s.layers[static_cast<std::size_t>(l)]);
+    const auto i = static_cast<std::size_t>(l);
+    block_forward(first_block + l, block_input(s, l), s.layers[i], l > 0 ? &s.layers[i - 1] : nullptr,
+                  l + 1 == layers && !chunk.last);
   }
   workspace_slot_ = slot;
   workspace_chunk_ = chunk_index;
   if (!chunk.last) return 0.0;
 
   backend_.copy_tokens_to_device(s.targets, targets, static_cast<std::size_t>(N));
-  backend_.layernorm_forward(sp_ ? tp_.own_block(s.lnf, rc) : s.lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot, chunk_index),
-                             params_ + lnf_w_offset_, params_ + lnf_b_offset_, rows_, C);
+  const kernels::ActPtr own_lnf = sp_ ? tp_.own_block(s.lnf, rc) : s.lnf;
+  if (layers > 0) {
+    // The last block's output += its residual2, and the final LayerNorm of the sum, in one pass.
+    const LayerActivations& last = s.layers.back();
+    backend_.residual_layernorm_forward(last.out, own_lnf, s.lnf_mean, s.lnf_rstd, last.out, last.residual2,
+                                        params_ + lnf_w_offset_, params_ + lnf_b_offset_, rows_, C);
+  } else {
+    backend_.layernorm_forward(own_lnf, s.lnf_mean, s.lnf_rstd, stage_output(slot, chunk_index),
+                               params_ + lnf_w_offset_, params_ + lnf_b_offset_, rows_, C);
+  }
   if (sp_) {
     tp_.gather_from_sp_forward(s.lnf, rc);
   } else {
@@ -656,7 +676,7 @@ void Gpt::backward(int slot, int chunk_index, float dloss, const std::function<v
     // the input of block l + 1, whose backward is already done, with the values it holds.
     if (layout_.recompute == Recompute::kFull &&
         (l + 1 < layers || workspace_slot_ != slot || workspace_chunk_ != chunk_index)) {
-      block_forward(first_block + l, x_in, a);
+      block_forward(first_block + l, x_in, a, nullptr, true);  // x_in complete; a.out rewritten whole
       workspace_slot_ = -1;
       workspace_chunk_ = -1;
     }

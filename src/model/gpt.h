@@ -258,7 +258,14 @@ class Gpt {
   }
   // One block's forward from x_in, writing every tensor of a (a.out last). The only forward
   // code of a block: forward() and the recomputation in backward() both run it.
-  void block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a);
+  // The residual add that ends a block (out += residual2) is fused into the LayerNorm after it
+  // (residual_layernorm_forward: the bits of the add, then the norm; one pass over the rows
+  // instead of two): with `previous` set, x_in is previous->out still waiting for its add, which
+  // this block's first LayerNorm makes, storing the sum in previous->out. With
+  // `complete_output`, this block makes its own add (a chunk's last block whose output is sent
+  // or read as it is; the recomputation in backward); without, the next LayerNorm must.
+  void block_forward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a,
+                     const LayerActivations* previous, bool complete_output);
   // One block's backward: dresidual_ holds d(loss)/d(a.out) on entry and d(loss)/d(x_in) on
   // return; gradients accumulate into the block's tensors. a must hold this block's forward.
   void block_backward(int local_layer, kernels::ConstActPtr x_in, const LayerActivations& a);
