@@ -36,6 +36,7 @@
 #include "kernels/cuda/cross_entropy_math.h"  // softmax::Running, thread_running, merged, loss_of
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/launch_shape.cuh"  // kRowThreads, elementwise_blocks, grid-stride helpers
+#include "kernels/cuda/vector_pack.h"   // Pack, load_pack, store_pack, starts_aligned (RowAccess::kPacks)
 #include "kernels/stored_element.h"        // stored::with_policy, elements, common_storage
 
 namespace trident::kernels::cuda {
@@ -69,6 +70,26 @@ __device__ int local_target(int32_t target, int vocab_begin, int V_local) {
 // Row n of a [N, columns] matrix.
 __device__ std::size_t row_offset(int n, int columns) {
   return static_cast<std::size_t>(n) * columns;
+}
+
+// What the backward on given statistics needs of row n, and the gradient of one real logit:
+// both backward kernels' arithmetic, so that they give the same bits.
+struct BackwardRow {
+  int target;    // the local column of the row's target, or -1
+  float max;     // the row's max
+  float factor;  // dloss / the row's sum of exp(l - max)
+  __device__ __forceinline__ float gradient(float l, int v, float dloss) const {
+    const float grad = expf(l - max) * factor;
+    return v == target ? grad - dloss : grad;
+  }
+};
+__device__ __forceinline__ BackwardRow backward_row(int n, const int32_t* targets, const float* row_max,
+                                                    const float* row_sumexp, float dloss, int V_local,
+                                                    int vocab_begin) {
+  // The sum is read only when there are real columns: an all-padding shard's sum is 0.
+  const float factor =
+      V_local > 0 ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(row_sumexp[n])) : 0.0f;
+  return BackwardRow{local_target(targets[n], vocab_begin, V_local), row_max[n], factor};
 }
 
 // The warp's pairs merged by a butterfly (every lane gets the same bits: merged is symmetric).
@@ -192,20 +213,32 @@ __global__ void cross_entropy_backward_sharded_kernel(E* dlogits, const E* logit
   const int n = blockIdx.x;
   const E* row = logits + row_offset(n, Vp_local);
   E* drow = dlogits + row_offset(n, Vp_local);
-  const int t = local_target(targets[n], vocab_begin, V_local);
-  const float m = row_max[n];
-  // Read only when there are real columns: an all-padding shard's sum is 0.
-  const float factor =
-      V_local > 0
-          ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(row_sumexp[n]))
-          : 0.0f;
+  const BackwardRow r = backward_row(n, targets, row_max, row_sumexp, dloss, V_local, vocab_begin);
   for (int v = threadIdx.x; v < Vp_local; v += blockDim.x) {
-    float grad = 0.0f;  // padding
-    if (v < V_local) {
-      grad = expf(S::load(row[v]) - m) * factor;
-      if (v == t) grad -= dloss;
+    drow[v] = S::store(v < V_local ? r.gradient(S::load(row[v]), v, dloss) : 0.0f);  // 0: padding
+  }
+}
+
+// The same with 16-byte packs (RowAccess::kPacks): thread i takes packs i, i + blockDim, ... of the
+// row, each read whole and written back whole (its padding values are read but not used).
+template <class S, class E = typename S::Element>
+__global__ void cross_entropy_backward_sharded_packs_kernel(E* dlogits, const E* logits, const int32_t* targets,
+                                                            const float* row_max, const float* row_sumexp,
+                                                            float dloss, int V_local, int Vp_local, int vocab_begin) {
+  constexpr int kPack = Pack<E>::kCount;
+  const int n = blockIdx.x;
+  const E* row = logits + row_offset(n, Vp_local);
+  E* drow = dlogits + row_offset(n, Vp_local);
+  const BackwardRow r = backward_row(n, targets, row_max, row_sumexp, dloss, V_local, vocab_begin);
+  for (int p = threadIdx.x; p < Vp_local / kPack; p += blockDim.x) {
+    const int v0 = p * kPack;
+    Pack<E> pack = load_pack(row + v0);
+#pragma unroll
+    for (int i = 0; i < kPack; i++) {
+      const int v = v0 + i;
+      pack.values[i] = S::store(v < V_local ? r.gradient(S::load(pack.values[i]), v, dloss) : 0.0f);
     }
-    drow[v] = S::store(grad);
+    store_pack(drow + v0, pack);
   }
 }
 
@@ -255,14 +288,22 @@ void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* targ
 
 void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, const float* row_max,
                                     const float* row_sumexp, float dloss, int N, int V_local, int Vp_local,
-                                    int vocab_begin, cudaStream_t stream) {
+                                    int vocab_begin, cudaStream_t stream, RowAccess access) {
   if (N == 0 || Vp_local == 0) return;
   const Precision storage = stored::common_storage({dlogits, logits}, "cross_entropy_backward_sharded");
   stored::with_policy(storage, [&](auto policy) {
     using S = decltype(policy);
-    cross_entropy_backward_sharded_kernel<S><<<N, kRowThreads, 0, stream>>>(
-        stored::elements<S>(dlogits), stored::elements<S>(logits), targets, row_max, row_sumexp, dloss,
-        V_local < 0 ? 0 : V_local, Vp_local, vocab_begin);
+    auto* d = stored::elements<S>(dlogits);
+    const auto* l = stored::elements<S>(logits);
+    const int real = V_local < 0 ? 0 : V_local;
+    if (access == RowAccess::kPacks && Vp_local % Pack<typename S::Element>::kCount == 0 && starts_aligned(d) &&
+        starts_aligned(l)) {
+      cross_entropy_backward_sharded_packs_kernel<S><<<N, kRowThreads, 0, stream>>>(d, l, targets, row_max, row_sumexp,
+                                                                                   dloss, real, Vp_local, vocab_begin);
+    } else {
+      cross_entropy_backward_sharded_kernel<S><<<N, kRowThreads, 0, stream>>>(d, l, targets, row_max, row_sumexp, dloss,
+                                                                             real, Vp_local, vocab_begin);
+    }
   });
   CUDA_CHECK_LAUNCH();
 }

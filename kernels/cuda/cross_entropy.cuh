@@ -35,10 +35,18 @@ void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int3
 void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,
                                   int N, int shards, cudaStream_t stream);
 
+// How cross_entropy_backward_sharded walks a row (cross_entropy.cu). kValues, the default: the
+// block's threads one value at a time. kPacks: 16 bytes at a time (8 16-bit or 4 fp32 values,
+// vector_pack.h), where the rows allow it (both buffers 16-byte aligned and Vp_local a whole
+// number of packs; otherwise kValues): more bytes in flight per thread for a pass bound by
+// memory latency. The same arithmetic on each value, so the same bits. A choice for tests and
+// the playground (perf/kernels/cross_entropy_backward.cu) until one is timed the faster on a GPU.
+enum class RowAccess { kValues, kPacks };
+
 // With the global row_max and row_sumexp: dlogits[n,v] = (exp(l - max)/sum - [target]) * dloss
 // for v < V_local, 0 for V_local <= v < Vp_local. Overwrites; dlogits may alias logits.
 void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, const float* row_max,
                                     const float* row_sumexp, float dloss, int N, int V_local, int Vp_local,
-                                    int vocab_begin, cudaStream_t stream);
+                                    int vocab_begin, cudaStream_t stream, RowAccess access = RowAccess::kValues);
 
 }  // namespace trident::kernels::cuda

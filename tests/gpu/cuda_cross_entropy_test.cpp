@@ -15,10 +15,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"              // Backend
+#include "kernels/cuda/cross_entropy.cuh"   // cuda::cross_entropy_backward_sharded, RowAccess
+#include "kernels/precision.h"            // encode_16bit, precision_name
 #include "tests/gpu/twin_test_support.h"  // TwinBackends, expect_twins_agree, tolerances
 
 namespace trident::kernels::gpu_test {
@@ -308,6 +311,67 @@ TEST_F(TwinBackends, GpuShardsCombineToTheFusedCrossEntropy) {
     }
   }
   expect_twins_agree(dlogits, want_dlogits, kReductionTolerance, "dlogits from shards");
+}
+
+// RowAccess::kPacks (16-byte packs) against the default kValues, on the launcher directly: the same
+// bits in fp32, bf16 and fp16, out of place and in place, including a target in the last pack and
+// padding inside a pack. Where the rows do not allow packs (Vp not a whole number of them, buffers
+// not 16-byte aligned) the launcher falls back to kValues: the same bits again. The twin tests
+// above hold kValues to the CPU.
+TEST_F(TwinBackends, CrossEntropyBackwardInPacksGivesTheSameBits) {
+  struct Case {
+    int V, Vp;
+    std::size_t offset;  // elements the buffers start past a 16-byte boundary
+  };
+  constexpr int N = 7;
+  for (const Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    for (const Case c : {Case{61, 64, 0}, Case{50, 56, 0}, Case{61, 66, 0}, Case{61, 64, 1}}) {
+      for (const bool in_place : {false, true}) {
+        SCOPED_TRACE(std::string(precision_name(p)) + " V=" + std::to_string(c.V) + " Vp=" + std::to_string(c.Vp) +
+                     " offset " + std::to_string(c.offset) + (in_place ? " in place" : ""));
+        const std::size_t n = count_of(N, c.Vp);
+        const std::vector<float> values = uniform(n, -4.0f, 4.0f);
+        // The values as stored: floats, or 16-bit patterns two to a float, from element `offset`.
+        auto stored = [&](const std::vector<float>& v) {
+          if (p == Precision::kFp32) {
+            std::vector<float> out(c.offset, 0.0f);
+            out.insert(out.end(), v.begin(), v.end());
+            return out;
+          }
+          std::vector<uint16_t> bits(c.offset + v.size() + 1, 0);
+          for (std::size_t i = 0; i < v.size(); ++i) bits[c.offset + i] = encode_16bit(v[i], p);
+          std::vector<float> words(bits.size() / 2);
+          std::memcpy(words.data(), bits.data(), words.size() * sizeof(float));
+          return words;
+        };
+        auto at = [&](BackendFloats& b) {
+          return p == Precision::kFp32 ? ActPtr(b.get() + c.offset)
+                                       : ActPtr(reinterpret_cast<uint16_t*>(b.get()) + c.offset, p);
+        };
+        std::vector<int32_t> target_ids(N);
+        for (int r = 0; r < N; ++r) target_ids[static_cast<std::size_t>(r)] = r == 0 ? c.V - 1 : (r * 17) % c.V;
+        std::vector<float> target_words(N);
+        std::memcpy(target_words.data(), target_ids.data(), N * sizeof(int32_t));
+        BackendFloats targets(*gpu_, target_words);
+        BackendFloats row_max(*gpu_, std::vector<float>(N, 4.0f));
+        BackendFloats row_sumexp(*gpu_, uniform(N, 1.0f, 100.0f));
+        std::vector<std::vector<float>> results;
+        for (const auto access : {cuda::RowAccess::kValues, cuda::RowAccess::kPacks}) {
+          BackendFloats logits(*gpu_, stored(values));
+          BackendFloats separate(*gpu_, stored(uniform(n, 5.0f, 9.0f)));  // garbage: overwritten
+          BackendFloats& dlogits = in_place ? logits : separate;
+          cuda::cross_entropy_backward_sharded(at(dlogits), at(logits), reinterpret_cast<const int32_t*>(targets.get()),
+                                               row_max.get(), row_sumexp.get(), 0.125f, N, c.V, c.Vp, 0, nullptr,
+                                               access);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<float> words(stored(values).size());
+          gpu_->copy_to_host(words.data(), dlogits.get(), words.size());
+          results.push_back(words);
+        }
+        EXPECT_EQ(results[0], results[1]) << "packs against values";
+      }
+    }
+  }
 }
 
 }  // namespace

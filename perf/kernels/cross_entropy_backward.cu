@@ -1,0 +1,130 @@
+// Playground: the cross-entropy backward on the forward's row statistics, in place over the
+// logits as the model runs it (Gpt::head_backward: dlogits = logits), dl = (exp(l - max) / sum -
+// [target]) * dloss, padding written 0. 1.34 ms of every GPT-2 step on one H100 at micro-batch 8
+// (2026-11-23, the same at 124M and 774M: the vocabulary sets it): the logits read and written
+// once, 1.65 GB in bf16, about 1.2 TB/s. Reference: the CPU twin
+// trident::kernels::cpu::cross_entropy_backward_sharded on the CPU forward's statistics.
+//
+//   playground_cross_entropy_backward [variant|all] [reps]   shape: CE_N (8192), CE_V (50257),
+//                                                             CE_VP (50304)
+//
+// Variants (the production launcher, kernels/cuda/cross_entropy.cu):
+//   1  fp32 logits, cuda::RowAccess::kValues (the default): a block of 256 threads per row, one
+//      value per thread and iteration; in place, so each load waits for the store before it;
+//   2  fp32 logits, RowAccess::kPacks: 16 bytes (4 values) per thread and iteration;
+//   3  bf16 logits (train.precision = bf16: what the model runs), kValues;
+//   4  bf16 logits, kPacks (8 values per load).
+// 1 against 2 and 3 against 4: what the wider accesses save. 2 and 4 must give the bits of 1 and
+// 3 (checked, each against a run of the other in the same variant): the same arithmetic on each
+// value.
+//
+// Tolerances: fp32, the exponential and the division differ from the twin's in the last bits,
+// 1e-5 of the largest gradient (as cross_entropy_forward's); bf16, each gradient rounded once:
+// one bf16 unit, 2^-7 of the largest.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "kernels/cpu/cross_entropy.h"         // cpu::cross_entropy_forward, cross_entropy_backward_sharded
+#include "kernels/cuda/cross_entropy.cuh"      // cuda::cross_entropy_backward_sharded, RowAccess
+#include "perf/kernels/cross_entropy_cases.h"  // test_logits, test_targets
+#include "perf/kernels/playground.cuh"         // harness
+
+namespace {
+
+namespace pg = trident::playground;
+namespace tk = trident::kernels;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const pg::Args args = pg::parse_args_or_exit(argc, argv, "playground_cross_entropy_backward");
+  pg::require_gpu();
+  const int N = pg::env_int("CE_N", 8192);
+  const int V = pg::env_int("CE_V", 50257);
+  const int Vp = pg::env_int("CE_VP", 50304);
+  const std::size_t count = static_cast<std::size_t>(N) * Vp;
+  std::printf("cross_entropy_backward_sharded (in place) N = %d, V = %d, Vp = %d, %d reps (median)\n", N, V, Vp,
+              args.reps);
+
+  // Logits with NaN padding (test_logits): the kernels must write the padding without using it.
+  // The bf16 case reads the same logits rounded; each storage has its own twin's statistics.
+  const std::vector<float> logits32 = pg::test_logits(N, V, Vp, 41);
+  const std::vector<float> logits16 = pg::rounded_to_bf16(logits32);
+  const std::vector<int32_t> targets = pg::test_targets(N, V, 42);
+  const float dloss = 1.0f / static_cast<float>(N);
+  struct Case {
+    std::vector<float> row_max, row_sumexp, reference;
+  };
+  auto make_case = [&](const std::vector<float>& logits, bool bf16) {
+    Case k;
+    std::vector<float> losses(static_cast<std::size_t>(N));
+    k.row_max.resize(static_cast<std::size_t>(N));
+    k.row_sumexp.resize(static_cast<std::size_t>(N));
+    tk::cpu::cross_entropy_forward(losses.data(), k.row_max.data(), k.row_sumexp.data(), logits.data(),
+                                   targets.data(), N, V, Vp);
+    k.reference.resize(count);
+    tk::cpu::cross_entropy_backward_sharded(k.reference.data(), logits.data(), targets.data(), k.row_max.data(),
+                                            k.row_sumexp.data(), dloss, N, V, Vp, 0);
+    if (bf16) k.reference = pg::rounded_to_bf16(k.reference);
+    return k;
+  };
+  const Case fp32 = make_case(logits32, false);
+  const Case bf16 = make_case(logits16, true);
+
+  const pg::DeviceBuffer<int32_t> d_targets = pg::upload(targets);
+  const pg::DeviceBuffer<float> d_logits32(count);
+  const pg::DeviceBuffer<std::uint16_t> d_logits16(count);
+  const pg::DeviceBuffer<float> max32 = pg::upload(fp32.row_max), sum32 = pg::upload(fp32.row_sumexp);
+  const pg::DeviceBuffer<float> max16 = pg::upload(bf16.row_max), sum16 = pg::upload(bf16.row_sumexp);
+  const std::vector<std::uint16_t> logits16_bits = pg::encoded_bf16(logits16);
+  const pg::Stream stream;
+  pg::Timer timer(stream.get());
+
+  auto measure = [&](bool sixteen, tk::cuda::RowAccess access) {
+    return [&, sixteen, access](int reps) {
+      const Case& k = sixteen ? bf16 : fp32;
+      auto launch_with = [&](tk::cuda::RowAccess a) {
+        const tk::ActPtr logits =
+            sixteen ? tk::ActPtr(d_logits16.data(), tk::Precision::kBf16) : tk::ActPtr(d_logits32.data());
+        tk::cuda::cross_entropy_backward_sharded(logits, logits, d_targets.data(), (sixteen ? max16 : max32).data(),
+                                                 (sixteen ? sum16 : sum32).data(), dloss, N, V, Vp, 0, stream.get(),
+                                                 a);
+      };
+      // One run from the logits (in place: the gradient overwrites them), its result read back.
+      auto run_from_logits = [&](tk::cuda::RowAccess a) {
+        if (sixteen) {
+          PG_CUDA_CHECK(cudaMemcpy(d_logits16.data(), logits16_bits.data(), d_logits16.bytes(), cudaMemcpyHostToDevice));
+        } else {
+          PG_CUDA_CHECK(cudaMemcpy(d_logits32.data(), logits32.data(), d_logits32.bytes(), cudaMemcpyHostToDevice));
+        }
+        PG_CUDA_CHECK(cudaDeviceSynchronize());
+        launch_with(a);
+        return sixteen ? pg::decoded_bf16(pg::download(d_logits16)) : pg::download(d_logits32);
+      };
+      pg::Outcome outcome;
+      if (access == tk::cuda::RowAccess::kPacks) {
+        const std::vector<float> values = run_from_logits(tk::cuda::RowAccess::kValues);
+        outcome.checks.push_back(pg::identical("dlogits bits against kValues", run_from_logits(access), values));
+      }
+      outcome.checks.push_back(
+          pg::validate("dlogits", run_from_logits(access), k.reference, sixteen ? 1.0 / 128.0 : 1e-5));
+      // The timed runs each start from the previous run's gradients: finite values, the same work.
+      outcome.median_ms = timer.median_ms(reps, [&] { launch_with(access); });
+      outcome.bytes = (sixteen ? 2.0 : 4.0) * 2.0 * static_cast<double>(count);
+      return outcome;
+    };
+  };
+  using Access = tk::cuda::RowAccess;
+  const std::vector<pg::Variant> variants = {
+      {"fp32 logits, one value a thread (the default)", measure(false, Access::kValues)},
+      {"fp32 logits, 16-byte packs", measure(false, Access::kPacks)},
+      {"bf16 logits, one value a thread (the model's bf16)", measure(true, Access::kValues)},
+      {"bf16 logits, 16-byte packs", measure(true, Access::kPacks)},
+  };
+  return pg::run_variants(args, variants, pg::Workload{});
+}
