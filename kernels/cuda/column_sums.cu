@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kTileColumns * kRowLanes)
   const bool second = blockIdx.y == 1;
   const int tile = static_cast<int>(blockIdx.x);
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
-  lane_sums[ty][tx] = columns::sum_lane<stored::Fp32>(second ? partial_b : partial_a, rows, width, rows, tile, 0, tx, ty);
+  const float* partial = second ? partial_b : partial_a;
+  lane_sums[ty][tx] = columns::sum_lane<stored::Fp32>(partial, rows, width, rows, tile, 0, tx, ty);
   __syncthreads();
   columns::add_lane_sums(second ? out_b : out_a, lane_sums, width, tile, tx, ty);
 }

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
       // One run from the logits (in place: the gradient overwrites them), its result read back.
       auto run_from_logits = [&](tk::cuda::RowAccess a) {
         if (sixteen) {
-          PG_CUDA_CHECK(cudaMemcpy(d_logits16.data(), logits16_bits.data(), d_logits16.bytes(), cudaMemcpyHostToDevice));
+          PG_CUDA_CHECK(
+              cudaMemcpy(d_logits16.data(), logits16_bits.data(), d_logits16.bytes(), cudaMemcpyHostToDevice));
         } else {
           PG_CUDA_CHECK(cudaMemcpy(d_logits32.data(), logits32.data(), d_logits32.bytes(), cudaMemcpyHostToDevice));
         }

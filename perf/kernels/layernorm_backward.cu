@@ -19,9 +19,9 @@
 //      chunks; x and dy read once;
 //   6  bf16 buffers, likewise.
 // 1 against 2 and 3 against 4 are what the warp per row saves; 1 against 5 and 3 against 6 what
-// one read of x and dy instead of two saves (the production default is still the separate pass). Variants 3 and 4 read bf16
-// inputs (the fp32 inputs rounded) and are checked against the twin on those, dinp rounded to
-// bf16.
+// one read of x and dy instead of two saves (the production default is still the separate pass).
+// Variants 3, 4 and 6 read bf16 inputs (the fp32 inputs rounded) and are checked against the
+// twin on those, dinp rounded to bf16.
 //
 // Each variant's first run starts from the initial dinp, dweight and dbias (the backward adds
 // into them) and is validated; the timed runs keep adding. The rate column is each variant's

@@ -69,7 +69,7 @@ struct Product {
   cudaDataType_t d_type;
   cublasLtEpilogue_t epilogue;
   const void* bias;  // bf16, one value per row of D; or null
-  const void* aux;   // the GELU input (D's layout, bf16); or null
+  const void* aux;   // GELU's input (D's layout, bf16): written by GELU_AUX_BIAS, read by DGELU; or null
   float beta;
 };
 

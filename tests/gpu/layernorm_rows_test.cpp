@@ -162,8 +162,9 @@ TEST_F(LayerNormRowsTwins, BothWaysMatchTheCpuInEveryStorage) {
         // Scratch of NaN: a partial sum the backward reads before writing it shows.
         BackendFloats scratch(*gpu_, std::vector<float>(cuda::layernorm_backward_scratch_floats(s.C), NAN));
         std::vector<std::vector<float>> gradients;  // each way of summing: dinp, then dweight and dbias, bits
-        for (const auto sums : {cuda::LayerNormParameterSums::kSeparatePass, cuda::LayerNormParameterSums::kInRowWalk}) {
-          SCOPED_TRACE(sums == cuda::LayerNormParameterSums::kInRowWalk ? "sums in the row walk" : "sums apart");
+        using Sums = cuda::LayerNormParameterSums;
+        for (const Sums sums : {Sums::kSeparatePass, Sums::kInRowWalk}) {
+          SCOPED_TRACE(sums == Sums::kInRowWalk ? "sums in the row walk" : "sums apart");
           auto dinp = twin(dinp_start);
           auto dweight = twin(dweight_start);
           auto dbias = twin(dbias_start);

@@ -94,16 +94,30 @@ TEST(CpuAdamW, LateStepBiasCorrectionAndNoDecayWhenZero) {
   expect_close(v, ref.v, 1e-12, 1e-6, "v");
 }
 
-TEST(CpuAdamW, MasterUpdateIsTheUpdateThenTheRounding) {
-  std::mt19937 rng(71);
-  cpu::CpuBackend backend(kTestThreads);
-  const std::size_t n = 1001;
-  const auto param = random_floats(n, rng), grad = random_floats(n, rng);
-  const auto m0 = random_floats(n, rng, -0.1f, 0.1f), v0 = random_floats(n, rng, 0.0f, 0.01f);
+// Random state a few steps into training (n = 1001, lr 3e-3, weight decay 0.1, step 5), drawn
+// from `seed`: what the bit-for-bit comparisons of two ways to update start from.
+struct StepCase {
+  std::size_t n = 1001;
+  std::vector<float> param, grad, m0, v0;
   AdamWArgs args;
-  args.lr = 3e-3f;
-  args.weight_decay = 0.1f;
-  args.step = 5;
+};
+StepCase step_case(unsigned seed) {
+  std::mt19937 rng(seed);
+  StepCase c;
+  c.param = random_floats(c.n, rng);
+  c.grad = random_floats(c.n, rng);
+  c.m0 = random_floats(c.n, rng, -0.1f, 0.1f);
+  c.v0 = random_floats(c.n, rng, 0.0f, 0.01f);
+  c.args.lr = 3e-3f;
+  c.args.weight_decay = 0.1f;
+  c.args.step = 5;
+  return c;
+}
+
+TEST(CpuAdamW, MasterUpdateIsTheUpdateThenTheRounding) {
+  cpu::CpuBackend backend(kTestThreads);
+  const StepCase c = step_case(71);
+  const auto& [n, param, grad, m0, v0, args] = c;
   for (Precision p : {Precision::kBf16, Precision::kFp16, Precision::kFp32}) {
     auto two_pass = param, m2 = m0, v2 = v0;
     backend.adamw_update(two_pass.data(), grad.data(), m2.data(), v2.data(), n, args);
@@ -139,15 +153,9 @@ TEST(CpuAdamW, MasterUpdateIsTheUpdateThenTheRounding) {
 // pass and then the update at 1 give (the trainer's unscaling and clipping, folded in), for the
 // plain and the master-weight update, and leaves the gradients as they were.
 TEST(CpuAdamW, GradScaleIsAScalePassBeforeTheUpdate) {
-  std::mt19937 rng(72);
   cpu::CpuBackend backend(kTestThreads);
-  const std::size_t n = 1001;
-  const auto param = random_floats(n, rng), grad = random_floats(n, rng);
-  const auto m0 = random_floats(n, rng, -0.1f, 0.1f), v0 = random_floats(n, rng, 0.0f, 0.01f);
-  AdamWArgs args;
-  args.lr = 3e-3f;
-  args.weight_decay = 0.1f;
-  args.step = 5;
+  const StepCase c = step_case(72);
+  const auto& [n, param, grad, m0, v0, args] = c;
   for (const float s : {0.37f, 1.0f / 65536.0f, 3.0f}) {
     auto scaled = grad;
     backend.scale(scaled.data(), s, n);
