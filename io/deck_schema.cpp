@@ -212,8 +212,8 @@ std::vector<KeySpec> make_schema() {
                  "virtual stage c * pp + s being chunk c of rank s)."),
       int_key("parallel.zero", "0", 0, 1,
               "ZeRO stage: 0 = every data rank holds the whole optimizer state; 1 = the AdamW "
-              "state is sharded over the data-parallel group (reduce-scatter gradients, update "
-              "the own shard, all-gather parameters)."),
+              "state is sharded over the data-parallel group (gradient buckets summed to the rank "
+              "owning them, overlapping backward; update the own shard; all-gather parameters)."),
       bool_key("parallel.sequence_parallel", "false",
                "Sequence parallelism (with parallel.tp > 1): outside the matmuls each tensor rank "
                "keeps only its 1/tp of the micro-batch's token rows (LayerNorms, residual stream, "
@@ -221,7 +221,8 @@ std::vector<KeySpec> make_schema() {
                "(same bytes). train.micro_batch * train.seq_len must be divisible by parallel.tp."),
 
       choice_key("parallel.grad_reduce", "auto", {"auto", "fp32", "bf16", "fp16"},
-                 "Precision the data-parallel gradient reduction (buckets, or ZeRO-1's reduce-scatter) "
+                 "Precision the data-parallel gradient reduction (its buckets, all-reduced or under ZeRO-1 "
+                 "summed to their owners) "
                  "sends and sums in: auto = train.precision (half the bytes in bf16 and fp16, each "
                  "partial sum rounded to that format); fp32 keeps full-precision sums in every "
                  "precision. Gradients are accumulated over micro-batches in fp32 either way."),

@@ -11,12 +11,13 @@ namespace {
 
 constexpr std::size_t kWireBytes = sizeof(uint16_t);
 
-// The data group's buffers. Without ZeRO the buckets are all-reduced; with it, the whole padded
-// arena is reduce-scattered and the parameters all-gathered in place.
+// The data group's buffers. The buckets are all-reduced, or under ZeRO-1 (cut again at the
+// blocks) summed to their owners; ZeRO-1 then all-gathers the parameters in place.
 CommBufferBytes data_group(const GradientReductionPlan& plan, CommTransport transport) {
   CommBufferBytes held;
   const bool wire16 = plan.wire != WirePrecision::kFp32 && plan.dp > 1;
-  const std::vector<Bucket> buckets = plan_buckets(plan.tensor_ends, plan.bucket_elems);
+  const std::size_t owner_block = plan.zero ? plan.padded_size / static_cast<std::size_t>(plan.dp) : 0;
+  const std::vector<Bucket> buckets = plan_buckets(plan.tensor_ends, plan.bucket_elems, owner_block);
   std::size_t bucketed = 0, largest_bucket = 0;
   for (const Bucket& b : buckets) {
     bucketed += b.end - b.begin;
@@ -26,23 +27,18 @@ CommBufferBytes data_group(const GradientReductionPlan& plan, CommTransport tran
     case CommTransport::kMpi:
       // MpiComm keeps one encoded buffer per reduced address: the non-blocking bucket
       // reductions are in flight together.
-      if (wire16) held.host = (plan.zero ? plan.padded_size : bucketed) * kWireBytes;
+      if (wire16) held.host = bucketed * kWireBytes;
       break;
     case CommTransport::kNccl:
       // One device buffer for the largest call (its stream orders the calls), in whole floats.
-      if (wire16) held.device = ((plan.zero ? plan.padded_size : largest_bucket) + 1) / 2 * sizeof(float);
+      if (wire16) held.device = (largest_bucket + 1) / 2 * sizeof(float);
       break;
     case CommTransport::kMpiStaged:
-      if (plan.zero) {
-        // The blocking calls' host copy: the fp32 gradients, and (16-bit storage) the parameters
-        // beside them; staged even for one rank. Then MpiComm's encoded copy of the gradients.
-        held.host = plan.padded_size * sizeof(float);
-        if (plan.parameters != kernels::Precision::kFp32) held.host += plan.padded_size * kWireBytes;
-        if (wire16) held.host += plan.padded_size * kWireBytes;
-      } else if (plan.dp > 1) {
-        // A float mirror per bucket (in flight together), and MpiComm's encoded copy of each.
-        held.host = bucketed * (sizeof(float) + (wire16 ? kWireBytes : 0));
-      }
+      // A float mirror per bucket (in flight together), and MpiComm's encoded copy of each.
+      if (plan.dp > 1) held.host = bucketed * (sizeof(float) + (wire16 ? kWireBytes : 0));
+      // ZeRO-1's blocking all-gather of the parameters: a host copy in their storage precision,
+      // staged even for one rank.
+      if (plan.zero) held.host += plan.padded_size * kernels::precision_bytes(plan.parameters);
       break;
   }
   return held;

@@ -1,8 +1,8 @@
 // The memory the gradient reductions' communicators keep for themselves, predicted from the
 // layout, so that `trident check` and the start-up memory table count it before a launch.
 //
-// Only the gradient reductions are counted: the data group's (buckets, or ZeRO-1's
-// reduce-scatter and parameter all-gather) and the embedding group's (the tied token embedding's
+// Only the gradient reductions are counted: the data group's (buckets, and ZeRO-1's parameter
+// all-gather) and the embedding group's (the tied token embedding's
 // gradient, summed between the first and last pipeline stages). They are the buffers that grow
 // with the model: 2 to 6 bytes per parameter. Activation messages (tensor and pipeline groups)
 // are in place over MPI and NCCL; staged through host memory they take one activation's copy.

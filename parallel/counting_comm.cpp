@@ -29,4 +29,10 @@ std::unique_ptr<CommRequest> CountingComm::iall_reduce_sum(float* d, std::size_t
   return std::make_unique<CountingRequest>(std::move(inner), *this);
 }
 
+std::unique_ptr<CommRequest> CountingComm::ireduce_sum(float* d, std::size_t n, int root, WirePrecision wire) {
+  std::unique_ptr<CommRequest> inner;
+  timed(n * kernels::precision_bytes(wire), [&] { inner = inner_->ireduce_sum(d, n, root, wire); });
+  return std::make_unique<CountingRequest>(std::move(inner), *this);
+}
+
 }  // namespace trident::parallel

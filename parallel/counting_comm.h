@@ -41,6 +41,7 @@ class CountingComm final : public Comm {
   }
   void all_reduce_sum(double* d, std::size_t n) override { timed(n * 8, [&] { inner_->all_reduce_sum(d, n); }); }
   std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n, WirePrecision wire) override;
+  std::unique_ptr<CommRequest> ireduce_sum(float* d, std::size_t n, int root, WirePrecision wire) override;
   int all_reduce_max(int v) override {
     int r = 0;
     timed(4, [&] { r = inner_->all_reduce_max(v); });

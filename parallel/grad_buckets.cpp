@@ -1,8 +1,11 @@
 #include "parallel/grad_buckets.h"
 
+#include <algorithm>
+
 namespace trident::parallel {
 
-std::vector<Bucket> plan_buckets(const std::vector<std::size_t>& tensor_ends, std::size_t bucket_elems) {
+std::vector<Bucket> plan_buckets(const std::vector<std::size_t>& tensor_ends, std::size_t bucket_elems,
+                                 std::size_t owner_block) {
   std::vector<Bucket> buckets;
   if (tensor_ends.empty()) return buckets;
   std::size_t end = tensor_ends.back();
@@ -15,7 +18,18 @@ std::vector<Bucket> plan_buckets(const std::vector<std::size_t>& tensor_ends, st
     }
   }
   if (end > 0) buckets.push_back({0, end});
-  return buckets;
+  if (owner_block == 0) return buckets;
+  std::vector<Bucket> owned;
+  for (const Bucket& b : buckets) {
+    // From the bucket's end down, a piece per block it crosses.
+    for (std::size_t piece_end = b.end; piece_end > b.begin;) {
+      const std::size_t block = (piece_end - 1) / owner_block;
+      const std::size_t piece_begin = std::max(b.begin, block * owner_block);
+      owned.push_back({piece_begin, piece_end, static_cast<int>(block)});
+      piece_end = piece_begin;
+    }
+  }
+  return owned;
 }
 
 std::size_t bucket_elems_of_mib(double bucket_mb) {
@@ -30,21 +44,30 @@ void GradientBuckets::begin() {
   pending_.clear();
 }
 
-void GradientBuckets::mark_final_from(std::size_t offset) {
+void GradientBuckets::mark_final_from(std::size_t offset) { start_until(offset, held_below_); }
+
+void GradientBuckets::start_until(std::size_t offset, std::size_t floor) {
   if (comm_.size() == 1) return;
-  while (next_ < buckets_.size() && buckets_[next_].begin >= offset) {
+  while (next_ < buckets_.size() && buckets_[next_].begin >= offset && buckets_[next_].begin >= floor) {
     const Bucket& b = buckets_[next_++];
-    pending_.push_back(comm_.iall_reduce_sum(grads_ + b.begin, b.end - b.begin, wire_));
+    float* data = grads_ + b.begin;
+    const std::size_t count = b.end - b.begin;
+    pending_.push_back(b.owner < 0 ? comm_.iall_reduce_sum(data, count, wire_)
+                                   : comm_.ireduce_sum(data, count, b.owner, wire_));
   }
   // Without an asynchronous progress thread, MPI advances collectives only inside MPI calls.
   for (auto& request : pending_) request->test();
 }
 
-void GradientBuckets::finish() {
-  if (comm_.size() == 1) return;
-  mark_final_from(0);
+void GradientBuckets::wait_started() {
   for (auto& request : pending_) request->wait();
   pending_.clear();
+}
+
+void GradientBuckets::finish() {
+  if (comm_.size() == 1) return;
+  start_until(0, 0);
+  wait_started();
 }
 
 }  // namespace trident::parallel

@@ -7,15 +7,15 @@ namespace trident::parallel {
 
 namespace {
 
-// A non-blocking all-reduce on the buffer's host mirror: the mirror goes back to the device after
-// the wait, and is free for the buffer's next request once this one is done or destroyed.
+// A non-blocking reduction on the buffer's host mirror: the mirror goes back to the device after
+// the wait (where this rank receives the result), and is free for the buffer's next request
+// once this one is done or destroyed.
 class StagedRequest final : public CommRequest {
  public:
-  StagedRequest(HostStagedComm::Mirror& host, std::size_t count, float* device, DeviceMemory& memory, Comm& inner,
-                WirePrecision wire)
-      : host_(host), count_(count), device_(device), memory_(memory) {
+  StagedRequest(HostStagedComm::Mirror& host, std::size_t count, float* device, DeviceMemory& memory,
+                std::unique_ptr<CommRequest> inner, bool receives)
+      : host_(host), count_(count), device_(device), memory_(memory), inner_(std::move(inner)), receives_(receives) {
     host_.in_flight = true;
-    inner_ = inner.iall_reduce_sum(host_.values.data(), count_, wire);
   }
   ~StagedRequest() override {
     if (!done_) inner_->wait();  // the host copy must outlive the operation; no copy back
@@ -35,7 +35,7 @@ class StagedRequest final : public CommRequest {
 
  private:
   void finish() {
-    memory_.copy_to_device(device_, host_.values.data(), count_);
+    if (receives_) memory_.copy_to_device(device_, host_.values.data(), count_);
     done_ = true;
     host_.in_flight = false;
   }
@@ -44,6 +44,7 @@ class StagedRequest final : public CommRequest {
   float* device_;
   DeviceMemory& memory_;
   std::unique_ptr<CommRequest> inner_;
+  bool receives_;  // false: a reduction to another rank, which leaves this rank's values alone
   bool done_ = false;
 };
 
@@ -90,17 +91,35 @@ void HostStagedComm::all_reduce_sum(double* data, std::size_t count) {
 
 std::unique_ptr<CommRequest> HostStagedComm::iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) {
   if (count == 0 || !memory_.is_device_memory(data)) return inner_->iall_reduce_sum(data, count, wire);
+  float* host = mirror_of(data, count);
+  return start_staged(data, count, inner_->iall_reduce_sum(host, count, wire), true);
+}
+
+std::unique_ptr<CommRequest> HostStagedComm::ireduce_sum(float* data, std::size_t count, int root,
+                                                         WirePrecision wire) {
+  if (count == 0 || !memory_.is_device_memory(data)) return inner_->ireduce_sum(data, count, root, wire);
+  float* host = mirror_of(data, count);
+  return start_staged(data, count, inner_->ireduce_sum(host, count, root, wire), rank() == root);
+}
+
+float* HostStagedComm::mirror_of(float* data, std::size_t count) {
   // The host copy is float: the 16-bit wire (if any) is the inner communicator's. One mirror per
   // device buffer, kept: the gradient buckets reduce the same buffers every step, so after the
   // first step nothing is allocated, and the inner communicator sees the same host addresses
   // (MpiComm keys its wire buffers by them).
   Mirror& host = mirrors_[data];
   if (host.in_flight) {
-    throw std::logic_error("HostStagedComm: a second iall_reduce_sum of one device buffer before the first is done");
+    throw std::logic_error(
+        "HostStagedComm: a second non-blocking reduction of one device buffer before the first is done");
   }
   if (host.values.size() < count) host.values.resize(count);
   memory_.copy_to_host(host.values.data(), data, count);
-  return std::make_unique<StagedRequest>(host, count, data, memory_, *inner_, wire);
+  return host.values.data();
+}
+
+std::unique_ptr<CommRequest> HostStagedComm::start_staged(float* data, std::size_t count,
+                                                          std::unique_ptr<CommRequest> inner, bool receives) {
+  return std::make_unique<StagedRequest>(mirrors_.at(data), count, data, memory_, std::move(inner), receives);
 }
 
 CommBufferBytes HostStagedComm::buffer_bytes() const {

@@ -72,6 +72,7 @@ class HostStagedComm final : public Comm {
   // Doubles are host scalars in Trident (the gradient norm); a device buffer is a logic error.
   void all_reduce_sum(double* data, std::size_t count) override;
   std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
+  std::unique_ptr<CommRequest> ireduce_sum(float* data, std::size_t count, int root, WirePrecision wire) override;
   int all_reduce_max(int value) override { return inner_->all_reduce_max(value); }
   void all_reduce_max(float* data, std::size_t count) override;
   void reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
@@ -85,7 +86,7 @@ class HostStagedComm final : public Comm {
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   void barrier() override { inner_->barrier(); }
 
-  // The host mirror of one device buffer for its non-blocking all-reduces (one in flight at a
+  // The host mirror of one device buffer for its non-blocking reductions (one in flight at a
   // time: a second before the first is done is a logic error).
   struct Mirror {
     std::vector<float> values;
@@ -98,6 +99,13 @@ class HostStagedComm final : public Comm {
   // back when `out`).
   template <class Op>
   void staged(kernels::ActPtr data, std::size_t count, bool in, bool out, Op&& op);
+  // The host mirror of device buffer data, holding its count values now (a logic error while
+  // a reduction of it is in flight).
+  float* mirror_of(float* data, std::size_t count);
+  // A request for `inner`, running on data's mirror: the mirror goes back to data after the wait
+  // where `receives` (this rank gets the result).
+  std::unique_ptr<CommRequest> start_staged(float* data, std::size_t count, std::unique_ptr<CommRequest> inner,
+                                            bool receives);
   // A host-readable view of an input buffer: itself, or a copy of its bytes.
   kernels::ConstActPtr readable(kernels::ConstActPtr send, std::size_t count);
 

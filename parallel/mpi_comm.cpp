@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace trident::parallel {
@@ -25,6 +26,19 @@ namespace {
 constexpr std::size_t kMaxCount = INT_MAX / 2;
 
 int as_count(std::size_t count) { return static_cast<int>(count); }
+
+// Starts one non-blocking call per piece of at most kMaxCount elements:
+// start(first element, piece count, request).
+template <class Start>
+std::vector<MPI_Request> start_in_pieces(std::size_t count, Start&& start) {
+  std::vector<MPI_Request> requests;
+  for (std::size_t done = 0; done < count; done += kMaxCount) {
+    MPI_Request request;
+    start(done, as_count(std::min(kMaxCount, count - done)), &request);
+    requests.push_back(request);
+  }
+  return requests;
+}
 
 // Pending MPI requests; `finish` (if any) runs once they have completed, on the host (the
 // 16-bit wire decodes its result into the caller's buffer there).
@@ -130,26 +144,41 @@ void MpiComm::all_reduce_sum(double* data, std::size_t count) {
 }
 
 std::unique_ptr<CommRequest> MpiComm::iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) {
-  std::vector<MPI_Request> requests;
   if (wire == WirePrecision::kFp32 || size_ == 1) {
-    for (std::size_t done = 0; done < count; done += kMaxCount) {
-      const std::size_t n = std::min(kMaxCount, count - done);
-      MPI_Request request;
-      TRIDENT_MPI_CHECK(
-          MPI_Iallreduce(MPI_IN_PLACE, data + done, as_count(n), MPI_FLOAT, MPI_SUM, comm_, &request));
-      requests.push_back(request);
-    }
-    return std::make_unique<MpiRequest>(std::move(requests));
+    return std::make_unique<MpiRequest>(start_in_pieces(count, [&](std::size_t done, int n, MPI_Request* request) {
+      TRIDENT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, MPI_SUM, comm_, request));
+    }));
   }
   uint16_t* encoded = wire_buffer(data, count).data();
   encode(encoded, data, count, wire);
-  for (std::size_t done = 0; done < count; done += kMaxCount) {
-    const std::size_t n = std::min(kMaxCount, count - done);
-    MPI_Request request;
-    TRIDENT_MPI_CHECK(
-        MPI_Iallreduce(MPI_IN_PLACE, encoded + done, as_count(n), MPI_UINT16_T, wire_sum(wire), comm_, &request));
-    requests.push_back(request);
+  std::vector<MPI_Request> requests = start_in_pieces(count, [&](std::size_t done, int n, MPI_Request* request) {
+    TRIDENT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, encoded + done, n, MPI_UINT16_T, wire_sum(wire), comm_, request));
+  });
+  return std::make_unique<MpiRequest>(std::move(requests), [=] { decode(data, encoded, count, wire); });
+}
+
+std::unique_ptr<CommRequest> MpiComm::ireduce_sum(float* data, std::size_t count, int root, WirePrecision wire) {
+  if (root < 0 || root >= size_) {
+    throw std::logic_error("ireduce_sum: root " + std::to_string(root) + " not in the group");
   }
+  const bool at_root = rank_ == root;
+  // MPI's in-place form: the root's buffer is its contribution and then the sum; the other
+  // ranks only send theirs.
+  auto start = [&](void* values, int n, MPI_Datatype type, MPI_Op op, MPI_Request* request) {
+    TRIDENT_MPI_CHECK(MPI_Ireduce(at_root ? MPI_IN_PLACE : values, at_root ? values : nullptr, n, type, op, root,
+                                  comm_, request));
+  };
+  if (wire == WirePrecision::kFp32 || size_ == 1) {
+    return std::make_unique<MpiRequest>(start_in_pieces(count, [&](std::size_t done, int n, MPI_Request* request) {
+      start(data + done, n, MPI_FLOAT, MPI_SUM, request);
+    }));
+  }
+  uint16_t* encoded = wire_buffer(data, count).data();
+  encode(encoded, data, count, wire);
+  std::vector<MPI_Request> requests = start_in_pieces(count, [&](std::size_t done, int n, MPI_Request* request) {
+    start(encoded + done, n, MPI_UINT16_T, wire_sum(wire), request);
+  });
+  if (!at_root) return std::make_unique<MpiRequest>(std::move(requests));
   return std::make_unique<MpiRequest>(std::move(requests), [=] { decode(data, encoded, count, wire); });
 }
 

@@ -27,6 +27,7 @@ class MpiComm final : public Comm {
   void all_reduce_sum(kernels::ActPtr data, std::size_t count) override;
   void all_reduce_sum(double* data, std::size_t count) override;
   std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
+  std::unique_ptr<CommRequest> ireduce_sum(float* data, std::size_t count, int root, WirePrecision wire) override;
   int all_reduce_max(int value) override;
   void all_reduce_max(float* data, std::size_t count) override;
   void reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;

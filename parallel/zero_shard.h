@@ -1,10 +1,11 @@
 // ZeRO-1 sharding of a flat arena over the data-parallel group.
 //
 // The arena of n elements is padded to a multiple of dp; data rank r owns the block
-// [r*S, (r+1)*S) with S = padded / dp. A reduce-scatter leaves each rank the summed gradient
-// of its block, the rank updates the parameters of its block with the optimizer state of its
-// block only (1/dp of the state), and an all-gather gives every rank the whole updated
-// parameters. Blocks are equal so both collectives are the plain (non-v) ones, as NCCL wants.
+// [r*S, (r+1)*S) with S = padded / dp. The gradient buckets, cut at the blocks, are each summed
+// to their block's rank (parallel/grad_buckets.h), the rank updates the parameters of its block
+// with the optimizer state of its block only (1/dp of the state), and an all-gather gives every
+// rank the whole updated parameters. Blocks are equal so the all-gather is the plain (non-v)
+// one, as NCCL wants.
 #pragma once
 
 #include <cstddef>

@@ -169,6 +169,26 @@ std::unique_ptr<CommRequest> NcclComm::iall_reduce_sum(float* data, std::size_t 
       NCCL_CHECK(ncclAllReduce(packed, packed, count, type, ncclSum, comm_, stream_));
     });
   }
+  return queued_request();
+}
+
+std::unique_ptr<CommRequest> NcclComm::ireduce_sum(float* data, std::size_t count, int root, WirePrecision wire) {
+  if (root < 0 || root >= size()) throw std::logic_error("NcclComm::ireduce_sum: root not in the group");
+  if (count == 0 || !on_device(data)) return host_->ireduce_sum(data, count, root, wire);
+  after_compute();
+  if (wire == WirePrecision::kFp32 || size() == 1) {
+    // In place: NCCL reads every rank's buffer and writes the root's only.
+    NCCL_CHECK(ncclReduce(data, data, count, ncclFloat32, ncclSum, root, comm_, stream_));
+  } else {
+    // Only the root decodes a result; elsewhere the floats stay as they were.
+    reduce_16bit(data, count, wire, 0, rank() == root ? count : 0, [&](uint16_t* packed, ncclDataType_t type) {
+      NCCL_CHECK(ncclReduce(packed, packed, count, type, ncclSum, root, comm_, stream_));
+    });
+  }
+  return queued_request();
+}
+
+std::unique_ptr<CommRequest> NcclComm::queued_request() {
   cudaEvent_t done;
   CUDA_CALL_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   CUDA_CALL_CHECK(cudaEventRecord(done, stream_));

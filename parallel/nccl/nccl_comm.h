@@ -8,7 +8,7 @@
 //                        └─ comm waits A ─ NCCL op ─ record B
 //
 // so the host never blocks, a collective starts only after the kernels that produced its
-// input, and the kernels after it see its result. A non-blocking all-reduce (the data-parallel
+// input, and the kernels after it see its result. A non-blocking reduction (the data-parallel
 // buckets during backward) makes the compute stream wait only in CommRequest::wait(): until
 // then backward goes on while NCCL reduces the finished buckets.
 //
@@ -51,6 +51,7 @@ class NcclComm final : public Comm {
   void all_reduce_sum(kernels::ActPtr data, std::size_t count) override;
   void all_reduce_sum(double* data, std::size_t count) override;  // host scalars: MPI
   std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) override;
+  std::unique_ptr<CommRequest> ireduce_sum(float* data, std::size_t count, int root, WirePrecision wire) override;
   int all_reduce_max(int value) override { return host_->all_reduce_max(value); }
   void all_reduce_max(float* data, std::size_t count) override;
   void reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) override;
@@ -75,6 +76,9 @@ class NcclComm final : public Comm {
   void after_compute();
   // Makes the compute stream wait for the comm stream's work so far.
   void before_compute();
+  // A request for the work queued on the comm stream so far: wait() makes the compute stream
+  // wait for it (the non-blocking reductions).
+  std::unique_ptr<CommRequest> queued_request();
   // Queues on the comm stream: pack data[count] into 16 bits, `reduce` the packed buffer (an
   // NCCL call given the buffer and the NCCL type), unpack `result_count` values starting at
   // result_offset back into data + result_offset.
@@ -84,10 +88,9 @@ class NcclComm final : public Comm {
   // The device buffer of count encoded values. One buffer serves every 16-bit reduction of
   // this communicator: a call's encode, NCCL operation and decode are all queued on stream_,
   // ahead of the next call's, so the stream's order keeps the calls apart even while several
-  // gradient buckets are in flight. It grows to the largest call (a bucket, or ZeRO-1's whole
-  // arena) on first use, through the backend's memory so that its high-water mark counts it
-  // (before, each bucket kept a buffer of its own: 2 bytes per parameter in all); freed with
-  // the communicator.
+  // gradient buckets are in flight. It grows to the largest call (a bucket) on first use,
+  // through the backend's memory so that its high-water mark counts it (before, each bucket kept
+  // a buffer of its own: 2 bytes per parameter in all); freed with the communicator.
   uint16_t* wire_buffer(std::size_t count);
 
   std::unique_ptr<Comm> host_;

@@ -51,7 +51,9 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
     std::snprintf(line, sizeof line, "gradient reduction: over %d data ranks in %s (parallel.grad_reduce)%s\n", grid.dp(),
                   setup.config.parallel.grad_reduce.c_str(),
                   setup.config.parallel.zero == 1
-                      ? (", ZeRO-1 reduce-scatter, then an all-gather of the " + t.precision + " weights").c_str()
+                      ? (", ZeRO-1 buckets summed to their owners overlapping backward, then an all-gather of the " +
+                         t.precision + " weights")
+                            .c_str()
                       : ", buckets overlapping backward");
     out += line;
   }

@@ -95,8 +95,17 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
       schedule_(schedule_of(config)),
       loader_(dataset, geometry_of(config, ctx), config.run.seed),
       buckets_(ctx.data(), model_.gradients(),
-               parallel::plan_buckets(model_.params().tensor_ends(), parallel::bucket_elems_of_mib(config.parallel.bucket_mb)),
+               parallel::plan_buckets(model_.params().tensor_ends(),
+                                      parallel::bucket_elems_of_mib(config.parallel.bucket_mb), zero_ ? shard_.block : 0),
                grad_reduce_) {
+  // ZeRO-1 sums each bucket to one rank only. The two pipeline stages that hold the tied
+  // embedding give its elements different owners (their arenas differ), so its buckets wait for
+  // the embedding group's sum (reduce_embedding_gradient). wte lies at the start of the arena:
+  // on the first stage its gradient is the last to be made anyway.
+  if (zero_ && ctx.embedding() != nullptr && ctx.embedding()->size() > 1) {
+    const auto& wte = model_.params().find("wte");
+    buckets_.hold_below(wte.offset + wte.count);
+  }
   micro_batches_ = geometry_of(config, ctx).micro_batches_per_step();
   plan_ = plan_pipeline(config.parallel.schedule, ctx.grid().pp(), ctx.coord().pp_rank, micro_batches_,
                         layout.chunks);
@@ -132,20 +141,22 @@ StepResult Trainer::step(int64_t step_index) {
   model_.zero_gradients();
   buckets_.begin();
   double loss_sum = run_schedule(step_index, result.loss_scale);
+  // Backward is complete: every bucket not held may start (the last backward started most).
+  buckets_.mark_final_from(0);
   // Sequence parallelism leaves the LayerNorm gradients partial on each tensor rank: sum them
-  // over the tensor group before the data-parallel reduction (ZeRO's reduce-scatter) and the
-  // norm. Without ZeRO the last backward has already started data-parallel buckets that may
-  // hold them: finish those first (the sums commute), since an in-place all-reduce must not
-  // run on a buffer a pending bucket is reducing.
-  if (model_.sequence_parallel() && !zero_) buckets_.finish();
-  model_.reduce_sequence_parallel_gradients();
-  reduce_embedding_gradient();
-  if (zero_) {
-    // This rank's block of the summed gradients lands in place at shard_.begin.
-    ctx_.data().reduce_scatter_sum_in_place(model_.gradients(), shard_.block, grad_reduce_);
-  } else {
-    buckets_.finish();
+  // over the tensor group before the norm. The started data-parallel buckets may hold them, and
+  // an in-place all-reduce must not run on a buffer a pending bucket is reducing: wait for them
+  // first. The sums commute: without ZeRO every rank receives whole sums; with ZeRO-1 the ranks
+  // of a tensor group share their data rank, hence their block of arenas laid out alike, so
+  // each sums the same owned elements.
+  if (model_.sequence_parallel()) {
+    buckets_.wait_started();
+    model_.reduce_sequence_parallel_gradients();
   }
+  reduce_embedding_gradient();
+  // Without ZeRO every rank now holds the summed gradients; with ZeRO-1 this rank's block of
+  // them, in place at shard_.begin.
+  buckets_.finish();
 
   // Loss: the last stage of every data rank holds the sum of its own tokens' losses.
   ctx_.pipeline().all_reduce_sum(&loss_sum, 1);
@@ -191,10 +202,9 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
   const std::size_t boundary = model_.boundary_floats();
   // d(step loss)/d(token loss), times the fp16 loss scale (1 otherwise).
   const float dloss = static_cast<float>(loss_scale / tokens_per_step_);
-  // The last backward of the step starts the data-parallel buckets (not with ZeRO-1, whose
-  // reduce-scatter waits for the whole gradient). Not with several chunks either: a chunk's
-  // backward makes only its own blocks final, so the arena offsets would not be monotone; the
-  // buckets then all start in buckets_.finish().
+  // The last backward of the step starts the data-parallel buckets. Not with several chunks: a
+  // chunk's backward makes only its own blocks final, so the arena offsets would not be
+  // monotone; the buckets then all start once the schedule is done.
   std::size_t last_backward = plan_.actions.size();
   if (plan_.chunks == 1) {
     for (std::size_t i = 0; i < plan_.actions.size(); ++i) {
@@ -226,7 +236,7 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
         pipe.recv(model_.output_grad(slot, chunk), boundary, peer(a));
         break;
       case ActionKind::kBackward:
-        if (i == last_backward && !zero_) {
+        if (i == last_backward) {
           model_.backward(slot, chunk, dloss, [this](std::size_t offset) { buckets_.mark_final_from(offset); });
         } else {
           model_.backward(slot, chunk, dloss, {});
@@ -243,8 +253,9 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
 void Trainer::reduce_embedding_gradient() {
   parallel::Comm* group = ctx_.embedding();
   if (group == nullptr || group->size() == 1) return;
-  // Sums commute with the data-parallel reduction, so this may come before or after it.
-  if (!zero_) buckets_.finish();
+  // Without ZeRO the data-parallel sums commute with this one: wait for the started buckets,
+  // which may be reducing wte in place. Under ZeRO-1 wte's buckets are held until after it.
+  buckets_.wait_started();
   const auto& wte = model_.params().find("wte");
   group->all_reduce_sum(model_.gradients() + wte.offset, wte.count);
 }

@@ -5,9 +5,10 @@
 // forward and backward of each micro-batch): receive, forward, send, receive the gradient,
 // backward, send it back (with the interleaved schedule for each of the rank's model chunks,
 // peers from pipeline_peer). The last backward starts the data-parallel bucket reductions as its
-// gradients become final (not with several chunks: they all start after the last backward); then the tied embedding's gradient is summed between the first and
-// last stage; global gradient norm; clip; AdamW; log. With ZeRO-1 the data-parallel reduction
-// is one reduce-scatter after backward, AdamW updates this rank's block, and an all-gather
+// gradients become final (not with several chunks: they all start after the last backward);
+// then the tied embedding's gradient is summed between the first and last stage; global
+// gradient norm; clip; AdamW; log. With ZeRO-1 each bucket is summed to the data rank whose
+// block holds it (parallel/grad_buckets.h), AdamW updates this rank's block, and an all-gather
 // shares the updated parameters.
 //
 // Mixed precision (train.precision, docs/model.md): the backend the trainer is given stores

@@ -206,6 +206,25 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   return cuda_emu::checked(status);
 }
 
+ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  const cuda_emu::NcclComm& c = comm_of(comm);
+  const std::size_t bytes = count * cuda_emu::element_bytes(type);
+  cuda_emu::require_device_range(send, bytes, "ncclReduce send buffer");
+  if (c.rank == root) cuda_emu::require_device_range(recv, bytes, "ncclReduce receive buffer");
+  cuda_emu::Reduction r{};
+  if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
+  cuda_emu::reach(stream);
+  cuda_emu::expect_unchanged_until_reached(stream, "ncclReduce", send, bytes);
+  // Only the root receives: elsewhere the receive buffer is not touched (an empty result).
+  const cuda_emu::Result result = cuda_emu::result_buffer(c.rank == root ? bytes : 0);
+  const int status = MPI_Reduce(send, c.rank == root ? result->data() : nullptr, static_cast<int>(count), r.type,
+                                r.op, root, c.mpi);
+  cuda_emu::deliver(stream, recv, result);
+  return cuda_emu::checked(status);
+}
+
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
   cuda_emu::check_stream(stream);

@@ -15,8 +15,9 @@
 # - parallel.comm = nccl (the emulation's NCCL over MPI, tests/emulation/emulated_nccl.cpp):
 #   one rank identical to parallel.comm = mpi; with two emulated GPUs dp = 2, tp = 2, pp = 2 and
 #   ZeRO-1 against one rank within 1e-4, and with four dp = 2 x tp = 2 and dp = 2 x pp = 2 with
-#   ZeRO-1; the bf16 wire buffer as estimated; two ranks on one GPU refused, the GPU named by
-#   its bus id;
+#   ZeRO-1; the bf16 wire buffer as estimated, with and without ZeRO-1 (whose bf16 run gives
+#   plain dp = 2's losses exactly: one addition per element either way, rounded alike); two
+#   ranks on one GPU refused, the GPU named by its bus id;
 # - a model larger than the GPU refused with exit 2, naming it.
 # The other runs set parallel.comm = mpi (ranks sharing the one emulated GPU).
 # Environment as for tests/mpi (TRIDENT, MPIEXEC, CHECK_METRICS, WORK_DIR, TRIDENT_SOURCE_DIR).
@@ -121,6 +122,11 @@ for layout in "ndp2tp2 --parallel.dp=2 --parallel.tp=2" "ndp2pp2zero --parallel.
 done
 two_gpus ndp2bf16 --parallel.dp=2 --train.precision=bf16
 reduction_buffers_match "dp2 over nccl, bf16 wire" ndp2bf16.log nonzero
+# ZeRO-1's buckets on the bf16 wire: each summed to its owner, which alone decodes the sum; at
+# dp = 2 the same single bf16 addition per element as the all-reduce, so the same losses.
+two_gpus ndp2zbf16 --parallel.dp=2 --parallel.zero=1 --train.precision=bf16
+matches "dp2 ZeRO-1 over NCCL, bf16 wire, against the plain dp2's" ndp2bf16 ndp2zbf16 0
+reduction_buffers_match "dp2 ZeRO-1 over nccl, bf16 wire" ndp2zbf16.log nonzero
 mpi 2 train deck.ini $nccl --parallel.dp=2 --run.dir=same > same.log 2>&1 \
   && fail "two ranks on one GPU were not refused under nccl"
 grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9]" same.log \

@@ -1,6 +1,6 @@
 // parallel/comm_buffers.h under mpirun (2 and 4 ranks): the buffers a data group's
-// communicator really holds after the trainer's sequence of gradient reductions (buckets, or
-// ZeRO-1's reduce-scatter and parameter all-gather), and the embedding group's, against the
+// communicator really holds after the trainer's sequence of gradient reductions (buckets, under
+// ZeRO-1 summed to their owners, then its parameter all-gather), and the embedding group's, against the
 // estimate, byte for byte: MPI on host memory, and MPI staged from "device" memory (host memory
 // the fake says is the device's). NCCL's single device buffer needs GPUs (tests/gpu).
 #include <gtest/gtest.h>
@@ -53,22 +53,20 @@ class ArenaDevice final : public DeviceMemory {
 // first's buffers. grads and params lie in the same memory (the arena, or plain host memory).
 void run_steps(const GradientReductionPlan& plan, Comm& data, Comm* embedding, float* grads,
                trident::kernels::ActPtr params, std::size_t wte_offset, std::size_t wte_count) {
-  const std::vector<Bucket> planned = plan_buckets(plan.tensor_ends, plan.bucket_elems);
-  GradientBuckets buckets(data, grads, planned, plan.wire);
   const std::size_t block = plan.padded_size / static_cast<std::size_t>(plan.dp);
+  GradientBuckets buckets(data, grads, plan_buckets(plan.tensor_ends, plan.bucket_elems, plan.zero ? block : 0),
+                          plan.wire);
+  if (plan.zero && embedding != nullptr) buckets.hold_below(wte_offset + wte_count);
   for (int step = 0; step < 2; ++step) {
     buckets.begin();
-    if (!plan.zero) buckets.mark_final_from(plan.tensor_ends[plan.tensor_ends.size() / 2]);
+    buckets.mark_final_from(plan.tensor_ends[plan.tensor_ends.size() / 2]);
+    buckets.mark_final_from(0);
     if (embedding != nullptr) {
-      if (!plan.zero) buckets.finish();
+      buckets.wait_started();
       embedding->all_reduce_sum(grads + wte_offset, wte_count);
     }
-    if (plan.zero) {
-      data.reduce_scatter_sum_in_place(grads, block, plan.wire);
-      data.all_gather_in_place(params, block);
-    } else {
-      buckets.finish();
-    }
+    buckets.finish();
+    if (plan.zero) data.all_gather_in_place(params, block);
   }
 }
 
@@ -169,9 +167,12 @@ TEST(CommBuffers, NcclEstimateIsOneBufferForTheLargestCall) {
   // embedding (301) with the tensor after it: the largest, 310 values in 155 floats.
   EXPECT_EQ(gradient_comm_buffers(plan, CommTransport::kNccl).device, 155u * sizeof(float));
   EXPECT_EQ(gradient_comm_buffers(plan, CommTransport::kNccl).host, 0u);
+  // ZeRO-1: blocks of 144 (530 padded to 576 over 4 ranks) cut the buckets again at 144, 288 and
+  // 432: [0, 310) becomes [0, 144), [144, 288), [288, 310); the largest piece is 144 values.
   plan.zero = true;
   plan.padded_size = shard_arena(530, 4, 0).padded_size;
-  EXPECT_EQ(gradient_comm_buffers(plan, CommTransport::kNccl).device, plan.padded_size / 2 * sizeof(float));
+  ASSERT_EQ(plan.padded_size, 576u);
+  EXPECT_EQ(gradient_comm_buffers(plan, CommTransport::kNccl).device, 72u * sizeof(float));
   plan.wire = Precision::kFp32;
   EXPECT_EQ(gradient_comm_buffers(plan, CommTransport::kNccl).device, 0u);
   plan.wire = Precision::kBf16;

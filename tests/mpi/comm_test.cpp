@@ -8,11 +8,14 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <stdexcept>
+#include <vector>
 
 #include "parallel/grad_buckets.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/parallel_context.h"
 #include "parallel/tensor_parallel.h"
+#include "parallel/zero_shard.h"
 
 using namespace trident::parallel;
 
@@ -205,6 +208,69 @@ TEST(GradientBuckets, OverlappedBucketsSumEveryElement) {
   for (size_t i = 0; i < grads.size(); ++i) EXPECT_FLOAT_EQ(grads[i], static_cast<float>(i) * static_cast<float>(n * (n + 1) / 2)) << i;
 }
 
+// ZeRO-1's reduction: the root receives the sum, every other rank keeps its own values.
+TEST(MpiComm, NonBlockingReduceSumsAtTheRootOnly) {
+  auto comm = make_world();
+  const int n = comm.size();
+  for (int root = 0; root < n; ++root) {
+    std::vector<float> data(1000);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * static_cast<float>(comm.rank() + 1);
+    const std::vector<float> mine = data;
+    comm.ireduce_sum(data.data(), data.size(), root, WirePrecision::kFp32)->wait();
+    for (size_t i = 0; i < data.size(); ++i) {
+      const float sum = static_cast<float>(i) * static_cast<float>(n * (n + 1) / 2);
+      const float expected = comm.rank() == root ? sum : mine[i];
+      ASSERT_EQ(data[i], expected) << "root " << root << ", element " << i;
+    }
+  }
+  std::vector<float> one(1, 1.0f);
+  EXPECT_THROW(comm.ireduce_sum(one.data(), 1, n, WirePrecision::kFp32), std::logic_error);
+}
+
+// Buckets owned by ranks (ZeRO-1's plan): each rank ends with the sums of its own block, as the
+// in-place reduce-scatter of the whole arena gives them, bit for bit.
+TEST(GradientBuckets, OwnedBucketsSumEachBlockAtItsRank) {
+  auto comm = make_world();
+  const int n = comm.size();
+  const std::vector<size_t> ends = {5, 12, 30, 31, 50};
+  const size_t block = shard_arena(50, n, 0).block;
+  std::vector<float> grads(block * static_cast<size_t>(n), 0.0f);
+  std::mt19937 rng(static_cast<unsigned>(5 + comm.rank()));
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (size_t i = 0; i < 50; ++i) grads[i] = uniform(rng);
+  std::vector<float> whole = grads;
+  comm.reduce_scatter_sum_in_place(whole.data(), block, WirePrecision::kFp32);
+  GradientBuckets buckets(comm, grads.data(), plan_buckets(ends, 8, block), WirePrecision::kFp32);
+  buckets.begin();
+  buckets.mark_final_from(30);
+  buckets.mark_final_from(12);
+  buckets.finish();
+  const size_t begin = static_cast<size_t>(comm.rank()) * block;
+  for (size_t i = begin; i < std::min<size_t>(begin + block, 50); ++i) {
+    if (n <= 2) {
+      ASSERT_EQ(grads[i], whole[i]) << i;  // one addition: the same in any order
+    } else {
+      ASSERT_NEAR(grads[i], whole[i], 1e-6f) << i;  // the library may order the sums differently
+    }
+  }
+}
+
+// A held range starts only in finish(), after what mark_final_from allowed; its sums are the same.
+TEST(GradientBuckets, HeldBucketsStartOnlyInFinish) {
+  auto comm = make_world();
+  const std::vector<size_t> ends = {5, 12, 30, 31, 50};
+  std::vector<float> grads(50, 1.0f);
+  GradientBuckets buckets(comm, grads.data(), plan_buckets(ends, 8), WirePrecision::kFp32);
+  buckets.hold_below(12);
+  buckets.begin();
+  buckets.mark_final_from(0);
+  buckets.wait_started();
+  const float n = static_cast<float>(comm.size());
+  for (size_t i = 0; i < 50; ++i) ASSERT_EQ(grads[i], i < 12 ? 1.0f : n) << i;
+  buckets.finish();
+  for (size_t i = 0; i < 50; ++i) ASSERT_EQ(grads[i], n) << i;
+}
+
 // --- the 16-bit wire (parallel.grad_reduce) -------------------------------------------------------
 
 namespace {
@@ -268,6 +334,17 @@ TEST(MpiComm, SixteenBitReduceScatterInPlaceSumsTheOwnBlock) {
       // neighbours finely enough), and n times that is exact.
       EXPECT_EQ(data[i], static_cast<float>(n) * static_cast<float>(1 + i % 3)) << i;
     }
+  }
+}
+
+TEST(MpiComm, SixteenBitReduceRoundsAtTheRootAndLeavesTheOthers) {
+  auto comm = make_world();
+  const int n = comm.size();
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    std::vector<float> data(300, just_above_one(p));
+    comm.ireduce_sum(data.data(), data.size(), n - 1, p)->wait();
+    const float expected = comm.rank() == n - 1 ? static_cast<float>(n) : just_above_one(p);
+    for (float v : data) ASSERT_EQ(v, expected) << trident::kernels::precision_name(p);
   }
 }
 

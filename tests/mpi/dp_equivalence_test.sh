@@ -15,8 +15,8 @@ for dp in 2 4; do
     || fail "dp=$dp final parameters"
 done
 # ZeRO-1 (optimizer state sharded over the data group) trains the same model: the gradient
-# reaches each block by reduce-scatter instead of all-reduce, and the norm is summed over the
-# blocks, so only the order of fp32 sums differs.
+# reaches each block by buckets summed to the block's rank instead of all-reduced, and the norm is
+# summed over the blocks, so only the order of fp32 sums differs.
 for dp in 2 4; do
   mpi $dp train deck.ini --run.dir=zero$dp --parallel.zero=1 > zero$dp.log 2>&1 \
     || { cat zero$dp.log; fail "dp=$dp zero=1 run"; continue; }

@@ -116,18 +116,19 @@ awk -v a="$(data_mb dp2.log)" -v b="$(data_mb dp2fp32.log)" 'BEGIN { exit !(a > 
   && pass "dp2: bf16 reduction sends $(data_mb dp2.log) MB per step against $(data_mb dp2fp32.log) MB in fp32" \
   || fail "dp2: data-parallel bytes $(data_mb dp2.log) MB (bf16) vs $(data_mb dp2fp32.log) MB (fp32)"
 
-# ZeRO-1 in bf16: the reduce-scatter sends bf16 gradients and the all-gather the bf16 compute
+# ZeRO-1 in bf16: the buckets send bf16 gradients to their owners and the all-gather the bf16 compute
 # copy of the weights, so the data group moves half of fp32 ZeRO-1's bytes (with an fp32
 # all-gather it would be three quarters).
 mpi 2 train deck.ini --train.steps=5 --parallel.dp=2 --parallel.zero=1 --run.dir=z32 $common > z32.log 2>&1 \
   || { tail -5 z32.log; fail "fp32 dp2 ZeRO-1"; }
-grep -q "ZeRO-1 reduce-scatter, then an all-gather of the bf16 weights" bf16z.straight.log \
+grep -q "ZeRO-1 buckets summed to their owners overlapping backward, then an all-gather of the bf16 weights" \
+  bf16z.straight.log \
   && awk -v a="$(data_mb bf16z.straight.log)" -v b="$(data_mb z32.log)" 'BEGIN { exit !(a > 0 && a < 0.55 * b) }' \
   && pass "bf16 ZeRO-1 moves $(data_mb bf16z.straight.log) MB per step against $(data_mb z32.log) MB in fp32" \
   || fail "bf16 ZeRO-1: data-parallel bytes $(data_mb bf16z.straight.log) MB vs $(data_mb z32.log) MB in fp32"
 
 # The 16-bit wire's encoded copies are what the memory table's "comm" column counted: per
-# bucket (MPI's reductions are in flight together), or the whole arena under ZeRO-1; none for fp32.
+# bucket (MPI's reductions are in flight together, under ZeRO-1 too); none for fp32.
 reduction_buffers_match "dp2 bf16 buckets" dp2.log nonzero
 reduction_buffers_match "dp2 bf16 ZeRO-1" bf16z.straight.log nonzero
 reduction_buffers_match "dp2 bf16 ZeRO-1 after a restart" bf16z.second.log nonzero

@@ -32,8 +32,8 @@ run_layout tp2_recompute 2 --parallel.tp=2 --train.recompute=full
 run_layout tp4_vocab_multiple_1 4 --parallel.tp=4 --model.vocab_multiple=1
 # Sequence parallelism: each tensor rank keeps B*T/tp of the rows outside the matmuls (B*T = 32
 # rows here), all-gather / reduce-scatter instead of the all-reduces, and the LayerNorm
-# gradients summed over the tensor group (dp2_tp2_sp: before the data-parallel buckets finish,
-# which the last backward has already started; _zero: before ZeRO's reduce-scatter).
+# gradients summed over the tensor group (dp2_tp2_sp: after the data-parallel buckets that the
+# last backward started; _zero: there too, those buckets summed to their owners only).
 run_layout tp2_sp 2 --parallel.tp=2 --parallel.sequence_parallel=true
 run_layout tp4_sp 4 --parallel.tp=4 --parallel.sequence_parallel=true
 run_layout dp2_tp2_sp 4 --parallel.tp=2 --parallel.dp=2 --parallel.sequence_parallel=true

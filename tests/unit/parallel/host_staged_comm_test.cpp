@@ -66,27 +66,11 @@ class TwinComm final : public Comm {
     for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
   }
   std::unique_ptr<CommRequest> iall_reduce_sum(float* d, std::size_t n, WirePrecision wire) override {
-    host(d);
-    last_wire = wire;
-    last_nonblocking_host = d;
-    struct Doubling final : CommRequest {
-      float* d;
-      std::size_t n;
-      bool done = false;
-      void wait() override {
-        if (done) return;
-        for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
-        done = true;
-      }
-      bool test() override {
-        wait();
-        return true;
-      }
-    };
-    auto r = std::make_unique<Doubling>();
-    r->d = d;
-    r->n = n;
-    return r;
+    return doubling(d, n, wire, true);
+  }
+  // Rank 0 receives the sum only as the root; as another rank's contributor its values stay.
+  std::unique_ptr<CommRequest> ireduce_sum(float* d, std::size_t n, int root, WirePrecision wire) override {
+    return doubling(d, n, wire, root == 0);
   }
   int all_reduce_max(int v) override { return v; }
   void all_reduce_max(float* d, std::size_t) override { host(d); }
@@ -133,10 +117,38 @@ class TwinComm final : public Comm {
   std::vector<float> sent;
   std::vector<unsigned char> sent_bytes;
   WirePrecision last_wire = WirePrecision::kFp32;
-  const float* last_nonblocking_host = nullptr;  // the host buffer of the last iall_reduce_sum
+  const float* last_nonblocking_host = nullptr;  // the host buffer of the last non-blocking call
 
  private:
   void host(const void* p) const { EXPECT_FALSE(device_.is_device_memory(p)) << "device memory reached MPI"; }
+  // A non-blocking sum of two equal ranks: d[n] doubles at the wait where this rank receives.
+  std::unique_ptr<CommRequest> doubling(float* d, std::size_t n, WirePrecision wire, bool receives) {
+    host(d);
+    last_wire = wire;
+    last_nonblocking_host = d;
+    struct Doubling final : CommRequest {
+      float* d;
+      std::size_t n;
+      bool receives;
+      bool done = false;
+      void wait() override {
+        if (done) return;
+        if (receives) {
+          for (std::size_t i = 0; i < n; ++i) d[i] *= 2;
+        }
+        done = true;
+      }
+      bool test() override {
+        wait();
+        return true;
+      }
+    };
+    auto r = std::make_unique<Doubling>();
+    r->d = d;
+    r->n = n;
+    r->receives = receives;
+    return r;
+  }
   // Element i of an fp32 or 16-bit buffer, as a float.
   static float get(kernels::ConstActPtr p, std::size_t i) {
     return p.is_fp32() ? p.f32()[i] : kernels::decode_16bit(p.bits16()[i], p.storage());
@@ -290,6 +302,26 @@ TEST(HostStagedComm, NonBlockingReductionsOfABufferReuseItsHostMirror) {
   // A request dropped unwaited frees its mirror too.
   f.comm->iall_reduce_sum(f.at(2), 2, WirePrecision::kFp32).reset();
   EXPECT_NO_THROW(f.comm->iall_reduce_sum(f.at(2), 2, WirePrecision::kFp32)->wait());
+}
+
+// A reduction to a root: the root's device buffer receives the sum at the wait; another rank's
+// keeps its values (nothing is copied back over them), and its mirror is free again after.
+TEST(HostStagedComm, ReductionToARootReturnsOnlyAtTheRoot) {
+  Fixture f;
+  auto to_me = f.comm->ireduce_sum(f.at(2), 2, 0, WirePrecision::kFp16);
+  EXPECT_EQ(f.twin->last_wire, WirePrecision::kFp16);
+  EXPECT_EQ(f.device.arena[2], 2.0f);  // not yet
+  to_me->wait();
+  EXPECT_EQ(f.device.arena[2], 4.0f);
+  EXPECT_EQ(f.device.arena[3], 6.0f);
+  const int out_before = f.device.copies_out;
+  auto to_other = f.comm->ireduce_sum(f.at(6), 2, 1, WirePrecision::kFp32);
+  EXPECT_THROW(f.comm->ireduce_sum(f.at(6), 2, 1, WirePrecision::kFp32), std::logic_error);  // in flight
+  f.device.arena[6] = 9.0f;  // what the device holds after the call is left alone by its wait
+  to_other->wait();
+  EXPECT_EQ(f.device.arena[6], 9.0f);
+  EXPECT_EQ(f.device.copies_out, out_before);
+  EXPECT_NO_THROW(f.comm->ireduce_sum(f.at(6), 2, 1, WirePrecision::kFp32)->wait());
 }
 
 TEST(HostStagedComm, HostBuffersPassThroughWithoutCopies) {

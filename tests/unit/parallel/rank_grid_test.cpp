@@ -1,6 +1,8 @@
 // Rank-grid math against worked tables (mission.md point 2 and a 16-rank layout).
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "parallel/grad_buckets.h"
 #include "parallel/rank_grid.h"
 
@@ -64,6 +66,24 @@ TEST(GradientBuckets, PlanCutsAtTensorBoundariesFromTheEnd) {
   EXPECT_EQ(buckets[1].end, 35u);
   EXPECT_EQ(buckets[2].begin, 0u);
   EXPECT_EQ(buckets[2].end, 15u);
+}
+
+// ZeRO-1: the same buckets cut again at the blocks of 16, each piece owned by its block's rank,
+// still from the end of the arena, and together covering it once.
+TEST(GradientBuckets, OwnerBlocksCutBucketsAndNameTheirRank) {
+  const std::vector<std::size_t> ends = {10, 15, 35, 38, 45};
+  const auto buckets = trident::parallel::plan_buckets(ends, 9, 16);
+  // [35,45) crosses 32? no: it lies in block 2 [32,48). [15,35) crosses 16 and 32. [0,15): block 0.
+  const std::vector<std::array<std::size_t, 3>> expected = {
+      {35, 45, 2}, {32, 35, 2}, {16, 32, 1}, {15, 16, 0}, {0, 15, 0}};
+  ASSERT_EQ(buckets.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(buckets[i].begin, expected[i][0]) << i;
+    EXPECT_EQ(buckets[i].end, expected[i][1]) << i;
+    EXPECT_EQ(buckets[i].owner, static_cast<int>(expected[i][2])) << i;
+  }
+  // Without owner blocks nobody owns a bucket: all-reduces.
+  for (const auto& b : trident::parallel::plan_buckets(ends, 9)) EXPECT_EQ(b.owner, -1);
 }
 
 TEST(GradientBuckets, HugeBucketSizeGivesOneBucket) {
