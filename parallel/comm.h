@@ -67,8 +67,10 @@ class Comm {
   virtual void all_reduce_sum(double* data, std::size_t count) = 0;
   virtual std::unique_ptr<CommRequest> iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) = 0;
   // In place, non-blocking: after wait(), root's data[count] holds the sum over the group, its
-  // values travelling in `wire` as iall_reduce_sum's; every other rank's data is left as it was.
-  // ZeRO-1's gradient buckets: each bucket lies in one rank's block and is summed to that rank.
+  // values travelling in `wire` as iall_reduce_sum's. The other ranks' data is left as it was
+  // by MPI, the host staging and NCCL (whose receive buffer counts at the root only); the
+  // trainer never reads it. ZeRO-1's gradient buckets: each lies in one rank's block and is
+  // summed to that rank.
   virtual std::unique_ptr<CommRequest> ireduce_sum(float* data, std::size_t count, int root, WirePrecision wire) = 0;
   virtual int all_reduce_max(int value) = 0;
   virtual void all_reduce_max(float* data, std::size_t count) = 0;
