@@ -2,8 +2,8 @@
 // layout, so that `trident check` and the start-up memory table count it before a launch.
 //
 // Only the gradient reductions are counted: the data group's (buckets, and ZeRO-1's parameter
-// all-gather) and the embedding group's (the tied token embedding's
-// gradient, summed between the first and last pipeline stages). They are the buffers that grow
+// all-gather) and the embedding group's (the tied token embedding's gradient, summed between the
+// first and last pipeline stages). They are the buffers that grow
 // with the model: 2 to 6 bytes per parameter. Activation messages (tensor and pipeline groups)
 // are in place over MPI and NCCL; staged through host memory they take one activation's copy.
 //

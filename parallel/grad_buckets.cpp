@@ -44,11 +44,11 @@ void GradientBuckets::begin() {
   pending_.clear();
 }
 
-void GradientBuckets::mark_final_from(std::size_t offset) { start_until(offset, held_below_); }
+void GradientBuckets::mark_final_from(std::size_t offset) { start_from(std::max(offset, held_below_)); }
 
-void GradientBuckets::start_until(std::size_t offset, std::size_t floor) {
+void GradientBuckets::start_from(std::size_t offset) {
   if (comm_.size() == 1) return;
-  while (next_ < buckets_.size() && buckets_[next_].begin >= offset && buckets_[next_].begin >= floor) {
+  while (next_ < buckets_.size() && buckets_[next_].begin >= offset) {
     const Bucket& b = buckets_[next_++];
     float* data = grads_ + b.begin;
     const std::size_t count = b.end - b.begin;
@@ -66,7 +66,7 @@ void GradientBuckets::wait_started() {
 
 void GradientBuckets::finish() {
   if (comm_.size() == 1) return;
-  start_until(0, 0);
+  start_from(0);
   wait_started();
 }
 

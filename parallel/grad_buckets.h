@@ -46,7 +46,7 @@ class GradientBuckets {
   GradientBuckets(Comm& data_comm, float* grads, std::vector<Bucket> buckets, WirePrecision wire);
   // From now on the buckets that begin below `offset` start only in finish(): under ZeRO-1 the
   // tied embedding's gradient must be summed over the embedding group before its data-parallel
-  // reduction, since the two stages' arenas give its elements different owners.
+  // reduction, since the two stages' arenas may give its elements different owners.
   void hold_below(std::size_t offset) { held_below_ = offset; }
   // Called before each step's last micro-batch backward: nothing has been started yet.
   void begin();
@@ -60,7 +60,8 @@ class GradientBuckets {
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
  private:
-  void start_until(std::size_t offset, std::size_t floor);
+  // Starts, in order, the buckets not yet started that begin at or above `offset`.
+  void start_from(std::size_t offset);
   Comm& comm_;
   float* grads_;
   std::vector<Bucket> buckets_;

@@ -91,18 +91,20 @@ void HostStagedComm::all_reduce_sum(double* data, std::size_t count) {
 
 std::unique_ptr<CommRequest> HostStagedComm::iall_reduce_sum(float* data, std::size_t count, WirePrecision wire) {
   if (count == 0 || !memory_.is_device_memory(data)) return inner_->iall_reduce_sum(data, count, wire);
-  float* host = mirror_of(data, count);
-  return start_staged(data, count, inner_->iall_reduce_sum(host, count, wire), true);
+  Mirror& host = mirror_of(data, count);
+  return std::make_unique<StagedRequest>(host, count, data, memory_,
+                                         inner_->iall_reduce_sum(host.values.data(), count, wire), true);
 }
 
 std::unique_ptr<CommRequest> HostStagedComm::ireduce_sum(float* data, std::size_t count, int root,
                                                          WirePrecision wire) {
   if (count == 0 || !memory_.is_device_memory(data)) return inner_->ireduce_sum(data, count, root, wire);
-  float* host = mirror_of(data, count);
-  return start_staged(data, count, inner_->ireduce_sum(host, count, root, wire), rank() == root);
+  Mirror& host = mirror_of(data, count);
+  return std::make_unique<StagedRequest>(host, count, data, memory_,
+                                         inner_->ireduce_sum(host.values.data(), count, root, wire), rank() == root);
 }
 
-float* HostStagedComm::mirror_of(float* data, std::size_t count) {
+HostStagedComm::Mirror& HostStagedComm::mirror_of(float* data, std::size_t count) {
   // The host copy is float: the 16-bit wire (if any) is the inner communicator's. One mirror per
   // device buffer, kept: the gradient buckets reduce the same buffers every step, so after the
   // first step nothing is allocated, and the inner communicator sees the same host addresses
@@ -114,12 +116,7 @@ float* HostStagedComm::mirror_of(float* data, std::size_t count) {
   }
   if (host.values.size() < count) host.values.resize(count);
   memory_.copy_to_host(host.values.data(), data, count);
-  return host.values.data();
-}
-
-std::unique_ptr<CommRequest> HostStagedComm::start_staged(float* data, std::size_t count,
-                                                          std::unique_ptr<CommRequest> inner, bool receives) {
-  return std::make_unique<StagedRequest>(mirrors_.at(data), count, data, memory_, std::move(inner), receives);
+  return host;
 }
 
 CommBufferBytes HostStagedComm::buffer_bytes() const {

@@ -101,11 +101,7 @@ class HostStagedComm final : public Comm {
   void staged(kernels::ActPtr data, std::size_t count, bool in, bool out, Op&& op);
   // The host mirror of device buffer data, holding its count values now (a logic error while
   // a reduction of it is in flight).
-  float* mirror_of(float* data, std::size_t count);
-  // A request for `inner`, running on data's mirror: the mirror goes back to data after the wait
-  // where `receives` (this rank gets the result).
-  std::unique_ptr<CommRequest> start_staged(float* data, std::size_t count, std::unique_ptr<CommRequest> inner,
-                                            bool receives);
+  Mirror& mirror_of(float* data, std::size_t count);
   // A host-readable view of an input buffer: itself, or a copy of its bytes.
   kernels::ConstActPtr readable(kernels::ConstActPtr send, std::size_t count);
 

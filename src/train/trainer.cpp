@@ -99,7 +99,7 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
                                       parallel::bucket_elems_of_mib(config.parallel.bucket_mb), zero_ ? shard_.block : 0),
                grad_reduce_) {
   // ZeRO-1 sums each bucket to one rank only. The two pipeline stages that hold the tied
-  // embedding give its elements different owners (their arenas differ), so its buckets wait for
+  // embedding may give its elements different owners (their arenas differ), so its buckets wait for
   // the embedding group's sum (reduce_embedding_gradient). wte lies at the start of the arena:
   // on the first stage its gradient is the last to be made anyway.
   if (zero_ && ctx.embedding() != nullptr && ctx.embedding()->size() > 1) {
