@@ -172,5 +172,43 @@ TEST(Precision, CpuBackendRoundsInBulkAndInPlace) {
   }
 }
 
+// The backend's bulk 16-bit stores and loads (narrow, widen: F16C for fp16 on x86, a vectorised
+// select for bf16) against encode_16bit / decode_16bit, bit for bit; a NaN only has to stay a
+// NaN (F16C keeps part of its payload, the scalar functions none). An odd count: the tail after
+// the last whole group of eight takes the scalar path.
+TEST(Precision, CpuBackendNarrowsAndWidensInBulkAsTheScalarFunctions) {
+  std::mt19937 rng(404);
+  cpu::CpuBackend backend(kTestThreads);
+  std::vector<float> x = random_floats(1001, rng, -70000.0f, 70000.0f);
+  const std::vector<float> tiny = random_floats(1001, rng, -1e-4f, 1e-4f);
+  x.insert(x.end(), tiny.begin(), tiny.end());
+  for (float v : probe_values(rng)) x.push_back(v);
+  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fbfe000u, 0xff812345u}) x.push_back(from_bits(nan));
+  if (x.size() % 8 == 0) x.push_back(1.5f);
+  std::vector<uint16_t> patterns(65536 + 3);  // every pattern, and three more for a tail
+  for (std::size_t b = 0; b < patterns.size(); ++b) patterns[b] = static_cast<uint16_t>(b * 40503u);
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    std::vector<uint16_t> stored(x.size());
+    backend.narrow(ActPtr(stored.data(), p), x.data(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i])) {
+        ASSERT_TRUE(std::isnan(decode_16bit(stored[i], p))) << precision_name(p) << " NaN at " << i;
+      } else {
+        ASSERT_EQ(stored[i], encode_16bit(x[i], p)) << precision_name(p) << " x = " << x[i];
+      }
+    }
+    std::vector<float> loaded(patterns.size());
+    backend.widen(loaded.data(), ConstActPtr(patterns.data(), p), patterns.size());
+    for (std::size_t i = 0; i < patterns.size(); ++i) {
+      const float want = decode_16bit(patterns[i], p);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(loaded[i])) << precision_name(p) << " pattern " << patterns[i];
+      } else {
+        ASSERT_EQ(bits(loaded[i]), bits(want)) << precision_name(p) << " pattern " << patterns[i];
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trident::kernels::test
