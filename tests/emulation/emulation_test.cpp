@@ -6,7 +6,8 @@
 // UndefinedBehaviorSanitizer where x86 and a GPU give different answers; and the guards between
 // slices of a block's dynamic shared memory; the host model of the tensor-core instructions
 // (kernels/cuda/warp_mma.cuh) with the loading recipes the flash kernels use; the model of cp.async
-// (kernels/cuda/async_copy.cuh), whose copies land at the wait and not before. If the emulation ran
+// (kernels/cuda/async_copy.cuh), whose copies land at the wait and not before; and the fused
+// multiply-adds of the translated kernels, as nvcc's. If the emulation ran
 // everything at once, or read fp32 inputs whole in TF32 mode, the other emulated tests would
 // pass on code that can fail on a GPU; these tests fail instead.
 #include <cublas_v2.h>
@@ -23,6 +24,7 @@
 
 #include "kernels/cuda/shared_slices.h"
 #include "tests/emulation/cuda_emulation.h"
+#include "tests/emulation/multiply_add_probe.h"
 // After the prelude, as in a translated kernel source.
 #include "kernels/cuda/async_copy.cuh"    // async_copy::copy, wait_all
 #include "tests/support/warp_products.h"  // warp_products, expected_warp_product
@@ -408,6 +410,29 @@ TEST_F(Streams, Tf32ModeRoundsFp32InputsToTenSignificandBits) {
   EXPECT_EQ(product_with_one(above_half_ulp, CUBLAS_TF32_TENSOR_OP_MATH, side_), 1.0f + std::ldexp(1.0f, -10));
   const float exact = 1.0f + std::ldexp(1.0f, -10);
   EXPECT_EQ(product_with_one(exact, CUBLAS_TF32_TENSOR_OP_MATH, side_), exact);
+}
+
+// nvcc contracts a * b + c into one fused multiply-add (--fmad=true), and the emulated kernels
+// do too where this CPU has FMA (tests/emulation/CMakeLists.txt): tolerances and bit-exact
+// promises are then tested against the GPU's rounding. (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 rounds
+// to 1 + 2^-11 as a float (a tie, to even), so minus 1 + 2^-11 it leaves 0 unfused and 2^-24
+// fused. Fails where a build of the emulation loses the contraction (GCC at -O1 does, or
+// -ffp-contract=off), and where a CPU without FMA would fuse anyway.
+TEST(FusedMultiplyAdds, EmulatedKernelsRoundAMultiplyAddAsNvccDoes) {
+  const float a = 1.0f + std::ldexp(1.0f, -12);
+  const float host[3] = {a, a, -(1.0f + std::ldexp(1.0f, -11))};
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 4 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+  multiply_add_on_device(d + 3, d, d + 1, d + 2, 1);
+  float out = -1.0f;
+  ASSERT_EQ(cudaMemcpy(&out, d + 3, sizeof out, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+#if defined(TRIDENT_EMULATION_HOST_HAS_FMA)
+  EXPECT_EQ(out, std::ldexp(1.0f, -24)) << "the emulated kernel did not fuse a * b + c";
+#else
+  EXPECT_EQ(out, 0.0f) << "no FMA on this CPU, yet the emulated kernel fused a * b + c";
+#endif
 }
 
 // The NCCL emulation over MPI (emulated_nccl.cpp) on one rank (the test main initialises MPI).
