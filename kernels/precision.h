@@ -48,12 +48,13 @@ inline float float_of(uint32_t u) {
 // x rounded to the nearest bfloat16 (8 bits of significand), ties to even. NaN stays a (quiet)
 // NaN; values beyond the largest bf16 round to infinity like any other float overflow.
 inline float round_to_bf16(float x) {
-  uint32_t u = detail::bits_of(x);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return detail::float_of(u | 0x00400000u);
+  const uint32_t u = detail::bits_of(x);
   // Adding 0x7fff plus the lowest kept bit and truncating is round-to-nearest-even on the 16 bits
   // dropped; a carry into the exponent is the correct rounding up (to infinity at the top).
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return detail::float_of(u & 0xffff0000u);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  // NaN by a select, not an early return, so that the bulk loops over it vectorise.
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return detail::float_of(nan ? u | 0x00400000u : rounded);
 }
 
 // x rounded to the nearest IEEE binary16 (11 bits of significand, exponent -14..15, subnormals

@@ -24,7 +24,8 @@ namespace {
 // and narrowed after every kernel, and the scalar conversions took 40% of the step. Each
 // *_f16c function returns false, doing nothing, where the CPU or the compiler lacks them.
 // Results equal the scalar functions' bit for bit, except a NaN's payload (a NaN stays a NaN);
-// the precision tests compare the two over every kind of value and all 65536 patterns.
+// the precision tests compare the two over every kind of value and all 65536 patterns. bf16
+// needs no such path: its conversions vectorise as written (kernels/precision.h).
 #if defined(__GNUC__) && defined(__x86_64__)
 bool cpu_has_f16c() { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"); }
 
@@ -87,16 +88,6 @@ bool round_to_fp16_f16c(float*, const float*, std::ptrdiff_t) { return false; }
 bool encode_fp16_f16c(uint16_t*, const float*, std::ptrdiff_t) { return false; }
 bool decode_fp16_f16c(float*, const uint16_t*, std::ptrdiff_t) { return false; }
 #endif
-
-// encode_bf16 without its early return for NaN (a select instead), so that the loop vectorises;
-// the same bits for every float, NaN payloads included.
-inline uint16_t encode_bf16_select(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quieted = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quieted : rounded);
-}
 
 // Below this many floats (1 MiB) a single memset beats waking the thread team.
 constexpr std::size_t kParallelZeroMin = std::size_t{1} << 18;
@@ -182,7 +173,7 @@ void encode_16bit(uint16_t* bits, const float* src, std::size_t n, Precision pre
     for (std::ptrdiff_t i = 0; i < count; i++) bits[i] = encode_fp16(src[i]);
   } else {
 #pragma omp parallel for simd schedule(static)
-    for (std::ptrdiff_t i = 0; i < count; i++) bits[i] = encode_bf16_select(src[i]);
+    for (std::ptrdiff_t i = 0; i < count; i++) bits[i] = encode_bf16(src[i]);
   }
 }
 

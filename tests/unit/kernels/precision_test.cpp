@@ -173,7 +173,7 @@ TEST(Precision, CpuBackendRoundsInBulkAndInPlace) {
 }
 
 // The backend's bulk 16-bit stores and loads (narrow, widen: F16C for fp16 on x86, a vectorised
-// select for bf16) against encode_16bit / decode_16bit, bit for bit; a NaN only has to stay a
+// loop for bf16) against encode_16bit / decode_16bit, bit for bit; a NaN only has to stay a
 // NaN (F16C keeps part of its payload, the scalar functions none). An odd count: the tail after
 // the last whole group of eight takes the scalar path.
 TEST(Precision, CpuBackendNarrowsAndWidensInBulkAsTheScalarFunctions) {
