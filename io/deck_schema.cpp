@@ -214,6 +214,11 @@ std::vector<KeySpec> make_schema() {
               "ZeRO stage: 0 = every data rank holds the whole optimizer state; 1 = the AdamW "
               "state is sharded over the data-parallel group (gradient buckets summed to the rank "
               "owning them, overlapping backward; update the own shard; all-gather parameters)."),
+      bool_key("parallel.overlap_param_gather", "true",
+               "With parallel.zero = 1: the updated parameters go out bucket by bucket, each "
+               "broadcast from its owner, and the next forward waits for each bucket only when it "
+               "reaches it (overlapping on GPUs with NCCL); false = one all-gather after the update. "
+               "Same values either way."),
       bool_key("parallel.sequence_parallel", "false",
                "Sequence parallelism (with parallel.tp > 1): outside the matmuls each tensor rank "
                "keeps only its 1/tp of the micro-batch's token rows (LayerNorms, residual stream, "

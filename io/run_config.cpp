@@ -161,6 +161,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.parallel.pp = int_value(deck, "parallel.pp");
   config.parallel.bucket_mb = double_value(deck, "parallel.bucket_mb");
   config.parallel.zero = int_value(deck, "parallel.zero");
+  config.parallel.overlap_param_gather = deck.value("parallel.overlap_param_gather") == "true";
   config.parallel.sequence_parallel = deck.value("parallel.sequence_parallel") == "true";
   config.parallel.schedule = deck.value("parallel.schedule");
   config.parallel.stage_layers = deck.value("parallel.stage_layers");

@@ -78,6 +78,7 @@ struct ParallelSection {
   int pp = 0;           // parallel.pp
   double bucket_mb = 0; // parallel.bucket_mb: data-parallel gradient bucket size in MiB
   int zero = 0;         // parallel.zero: 0 or 1 (optimizer state sharded over the data group)
+  bool overlap_param_gather = true;  // parallel.overlap_param_gather: ZeRO-1's gather overlaps forward
   bool sequence_parallel = false;  // parallel.sequence_parallel: split token rows over the tensor group
   std::string schedule;      // parallel.schedule: gpipe | 1f1b | interleaved
   std::string stage_layers;  // parallel.stage_layers: even | comma-separated counts

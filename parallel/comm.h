@@ -86,6 +86,12 @@ class Comm {
   // In place over data[count * size]: every rank's own block is copied to all ranks.
   virtual void all_gather_in_place(kernels::ActPtr data, std::size_t count) = 0;
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  // In place, non-blocking: after wait(), data[count] holds root's values on every rank (their
+  // bits, in the buffer's storage). ZeRO-1's parameter gather (parallel/param_gather.h): each
+  // bucket from the rank whose block holds it, waited for by the next forward as it reaches the
+  // bucket. This default broadcasts at once and returns a finished request; MpiComm and NcclComm
+  // queue it.
+  virtual std::unique_ptr<CommRequest> ibroadcast(kernels::ActPtr data, std::size_t count, int root);
   // Point-to-point (pipeline boundaries): `count` elements in the buffer's storage precision,
   // fp32 or 16-bit activations (kernels/act_ptr.h; a float* converts). Both sides must agree.
   virtual void send(kernels::ConstActPtr data, std::size_t count, int peer) = 0;
@@ -95,6 +101,9 @@ class Comm {
   // What this communicator (and any it wraps) holds now; parallel/comm_buffers.h estimates it.
   virtual CommBufferBytes buffer_bytes() const { return {}; }
 };
+
+// A request that is already complete (an operation done before it was returned).
+std::unique_ptr<CommRequest> completed_request();
 
 // Broadcasts a string from root to every member (helpers over Comm::broadcast).
 std::string broadcast_string(Comm& comm, const std::string& value, int root);

@@ -12,7 +12,8 @@ namespace {
 constexpr std::size_t kWireBytes = sizeof(uint16_t);
 
 // The data group's buffers. The buckets are all-reduced, or under ZeRO-1 (cut again at the
-// blocks) summed to their owners; ZeRO-1 then all-gathers the parameters in place.
+// blocks) summed to their owners; ZeRO-1 then all-gathers the parameters in place (or
+// broadcasts them bucket by bucket, overlapping the next forward).
 CommBufferBytes data_group(const GradientReductionPlan& plan, CommTransport transport) {
   CommBufferBytes held;
   const bool wire16 = plan.wire != WirePrecision::kFp32 && plan.dp > 1;
@@ -36,9 +37,15 @@ CommBufferBytes data_group(const GradientReductionPlan& plan, CommTransport tran
     case CommTransport::kMpiStaged:
       // A float mirror per bucket (in flight together), and MpiComm's encoded copy of each.
       if (plan.dp > 1) held.host = bucketed * (sizeof(float) + (wire16 ? kWireBytes : 0));
-      // ZeRO-1's blocking all-gather of the parameters: a host copy in their storage precision,
-      // staged even for one rank.
-      if (plan.zero) held.host += plan.padded_size * kernels::precision_bytes(plan.parameters);
+      // ZeRO-1's parameter gather, a host copy in the parameters' storage precision: of the whole
+      // arena for the blocking all-gather (staged even for one rank), or of the largest piece for
+      // the overlapped one (parallel/param_gather.h: its pieces are the buckets, staged one at a
+      // time; nothing for one rank).
+      if (plan.zero && !plan.overlap_param_gather) {
+        held.host += plan.padded_size * kernels::precision_bytes(plan.parameters);
+      } else if (plan.zero && plan.dp > 1) {
+        held.host += largest_bucket * kernels::precision_bytes(plan.parameters);
+      }
       break;
   }
   return held;

@@ -27,6 +27,7 @@ struct GradientReductionPlan {
   std::size_t bucket_elems = 0;          // parallel.bucket_mb in floats
   int dp = 1;
   bool zero = false;                     // parallel.zero = 1
+  bool overlap_param_gather = false;     // parallel.overlap_param_gather (ZeRO-1)
   WirePrecision wire = WirePrecision::kFp32;                // parallel.grad_reduce, resolved
   kernels::Precision parameters = kernels::Precision::kFp32;  // the parameter arena's storage
   std::size_t tied_embedding = 0;  // elements of wte summed over the embedding group (pp > 1 on

@@ -35,4 +35,10 @@ std::unique_ptr<CommRequest> CountingComm::ireduce_sum(float* d, std::size_t n, 
   return std::make_unique<CountingRequest>(std::move(inner), *this);
 }
 
+std::unique_ptr<CommRequest> CountingComm::ibroadcast(kernels::ActPtr d, std::size_t n, int root) {
+  std::unique_ptr<CommRequest> inner;
+  timed(rank() == root ? d.bytes(n) : 0, [&] { inner = inner_->ibroadcast(d, n, root); });
+  return std::make_unique<CountingRequest>(std::move(inner), *this);
+}
+
 }  // namespace trident::parallel

@@ -64,6 +64,9 @@ class CountingComm final : public Comm {
   void broadcast(void* d, std::size_t bytes, int root) override {
     timed(bytes, [&] { inner_->broadcast(d, bytes, root); });
   }
+  // Counted at the root only: what each rank hands over, as all_gather_in_place counts its own
+  // block, so that ZeRO-1's parameter gather counts the same payload whichever form it takes.
+  std::unique_ptr<CommRequest> ibroadcast(kernels::ActPtr d, std::size_t n, int root) override;
   void send(kernels::ConstActPtr d, std::size_t n, int peer) override {
     timed(d.bytes(n), [&] { inner_->send(d, n, peer); });
   }

@@ -161,6 +161,16 @@ void HostStagedComm::broadcast(void* data, std::size_t bytes, int root) {
   inner_->broadcast(data, bytes, root);
 }
 
+std::unique_ptr<CommRequest> HostStagedComm::ibroadcast(kernels::ActPtr data, std::size_t count, int root) {
+  if (count == 0 || !memory_.is_device_memory(data.get())) return inner_->ibroadcast(data, count, root);
+  // The root's values go up, the others' come down; the host copy is the one of the blocking
+  // calls (no mirror per buffer: nothing stays in flight).
+  const bool at_root = rank() == root;
+  staged(data, count, at_root, !at_root,
+         [&](kernels::ActPtr h) { inner_->broadcast(h.get(), h.bytes(count), root); });
+  return completed_request();
+}
+
 void HostStagedComm::send(kernels::ConstActPtr data, std::size_t count, int peer) {
   inner_->send(readable(data, count), count, peer);
 }

@@ -82,6 +82,9 @@ class HostStagedComm final : public Comm {
   // The host copies (mirrors of reduced buffers, blocking calls' copies) plus the inner's.
   CommBufferBytes buffer_bytes() const override;
   void broadcast(void* data, std::size_t bytes, int root) override;
+  // Device buffers: a blocking broadcast through the host copy (finished when returned); host
+  // buffers: the inner communicator's.
+  std::unique_ptr<CommRequest> ibroadcast(kernels::ActPtr data, std::size_t count, int root) override;
   void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   void barrier() override { inner_->barrier(); }

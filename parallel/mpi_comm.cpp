@@ -247,6 +247,14 @@ void MpiComm::broadcast(void* data, std::size_t bytes, int root) {
   }
 }
 
+std::unique_ptr<CommRequest> MpiComm::ibroadcast(kernels::ActPtr data, std::size_t count, int root) {
+  if (root < 0 || root >= size_) throw std::logic_error("ibroadcast: root " + std::to_string(root) + " not in the group");
+  const MPI_Datatype type = element_type(data.storage());
+  return std::make_unique<MpiRequest>(start_in_pieces(count, [&](std::size_t done, int n, MPI_Request* request) {
+    TRIDENT_MPI_CHECK(MPI_Ibcast((data + done).get(), n, type, root, comm_, request));
+  }));
+}
+
 void MpiComm::send(kernels::ConstActPtr data, std::size_t count, int peer) {
   // 16-bit activations travel as their bit patterns: nothing is computed on them.
   const MPI_Datatype type = data.is_fp32() ? MPI_FLOAT : MPI_UINT16_T;

@@ -254,6 +254,16 @@ void NcclComm::broadcast(void* data, std::size_t bytes, int root) {
   before_compute();
 }
 
+std::unique_ptr<CommRequest> NcclComm::ibroadcast(kernels::ActPtr data, std::size_t count, int root) {
+  if (root < 0 || root >= size()) throw std::logic_error("NcclComm::ibroadcast: root not in the group");
+  if (count == 0 || !on_device(data.get())) return host_->ibroadcast(data, count, root);
+  // After the kernels that wrote the root's values (AdamW's update of its block); the compute
+  // stream waits for the result only in wait(), as the next forward reaches the bucket.
+  after_compute();
+  NCCL_CHECK(ncclBroadcast(data.get(), data.get(), count, nccl_type(data.storage()), root, comm_, stream_));
+  return queued_request();
+}
+
 void NcclComm::send(kernels::ConstActPtr data, std::size_t count, int peer) {
   if (count == 0) return;
   if (!on_device(data.get())) return host_->send(data, count, peer);

@@ -59,6 +59,7 @@ class NcclComm final : public Comm {
   void reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) override;
   void all_gather_in_place(kernels::ActPtr data, std::size_t count) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
+  std::unique_ptr<CommRequest> ibroadcast(kernels::ActPtr data, std::size_t count, int root) override;
   void send(kernels::ConstActPtr data, std::size_t count, int peer) override;
   void recv(kernels::ActPtr data, std::size_t count, int peer) override;
   // Waits for this group's queued NCCL work, then an MPI barrier.

@@ -60,6 +60,7 @@ MemoryEstimate estimate_run_memory(const io::RunConfig& run, const model::GptCon
   plan.bucket_elems = parallel::bucket_elems_of_mib(run.parallel.bucket_mb);
   plan.dp = dp;
   plan.zero = zero;
+  plan.overlap_param_gather = run.parallel.overlap_param_gather;
   plan.wire = kernels::parse_precision(run.parallel.grad_reduce);
   plan.parameters = layout.storage;
   // The first and last stages of a pipeline both hold the tied embedding and sum its gradient.

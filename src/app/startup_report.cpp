@@ -14,7 +14,7 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
   std::string out = "---- resolved deck ----\n" + setup.deck.to_ini() + "-----------------------\n";
   out += grid.layout_table();
   const auto& m = setup.model;
-  char line[256];
+  char line[512];
   std::snprintf(line, sizeof line,
                 "model: GPT, %d layers, %d heads, hidden %d, context %d, vocab %d (padded to %d): "
                 "%.2fM parameters, %.3g GFLOP per token at seq_len %d\n",
@@ -52,7 +52,10 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
                   setup.config.parallel.grad_reduce.c_str(),
                   setup.config.parallel.zero == 1
                       ? (", ZeRO-1 buckets summed to their owners overlapping backward, then an all-gather of the " +
-                         t.precision + " weights")
+                         t.precision + " weights" +
+                         (setup.config.parallel.overlap_param_gather
+                              ? " bucket by bucket, each broadcast from its owner, overlapping the next forward"
+                              : ""))
                             .c_str()
                       : ", buckets overlapping backward");
     out += line;

@@ -274,6 +274,11 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
   backend_.fill_zero(grads_, arena_size_);
   if (stage_.first || stage_.last) wte_offset_ = table_.find("wte").offset;
   if (stage_.first) wpe_offset_ = table_.find("wpe").offset;
+  auto end_of = [&](const std::string& name) {
+    const ParamTensor& t = table_.find(name);
+    return t.offset + t.count;
+  };
+  if (stage_.first) embeddings_end_ = std::max(end_of("wte"), end_of("wpe"));
   if (stage_.last) {
     lnf_w_offset_ = table_.find("ln_f.weight").offset;
     lnf_b_offset_ = table_.find("ln_f.bias").offset;
@@ -286,6 +291,8 @@ Gpt::Gpt(const GptConfig& config, kernels::Backend& backend, int B, int T, GptOp
                                 at("attn.proj.weight"), at("attn.proj.bias"), at("ln2.weight"), at("ln2.bias"),
                                 at("mlp.up.weight"), at("mlp.up.bias"), at("mlp.down.weight"),
                                 at("mlp.down.bias")});
+      // build_gpt_param_table adds a block's tensors in a run, mlp.down.bias last.
+      block_ends_.push_back(end_of(block_name(l, "mlp.down.bias")));
     }
   }
   if (sp_) {
@@ -559,6 +566,7 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
   const std::size_t btc = static_cast<std::size_t>(N) * C;
   const std::size_t rc = static_cast<std::size_t>(rows_) * C;
   if (chunk.first) {
+    wait_for_parameters_below(embeddings_end_);
     backend_.copy_tokens_to_device(s.tokens, tokens, static_cast<std::size_t>(N));
     // Vocabulary-parallel embedding: each rank looks up the tokens it owns (zero for the
     // others), tensor rank 0 adds the positions, and the all-reduce assembles the sum (with
@@ -579,6 +587,7 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
   const int layers = chunk.layers();
   for (int l = 0; l < layers; ++l) {
     const auto i = static_cast<std::size_t>(l);
+    wait_for_parameters_below(block_ends_[static_cast<std::size_t>(first_block + l)]);
     block_forward(first_block + l, block_input(s, l), s.layers[i], l > 0 ? &s.layers[i - 1] : nullptr,
                   l + 1 == layers && !chunk.last);
   }
@@ -586,6 +595,7 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
   workspace_chunk_ = chunk_index;
   if (!chunk.last) return 0.0;
 
+  wait_for_parameters_below(table_.total_count());  // ln_f, and wte for the LM head
   backend_.copy_tokens_to_device(s.targets, targets, static_cast<std::size_t>(N));
   const kernels::ActPtr own_lnf = sp_ ? tp_.own_block(s.lnf, rc) : s.lnf;
   if (layers > 0) {

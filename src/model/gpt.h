@@ -160,6 +160,11 @@ class Gpt {
   bool sequence_parallel() const { return sp_; }
 
   void zero_gradients();
+  // ZeRO-1's parameter gather overlapping forward (parallel/param_gather.h): forward calls
+  // wait(offset) before it first reads the parameters below arena offset `offset` (the
+  // embeddings, then each block, then the head), so that it waits for each piece of the gather
+  // only as it reaches it. Empty (the default): the parameters are always complete.
+  void set_parameter_wait(std::function<void(std::size_t)> wait) { parameter_wait_ = std::move(wait); }
   // Forward of one micro-batch in `slot`. tokens and targets: host int32 [B*T] (the first stage
   // embeds the tokens, the last uses the targets). A stage other than the first reads its input
   // from stage_input(slot), which the caller fills first. Returns the sum of the B*T token
@@ -304,6 +309,14 @@ class Gpt {
   // Offsets of the stage's non-block tensors (absent ones unused).
   std::size_t wte_offset_ = 0, wpe_offset_ = 0, lnf_w_offset_ = 0, lnf_b_offset_ = 0;
   std::vector<LayerOffsets> layer_offsets_;  // per local block (every chunk's, in order)
+  // Arena end of the stage's embeddings (first stage) and of each local block's tensors: what
+  // forward waits for (parameter_wait_) before it reads them.
+  std::size_t embeddings_end_ = 0;
+  std::vector<std::size_t> block_ends_;
+  std::function<void(std::size_t)> parameter_wait_;
+  void wait_for_parameters_below(std::size_t offset) {
+    if (parameter_wait_) parameter_wait_(offset);
+  }
   std::vector<int> chunk_first_block_;       // per chunk: the local index of its first block
 
   // The arena: the activations in layout_.storage, and the fp32 statistics and workspace.

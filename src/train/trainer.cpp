@@ -106,6 +106,10 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
     const auto& wte = model_.params().find("wte");
     buckets_.hold_below(wte.offset + wte.count);
   }
+  if (zero_ && config.parallel.overlap_param_gather) {
+    gather_.emplace(ctx.data(), model_.parameters(), buckets_.buckets());
+    model_.set_parameter_wait([this](std::size_t offset) { gather_->wait_below(offset); });
+  }
   micro_batches_ = geometry_of(config, ctx).micro_batches_per_step();
   plan_ = plan_pipeline(config.parallel.schedule, ctx.grid().pp(), ctx.coord().pp_rank, micro_batches_,
                         layout.chunks);
@@ -185,8 +189,15 @@ StepResult Trainer::step(int64_t step_index) {
     const double clip = config_.optim.grad_clip;
     double factor = 1.0 / result.loss_scale;
     if (clip > 0.0 && result.grad_norm > clip) factor *= clip / result.grad_norm;
+    // The forward has waited for the last gather piece by piece; the update must not write the
+    // block while a broadcast of it could still be reading it.
+    finish_parameter_gather();
     optimizer_.update(model_.parameters(), shard_grads, result.lr, step_index + 1, static_cast<float>(factor));
-    if (zero_) ctx_.data().all_gather_in_place(model_.parameters(), shard_.block);
+    if (gather_) {
+      gather_->start();
+    } else if (zero_) {
+      ctx_.data().all_gather_in_place(model_.parameters(), shard_.block);
+    }
   }
   backend_.synchronize();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -357,6 +368,9 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
       break;
     }
   }
+  // Whoever reads the parameters after the run (final files, tests) finds them whole, and no
+  // request outlives the communicators.
+  finish_parameter_gather();
   if (leader && measured_steps_ > 0) std::printf("%s", communication_report().c_str());
   if (profile_ && measured_steps_ > 0) write_kernel_profile();
   return summary;

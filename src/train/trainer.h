@@ -9,7 +9,8 @@
 // then the tied embedding's gradient is summed between the first and last stage; global
 // gradient norm; clip; AdamW; log. With ZeRO-1 each bucket is summed to the data rank whose
 // block holds it (parallel/grad_buckets.h), AdamW updates this rank's block, and an all-gather
-// shares the updated parameters.
+// shares the updated parameters: by default bucket by bucket, each broadcast from its owner, the
+// next step's forward waiting for each only as it reaches it (parallel/param_gather.h).
 //
 // Mixed precision (train.precision, docs/model.md): the backend the trainer is given stores
 // activations in 16 bits; AdamW keeps the fp32 master weights. fp16 multiplies the loss by the
@@ -28,6 +29,7 @@
 #include "io/token_dataset.h"
 #include "kernels/backend.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/param_gather.h"
 #include "parallel/parallel_context.h"
 #include "parallel/zero_shard.h"
 #include "src/model/gpt.h"
@@ -130,6 +132,12 @@ class Trainer {
   LrSchedule schedule_;
   io::BatchLoader loader_;
   parallel::GradientBuckets buckets_;
+  // ZeRO-1 with parallel.overlap_param_gather: the parameter gather the next forward waits on.
+  std::optional<parallel::ParameterGather> gather_;
+  // Waits for a pending parameter gather (before the parameters are read other than by forward).
+  void finish_parameter_gather() {
+    if (gather_) gather_->finish();
+  }
   PipelinePlan plan_;
   int64_t micro_batches_ = 0;
   double tokens_per_step_ = 0.0;

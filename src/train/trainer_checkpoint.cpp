@@ -61,6 +61,7 @@ std::string Trainer::checkpoint_dir() const {
 
 void Trainer::save_checkpoint(int64_t steps_done) {
   const auto started = std::chrono::steady_clock::now();
+  finish_parameter_gather();
   const model::ParamTable& table = model_.params();
   // Each data rank writes its band of the arena: its ZeRO-1 block of the moments, and the same
   // block of the replicated parameters (src/train/final_parameters.h).
@@ -126,6 +127,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
 }
 
 int64_t Trainer::load_checkpoint(const std::string& path) {
+  finish_parameter_gather();  // loading overwrites the arena
   const auto attributes = io::read_param_file_int_attributes(path);
   const auto step = attributes.find("step");
   if (step == attributes.end()) throw io::UserError("checkpoint '" + path + "': no step attribute");

@@ -154,11 +154,12 @@ two_ranks_match() {
 two_ranks_match tp2 mpi --parallel.tp=2  # both ranks on one GPU
 two_ranks_match pp2 mpi --parallel.pp=2
 # Data parallel on device buffers through host staging: the gradient buckets' non-blocking
-# reduction overlapping backward, and ZeRO-1's buckets summed to their owners and all-gather.
+# reduction overlapping backward, and ZeRO-1's buckets summed to their owners and its parameters
+# gathered bucket by bucket (each piece staged through the host).
 two_ranks_match dp2 mpi --parallel.dp=2
 two_ranks_match dp2zero mpi --parallel.dp=2 --parallel.zero=1
-# Their host copies (a float mirror per bucket; under ZeRO-1 also the parameters' for the
-# all-gather) as the estimate counted.
+# Their host copies (a float mirror per bucket; under ZeRO-1 also the largest piece of the
+# parameters' gather) as the estimate counted.
 reduction_buffers_match "dp2, staged through the host" dp2.log nonzero
 reduction_buffers_match "dp2 ZeRO-1, staged through the host" dp2zero.log nonzero
 

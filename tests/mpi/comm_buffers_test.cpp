@@ -1,6 +1,7 @@
 // parallel/comm_buffers.h under mpirun (2 and 4 ranks): the buffers a data group's
 // communicator really holds after the trainer's sequence of gradient reductions (buckets, under
-// ZeRO-1 summed to their owners, then its parameter all-gather), and the embedding group's, against the
+// ZeRO-1 summed to their owners, then its parameter all-gather, whole or overlapped bucket by
+// bucket), and the embedding group's, against the
 // estimate, byte for byte: MPI on host memory, and MPI staged from "device" memory (host memory
 // the fake says is the device's). NCCL's single device buffer needs GPUs (tests/gpu).
 #include <gtest/gtest.h>
@@ -10,12 +11,14 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "parallel/comm_buffers.h"
 #include "parallel/grad_buckets.h"
 #include "parallel/host_staged_comm.h"
 #include "parallel/mpi_comm.h"
+#include "parallel/param_gather.h"
 #include "parallel/zero_shard.h"
 
 using namespace trident::parallel;
@@ -56,6 +59,8 @@ void run_steps(const GradientReductionPlan& plan, Comm& data, Comm* embedding, f
   const std::size_t block = plan.padded_size / static_cast<std::size_t>(plan.dp);
   GradientBuckets buckets(data, grads, plan_buckets(plan.tensor_ends, plan.bucket_elems, plan.zero ? block : 0),
                           plan.wire);
+  std::optional<ParameterGather> gather;
+  if (plan.zero) gather.emplace(data, params, buckets.buckets());
   if (plan.zero && embedding != nullptr) buckets.hold_below(wte_offset + wte_count);
   for (int step = 0; step < 2; ++step) {
     buckets.begin();
@@ -66,12 +71,19 @@ void run_steps(const GradientReductionPlan& plan, Comm& data, Comm* embedding, f
       embedding->all_reduce_sum(grads + wte_offset, wte_count);
     }
     buckets.finish();
-    if (plan.zero) data.all_gather_in_place(params, block);
+    if (plan.zero && plan.overlap_param_gather) {
+      gather->start();
+      gather->wait_below(plan.tensor_ends[0]);  // as the next forward would, a piece at a time
+      gather->finish();
+    } else if (plan.zero) {
+      data.all_gather_in_place(params, block);
+    }
   }
 }
 
 struct Case {
   bool zero;
+  bool overlap;  // ZeRO-1's parameter gather bucket by bucket (parallel.overlap_param_gather)
   Precision wire;
   Precision parameters;
   bool tied;  // a pipeline's first or last stage: the embedding group sums wte
@@ -79,10 +91,10 @@ struct Case {
 
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (bool zero : {false, true}) {
+  for (int zero_mode = 0; zero_mode < 3; ++zero_mode) {  // off, whole all-gather, overlapped
     for (Precision wire : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
       for (Precision parameters : {Precision::kFp32, Precision::kBf16}) {
-        for (bool tied : {false, true}) all.push_back({zero, wire, parameters, tied});
+        for (bool tied : {false, true}) all.push_back({zero_mode > 0, zero_mode == 2, wire, parameters, tied});
       }
     }
   }
@@ -90,7 +102,7 @@ std::vector<Case> cases() {
 }
 
 std::string describe(const Case& c) {
-  return std::string("zero ") + (c.zero ? "1" : "0") + ", wire " + trident::kernels::precision_name(c.wire) +
+  return std::string("zero ") + (c.zero ? "1" : "0") + (c.overlap ? " overlapped" : "") + ", wire " + trident::kernels::precision_name(c.wire) +
          ", parameters " + trident::kernels::precision_name(c.parameters) + (c.tied ? ", tied embedding" : "");
 }
 
@@ -101,6 +113,7 @@ GradientReductionPlan plan_for(const Case& c, int dp) {
   plan.bucket_elems = 64;
   plan.dp = dp;
   plan.zero = c.zero;
+  plan.overlap_param_gather = c.overlap;
   plan.padded_size = shard_arena(plan.tensor_ends.back(), c.zero ? dp : 1, 0).padded_size;
   plan.wire = c.wire;
   plan.parameters = c.parameters;
@@ -162,7 +175,7 @@ TEST(CommBuffers, MpiStagedFromDeviceHoldsWhatTheEstimateSays) {
 
 // NCCL's buffer: one, for the largest call, in whole floats; nothing without a 16-bit wire.
 TEST(CommBuffers, NcclEstimateIsOneBufferForTheLargestCall) {
-  GradientReductionPlan plan = plan_for({false, Precision::kBf16, Precision::kBf16, true}, 4);
+  GradientReductionPlan plan = plan_for({false, false, Precision::kBf16, Precision::kBf16, true}, 4);
   // Buckets of >= 64 from the end: [460, 530), [395, 460), [310, 395), then [0, 310), the
   // embedding (301) with the tensor after it: the largest, 310 values in 155 floats.
   EXPECT_EQ(gradient_comm_buffers(plan, CommTransport::kNccl).device, 155u * sizeof(float));

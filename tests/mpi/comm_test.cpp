@@ -13,6 +13,7 @@
 
 #include "parallel/grad_buckets.h"
 #include "parallel/mpi_comm.h"
+#include "parallel/param_gather.h"
 #include "parallel/parallel_context.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/zero_shard.h"
@@ -251,6 +252,61 @@ TEST(GradientBuckets, OwnedBucketsSumEachBlockAtItsRank) {
       ASSERT_EQ(grads[i], whole[i]) << i;  // one addition: the same in any order
     } else {
       ASSERT_NEAR(grads[i], whole[i], 1e-6f) << i;  // the library may order the sums differently
+    }
+  }
+}
+
+TEST(MpiComm, NonBlockingBroadcastCopiesTheRootsBitsInEveryStorage) {
+  auto comm = make_world();
+  const int root = comm.size() - 1;
+  std::vector<float> f(7, static_cast<float>(comm.rank()) + 0.25f);
+  std::vector<uint16_t> h(5, static_cast<uint16_t>(0x1000u + static_cast<unsigned>(comm.rank())));
+  auto fr = comm.ibroadcast(f.data(), f.size(), root);
+  auto hr = comm.ibroadcast(trident::kernels::ActPtr(h.data(), trident::kernels::Precision::kBf16), h.size(), root);
+  hr->wait();
+  fr->wait();
+  for (float v : f) EXPECT_EQ(v, static_cast<float>(root) + 0.25f);
+  for (uint16_t v : h) EXPECT_EQ(v, 0x1000u + static_cast<unsigned>(root));
+  EXPECT_THROW(comm.ibroadcast(f.data(), 1, comm.size()), std::logic_error);
+}
+
+// ZeRO-1's overlapped gather: after wait_below(x) every element below x holds its owner's value
+// (each rank starts with its own rank number everywhere, and owns its block of the buckets);
+// after finish() the whole arena does, as one all-gather of the blocks would leave it.
+TEST(ParameterGather, EachPieceArrivesFromItsOwnerByTheTimeForwardReachesIt) {
+  auto comm = make_world();
+  const int n = comm.size();
+  const std::vector<size_t> ends = {5, 12, 30, 31, 50};
+  const size_t block = shard_arena(50, n, 0).block;
+  for (trident::kernels::Precision storage : {trident::kernels::Precision::kFp32, trident::kernels::Precision::kBf16}) {
+    std::vector<float> f(block * static_cast<size_t>(n), static_cast<float>(comm.rank()));
+    std::vector<uint16_t> h(f.size(), static_cast<uint16_t>(comm.rank()));
+    const bool fp32 = storage == trident::kernels::Precision::kFp32;
+    const trident::kernels::ActPtr params = fp32 ? trident::kernels::ActPtr(f.data())
+                                                 : trident::kernels::ActPtr(h.data(), storage);
+    auto value = [&](size_t i) { return fp32 ? f[i] : static_cast<float>(h[i]); };
+    ParameterGather gather(comm, params, plan_buckets(ends, 8, block));
+    ASSERT_FALSE(gather.pending());
+    for (size_t i = 1; i < gather.pieces().size(); ++i) {
+      ASSERT_EQ(gather.pieces()[i - 1].end, gather.pieces()[i].begin);  // ascending, no gaps
+    }
+    for (int step = 0; step < 2; ++step) {
+      gather.start();
+      EXPECT_EQ(gather.pending(), n > 1);
+      for (size_t reached : {size_t{12}, size_t{31}}) {
+        gather.wait_below(reached);
+        for (size_t i = 0; i < reached; ++i) ASSERT_EQ(value(i), static_cast<float>(i / block)) << i;
+      }
+      gather.finish();
+      EXPECT_FALSE(gather.pending());
+      for (size_t i = 0; i < 50; ++i) ASSERT_EQ(value(i), static_cast<float>(i / block)) << i;
+      // The next step: every rank's own block changes again (AdamW), the rest is stale.
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (i / block != static_cast<size_t>(comm.rank())) {
+          f[i] = -1.0f;
+          h[i] = 0xffffu;
+        }
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
 # Every dp x tp x pp layout trains the same model as one rank (issue 3's grid): 10 steps of a
-# 4-layer, 4-head model on each layout, with ZeRO-1 off and on and, for pp > 1, each schedule,
+# 4-layer, 4-head model on each layout, with ZeRO-1 off and on (its parameter gather overlapping
+# the next forward, and once as one all-gather) and, for pp > 1, each schedule,
 # give every step's loss within 1e-5 relative and the gradient norm within 1e-4 relative of
 # the single-rank run. Differences are fp32 reassociation only (partial sums of row-parallel
 # matmuls, of the vocabulary-parallel loss and of the data-parallel reduction are added in
@@ -54,6 +55,23 @@ run_layout d2t2p2_z1_sp_small_buckets ref 2 2 2 --parallel.zero=1 --parallel.buc
 vocab1000="--model.vocab=1001 --data.path=$WORK_DIR/tiny1000.h5 --data.synthetic_vocab=1000"
 mpi 1 train deck.ini --run.dir=ref_v1000 $vocab1000 > ref_v1000.log 2>&1 || fail "reference, 1000 tokens"
 run_layout d2t1p2_z1_wte_across_blocks ref_v1000 2 1 2 --parallel.zero=1 --parallel.bucket_mb=0.01 $vocab1000
+
+# ZeRO-1's parameter gather: bucket by bucket, each broadcast from its owner and waited for by the
+# next forward as it reaches it (parallel.overlap_param_gather, the default, so in every ZeRO-1
+# run above), against one all-gather after the update: the same bits, many pieces on two stages.
+run_layout d2t1p2_z1_gather_pieces ref 2 1 2 --parallel.zero=1 --parallel.bucket_mb=0.01
+run_layout d2t1p2_z1_gather_whole ref 2 1 2 --parallel.zero=1 --parallel.bucket_mb=0.01 \
+  --parallel.overlap_param_gather=false
+grep -q "overlapping the next forward" d2t1p2_z1_gather_pieces.log && ! grep -q "overlapping the next forward" \
+  d2t1p2_z1_gather_whole.log || fail "the start-up report does not say how ZeRO-1 gathers the parameters"
+if "$CHECK_METRICS" compare d2t1p2_z1_gather_whole/metrics.jsonl d2t1p2_z1_gather_pieces/metrics.jsonl loss 0 \
+     > /dev/null &&
+   "$CHECK_METRICS" compare-params d2t1p2_z1_gather_whole/final-params.h5 d2t1p2_z1_gather_pieces/final-params.h5 0 \
+     > /dev/null; then
+  pass "ZeRO-1's parameter gather in pieces overlapping forward gives the whole all-gather's losses and parameters"
+else
+  fail "ZeRO-1's parameter gather in pieces differs from the whole all-gather"
+fi
 
 # Recomputation on pipeline and tensor layouts.
 run_layout d1t2p2_recompute ref 1 2 2 --train.recompute=full
