@@ -91,6 +91,9 @@ class Trainer {
   std::string checkpoint_dir() const;
   // The resolved deck (INI text) saved in every checkpoint, for the restart compatibility check.
   void record_deck(std::string ini) { deck_text_ = std::move(ini); }
+  // One training step. With ZeRO-1's overlapped gather (parallel.overlap_param_gather) the other
+  // ranks' blocks of the parameters may still be arriving when it returns: the next forward waits
+  // for them piece by piece, and run(), checkpoints and the next update wait for all of them.
   StepResult step(int64_t step_index);
   // Mean validation loss over train.eval_batches global batches (every rank gets it).
   double evaluate();

@@ -96,7 +96,11 @@ class TwinComm final : public Comm {
     host(d.get());
     for (std::size_t i = 0; i < n; ++i) set(d, n + i, get(d, i));
   }
-  void broadcast(void* d, std::size_t, int) override { host(d); }
+  // From rank 1 (the twin), bytes 0xA5 arrive; from rank 0 the buffer is this rank's own.
+  void broadcast(void* d, std::size_t bytes, int root) override {
+    host(d);
+    if (root != 0) std::memset(d, 0xA5, bytes);
+  }
   void send(kernels::ConstActPtr d, std::size_t n, int) override {
     host(d.get());
     const auto* bytes = static_cast<const unsigned char*>(d.get());
@@ -322,6 +326,29 @@ TEST(HostStagedComm, ReductionToARootReturnsOnlyAtTheRoot) {
   EXPECT_EQ(f.device.arena[6], 9.0f);
   EXPECT_EQ(f.device.copies_out, out_before);
   EXPECT_NO_THROW(f.comm->ireduce_sum(f.at(6), 2, 1, WirePrecision::kFp32)->wait());
+}
+
+// ZeRO-1's parameter pieces (ParameterGather): the root's 16-bit values go up and are not
+// copied back; another root's arrive on the device, an odd count without touching the 16 bits
+// after them; either way the request is complete when returned.
+TEST(HostStagedComm, NonBlockingBroadcastIsStagedAndDoneAtOnce) {
+  Fixture f;
+  const kernels::ActPtr piece(reinterpret_cast<uint16_t*>(f.at(8)), kernels::Precision::kBf16);
+  const uint16_t mine[4] = {0x3f80, 0x4000, 0x4040, 0x1234};
+  std::memcpy(f.at(8), mine, sizeof mine);
+  const int in_before = f.device.copies_in, out_before = f.device.copies_out;
+  auto from_me = f.comm->ibroadcast(piece, 3, 0);
+  EXPECT_TRUE(from_me->test());
+  EXPECT_EQ(f.device.copies_in, in_before + 1);
+  EXPECT_EQ(f.device.copies_out, out_before);
+  auto from_twin = f.comm->ibroadcast(piece, 3, 1);
+  EXPECT_TRUE(from_twin->test());
+  uint16_t now[4];
+  std::memcpy(now, f.at(8), sizeof now);
+  EXPECT_EQ(now[0], 0xA5A5u);
+  EXPECT_EQ(now[2], 0xA5A5u);
+  EXPECT_EQ(now[3], 0x1234u);  // not part of the piece
+  EXPECT_EQ(f.device.copies_out, out_before + 1);
 }
 
 TEST(HostStagedComm, HostBuffersPassThroughWithoutCopies) {
