@@ -68,6 +68,17 @@ std::vector<float> probe_values(std::mt19937& rng) {
   return v;
 }
 
+// What the backend's bulk conversions are checked on: large values (beyond fp16's range), small
+// ones (fp16 subnormals, below 6.1e-5) and the probe values (ties, specials; no NaN).
+std::vector<float> bulk_values(std::mt19937& rng) {
+  std::vector<float> x = random_floats(1001, rng, -70000.0f, 70000.0f);
+  const std::vector<float> tiny = random_floats(1001, rng, -1e-4f, 1e-4f);
+  const std::vector<float> probes = probe_values(rng);
+  x.insert(x.end(), tiny.begin(), tiny.end());
+  x.insert(x.end(), probes.begin(), probes.end());
+  return x;
+}
+
 TEST(Precision, Bf16RoundsToNearestEvenLikeExactArithmetic) {
   std::mt19937 rng(401);
   int checked = 0;
@@ -152,14 +163,8 @@ TEST(Precision, ParsesTheDeckSpelling) {
 TEST(Precision, CpuBackendRoundsInBulkAndInPlace) {
   std::mt19937 rng(403);
   cpu::CpuBackend backend(kTestThreads);
-  // Large values (fp16 overflow), small ones (fp16 subnormals, below 6.1e-5) and the probe
-  // values (ties, specials): the bulk routines (F16C on x86) against the scalar functions.
-  std::vector<float> x = random_floats(1001, rng, -70000.0f, 70000.0f);
-  const std::vector<float> tiny = random_floats(1001, rng, -1e-4f, 1e-4f);
-  x.insert(x.end(), tiny.begin(), tiny.end());
-  for (float v : probe_values(rng)) {
-    if (!std::isnan(v)) x.push_back(v);
-  }
+  // The bulk routines (F16C on x86) against the scalar functions.
+  const std::vector<float> x = bulk_values(rng);
   for (Precision p : {Precision::kBf16, Precision::kFp16, Precision::kFp32}) {
     std::vector<float> out(x.size());
     backend.round_to_precision(out.data(), x.data(), x.size(), p);
@@ -179,10 +184,7 @@ TEST(Precision, CpuBackendRoundsInBulkAndInPlace) {
 TEST(Precision, CpuBackendNarrowsAndWidensInBulkAsTheScalarFunctions) {
   std::mt19937 rng(404);
   cpu::CpuBackend backend(kTestThreads);
-  std::vector<float> x = random_floats(1001, rng, -70000.0f, 70000.0f);
-  const std::vector<float> tiny = random_floats(1001, rng, -1e-4f, 1e-4f);
-  x.insert(x.end(), tiny.begin(), tiny.end());
-  for (float v : probe_values(rng)) x.push_back(v);
+  std::vector<float> x = bulk_values(rng);
   for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fbfe000u, 0xff812345u}) x.push_back(from_bits(nan));
   if (x.size() % 8 == 0) x.push_back(1.5f);
   std::vector<uint16_t> patterns(65536 + 3);  // every pattern, and three more for a tail
