@@ -43,6 +43,8 @@ struct Coordinates {
 extern thread_local Coordinates tl_coordinates;
 
 void sync_block();
+// __syncwarp: a barrier of the running thread's warp that also orders memory between its lanes.
+void sync_warp(unsigned mask);
 // The warp shuffle in two steps: every lane publishes its value and waits for the whole warp,
 // then reads another lane's.
 void warp_publish(unsigned mask, const void* value, std::size_t bytes);
@@ -103,6 +105,7 @@ void launch(const char* kernel_name, const LaunchConfig& config, Call call, A&&.
 #define __launch_bounds__(...)
 
 inline void __syncthreads() { ::cuda_emu::sync_block(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::cuda_emu::sync_warp(mask); }
 
 template <class T>
 T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {

@@ -73,6 +73,9 @@ struct Warp {
   int finished = 0;  // lanes that have returned
   int arrived = 0;
   unsigned generation = 0;
+  // The race checker's synchronisation objects of __syncwarp, alternating as the block's
+  // barrier's do.
+  std::array<char, 2> barrier_sync{};
   // Two sets of slots, used by alternate shuffles: a lane can write the next shuffle's value
   // before a slower lane has read this one's, so one barrier per shuffle suffices.
   std::array<std::array<std::array<unsigned char, kSlotBytes>, kWarpSize>, 2> slots{};
@@ -346,6 +349,23 @@ void warp_barrier() {
   wait_for_release(&w.generation, generation);
   ++b.progress;
 }
+
+}  // namespace
+
+void sync_warp(unsigned mask) {
+  Block& b = *tl_block;
+  Warp& w = current_warp();
+  const unsigned lanes = w.size == kWarpSize ? 0xffffffffu : (1u << w.size) - 1u;
+  if ((mask & lanes) != lanes) kernel_fault(b, "__syncwarp mask leaves out lanes that exist");
+  // Unlike a shuffle, a memory barrier between the warp's lanes: a release on arrival, an acquire
+  // on leaving.
+  void* sync = &w.barrier_sync[w.generation & 1u];
+  racecheck::release(sync);
+  warp_barrier();
+  racecheck::acquire(sync);
+}
+
+namespace {
 
 // A shuffle's value into or out of its slot, byte by byte through volatile: no memcpy call,
 // which ThreadSanitizer would see as the lanes' own unordered accesses (a shuffle orders no

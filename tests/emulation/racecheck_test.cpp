@@ -3,7 +3,9 @@
 // one word with no __syncthreads between are reported, whichever order the emulation ran them
 // in, and a barrier between them is enough; threads of different blocks touching one word are
 // reported too; so is a cp.async copy (kernels/cuda/async_copy.cuh) issued into a buffer that
-// another thread still reads. A report ends a death test's child at once
+// another thread still reads. __syncwarp orders memory between a warp's lanes, and blocks taking
+// turns (kernels/cuda/ordered_turns.cuh) order their writes of one word; without the turns they
+// are reported. A report ends a death test's child at once
 // (halt_on_error) with ThreadSanitizer's exit code; a false report in a clean kernel makes this
 // whole program exit 66, which fails the test too.
 #include <cuda_runtime.h>
@@ -14,7 +16,8 @@
 
 #include "tests/emulation/cuda_emulation.h"
 // After the prelude, as in a translated kernel source.
-#include "kernels/cuda/async_copy.cuh"  // async_copy::copy, wait_all
+#include "kernels/cuda/async_copy.cuh"     // async_copy::copy, wait_all
+#include "kernels/cuda/ordered_turns.cuh"  // turns::take_ticket, wait_for_turn, pass_turn
 
 namespace {
 
@@ -63,6 +66,35 @@ void through_a_shuffle(int* out) {
   if (threadIdx.x == 0) word = 7;
   const int partner = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
   if (threadIdx.x == 1) out[0] = word + partner;
+}
+
+// The same through __syncwarp, which does order memory.
+void through_a_syncwarp(int* out) {
+  BLOCK_SHARED(int, word);
+  if (threadIdx.x == 0) word = 7;
+  __syncwarp();
+  if (threadIdx.x == 1) out[0] = word;
+}
+
+// One warp a block: the blocks add their ticket + 1 into the same 32 words, in ticket order when
+// they take turns (counters[0]: the tickets, counters[1]: the turn), as the flash backward's dQ
+// sums do; without turns, each block's lanes write words that the previous block's wrote.
+void add_in_turn(int* sums, unsigned* counters, bool take_turns) {
+  namespace turns = trident::kernels::cuda::turns;
+  BLOCK_SHARED(unsigned, ticket);
+  const auto lane = static_cast<int>(threadIdx.x);
+  if (lane == 0) ticket = turns::take_ticket(&counters[0]);
+  __syncthreads();
+  if (take_turns && ticket > 0) {
+    if (lane == 0) turns::wait_for_turn(&counters[1], ticket);
+    __syncwarp();
+  }
+  sums[lane] = (ticket == 0 ? 0 : sums[lane]) + static_cast<int>(ticket) + 1;
+  if (take_turns) {
+    turns::fence_stores();
+    __syncwarp();
+    if (lane == 0) turns::pass_turn(&counters[1], ticket + 1);
+  }
 }
 
 // Thread 0 fills a shared tile by cp.async and every thread reads it; then thread 0 refills it.
@@ -141,6 +173,27 @@ TEST_F(RaceCheck, WritesOfOneWordByManyThreadsAreReported) {
 // happens to run the warp in lockstep, as CUDA's memory model is.
 TEST_F(RaceCheck, AShuffleOrdersNoMemory) {
   EXPECT_RACE_REPORTED(run("through_a_shuffle", 1, 32, [](auto&... a) { through_a_shuffle(a...); }, out_));
+}
+
+TEST_F(RaceCheck, SyncwarpOrdersTheWarpsMemory) {
+  run("through_a_syncwarp", 1, 32, [](auto&... a) { through_a_syncwarp(a...); }, out_);
+  EXPECT_EQ(read_all(out_, 1)[0], 7);
+}
+
+void run_add_in_turn(int* sums, bool take_turns) {
+  auto* counters = reinterpret_cast<unsigned*>(device_ints(2));
+  run("add_in_turn", kBlocks, 32, [](auto&... a) { add_in_turn(a...); }, sums, counters, take_turns);
+  EXPECT_EQ(cudaFree(counters), cudaSuccess);
+}
+
+TEST_F(RaceCheck, BlocksTakingTurnsOrderTheirWritesOfOneWord) {
+  run_add_in_turn(out_, /*take_turns=*/true);
+  const std::vector<int> sums = read_all(out_, 32);
+  for (int lane = 0; lane < 32; ++lane) ASSERT_EQ(sums[lane], kBlocks * (kBlocks + 1) / 2) << "lane " << lane;
+}
+
+TEST_F(RaceCheck, BlocksAddingIntoOneWordWithoutTurnsAreReported) {
+  EXPECT_RACE_REPORTED(run_add_in_turn(out_, /*take_turns=*/false));
 }
 
 void run_refill(int* out, bool barrier) {
