@@ -318,10 +318,27 @@ class Backend {
 //           attention_scratch_size is B NH T floats).
 enum class AttentionKernel { kGemm, kFlash };
 
+// How the CUDA flash attention's backward on 16-bit buffers makes dQ
+// (kernels/cuda/flash_attention_mma.cu; both deterministic, no atomics on values):
+//   kSeparateWalk: a second kernel walks each query tile's key tiles and recomputes S and dP
+//                  there: 7 tile products per (query tile, key tile) pair; the default;
+//   kInKeyWalk:    the dK/dV kernel also computes each pair's share dS K and adds it into fp32
+//                  sums of dQ, the key tiles taking turns in a fixed order: 5 products, as
+//                  FlashAttention-2, for B T C floats more scratch. Not yet the default: it
+//                  waits for a GPU measurement (perf/kernels' attention_backward, variant 11).
+enum class FlashDq { kSeparateWalk, kInKeyWalk };
+
 // Floats of attention workspace of the flash kernels: one row statistic per (batch, head,
-// query). For memory estimates made without the backend (trident check).
-inline std::size_t flash_attention_scratch_floats(int B, int T, int NH) {
-  return static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T);
+// query); with dQ in the key walk, after them (from a multiple of 4 floats) fp32 sums of dQ, one
+// per (batch, head, query, channel of the head size 64), then a turn counter per (batch, head,
+// 16 queries: a warp's rows) and a ticket counter. For memory estimates made without the backend
+// (trident check) as well as for the backend.
+inline std::size_t flash_attention_scratch_floats(int B, int T, int NH, FlashDq dq = FlashDq::kSeparateWalk) {
+  const std::size_t heads = static_cast<std::size_t>(B) * static_cast<std::size_t>(NH);
+  const std::size_t rows = heads * static_cast<std::size_t>(T);
+  if (dq == FlashDq::kSeparateWalk) return rows;
+  const std::size_t warp_row_sets = heads * ((static_cast<std::size_t>(T) + 63) / 64) * 4;
+  return (rows + 3) / 4 * 4 + rows * 64 + warp_row_sets + 1;
 }
 
 // Whether the CUDA backend's 16-bit matmuls do their bias, GELU and GELU-gradient work in
@@ -348,6 +365,8 @@ struct BackendOptions {
   // attention ignore both.
   int attention_blocks = 4;
   AttentionBatching attention_batching = AttentionBatching::kPointers;
+  // How flash attention's 16-bit backward makes dQ (CUDA only; not a deck key until measured).
+  FlashDq flash_dq = FlashDq::kSeparateWalk;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

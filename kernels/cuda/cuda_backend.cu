@@ -105,6 +105,7 @@ Precision one_16bit_precision(std::initializer_list<ConstActPtr> operands, const
 CudaBackend::CudaBackend(int device_index, BackendOptions options)
     : device_index_(device_index),
       attention_(options.attention),
+      flash_dq_(options.flash_dq),
       epilogues_(options.matmul_epilogues),
       attention_blocks_(options.attention_blocks),
       attention_batching_(options.attention_batching) {
@@ -389,7 +390,7 @@ void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr do
                                      int B, int T, int C, int NH) {
   if (attention_ == AttentionKernel::kFlash) {
     // The flash identity rowsum(P * dP) = dout . out needs the forward's out.
-    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_);
+    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_, {.dq = flash_dq_});
     return;
   }
   cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_,
@@ -409,7 +410,7 @@ GemmAttentionOptions CudaBackend::gemm_attention_options(int B, int NH) {
 }
 
 std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {
-  return attention_ == AttentionKernel::kFlash ? cuda::flash_attention_scratch_size(B, T, NH)
+  return attention_ == AttentionKernel::kFlash ? cuda::flash_attention_scratch_size(B, T, NH, flash_dq_)
                                                : cuda::attention_scratch_size(B, T, NH);
 }
 

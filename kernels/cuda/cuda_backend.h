@@ -150,6 +150,7 @@ class CudaBackend final : public Backend {
  private:
   int device_index_;                       // the CUDA device this backend runs on
   AttentionKernel attention_;              // GEMM path or flash attention (run.attention)
+  FlashDq flash_dq_;                       // how flash attention's 16-bit backward makes dQ
   MatmulEpilogues epilogues_;              // cuBLASLt epilogues or separate kernels (run.matmul_epilogues)
   int attention_blocks_;                   // the GEMM path's causal row blocks (run.attention_blocks)
   AttentionBatching attention_batching_;   // and how its products batch (run.attention_batching)

@@ -188,7 +188,9 @@ bool flash_attention_supported(int C, int NH) { return NH > 0 && C % NH == 0 && 
 
 std::size_t flash_attention_shared_bytes() { return kDkdvSharedBytes; }
 
-std::size_t flash_attention_scratch_size(int B, int T, int NH) { return flash_attention_scratch_floats(B, T, NH); }
+std::size_t flash_attention_scratch_size(int B, int T, int NH, FlashDq dq) {
+  return flash_attention_scratch_floats(B, T, NH, dq);
+}
 
 void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH,
                              cudaStream_t stream, const FlashMmaOptions& mma) {
@@ -214,6 +216,7 @@ void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, Con
   if (B == 0 || T == 0) return;
   float* delta = scratch;
   const std::size_t rows = flash_attention_scratch_size(B, T, NH);
+  float* dq_sums = scratch + (rows + 3) / 4 * 4;  // used only by the mma kernels' dQ in the key walk
   constexpr int kDeltaThreads = 256;
   const auto delta_blocks = static_cast<unsigned>((rows + kDeltaThreads - 1) / kDeltaThreads);
   const Precision storage = stored::common_storage({dqkv, dout, qkv, out}, "flash_attention_backward");
@@ -226,7 +229,7 @@ void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, Con
                                                                      C, NH);
     CUDA_CHECK_LAUNCH();
     if (flash_attention_mma_applies({dqkv, dout, qkv, out})) {
-      flash_attention_mma_backward(dqkv, dout, qkv, lse, delta, B, T, C, NH, flash_scale(), stream, mma);
+      flash_attention_mma_backward(dqkv, dout, qkv, lse, delta, dq_sums, B, T, C, NH, flash_scale(), stream, mma);
       return;
     }
     // 66,560 bytes of dynamic shared memory on a GPU (more with the emulation's slice guards):

@@ -26,8 +26,9 @@ void flash_attention_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int
                              cudaStream_t stream, const FlashMmaOptions& mma = {});
 
 // dqkv = gradient w.r.t. qkv (overwritten) from dout and the forward's out and lse: the arguments of
-// Backend::attention_backward, in its order. scratch: flash_attention_scratch_size(B, T, NH)
-// floats (the row statistic D = rowsum(dout * out)).
+// Backend::attention_backward, in its order. scratch: flash_attention_scratch_size(B, T, NH, mma.dq)
+// floats, 16-byte aligned (the row statistic D = rowsum(dout * out); with dQ in the key walk, the
+// dQ sums after it).
 void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, ConstActPtr qkv, ConstActPtr out,
                               const float* lse, int B, int T, int C, int NH, cudaStream_t stream,
                               const FlashMmaOptions& mma = {});
@@ -37,7 +38,8 @@ void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, Con
 // per block (sm_75: 64 KiB); the backend refuses flash attention there when it is built.
 std::size_t flash_attention_shared_bytes();
 
-// B * NH * T floats: one per (batch, head, query row).
-std::size_t flash_attention_scratch_size(int B, int T, int NH);
+// B * NH * T floats: one per (batch, head, query row); with dQ in the key walk, the dQ sums
+// after them (kernels::flash_attention_scratch_floats).
+std::size_t flash_attention_scratch_size(int B, int T, int NH, FlashDq dq = FlashDq::kSeparateWalk);
 
 }  // namespace trident::kernels::cuda

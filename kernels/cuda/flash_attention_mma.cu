@@ -20,6 +20,16 @@
 //   dQ:     one block per 64-query tile; per key tile up to the diagonal: S, P, dP = dO V^T,
 //           dS = P (dP - D), dQ += dS K.
 // dK and dQ take the scale once at the end (1/8, a power of two: exact).
+// Or (FlashMmaOptions::dq = FlashDq::kInKeyWalk, not yet the default) dQ in the dK/dV walk, with 5
+// products a tile pair instead of 7, as FlashAttention-2 but without its atomicAdd of dQ: per
+// query tile the dK/dV kernel also stores dS^T in shared memory (as rounded for dK), and each warp
+// computes its 16 queries' share dS K over the block's 64 keys; the key tiles then add their
+// shares into fp32 sums of dQ in turn (kernels/cuda/ordered_turns.cuh): the diagonal's key tile
+// first (it stores), key tile 0 last (it writes dQ, scaled and rounded once). Blocks take their
+// key tile from a ticket, per (batch, head) the last key tile first, which is also the order in
+// which the walks reach each query tile, so a turn is seldom waited for. Its own K stays in a
+// shared tile for dS K (18 KiB of dynamic shared memory beside the static 37 KiB). ptxas (sm_90):
+// 255 registers and 24 to 32 bytes of spills, where the two-kernel dK/dV has 254 and none.
 //
 // The softmax's instructions: the tensor cores take one product per 16 x 8 x 16 block, while the
 // softmax spends instructions on each of the block's scores, so at head size 64 those, not the
@@ -51,6 +61,8 @@
 #include "kernels/cuda/async_copy.cuh"          // async_copy::copy, wait_all
 #include "kernels/cuda/cuda_check.h"            // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/flash_attention_math.h"  // qkv_index, row_index, stat_index, kPart*, kTile
+#include "kernels/cuda/ordered_turns.cuh"       // turns::take_ticket, wait_for_turn, pass_turn
+#include "kernels/cuda/shared_slices.h"         // SharedSlices, shared_slice_bytes
 #include "kernels/cuda/warp_mma.cuh"            // mma::mma_16x8x16, mma::load_matrix_x4, mma::pack
 #include "kernels/stored_element.h"             // stored::Bf16, Fp16, with_policy
 
@@ -75,6 +87,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 static_assert(kHeadSize == 64 && kTile == 64, "the fragment loops below are written for 64 x 64 tiles");
+static_assert(kWarps == 4, "kernels::flash_attention_scratch_floats counts 4 dQ turn counters a query tile");
 
 // The blocks' shared tiles, two buffers of each (tile j in buffer j % 2): 36,864 and 37,888
 // bytes, under the 48 KiB of static shared memory.
@@ -222,6 +235,29 @@ __device__ __forceinline__ void multiply_by_rows(float (*acc)[8][4], const float
         mma::mma_16x8x16<S>(acc[set][2 * jp], a[set], b0);
         mma::mma_16x8x16<S>(acc[set][2 * jp + 1], a[set], b1);
       }
+    }
+  }
+}
+
+// acc[j] += A M as multiply_by_rows, with A (rows [first, first + 16) of a 64 x 64 operand) read
+// from shared memory where it is stored transposed: `at` holds A^T row-major (A's k index as its
+// rows), as the dK/dV walk stores dS^T. ldmatrix with .trans turns each 8 x 8 piece back: the
+// fragment's 4 matrices (rows 0-7 and 8-15 of A, by k 0-7 and 8-15) are at's rows 16 ks + 0-7
+// or 8-15, columns first + 0 or 8.
+template <class S>
+__device__ __forceinline__ void multiply_transposed_by_rows(float (&acc)[8][4], const uint16_t* at, int first,
+                                                            const uint16_t* m, int lane) {
+  for (int ks = 0; ks < 4; ks++) {
+    uint32_t a[4];
+    mma::load_matrix_x4<true>(a, at + (16 * ks + lane % 8 + 8 * (lane / 16)) * kLd + first + 8 * ((lane / 8) % 2));
+    for (int jp = 0; jp < 4; jp++) {  // column blocks 2 jp and 2 jp + 1, as multiply_by_rows
+      uint32_t cols[4];
+      const int row = 16 * ks + lane % 8 + 8 * ((lane / 8) % 2);
+      mma::load_matrix_x4<true>(cols, m + row * kLd + 16 * jp + 8 * (lane / 16));
+      const uint32_t b0[2] = {cols[0], cols[1]};
+      const uint32_t b1[2] = {cols[2], cols[3]};
+      mma::mma_16x8x16<S>(acc[2 * jp], a, b0);
+      mma::mma_16x8x16<S>(acc[2 * jp + 1], a, b1);
     }
   }
 }
@@ -427,25 +463,70 @@ __device__ __forceinline__ void load_query_tile(BackwardTiles& tiles, int slot, 
   }
 }
 
-template <class S, TileCopy kCopy>
+// Where dQ in the key walk (FlashDq::kInKeyWalk) adds up: the dQ sums [B, NH, T, 64] in fp32, a
+// turn counter per (batch, head, query tile, warp), and the ticket counter that orders the blocks
+// (kernels/cuda/ordered_turns.cuh). Null pointers with FlashDq::kSeparateWalk.
+struct DqSums {
+  float* sums = nullptr;
+  unsigned* turns = nullptr;
+  unsigned* ticket = nullptr;
+};
+DqSums carve_dq_sums(float* work, int B, int T, int NH) {
+  const std::size_t rows = static_cast<std::size_t>(B) * NH * T;
+  const std::size_t tiles = static_cast<std::size_t>(B) * NH * ((T + kTile - 1) / kTile);
+  auto* turns = reinterpret_cast<unsigned*>(work + rows * kHeadSize);
+  return DqSums{work, turns, turns + tiles * kWarps};
+}
+// The dK/dV kernel's dynamic shared memory with dQ in the key walk: its own K tile (kept for
+// dS K; the static buffers take the query tiles) and the dS^T tile, each a slice of its own.
+constexpr std::size_t kTileFloats = kTileElements * sizeof(uint16_t) / sizeof(float);
+constexpr std::size_t kDqWalkSharedBytes = 2 * shared_slice_bytes(kTileFloats);
+
+template <class S, TileCopy kCopy, FlashDq kDq>
 __global__ void __launch_bounds__(kThreads)
     mma_dkdv_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
-                    const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale) {
+                    const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale,
+                    DqSums dq_sums) {
+  constexpr bool kDqInWalk = kDq == FlashDq::kInKeyWalk;
   __shared__ BackwardTiles tiles;
-  const Place at = place();
-  const int k0 = static_cast<int>(blockIdx.x) * kTile;  // key tile 0 walks every query tile: first
+  extern __shared__ float walk_shared[];  // kDqInWalk only: kDqWalkSharedBytes
+  Place at = place();
+  int key_tile = static_cast<int>(blockIdx.x);  // key tile 0 walks every query tile: first
+  if constexpr (kDqInWalk) {
+    // The blocks' order from tickets: per (batch, head) the last key tile first, so that the
+    // diagonal's key tile adds first into each query tile and every adder's predecessor started
+    // before it (ordered_turns.cuh).
+    __shared__ unsigned ticket;
+    if (at.tid == 0) ticket = turns::take_ticket(dq_sums.ticket);
+    __syncthreads();
+    const int tiles_per_head = static_cast<int>(gridDim.x);
+    const int head = static_cast<int>(ticket / static_cast<unsigned>(tiles_per_head));
+    key_tile = tiles_per_head - 1 - static_cast<int>(ticket % static_cast<unsigned>(tiles_per_head));
+    at.h = head % NH;
+    at.b = head / NH;
+  }
+  const int k0 = key_tile * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
   const uint16_t* q_first = qkv + qkv_index(0, 0, flash::kPartQ, h, T, C);
   const uint16_t* do_first = dout + row_index(0, 0, h, T, C);
+  // The block's own K: in buffer 1 until the walk takes it, or (dQ in the walk) a tile of its own.
+  uint16_t* own_k = tiles.first[1];
+  uint16_t* ds_tile = nullptr;  // dS^T: [this block's 64 keys][the query tile's 64 queries]
+  if constexpr (kDqInWalk) {
+    SharedSlices slices(walk_shared);
+    own_k = reinterpret_cast<uint16_t*>(slices.take(kTileFloats));
+    ds_tile = reinterpret_cast<uint16_t*>(slices.take(kTileFloats));
+  }
 
-  load_own_rows<kCopy>(tiles, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride,
-                       qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
+  load_tile<kCopy>(own_k, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride, b, k0, T, tid);
+  load_tile<kCopy>(tiles.second[1], qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
   load_query_tile<kCopy>(tiles, 0, q_first, do_first, lse, delta, b, h, k0, T, C, NH, tid);
   wait_for_tiles<kCopy>();
   uint32_t ka[4][4];
   uint32_t va[4][4];
-  own_fragments(ka, va, tiles, at);
+  load_row_fragments(ka, own_k, 16 * warp, lane);
+  load_row_fragments(va, tiles.second[1], 16 * warp, lane);
 
   const float scale_log2 = scale * kLog2e;
   const int key[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
@@ -459,31 +540,84 @@ __global__ void __launch_bounds__(kThreads)
       load_query_tile<kCopy>(tiles, slot ^ 1, q_first, do_first, lse, delta, b, h, q0 + kTile, T, C, NH, tid);
     }
 
-    // Every key of this warp past T (a last, partial tile): nothing to store. The test is the
-    // warp's first key, the same in every lane: mma.sync needs the whole warp.
-    if (k0 + 16 * warp >= T) return;
+    // Every key of this warp past T (a last, partial tile): nothing to store, and (dQ in the
+    // walk) zeros for its rows of dS^T. The test is the warp's first key, the same in every
+    // lane: mma.sync needs the whole warp.
+    const bool keys_real = k0 + 16 * warp < T;
+    if (!kDqInWalk && !keys_real) return;
 
     float pt[8][4] = {};   // S^T, then P^T: [this warp's 16 keys][64 queries]
     float dst[8][4] = {};  // dP^T, then dS^T
-    multiply_by_rows_transposed<S, 1>(&pt, &ka, tiles.first[slot], lane);
-    multiply_by_rows_transposed<S, 1>(&dst, &va, tiles.second[slot], lane);
-    if constexpr (decltype(masked)::value) {
-      for (int j = 0; j < 8; j++) {
-        for (int i = 0; i < 4; i++) {
-          const int t = q0 + fragment_column(j, i, t4);
-          if (t < key[i / 2] || t >= T) pt[j][i] = -INFINITY;  // causal (key <= t), a real query
+    if (keys_real) {
+      multiply_by_rows_transposed<S, 1>(&pt, &ka, tiles.first[slot], lane);
+      multiply_by_rows_transposed<S, 1>(&dst, &va, tiles.second[slot], lane);
+      if constexpr (decltype(masked)::value) {
+        for (int j = 0; j < 8; j++) {
+          for (int i = 0; i < 4; i++) {
+            const int t = q0 + fragment_column(j, i, t4);
+            if (t < key[i / 2] || t >= T) pt[j][i] = -INFINITY;  // causal (key <= t), a real query
+          }
         }
       }
+      for (int j = 0; j < 8; j++) {
+        for (int i = 0; i < 4; i++) {
+          const int column = fragment_column(j, i, t4);
+          pt[j][i] = exp2_ftz(fmaf(pt[j][i], scale_log2, -tiles.lse[slot][column] * kLog2e));  // masked: 0
+          dst[j][i] = pt[j][i] * (dst[j][i] - tiles.delta[slot][column]);
+        }
+      }
+      multiply_by_rows<S, 1>(&dv, &pt, tiles.second[slot], lane);
+      multiply_by_rows<S, 1>(&dk, &dst, tiles.first[slot], lane);
     }
-    for (int j = 0; j < 8; j++) {
-      for (int i = 0; i < 4; i++) {
-        const int column = fragment_column(j, i, t4);
-        pt[j][i] = exp2_ftz(fmaf(pt[j][i], scale_log2, -tiles.lse[slot][column] * kLog2e));  // masked: 0
-        dst[j][i] = pt[j][i] * (dst[j][i] - tiles.delta[slot][column]);
+    if constexpr (kDqInWalk) {
+      // dS^T into shared memory as the dK product rounded it, then each warp its 16 queries' dQ
+      // share over the block's 64 keys: dS K.
+      for (int r = 0; r < 2; r++) {
+        for (int j = 0; j < 8; j++) {
+          store_pair(ds_tile + (16 * warp + g + 8 * r) * kLd + 8 * j + 2 * t4,
+                     mma::pack<S>(dst[j][2 * r], dst[j][2 * r + 1]));
+        }
+      }
+      __syncthreads();  // dS^T whole (the next tile's writes come after its wait_for_tiles barrier)
+      float dq[8][4] = {};
+      multiply_transposed_by_rows<S>(dq, ds_tile, 16 * warp, own_k, lane);
+
+      // Into the sums, in turn: for query tile i, the key tiles from the diagonal's (i) down to 0.
+      // The diagonal's stores the sums, the others add to them, key tile 0 writes dQ itself.
+      const int i = q0 / kTile;
+      const bool first = key_tile == i, last = key_tile == 0;
+      const std::size_t head = static_cast<std::size_t>(b) * NH + h;
+      unsigned* turn = dq_sums.turns + (head * gridDim.x + i) * kWarps + warp;
+      if (!first) {
+        if (lane == 0) turns::wait_for_turn(turn, static_cast<unsigned>(i - key_tile));
+        __syncwarp();
+      }
+      for (int r = 0; r < 2; r++) {
+        const int t = q0 + 16 * warp + g + 8 * r;
+        if (t >= T) continue;
+        float* sum_row = dq_sums.sums + (head * T + t) * kHeadSize;
+        for (int j = 0; j < 8; j++) {
+          const int c = 8 * j + 2 * t4;
+          float x = dq[j][2 * r], y = dq[j][2 * r + 1];
+          if (!first) {
+            float sx, sy;
+            turns::load_pair(sum_row + c, sx, sy);
+            x = sx + x;
+            y = sy + y;
+          }
+          if (last) {
+            store_pair(dqkv + qkv_index(b, t, flash::kPartQ, h, T, C) + c, mma::pack<S>(x * scale, y * scale));
+          } else {
+            turns::store_pair(sum_row + c, x, y);
+          }
+        }
+      }
+      if (!last) {
+        turns::fence_stores();
+        __syncwarp();
+        if (lane == 0) turns::pass_turn(turn, static_cast<unsigned>(i - key_tile + 1));
       }
     }
-    multiply_by_rows<S, 1>(&dv, &pt, tiles.second[slot], lane);
-    multiply_by_rows<S, 1>(&dk, &dst, tiles.first[slot], lane);
   };
   // The diagonal tile; then whole tiles, every query real and after every key of the block; then
   // a partial last tile.
@@ -629,18 +763,44 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
   CUDA_CHECK_LAUNCH();
 }
 
+std::size_t flash_attention_mma_dq_sums_floats(int B, int T, int NH) {
+  const std::size_t all = flash_attention_scratch_floats(B, T, NH, FlashDq::kInKeyWalk);
+  const std::size_t rows = flash_attention_scratch_floats(B, T, NH, FlashDq::kSeparateWalk);
+  return all - (rows + 3) / 4 * 4;
+}
+
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
-                                  const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
-                                  const FlashMmaOptions& options) {
+                                  const float* delta, float* dq_sums, int B, int T, int C, int NH, float scale,
+                                  cudaStream_t stream, const FlashMmaOptions& options) {
   if (B == 0 || T == 0) return;
+  const bool dq_in_walk = options.dq == FlashDq::kInKeyWalk;
+  DqSums sums;
+  if (dq_in_walk) {
+    if (dq_sums == nullptr) throw std::invalid_argument("flash_attention_mma_backward: dQ in the key walk needs dq_sums");
+    sums = carve_dq_sums(dq_sums, B, T, NH);
+    // The turn counters and the ticket start at zero; the sums need no clearing (the diagonal's
+    // key tile stores before anyone adds).
+    const std::size_t counters = flash_attention_mma_dq_sums_floats(B, T, NH) - static_cast<std::size_t>(B) * NH * T * kHeadSize;
+    CUDA_CHECK(cudaMemsetAsync(sums.turns, 0, counters * sizeof(unsigned), stream));
+  }
   with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
     using S = decltype(policy);
     using Copy = decltype(copying);
     auto* dqkv_s = static_cast<uint16_t*>(dqkv.get());
     const auto* dout_s = static_cast<const uint16_t*>(dout.get());
     const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
-    mma_dkdv_kernel<S, Copy::value><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
-                                                                                  T, C, NH, scale);
+    if (dq_in_walk) {
+      // 37,888 static bytes and these: over the 48 KiB a block gets unasked, so opted in.
+      CUDA_CHECK(cudaFuncSetAttribute(mma_dkdv_kernel<S, Copy::value, FlashDq::kInKeyWalk>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kDqWalkSharedBytes)));
+      mma_dkdv_kernel<S, Copy::value, FlashDq::kInKeyWalk><<<tile_grid(B, T, NH), kThreads, kDqWalkSharedBytes,
+                                                             stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
+                                                                       scale, sums);
+      return;
+    }
+    mma_dkdv_kernel<S, Copy::value, FlashDq::kSeparateWalk><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(
+        dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, sums);
     CUDA_CHECK_LAUNCH();
     mma_dq_kernel<S, Copy::value><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
                                                                                 T, C, NH, scale);

@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
+#include "kernels/backend.h"  // FlashDq
 
 namespace trident::kernels::cuda {
 
@@ -30,6 +31,10 @@ struct FlashMmaOptions {
   // at GPT-2 124M's shapes, micro-batch 8, and 10% at 32 on one H100 (perf/kernels'
   // attention_forward 3 against 11; docs/performance.md, 2026-11-23).
   int forward_rows_per_warp = 32;
+  // How the backward makes dQ (kernels/backend.h): a second walk (the default) or in the dK/dV
+  // walk, the key tiles taking turns to add into fp32 sums. This one changes dQ's bits (its sums
+  // run in another order), not dK's or dV's.
+  FlashDq dq = FlashDq::kSeparateWalk;
 };
 
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and
@@ -42,8 +47,15 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
                                  cudaStream_t stream, const FlashMmaOptions& options = {});
 
 // dqkv (overwritten) from dout, qkv, the forward's lse and delta = rowsum(dout * out) [B,NH,T].
+// dq_sums: with options.dq = kInKeyWalk, flash_attention_mma_dq_sums_floats(B, T, NH) floats of
+// device memory, 16-byte aligned, contents undefined on entry and exit (the counters in it are
+// zeroed on the stream first); unused (may be null) otherwise.
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
-                                  const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
-                                  const FlashMmaOptions& options = {});
+                                  const float* delta, float* dq_sums, int B, int T, int C, int NH, float scale,
+                                  cudaStream_t stream, const FlashMmaOptions& options = {});
+
+// Floats of dq_sums for FlashDq::kInKeyWalk: flash_attention_scratch_floats's part after the row
+// statistics.
+std::size_t flash_attention_mma_dq_sums_floats(int B, int T, int NH);
 
 }  // namespace trident::kernels::cuda

@@ -134,7 +134,8 @@ int check_command(const std::vector<std::string>& raw_args) {
   const CountedKernels counted = counted_kernels(c);
   const std::size_t attention_scratch =
       counted.options.attention == kernels::AttentionKernel::kFlash
-          ? kernels::flash_attention_scratch_floats(micro_batch, c.train.seq_len, local_heads)
+          ? kernels::flash_attention_scratch_floats(micro_batch, c.train.seq_len, local_heads,
+                                                    counted.options.flash_dq)
           : kernels::make_backend(kernels::Device::kCpu, 1)->attention_scratch_size(micro_batch, c.train.seq_len,
                                                                                    local_heads);
   const parallel::RankGrid grid(c.parallel.tp, c.parallel.dp, c.parallel.pp);

@@ -439,6 +439,16 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionMatchesCpu) {
   expect_sixteen_bit_attention_twins(*flash, "flash attention");
 }
 
+// The same with dQ made in the dK/dV walk (FlashDq::kInKeyWalk: the key tiles add their shares
+// into fp32 sums in turn, kernels/cuda/ordered_turns.cuh) instead of a second walk: the same two
+// rounding steps, the same tolerances. T = 129 gives each query tile up to 3 shares, the last
+// tile one row; the scratch (sums included) starts as NaN.
+TEST_F(Bf16StorageTwins, NativeSixteenBitFlashAttentionWithDqInTheKeyWalkMatchesCpu) {
+  auto flash = make_backend(Device::kCuda, kCpuThreads, 0,
+                            {.attention = AttentionKernel::kFlash, .flash_dq = FlashDq::kInKeyWalk});
+  expect_sixteen_bit_attention_twins(*flash, "flash attention, dQ in the key walk");
+}
+
 // The attention launchers' other options (cuda::GemmAttentionOptions: pointer arrays, each
 // product one pointer-array cuBLAS call; causal row blocks, the upper corners left out;
 // perf/kernels' attention variants 6 to 8, not yet production's) against the defaults

@@ -9,7 +9,9 @@
 //   same order; a key tile after all of a warp's rows is skipped, where 16 rows never reach it
 //   (computing it would add exact zeros). A row set given the wrong rows, keys or mask shows.
 // The twin tests (cuda_bf16_storage_test.cpp) hold the defaults to the CPU; this holds the
-// others to the defaults.
+// others to the defaults. dQ in the key walk (FlashDq::kInKeyWalk) sums dQ in another order, so
+// only its dK and dV must keep the defaults' bits; its dQ must repeat its own bits from run to
+// run (the key tiles take turns in a fixed order), and the twin tests hold it to the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +27,20 @@
 
 namespace trident::kernels::gpu_test {
 namespace {
+
+struct Shape {
+  int B, T, C, NH;
+};
+// A last tile past T (200: zero-filled rows; with 32 rows a warp, a block of 128 queries with 72
+// past T; in the backward 4 tiles, the last of 8 rows, so warps of the last key tile with no real
+// key) and B > NH; one tile exactly (64: half a block of 128) and B < NH.
+constexpr Shape kShapes[] = {{2, 200, 64, 1}, {1, 64, 128, 2}};
+constexpr float kScale = 0.125f;  // 1 / sqrt(hs), hs = 64
+
+std::string case_name(const Shape& s, Precision p) {
+  return std::string(precision_name(p)) + " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
+         " NH=" + std::to_string(s.NH);
+}
 
 class FlashMmaOptions : public TwinBackends {
  protected:
@@ -48,9 +64,23 @@ class FlashMmaOptions : public TwinBackends {
     gpu_->copy_to_host(host.data(), b.get(), floats);
     return host;
   }
+  // One case's sizes and inputs on the device: qkv, dout (16-bit), and D = rowsum(dout * out),
+  // which the backward reads as given (any values do for a comparison).
+  struct Inputs {
+    std::size_t n_qkv, n_out, n_stat;
+    std::unique_ptr<BackendFloats> qkv, dout, delta;
+  };
+  Inputs inputs(const Shape& s, Precision p) {
+    Inputs in{count_of(s.B * s.T, 3 * s.C), count_of(s.B * s.T, s.C), count_of(s.B * s.NH, s.T), {}, {}, {}};
+    in.qkv = sixteen_bit(in.n_qkv, -2.0f, 2.0f, p);
+    in.dout = sixteen_bit(in.n_out, -1.0f, 1.0f, p);
+    in.delta = std::make_unique<BackendFloats>(*gpu_, uniform(in.n_stat, -0.5f, 0.5f));
+    return in;
+  }
 };
 
 ActPtr sixteen_bit_at(BackendFloats& b, Precision p) { return ActPtr(reinterpret_cast<uint16_t*>(b.get()), p); }
+
 
 // The first word where two buffers' bits differ, or -1.
 long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -70,22 +100,11 @@ int not_finite(const std::vector<float>& words, Precision p) {
 }
 
 TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
-  struct Shape {
-    int B, T, C, NH;
-  };
-  // A last tile past T (200: zero-filled rows; with 32 rows a warp, a block of 128 queries with
-  // 72 past T) and B > NH; one tile exactly (64: half a block of 128) and B < NH.
-  for (const Shape s : {Shape{2, 200, 64, 1}, Shape{1, 64, 128, 2}}) {
+  for (const Shape s : kShapes) {
     for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
-      SCOPED_TRACE(std::string(precision_name(p)) + " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-                   " NH=" + std::to_string(s.NH));
-      const std::size_t n_qkv = count_of(s.B * s.T, 3 * s.C), n_out = count_of(s.B * s.T, s.C);
-      const std::size_t n_stat = count_of(s.B * s.NH, s.T);
-      const float scale = 0.125f;  // 1 / sqrt(hs), hs = 64
-      auto qkv = sixteen_bit(n_qkv, -2.0f, 2.0f, p);
-      auto dout = sixteen_bit(n_out, -1.0f, 1.0f, p);
-      // The backward reads D = rowsum(dout * out) as given; any values do for a comparison.
-      BackendFloats delta(*gpu_, uniform(n_stat, -0.5f, 0.5f));
+      SCOPED_TRACE(case_name(s, p));
+      const Inputs in = inputs(s, p);
+      const std::size_t n_qkv = in.n_qkv, n_out = in.n_out, n_stat = in.n_stat;
       std::vector<float> backward_lse;  // the first forward's: both backwards read the same L
 
       struct Run {
@@ -95,15 +114,15 @@ TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
         auto out = nan_words(n_out / 2);
         auto lse = nan_words(n_stat);
         auto dqkv = nan_words(n_qkv / 2);
-        cuda::flash_attention_mma_forward(sixteen_bit_at(*out, p), lse->get(), ConstActPtr(sixteen_bit_at(*qkv, p)),
-                                          s.B, s.T, s.C, s.NH, scale, nullptr, options);
+        cuda::flash_attention_mma_forward(sixteen_bit_at(*out, p), lse->get(), ConstActPtr(sixteen_bit_at(*in.qkv, p)),
+                                          s.B, s.T, s.C, s.NH, kScale, nullptr, options);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         Run r{words_of(*out, n_out / 2), words_of(*lse, n_stat), {}};
         if (backward_lse.empty()) backward_lse = r.lse;
         BackendFloats l(*gpu_, backward_lse);
-        cuda::flash_attention_mma_backward(sixteen_bit_at(*dqkv, p), ConstActPtr(sixteen_bit_at(*dout, p)),
-                                           ConstActPtr(sixteen_bit_at(*qkv, p)), l.get(), delta.get(), s.B, s.T, s.C,
-                                           s.NH, scale, nullptr, options);
+        cuda::flash_attention_mma_backward(sixteen_bit_at(*dqkv, p), ConstActPtr(sixteen_bit_at(*in.dout, p)),
+                                           ConstActPtr(sixteen_bit_at(*in.qkv, p)), l.get(), in.delta->get(), nullptr,
+                                           s.B, s.T, s.C, s.NH, kScale, nullptr, options);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         r.dqkv = words_of(*dqkv, n_qkv / 2);
         return r;
@@ -125,6 +144,59 @@ TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
         EXPECT_EQ(first_difference(r.out, defaults.out), -1) << "out: first differing pair of values";
         EXPECT_EQ(first_difference(r.lse, defaults.lse), -1) << "lse";
         EXPECT_EQ(first_difference(r.dqkv, defaults.dqkv), -1) << "dqkv: first differing pair of values";
+      }
+    }
+  }
+}
+
+TEST_F(FlashMmaOptions, DqInTheKeyWalkKeepsDkAndDvAndRepeatsItsOwnBits) {
+  for (const Shape s : kShapes) {
+    for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+      SCOPED_TRACE(case_name(s, p));
+      const Inputs in = inputs(s, p);
+      const std::size_t n_qkv = in.n_qkv;
+      BackendFloats lse(*gpu_, uniform(in.n_stat, 2.0f, 3.0f));  // any L will do for a comparison
+      // NaN sums: a turn taken out of order reads them, and dQ shows it.
+      auto sums = nan_words(cuda::flash_attention_mma_dq_sums_floats(s.B, s.T, s.NH));
+      auto run = [&](FlashDq dq) {
+        auto dqkv = nan_words(n_qkv / 2);
+        cuda::flash_attention_mma_backward(sixteen_bit_at(*dqkv, p), ConstActPtr(sixteen_bit_at(*in.dout, p)),
+                                           ConstActPtr(sixteen_bit_at(*in.qkv, p)), lse.get(), in.delta->get(),
+                                           sums->get(), s.B, s.T, s.C, s.NH, kScale, nullptr, {.dq = dq});
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float> words = words_of(*dqkv, n_qkv / 2);
+        std::vector<uint16_t> bits(2 * words.size());
+        std::memcpy(bits.data(), words.data(), bits.size() * sizeof(uint16_t));
+        return bits;
+      };
+      const std::vector<uint16_t> separate = run(FlashDq::kSeparateWalk);
+      const std::vector<uint16_t> in_walk = run(FlashDq::kInKeyWalk);
+      const std::vector<uint16_t> again = run(FlashDq::kInKeyWalk);
+      EXPECT_EQ(in_walk, again) << "dQ in the key walk: two runs from one state differ";
+      auto is_dq = [&](std::size_t i) { return i % (3 * static_cast<std::size_t>(s.C)) < static_cast<std::size_t>(s.C); };
+      double max_dq = 0.0;
+      for (std::size_t i = 0; i < separate.size(); ++i) {
+        if (is_dq(i)) max_dq = std::fmax(max_dq, std::fabs(decode_16bit(separate[i], p)));
+      }
+      // dQ in another summation order (and on a GPU, dS from S^T = K Q^T instead of S = Q K^T,
+      // which may round a probability the other way): within the twin tests' two steps of the
+      // format, relative to max |dQ| (those tests bound both against the CPU).
+      const double tolerance = 2.0 * (p == Precision::kBf16 ? 0x1p-7 : 0x1p-10) * max_dq;
+      int dq_differ = 0;
+      for (std::size_t i = 0; i < in_walk.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(decode_16bit(in_walk[i], p))) << "dqkv value " << i << " not written or not finite";
+        if (is_dq(i)) {
+          const double a = decode_16bit(in_walk[i], p), b = decode_16bit(separate[i], p);
+          ASSERT_LE(std::fabs(a - b), tolerance) << "dQ value " << i;
+          dq_differ += in_walk[i] != separate[i];
+        } else {
+          ASSERT_EQ(in_walk[i], separate[i]) << "dK or dV value " << i << " differs from the separate walk's";
+        }
+      }
+      // Not a copy of the separate walk's dQ (which a launcher that ran the second kernel anyway
+      // would give): at T = 200 most values are sums of several shares in another order.
+      if (s.T > 64) {
+        EXPECT_GT(dq_differ, 0);
       }
     }
   }
