@@ -65,7 +65,13 @@
 //      copied through registers, each thread waiting for its loads, where 3 issues cp.async and
 //      multiplies the current tile while they land. The same bits (tests/gpu); which is faster
 //      decides the default.
-//   Variants 3 to 10 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
+//  11  variant 3 with dQ made in the dK/dV walk (FlashDq::kInKeyWalk): the dK/dV kernel also
+//      stores dS^T in shared memory and computes each tile pair's dQ share dS K, and the key
+//      tiles add their shares into fp32 sums in turn (the diagonal's first, key tile 0 last,
+//      which writes dQ), so the dQ kernel and its recomputation of S and dP go: 5 products a
+//      tile pair instead of 7, as FlashAttention-2, still with the same bits run to run.
+//      dK and dV keep 3's bits (tests/gpu); faster in whole steps, it becomes the default.
+//   Variants 3 to 11 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
 //   forward (out rounded) and backward on them, at kBf16Tolerance (reasons at its definition).
 //
 //   playground_attention_backward replay   (no GPU needed) runs variant 4's kernels on the host
@@ -259,7 +265,7 @@ struct Buffers16 {
   pg::DeviceBuffer<uint16_t> dqkv;
   pg::DeviceBuffer<uint16_t> out;
   pg::DeviceBuffer<float> lse;
-  pg::DeviceBuffer<float> delta;
+  pg::DeviceBuffer<float> delta;    // the flash scratch: D [B, NH, T], then variant 11's dQ sums
   pg::DeviceBuffer<float> scratch;  // variant 5's two T x T regions
   pg::DeviceBuffer<void*> pointers;  // variant 6's pointer arrays
 };
@@ -275,7 +281,7 @@ Buffers16 make_buffers16(int B, int T, int C, int NH, const std::vector<float>& 
   w.dqkv = pg::upload(pg::encoded_bf16(dqkv));
   w.out = out.empty() ? pg::DeviceBuffer<uint16_t>(static_cast<std::size_t>(B) * T * C) : pg::upload(pg::encoded_bf16(out));
   w.lse = lse.empty() ? pg::DeviceBuffer<float>(static_cast<std::size_t>(B) * NH * T) : pg::upload(lse);
-  w.delta = pg::DeviceBuffer<float>(static_cast<std::size_t>(B) * NH * T);
+  w.delta = pg::DeviceBuffer<float>(tk::cuda::flash_attention_scratch_size(B, T, NH, tk::FlashDq::kInKeyWalk));
   w.scratch = pg::DeviceBuffer<float>(tk::cuda::attention_scratch_size(B, T, NH));
   w.pointers = pg::DeviceBuffer<void*>(tk::cuda::attention_matrix_pointers(B, NH));
   PG_CUDA_CHECK(cudaMemset(w.delta.data(), 0xff, w.delta.bytes()));
@@ -492,6 +498,9 @@ int main(int argc, char** argv) {
        tk::cuda::flash_attention_supported(C, NH)
            ? Run(measure16(flash16_with({.copy = tk::cuda::TileCopy::kSynchronous})))
            : Run(unsupported)},
+      {"variant 3 with dQ in the key walk (5 products a tile pair, key tiles in turn)",
+       tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_with({.dq = tk::FlashDq::kInKeyWalk})))
+                                                  : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 8.0 * B * NH * static_cast<double>(hs) * causal_pairs;
