@@ -329,16 +329,21 @@ enum class AttentionKernel { kGemm, kFlash };
 enum class FlashDq { kSeparateWalk, kInKeyWalk };
 
 // Floats of attention workspace of the flash kernels: one row statistic per (batch, head,
-// query); with dQ in the key walk, after them (from a multiple of 4 floats) fp32 sums of dQ, one
+// query); with dQ in the key walk, after them (from flash_attention_dq_sums_offset, a multiple
+// of 4 floats) fp32 sums of dQ, one
 // per (batch, head, query, channel of the head size 64), then a turn counter per (batch, head,
 // 16 queries: a warp's rows) and a ticket counter. For memory estimates made without the backend
 // (trident check) as well as for the backend.
+inline std::size_t flash_attention_dq_sums_offset(int B, int T, int NH) {
+  const std::size_t rows = static_cast<std::size_t>(B) * static_cast<std::size_t>(NH) * static_cast<std::size_t>(T);
+  return (rows + 3) / 4 * 4;  // 16 bytes: the sums are read two floats at a time
+}
 inline std::size_t flash_attention_scratch_floats(int B, int T, int NH, FlashDq dq = FlashDq::kSeparateWalk) {
   const std::size_t heads = static_cast<std::size_t>(B) * static_cast<std::size_t>(NH);
   const std::size_t rows = heads * static_cast<std::size_t>(T);
   if (dq == FlashDq::kSeparateWalk) return rows;
   const std::size_t warp_row_sets = heads * ((static_cast<std::size_t>(T) + 63) / 64) * 4;
-  return (rows + 3) / 4 * 4 + rows * 64 + warp_row_sets + 1;
+  return flash_attention_dq_sums_offset(B, T, NH) + rows * 64 + warp_row_sets + 1;
 }
 
 // Whether the CUDA backend's 16-bit matmuls do their bias, GELU and GELU-gradient work in

@@ -216,7 +216,7 @@ void flash_attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout, Con
   if (B == 0 || T == 0) return;
   float* delta = scratch;
   const std::size_t rows = flash_attention_scratch_size(B, T, NH);
-  float* dq_sums = scratch + (rows + 3) / 4 * 4;  // used only by the mma kernels' dQ in the key walk
+  float* dq_sums = scratch + flash_attention_dq_sums_offset(B, T, NH);  // only the mma kernels' dQ in the key walk
   constexpr int kDeltaThreads = 256;
   const auto delta_blocks = static_cast<unsigned>((rows + kDeltaThreads - 1) / kDeltaThreads);
   const Precision storage = stored::common_storage({dqkv, dout, qkv, out}, "flash_attention_backward");

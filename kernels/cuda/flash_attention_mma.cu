@@ -764,9 +764,7 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
 }
 
 std::size_t flash_attention_mma_dq_sums_floats(int B, int T, int NH) {
-  const std::size_t all = flash_attention_scratch_floats(B, T, NH, FlashDq::kInKeyWalk);
-  const std::size_t rows = flash_attention_scratch_floats(B, T, NH, FlashDq::kSeparateWalk);
-  return all - (rows + 3) / 4 * 4;
+  return flash_attention_scratch_floats(B, T, NH, FlashDq::kInKeyWalk) - flash_attention_dq_sums_offset(B, T, NH);
 }
 
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
@@ -776,11 +774,13 @@ void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv
   const bool dq_in_walk = options.dq == FlashDq::kInKeyWalk;
   DqSums sums;
   if (dq_in_walk) {
-    if (dq_sums == nullptr) throw std::invalid_argument("flash_attention_mma_backward: dQ in the key walk needs dq_sums");
+    if (dq_sums == nullptr) {
+      throw std::invalid_argument("flash_attention_mma_backward: dQ in the key walk needs dq_sums");
+    }
     sums = carve_dq_sums(dq_sums, B, T, NH);
     // The turn counters and the ticket start at zero; the sums need no clearing (the diagonal's
     // key tile stores before anyone adds).
-    const std::size_t counters = flash_attention_mma_dq_sums_floats(B, T, NH) - static_cast<std::size_t>(B) * NH * T * kHeadSize;
+    const std::size_t counters = static_cast<std::size_t>(sums.ticket - sums.turns) + 1;
     CUDA_CHECK(cudaMemsetAsync(sums.turns, 0, counters * sizeof(unsigned), stream));
   }
   with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
