@@ -90,6 +90,21 @@ std::vector<KeySpec> make_schema() {
                  "GEMM attention on CUDA: each product over the batch x heads matrices as min(batch, "
                  "heads) strided batched cuBLAS calls (strided) or one pointer-array batched call "
                  "(pointers, the faster on one H100). The same products; flash attention and the CPU ignore it."),
+      choice_key("run.flash_dq", "separate", {"separate", "key_walk"},
+                 "Flash attention's 16-bit backward on CUDA: dQ in a second walk over the query tiles that "
+                 "recomputes the scores (separate: 7 tile products per query and key tile pair) or in the "
+                 "dK/dV walk, the key tiles adding their shares in a fixed order (key_walk: 5 products, B x T "
+                 "x C floats more workspace, the same bits from run to run). Not yet timed on a GPU; results "
+                 "agree to rounding. The CPU and the GEMM attention ignore it."),
+      choice_key("run.layernorm_sums", "separate", {"separate", "row_walk"},
+                 "LayerNorm's backward on CUDA: its weight and bias gradients summed in a pass of their own "
+                 "(separate) or while each row's input gradient is made (row_walk: one read of the gradient "
+                 "and the input instead of two). Not yet timed on a GPU; results agree to rounding. The CPU "
+                 "ignores it."),
+      choice_key("run.cross_entropy_loads", "values", {"values", "packs"},
+                 "The cross-entropy backward on CUDA: each thread reads the logits one value at a time "
+                 "(values) or 16 bytes at a time (packs). The same bits either way; not yet timed on a GPU. "
+                 "The CPU ignores it."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
       bool_key("run.profile", "false",

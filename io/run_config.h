@@ -22,6 +22,9 @@ struct RunSection {
   std::string matmul_epilogues;  // run.matmul_epilogues: fused | separate (kernels::MatmulEpilogues)
   int attention_blocks = 4;         // run.attention_blocks: the CUDA GEMM attention's causal row blocks
   std::string attention_batching;   // run.attention_batching: strided | pointers (kernels::AttentionBatching)
+  std::string flash_dq;             // run.flash_dq: separate | key_walk (kernels::FlashDq)
+  std::string layernorm_sums;       // run.layernorm_sums: separate | row_walk (kernels::LayerNormParameterSums)
+  std::string cross_entropy_loads;  // run.cross_entropy_loads: values | packs (kernels::CrossEntropyLoads)
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
   bool profile = false;    // run.profile: time each kernel call, print where a step went
   bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end

@@ -326,7 +326,23 @@ enum class AttentionKernel { kGemm, kFlash };
 //                  sums of dQ, the key tiles taking turns in a fixed order: 5 products, as
 //                  FlashAttention-2, for B T C floats more scratch. Not yet the default: it
 //                  waits for a GPU measurement (perf/kernels' attention_backward, variant 11).
+// run.flash_dq = separate | key_walk.
 enum class FlashDq { kSeparateWalk, kInKeyWalk };
+
+// How the CUDA LayerNorm backward makes dweight and dbias (run.layernorm_sums = separate |
+// row_walk; kernels/cuda/layernorm.cuh says how each works): kSeparatePass, the default, sums the
+// columns of dout and dout * xhat in a pass of their own (a second read of dout and the input);
+// kInRowWalk sums them as the rows' dinp is made (one read). Both deterministic; they add in
+// different orders, so they differ in the last bits. Not yet the default: it waits for a GPU
+// measurement (perf/kernels' layernorm_backward, variants 5 and 6).
+enum class LayerNormParameterSums { kSeparatePass, kInRowWalk };
+
+// How the CUDA cross-entropy backward walks a row of logits (run.cross_entropy_loads = values |
+// packs; kernels/cuda/cross_entropy.cuh): kValues, the default, one value a thread at a time;
+// kPacks 16 bytes a thread at a time where the rows allow it. The same arithmetic on each value,
+// so the same bits; not yet the default, as it waits for a GPU measurement (perf/kernels'
+// cross_entropy_backward).
+enum class CrossEntropyLoads { kValues, kPacks };
 
 // Floats of attention workspace of the flash kernels: one row statistic per (batch, head,
 // query); with dQ in the key walk, after them (from flash_attention_dq_sums_offset, a multiple
@@ -370,8 +386,11 @@ struct BackendOptions {
   // attention ignore both.
   int attention_blocks = 4;
   AttentionBatching attention_batching = AttentionBatching::kPointers;
-  // How flash attention's 16-bit backward makes dQ (CUDA only; not a deck key until measured).
+  // Kernel choices waiting for a GPU's timing (CUDA only; the CPU and the GEMM attention ignore
+  // them): deck keys, so that one GPU sitting can time whole steps each way without a rebuild.
   FlashDq flash_dq = FlashDq::kSeparateWalk;
+  LayerNormParameterSums layernorm_sums = LayerNormParameterSums::kSeparatePass;
+  CrossEntropyLoads cross_entropy_loads = CrossEntropyLoads::kValues;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

@@ -36,7 +36,7 @@
 #include "kernels/cuda/cross_entropy_math.h"  // softmax::Running, thread_running, merged, loss_of
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/launch_shape.cuh"  // kRowThreads, elementwise_blocks, grid-stride helpers
-#include "kernels/cuda/vector_pack.h"   // Pack, load_pack, store_pack, starts_aligned (RowAccess::kPacks)
+#include "kernels/cuda/vector_pack.h"   // Pack, load_pack, store_pack, starts_aligned (CrossEntropyLoads::kPacks)
 #include "kernels/stored_element.h"        // stored::with_policy, elements, common_storage
 
 namespace trident::kernels::cuda {
@@ -219,7 +219,7 @@ __global__ void cross_entropy_backward_sharded_kernel(E* dlogits, const E* logit
   }
 }
 
-// The same with 16-byte packs (RowAccess::kPacks): thread i takes packs i, i + blockDim, ... of the
+// The same with 16-byte packs (CrossEntropyLoads::kPacks): thread i takes packs i, i + blockDim, ... of the
 // row, each read whole and written back whole (its padding values are read but not used).
 template <class S, class E = typename S::Element>
 __global__ void cross_entropy_backward_sharded_packs_kernel(E* dlogits, const E* logits, const int32_t* targets,
@@ -288,7 +288,7 @@ void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* targ
 
 void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, const float* row_max,
                                     const float* row_sumexp, float dloss, int N, int V_local, int Vp_local,
-                                    int vocab_begin, cudaStream_t stream, RowAccess access) {
+                                    int vocab_begin, cudaStream_t stream, CrossEntropyLoads access) {
   if (N == 0 || Vp_local == 0) return;
   const Precision storage = stored::common_storage({dlogits, logits}, "cross_entropy_backward_sharded");
   stored::with_policy(storage, [&](auto policy) {
@@ -296,7 +296,7 @@ void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const in
     auto* d = stored::elements<S>(dlogits);
     const auto* l = stored::elements<S>(logits);
     const int real = V_local < 0 ? 0 : V_local;
-    if (access == RowAccess::kPacks && Vp_local % Pack<typename S::Element>::kCount == 0 && starts_aligned(d) &&
+    if (access == CrossEntropyLoads::kPacks && Vp_local % Pack<typename S::Element>::kCount == 0 && starts_aligned(d) &&
         starts_aligned(l)) {
       cross_entropy_backward_sharded_packs_kernel<S><<<N, kRowThreads, 0, stream>>>(d, l, targets, row_max, row_sumexp,
                                                                                    dloss, real, Vp_local, vocab_begin);

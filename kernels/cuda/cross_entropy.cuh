@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
+#include "kernels/backend.h"  // CrossEntropyLoads
 
 namespace trident::kernels::cuda {
 
@@ -39,14 +40,14 @@ void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* targ
 // block's threads one value at a time. kPacks: 16 bytes at a time (8 16-bit or 4 fp32 values,
 // vector_pack.h), where the rows allow it (both buffers 16-byte aligned and Vp_local a whole
 // number of packs; otherwise kValues): more bytes in flight per thread for a pass bound by
-// memory latency. The same arithmetic on each value, so the same bits. A choice for tests and
-// the playground (perf/kernels/cross_entropy_backward.cu) until one is timed the faster on a GPU.
-enum class RowAccess { kValues, kPacks };
+// memory latency. The same arithmetic on each value, so the same bits. The enum is
+// kernels::CrossEntropyLoads (kernels/backend.h: run.cross_entropy_loads chooses); the
+// playground (perf/kernels/cross_entropy_backward.cu) times both.
 
 // With the global row_max and row_sumexp: dlogits[n,v] = (exp(l - max)/sum - [target]) * dloss
 // for v < V_local, 0 for V_local <= v < Vp_local. Overwrites; dlogits may alias logits.
 void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets, const float* row_max,
                                     const float* row_sumexp, float dloss, int N, int V_local, int Vp_local,
-                                    int vocab_begin, cudaStream_t stream, RowAccess access = RowAccess::kValues);
+                                    int vocab_begin, cudaStream_t stream, CrossEntropyLoads access = CrossEntropyLoads::kValues);
 
 }  // namespace trident::kernels::cuda

@@ -106,6 +106,8 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     : device_index_(device_index),
       attention_(options.attention),
       flash_dq_(options.flash_dq),
+      layernorm_sums_(options.layernorm_sums),
+      cross_entropy_loads_(options.cross_entropy_loads),
       epilogues_(options.matmul_epilogues),
       attention_blocks_(options.attention_blocks),
       attention_batching_(options.attention_batching) {
@@ -133,9 +135,15 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   if (attention_ == AttentionKernel::kGemm && attention_batching_ == AttentionBatching::kPointers) {
     schedule += ", pointer-array attention products";
   }
+  // The kernel choices still waiting for a GPU's timing, named only when not the default, so
+  // that a benchmark's log says which way it ran.
+  std::string candidates;
+  if (attention_ == AttentionKernel::kFlash && flash_dq_ == FlashDq::kInKeyWalk) candidates += ", dQ in the key walk";
+  if (layernorm_sums_ == LayerNormParameterSums::kInRowWalk) candidates += ", LayerNorm parameter sums in the row walk";
+  if (cross_entropy_loads_ == CrossEntropyLoads::kPacks) candidates += ", cross-entropy backward on 16-byte loads";
   name_ = std::string("cuda (") + props.name + ", " + arch +
           (attention_ == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
-          (epilogues_ == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + ")";
+          (epilogues_ == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + candidates + ")";
   if (attention_ == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
     // Refused here rather than by a failed launch in the first backward step.
     throw std::runtime_error("run.attention = flash: the flash kernels need " +
@@ -365,7 +373,8 @@ void CudaBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, 
                                      ConstActPtr inp, ConstActPtr weight, const float* mean,
                                      const float* rstd, int N, int C) {
   cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
-                           column_scratch(cuda::layernorm_backward_scratch_floats(C)), stream_);
+                           column_scratch(cuda::layernorm_backward_scratch_floats(C)), stream_,
+                           cuda::LayerNormRows::kWarpPerRow, layernorm_sums_);
 }
 
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
@@ -440,7 +449,7 @@ void CudaBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr log
                                                  const float* row_sumexp, float dloss, int N,
                                                  int V_local, int Vp_local, int vocab_begin) {
   cuda::cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N,
-                                       V_local, Vp_local, vocab_begin, stream_);
+                                       V_local, Vp_local, vocab_begin, stream_, cross_entropy_loads_);
 }
 
 void CudaBackend::add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) {

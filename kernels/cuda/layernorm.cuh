@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
+#include "kernels/backend.h"  // LayerNormParameterSums
 
 namespace trident::kernels::cuda {
 
@@ -42,10 +43,9 @@ constexpr int warp_row_values_per_lane(int C, int element_bytes) {
 //   chunks in order into dweight and dbias (add_partial_sums_pair). One read of dout and inp.
 //   Only for rows a warp holds (kWarpPerRow and C up to kWarpRowMaxC); others take
 //   kSeparatePass.
-// Both are deterministic; they add in different orders, so they differ in the last bits. A
-// choice for tests and the playground (perf/kernels/layernorm_backward.cu times both): the model
-// takes the default until one has been measured the faster on a GPU.
-enum class LayerNormParameterSums { kSeparatePass, kInRowWalk };
+// Both are deterministic; they add in different orders, so they differ in the last bits. The
+// enum is kernels::LayerNormParameterSums (kernels/backend.h: run.layernorm_sums chooses); the
+// playground (perf/kernels/layernorm_backward.cu) times both.
 inline constexpr int kWalkWarps = 4;     // warps per block of kInRowWalk
 inline constexpr int kWalkChunks = 256;  // its most chunks: 2 blocks per SM on an H100, 32 rows each at N = 8192
 

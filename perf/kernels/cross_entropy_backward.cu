@@ -9,9 +9,9 @@
 //                                                             CE_VP (50304)
 //
 // Variants (the production launcher, kernels/cuda/cross_entropy.cu):
-//   1  fp32 logits, cuda::RowAccess::kValues (the default): a block of 256 threads per row, one
+//   1  fp32 logits, CrossEntropyLoads::kValues (the default): a block of 256 threads per row, one
 //      value per thread and iteration; in place, so each load waits for the store before it;
-//   2  fp32 logits, RowAccess::kPacks: 16 bytes (4 values) per thread and iteration;
+//   2  fp32 logits, CrossEntropyLoads::kPacks: 16 bytes (4 values) per thread and iteration;
 //   3  bf16 logits (train.precision = bf16: what the model runs), kValues;
 //   4  bf16 logits, kPacks (8 values per load).
 // 1 against 2 and 3 against 4: what the wider accesses save. 2 and 4 must give the bits of 1 and
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "kernels/cpu/cross_entropy.h"         // cpu::cross_entropy_forward, cross_entropy_backward_sharded
-#include "kernels/cuda/cross_entropy.cuh"      // cuda::cross_entropy_backward_sharded, RowAccess
+#include "kernels/cuda/cross_entropy.cuh"      // cuda::cross_entropy_backward_sharded, CrossEntropyLoads
 #include "perf/kernels/cross_entropy_cases.h"  // test_logits, test_targets
 #include "perf/kernels/playground.cuh"         // harness
 
@@ -85,10 +85,10 @@ int main(int argc, char** argv) {
   const pg::Stream stream;
   pg::Timer timer(stream.get());
 
-  auto measure = [&](bool sixteen, tk::cuda::RowAccess access) {
+  auto measure = [&](bool sixteen, tk::CrossEntropyLoads access) {
     return [&, sixteen, access](int reps) {
       const Case& k = sixteen ? bf16 : fp32;
-      auto launch_with = [&](tk::cuda::RowAccess a) {
+      auto launch_with = [&](tk::CrossEntropyLoads a) {
         const tk::ActPtr logits =
             sixteen ? tk::ActPtr(d_logits16.data(), tk::Precision::kBf16) : tk::ActPtr(d_logits32.data());
         tk::cuda::cross_entropy_backward_sharded(logits, logits, d_targets.data(), (sixteen ? max16 : max32).data(),
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
                                                  a);
       };
       // One run from the logits (in place: the gradient overwrites them), its result read back.
-      auto run_from_logits = [&](tk::cuda::RowAccess a) {
+      auto run_from_logits = [&](tk::CrossEntropyLoads a) {
         if (sixteen) {
           PG_CUDA_CHECK(
               cudaMemcpy(d_logits16.data(), logits16_bits.data(), d_logits16.bytes(), cudaMemcpyHostToDevice));
@@ -108,8 +108,8 @@ int main(int argc, char** argv) {
         return sixteen ? pg::decoded_bf16(pg::download(d_logits16)) : pg::download(d_logits32);
       };
       pg::Outcome outcome;
-      if (access == tk::cuda::RowAccess::kPacks) {
-        const std::vector<float> values = run_from_logits(tk::cuda::RowAccess::kValues);
+      if (access == tk::CrossEntropyLoads::kPacks) {
+        const std::vector<float> values = run_from_logits(tk::CrossEntropyLoads::kValues);
         outcome.checks.push_back(pg::identical("dlogits bits against kValues", run_from_logits(access), values));
       }
       outcome.checks.push_back(
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
       return outcome;
     };
   };
-  using Access = tk::cuda::RowAccess;
+  using Access = tk::CrossEntropyLoads;
   const std::vector<pg::Variant> variants = {
       {"fp32 logits, one value a thread (the default)", measure(false, Access::kValues)},
       {"fp32 logits, 16-byte packs", measure(false, Access::kPacks)},

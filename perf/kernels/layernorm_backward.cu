@@ -14,7 +14,7 @@
 //   3  bf16 buffers (train.precision = bf16: what the model runs), warp per row;
 //   4  bf16 buffers, block per row;
 //   5  fp32 buffers, warp per row, the parameter sums in the walk over the rows
-//      (cuda::LayerNormParameterSums::kInRowWalk): one kernel computes dinp and each chunk's
+//      (LayerNormParameterSums::kInRowWalk): one kernel computes dinp and each chunk's
 //      partial dweight and dbias (warps add into their own shared sums), a second adds the
 //      chunks; x and dy read once;
 //   6  bf16 buffers, likewise.
@@ -109,7 +109,7 @@ struct DeviceCase {
       return tk::ActPtr(b.data());
     }
   }
-  void backward(int N, int C, tk::cuda::LayerNormRows rows, tk::cuda::LayerNormParameterSums sums,
+  void backward(int N, int C, tk::cuda::LayerNormRows rows, tk::LayerNormParameterSums sums,
                 cudaStream_t stream) const {
     if (bf16) {
       tk::cuda::layernorm_backward(at(dinp16), dweight.data(), dbias.data(), at(dout16), at(inp16), at(weight16),
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   // dweight and dbias: sums over N rows in column_sums' order, fp32 in both storages.
   constexpr double kFp32Tolerance = 1e-5;
   constexpr double kBf16Tolerance = 1.0 / 128.0;
-  using Sums = tk::cuda::LayerNormParameterSums;
+  using Sums = tk::LayerNormParameterSums;
   auto measure = [&](const Case& k, const DeviceCase& d, tk::cuda::LayerNormRows rows,
                      Sums sums = Sums::kSeparatePass) {
     return [&, rows, sums](int reps) {

@@ -19,6 +19,11 @@ kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::De
   options.attention_blocks = config.run.attention_blocks;
   options.attention_batching = config.run.attention_batching == "pointers" ? kernels::AttentionBatching::kPointers
                                                                            : kernels::AttentionBatching::kStrided;
+  options.flash_dq = config.run.flash_dq == "key_walk" ? kernels::FlashDq::kInKeyWalk : kernels::FlashDq::kSeparateWalk;
+  options.layernorm_sums = config.run.layernorm_sums == "row_walk" ? kernels::LayerNormParameterSums::kInRowWalk
+                                                                   : kernels::LayerNormParameterSums::kSeparatePass;
+  options.cross_entropy_loads =
+      config.run.cross_entropy_loads == "packs" ? kernels::CrossEntropyLoads::kPacks : kernels::CrossEntropyLoads::kValues;
   return options;
 }
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kernels/backend.h"              // Backend
-#include "kernels/cuda/cross_entropy.cuh"   // cuda::cross_entropy_backward_sharded, RowAccess
+#include "kernels/cuda/cross_entropy.cuh"   // cuda::cross_entropy_backward_sharded, CrossEntropyLoads
 #include "kernels/precision.h"            // encode_16bit, precision_name
 #include "tests/gpu/twin_test_support.h"  // TwinBackends, expect_twins_agree, tolerances
 
@@ -313,7 +313,7 @@ TEST_F(TwinBackends, GpuShardsCombineToTheFusedCrossEntropy) {
   expect_twins_agree(dlogits, want_dlogits, kReductionTolerance, "dlogits from shards");
 }
 
-// RowAccess::kPacks (16-byte packs) against the default kValues, on the launcher directly: the same
+// CrossEntropyLoads::kPacks (16-byte packs) against the default kValues, on the launcher directly: the same
 // bits in fp32, bf16 and fp16, out of place and in place, including a target in the last pack and
 // padding inside a pack. Where the rows do not allow packs (Vp not a whole number of them, buffers
 // not 16-byte aligned) the launcher falls back to kValues: the same bits again. The twin tests
@@ -356,7 +356,7 @@ TEST_F(TwinBackends, CrossEntropyBackwardInPacksGivesTheSameBits) {
         BackendFloats row_max(*gpu_, std::vector<float>(N, 4.0f));
         BackendFloats row_sumexp(*gpu_, uniform(N, 1.0f, 100.0f));
         std::vector<std::vector<float>> results;
-        for (const auto access : {cuda::RowAccess::kValues, cuda::RowAccess::kPacks}) {
+        for (const auto access : {CrossEntropyLoads::kValues, CrossEntropyLoads::kPacks}) {
           BackendFloats logits(*gpu_, stored(values));
           BackendFloats separate(*gpu_, stored(uniform(n, 5.0f, 9.0f)));  // garbage: overwritten
           BackendFloats& dlogits = in_place ? logits : separate;

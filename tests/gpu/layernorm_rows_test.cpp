@@ -9,7 +9,7 @@
 //   walk over the rows asks for more than the default 48 KiB of shared memory);
 // - on the GPU, the fused kernel gives the bits of the add followed by the LayerNorm, as the
 //   backend's contract says, in each way;
-// - the backward's parameter sums both ways (cuda::LayerNormParameterSums): apart from dinp, and
+// - the backward's parameter sums both ways (LayerNormParameterSums): apart from dinp, and
 //   in the walk over the rows that computes dinp; dinp the same bits either way;
 // - a warp-per-row row read through a buffer that is not 16-byte aligned (one value at a time)
 //   gives the bits of the aligned one (16-byte packs): the same values in the same order.
@@ -162,7 +162,7 @@ TEST_F(LayerNormRowsTwins, BothWaysMatchTheCpuInEveryStorage) {
         // Scratch of NaN: a partial sum the backward reads before writing it shows.
         BackendFloats scratch(*gpu_, std::vector<float>(cuda::layernorm_backward_scratch_floats(s.C), NAN));
         std::vector<std::vector<float>> gradients;  // each way of summing: dinp, then dweight and dbias, bits
-        using Sums = cuda::LayerNormParameterSums;
+        using Sums = LayerNormParameterSums;
         for (const Sums sums : {Sums::kSeparatePass, Sums::kInRowWalk}) {
           SCOPED_TRACE(sums == Sums::kInRowWalk ? "sums in the row walk" : "sums apart");
           auto dinp = twin(dinp_start);
