@@ -22,7 +22,17 @@
 #   micro-batches 16 and 32 and 774M at 16 and 32: the issue asks their MFU without naming a
 #   micro-batch, and at 124M MFU grew from 32% to 37% between 8 and 32 (2026-11-23). `trident
 #   check` estimates 20, 34, 38 and 62 GiB; a micro-batch the GPU cannot hold is refused at
-#   start-up and leaves its row saying so.
+#   start-up and leaves its row saying so. Then the same models with gradient accumulation, as
+#   they would train (GPT-2 was trained on batches of 0.5M tokens): 350M and 774M at micro-batch
+#   16 and 774M at 8, each over a global batch of 128 sequences (131k tokens), so that AdamW,
+#   the gradient norm and the zero-fill run once per 8 or 16 passes (at 774M micro-batch 8
+#   they were 11 of 113 ms a step, 2026-11-23). Those rows run ACCUM_STEPS steps (12).
+#   =candidates times whole steps with the kernel choices that wait for a GPU's timing
+#   (run.flash_dq = key_walk, run.layernorm_sums = row_walk, run.cross_entropy_loads = packs):
+#   GPT-2 774M at micro-batch 8 with the defaults, each choice alone and all three, then 124M
+#   with the defaults and all three (bf16, flash). A choice that wins becomes the default.
+# BENCH_OPTIONS: deck flags every row adds (say --run.flash_dq=key_walk), named in its attention
+# column; e.g. BENCH_ROWS=mfu with the choices =candidates found faster.
 #
 # MFU is against log.peak_tflops = 989 (H100 SXM dense bf16; set PEAK_TFLOPS for another GPU).
 # The data is a synthetic token file generated on first use (the speed does not depend on it).
@@ -43,8 +53,12 @@ case $core_attention in
   *) echo "gpu_bench.sh: BENCH_ATTENTION = $core_attention; use gemm or flash" >&2; exit 2 ;;
 esac
 case $rows in
-  core | variants | all | profile | mfu) ;;
-  *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants, all, profile or mfu" >&2; exit 2 ;;
+  core | variants | all | profile | mfu | candidates) ;;
+  *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants, all, profile, mfu or candidates" >&2; exit 2 ;;
+esac
+bench_options=${BENCH_OPTIONS:-}
+case " $bench_options" in
+  *" "[!-]* | *" -"[!-]*) echo "gpu_bench.sh: BENCH_OPTIONS = '$bench_options'; give deck flags, --key=value" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC1091
 source "$pack/env.sh"
@@ -93,12 +107,36 @@ loss_span() {
 # run MODEL PRECISION MICRO_BATCH [ATTENTION: gemm (default) | flash] [EPILOGUES: fused (default) | separate]
 #     [BLOCKS: GEMM attention's causal row blocks, 4 (default)] [BATCHING: pointers (default) | strided]
 #     [PROFILE: false (default) | true: run.profile, its table appended to $profiles]
+#     [PASSES: micro-batches accumulated per optimizer step, 1 (default): global batch = PASSES x
+#      MICRO_BATCH; more than 1 runs ACCUM_STEPS steps, each PASSES times as long]
+# Deck flags of BENCH_OPTIONS and of the row (row_flags, set around one run by with_flags) are
+# added to its command line and named in its attention column.
+row_flags=""
+with_flags() {
+  row_flags=$1
+  shift
+  "$@"
+  row_flags=""
+}
 run() {
   local model=$1 precision=$2 mb=$3 attention=${4:-gemm} epilogues=${5:-fused} blocks=${6:-4} batching=${7:-pointers}
-  local profile=${8:-false}
+  local profile=${8:-false} passes=${9:-1}
   local name="$1-$2-mb$3-$attention-$epilogues-b$blocks-$batching"
+  local flags_here
+  flags_here=$(echo $bench_options $row_flags)  # unquoted: one space between flags
+  if [ -n "$flags_here" ]; then
+    name="$name-$(echo "$flags_here" | sed 's/--run\.//g; s/[^A-Za-z0-9]\+/_/g')"
+  fi
+  local batch_label=$mb row_steps=$steps log_every=5
+  if [ "$passes" -gt 1 ]; then
+    name="$name-x$passes"
+    batch_label="$mb, $passes accumulated"
+    row_steps=${ACCUM_STEPS:-12}
+    log_every=2
+  fi
   local label=$attention
   [ "$attention" = gemm ] && label="gemm ($blocks, $batching)"
+  [ -n "$flags_here" ] && label="$label, $(echo "$flags_here" | sed 's/--run\.//g; s/ /, /g')"
   if [ "$profile" = true ]; then
     name="$name-profiled"
     label="$label, profiled"
@@ -106,10 +144,11 @@ run() {
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
   local sampler=$!
   capped "$run_cap" mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
-    --train.micro_batch="$mb" --train.global_batch="$mb" --train.steps="$steps" --train.eval_batches=0 \
+    --train.micro_batch="$mb" --train.global_batch="$((mb * passes))" --train.steps="$row_steps" --train.eval_batches=0 \
     --run.attention="$attention" --run.matmul_epilogues="$epilogues" \
     --run.attention_blocks="$blocks" --run.attention_batching="$batching" --run.profile="$profile" \
-    --log.every=5 --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
+    --log.every="$log_every" --log.peak_tflops="$peak" --checkpoint.every=0 --run.save_final=false --run.restart=none \
+    $flags_here \
     --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50256 \
     --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
   local rc=$?
@@ -121,7 +160,7 @@ run() {
       125) why="skipped: budget spent" ;;
       *) why="failed (exit $rc): $( (grep -m1 -E 'error' "$out/$name.log" || tail -1 "$out/$name.log") | tr '|' '/')" ;;
     esac
-    echo "| gpt2-$model | $precision | $mb | $label | $epilogues | $why | | | | | | |" >> "$table"
+    echo "| gpt2-$model | $precision | $batch_label | $label | $epilogues | $why | | | | | | |" >> "$table"
     publish
     return
   fi
@@ -131,7 +170,7 @@ run() {
   local held estimate
   held=$(sed -n 's/^memory: device memory held by the backend at most: \([0-9.]*\) MiB.*/\1/p' "$out/$name.log")
   estimate=$(sed -n 's/^memory: rank 0 estimate \([^;]*\);.*/\1/p' "$out/$name.log")
-  printf "| gpt2-%s | %s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s | %s |\n" "$model" "$precision" "$mb" \
+  printf "| gpt2-%s | %s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s | %s |\n" "$model" "$precision" "$batch_label" \
     "$label" "$epilogues" \
     "$(median "$metrics" tokens_per_s)" "$(median "$metrics" ms_per_step)" \
     "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
@@ -152,11 +191,24 @@ if [ "$rows" = profile ]; then
   cat "$summary"
   exit 0
 fi
+if [ "$rows" = candidates ]; then
+  all_three="--run.flash_dq=key_walk --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs"
+  run 774m bf16 8 flash
+  for choice in $all_three; do with_flags "$choice" run 774m bf16 8 flash; done
+  with_flags "$all_three" run 774m bf16 8 flash
+  run 124m bf16 8 flash
+  with_flags "$all_three" run 124m bf16 8 flash
+  cat "$summary"
+  exit 0
+fi
 if [ "$rows" = mfu ]; then
   run 350m bf16 16 "$core_attention"
   run 350m bf16 32 "$core_attention"
   run 774m bf16 16 "$core_attention"
   run 774m bf16 32 "$core_attention"
+  run 350m bf16 16 "$core_attention" fused 4 pointers false 8
+  run 774m bf16 16 "$core_attention" fused 4 pointers false 8
+  run 774m bf16 8 "$core_attention" fused 4 pointers false 16
   cat "$summary"
   exit 0
 fi
