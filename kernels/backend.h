@@ -319,7 +319,7 @@ class Backend {
 enum class AttentionKernel { kGemm, kFlash };
 
 // How the CUDA flash attention's backward on 16-bit buffers makes dQ
-// (kernels/cuda/flash_attention_mma.cu; both deterministic, no atomics on values):
+// (kernels/cuda/flash_attention_mma_backward.cu; both deterministic, no atomics on values):
 //   kSeparateWalk: a second kernel walks each query tile's key tiles and recomputes S and dP
 //                  there: 7 tile products per (query tile, key tile) pair; the default;
 //   kInKeyWalk:    the dK/dV kernel also computes each pair's share dS K and adds it into fp32

@@ -1,7 +1,7 @@
 // Copies from global to shared memory that do not pass through registers (cp.async, sm_80 and
 // later): a thread issues them and goes on computing, and they land by the time it waits. A
 // block can so fetch its next tile into a second buffer while its warps work on the current
-// one (kernels/cuda/flash_attention_mma.cu), instead of stalling on each load before a barrier.
+// one (kernels/cuda/flash_mma_tiles.cuh), instead of stalling on each load before a barrier.
 //
 // The contract, as PTX's: what a thread copies is in shared memory for that thread after its
 // wait_all(), and for the block's other threads after a __syncthreads that follows the wait.

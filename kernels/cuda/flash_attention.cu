@@ -18,11 +18,11 @@
 // no atomics. Correctness first, not fast: 64 threads per block, scalar fp32 FMAs from shared
 // memory (a third of the GEMM path's speed on one H100, perf/kernels' variant 2 of
 // attention_forward.cu and attention_backward.cu). The tensor-core kernels for 16-bit buffers
-// are flash_attention_mma.cu's.
+// are flash_attention_mma.cu's (the forward) and flash_attention_mma_backward.cu's.
 // Every kernel is templated on the storage policy S of qkv, out, dout and dqkv
 // (kernels/stored_element.h): 16-bit values are widened as the tiles are loaded and rounded
 // once when out or dqkv is stored; lse and D stay fp32. 16-bit buffers on 16-byte boundaries
-// (every buffer Trident allocates) go to the tensor-core kernels of flash_attention_mma.cu
+// (every buffer Trident allocates) go to the tensor-core kernels of flash_attention_mma*.cu
 // instead, after (a) here; these scalar kernels keep fp32 and any other 16-bit operands.
 #include "kernels/cuda/flash_attention.cuh"
 

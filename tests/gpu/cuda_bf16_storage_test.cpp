@@ -429,7 +429,7 @@ TEST_F(Bf16StorageTwins, NativeSixteenBitGemmAttentionMatchesCpu) {
 }
 
 // Flash attention on 16-bit buffers (run.attention = flash under train.precision = bf16 or fp16):
-// the tensor-core kernels (kernels/cuda/flash_attention_mma.cu) read qkv, dout and out and store
+// the tensor-core kernels (kernels/cuda/flash_attention_mma*.cu) read qkv, dout and out and store
 // out and dqkv in 16 bits. They round P and dS to the storage format to enter the tensor cores,
 // as the GEMM attention's 16-bit schedule does, so the same two steps; lse sums the unrounded
 // probabilities in fp32, so it keeps kReductionTolerance. (On the emulation: out and dqkv at

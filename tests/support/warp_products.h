@@ -1,5 +1,5 @@
 // One warp's tensor-core products through the loading recipes of
-// kernels/cuda/flash_attention_mma.cu, on small integers (exact in 16 bits, and their products
+// kernels/cuda/flash_mma_tiles.cuh, on small integers (exact in 16 bits, and their products
 // and sums exact in fp32), so that the lanes' accumulators can be compared exactly with plain
 // products. A M^T takes B = M^T from a row-major M by ldmatrix without .trans (Q K^T's recipe);
 // A N takes B = N by ldmatrix.trans (P V's recipe). Run on the GPU (tests/gpu/warp_mma_test.cu:
