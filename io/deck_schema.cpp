@@ -105,6 +105,10 @@ std::vector<KeySpec> make_schema() {
                  "The cross-entropy backward on CUDA: each thread reads the logits one value at a time "
                  "(values) or 16 bytes at a time (packs). The same bits either way; not yet timed on a GPU. "
                  "The CPU ignores it."),
+      choice_key("run.adamw_loads", "values", {"values", "packs"},
+                 "The AdamW update on CUDA: each thread updates one element at a time (values) or four "
+                 "consecutive ones on 16-byte loads and stores (packs). The same bits either way; not yet "
+                 "timed on a GPU. The CPU ignores it."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
       bool_key("run.profile", "false",

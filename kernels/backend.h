@@ -344,6 +344,13 @@ enum class LayerNormParameterSums { kSeparatePass, kInRowWalk };
 // cross_entropy_backward).
 enum class CrossEntropyLoads { kValues, kPacks };
 
+// How the CUDA AdamW update walks the optimizer's arrays (run.adamw_loads = values | packs;
+// kernels/cuda/adamw.cuh): kValues, the default, one element a thread at a time; kPacks four
+// consecutive elements a thread, on 16-byte loads and stores of the fp32 arrays, where every
+// array starts on a whole pack. The same arithmetic on each element, so the same bits; not yet
+// the default, as it waits for a GPU measurement (perf/kernels' adamw).
+enum class AdamWLoads { kValues, kPacks };
+
 // Floats of attention workspace of the flash kernels: one row statistic per (batch, head,
 // query); with dQ in the key walk, after them (from flash_attention_dq_sums_offset, a multiple
 // of 4 floats) fp32 sums of dQ, one
@@ -391,6 +398,7 @@ struct BackendOptions {
   FlashDq flash_dq = FlashDq::kSeparateWalk;
   LayerNormParameterSums layernorm_sums = LayerNormParameterSums::kSeparatePass;
   CrossEntropyLoads cross_entropy_loads = CrossEntropyLoads::kValues;
+  AdamWLoads adamw_loads = AdamWLoads::kValues;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

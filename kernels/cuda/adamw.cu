@@ -9,17 +9,27 @@
 // passes their float reciprocals: both twins then multiply by the very same scalars. The
 // per-element update is fp32 in a grid-stride loop; sqrtf and the division are IEEE-rounded
 // (no fast-math), so the twins differ only where nvcc fuses a multiply-add (an ulp or two).
+//
+// AdamWLoads::kPacks (run.adamw_loads = packs) walks the arrays four elements a thread, on 16-byte
+// loads and stores of the fp32 arrays (8-byte stores of a 16-bit compute copy), where every array
+// starts on a whole pack; the same `updated` on each element, so the same bits as kValues. The
+// last n % 4 elements go one a thread, and arrays not starting on a pack (a ZeRO-1 shard may
+// begin anywhere in the gradients) take the one-element kernels.
 #include <cuda_bf16.h>  // __float2bfloat16_rn
 #include <cuda_fp16.h>  // __float2half_rn
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/adamw.cuh"
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/launch_shape.cuh"  // elementwise_blocks, grid_first_index, grid_stride
+#include "kernels/cuda/vector_pack.h"     // Pack, load_pack, store_pack, starts_aligned
 
 namespace trident::kernels::cuda {
 
@@ -42,6 +52,11 @@ struct AdamWConstants {
     if (decay_mask == nullptr) return weight_decay;
     return (__ldg(decay_mask + (i >> 5)) >> (i & 31)) & 1u ? weight_decay : 0.0f;
   }
+  // The weight decays of elements i .. i + 3, i a multiple of 4 (one word of the mask holds them).
+  __device__ __forceinline__ void decay_of_four(std::size_t i, float (&wd)[4]) const {
+    const uint32_t word = decay_mask == nullptr ? ~0u : __ldg(decay_mask + (i >> 5)) >> (i & 31);
+    for (int j = 0; j < 4; j++) wd[j] = (word >> j) & 1u ? weight_decay : 0.0f;
+  }
 };
 
 // One element: updates m, v and returns the new parameter (the only copy of the arithmetic).
@@ -63,6 +78,32 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
   for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) {
     param[i] = updated(k, k.decay(i), param[i], grad[i], m[i], v[i]);
   }
+}
+
+// Elements 4q .. 4q + 3 (AdamWLoads::kPacks): param, m and v updated in their packs, and the new
+// parameters returned for the compute copy.
+__device__ __forceinline__ Pack<float> update_four(const AdamWConstants& k, float* param, const float* grad,
+                                                   float* m, float* v, std::size_t q) {
+  const std::size_t i = 4 * q;
+  Pack<float> p = load_pack(param + i);
+  const Pack<float> g = load_pack(grad + i);
+  Pack<float> mq = load_pack(m + i);
+  Pack<float> vq = load_pack(v + i);
+  float wd[4];
+  k.decay_of_four(i, wd);
+  for (int j = 0; j < 4; j++) p.values[j] = updated(k, wd[j], p.values[j], g.values[j], mq.values[j], vq.values[j]);
+  store_pack(param + i, p);
+  store_pack(m + i, mq);
+  store_pack(v + i, vq);
+  return p;
+}
+
+__global__ void adamw_packs_kernel(float* param, const float* grad, float* m, float* v, std::size_t n,
+                                   AdamWConstants k) {
+  const std::size_t packs = n / 4;
+  for (std::size_t q = grid_first_index(); q < packs; q += grid_stride()) (void)update_four(k, param, grad, m, v, q);
+  const std::size_t i = 4 * packs + grid_first_index();  // the last n % 4, one a thread
+  if (i < n) param[i] = updated(k, k.decay(i), param[i], grad[i], m[i], v[i]);
 }
 
 // The compute copy's value: master rounded to P (an fp32 copy holds the rounded float).
@@ -89,6 +130,64 @@ __global__ void adamw_master_kernel(float* master, Stored* compute, const float*
   }
 }
 
+// Four values of the compute copy in one store: 16 bytes of fp32, or 8 of 16-bit values (dst on
+// 8 bytes). The values as store() writes them one at a time.
+template <Precision P>
+__device__ __forceinline__ void store_four(float* dst, const Pack<float>& p) {
+  Pack<float> out;
+  for (int j = 0; j < 4; j++) out.values[j] = rounded<P>(p.values[j]);
+  store_pack(dst, out);
+}
+template <Precision P, class Half>
+__device__ __forceinline__ void store_four(Half* dst, const Pack<float>& p) {
+  Half out[4];
+  for (int j = 0; j < 4; j++) store(&out[j], rounded<P>(p.values[j]));
+#ifdef __CUDA_ARCH__
+  uint2 bits;
+  memcpy(&bits, out, sizeof bits);
+  *reinterpret_cast<uint2*>(dst) = bits;
+#else
+  memcpy(dst, out, sizeof out);
+#endif
+}
+
+template <Precision P, class Stored>
+__global__ void adamw_master_packs_kernel(float* master, Stored* compute, const float* grad, float* m, float* v,
+                                          std::size_t n, AdamWConstants k) {
+  const std::size_t packs = n / 4;
+  for (std::size_t q = grid_first_index(); q < packs; q += grid_stride()) {
+    store_four<P>(compute + 4 * q, update_four(k, master, grad, m, v, q));
+  }
+  const std::size_t i = 4 * packs + grid_first_index();  // the last n % 4, one a thread
+  if (i < n) {
+    const float p = updated(k, k.decay(i), master[i], grad[i], m[i], v[i]);
+    master[i] = p;
+    store(compute + i, rounded<P>(p));
+  }
+}
+
+// Whether the pack kernels may run on these arrays: each starts on 16 bytes, a 16-bit compute
+// copy on 8 (its packs of four values).
+bool packs_fit(std::initializer_list<const void*> fp32_arrays, const void* compute, std::size_t compute_bytes) {
+  for (const void* p : fp32_arrays) {
+    if (!starts_aligned(p)) return false;
+  }
+  return reinterpret_cast<std::uintptr_t>(compute) % (4 * compute_bytes) == 0;
+}
+
+// The master kernel of (P, Stored), the pack one or the one-element one.
+template <Precision P, class Stored>
+void launch_master(bool packs, float* master, Stored* compute, const float* grad, float* m, float* v, std::size_t n,
+                   const AdamWConstants& k, cudaStream_t stream) {
+  if (packs) {
+    adamw_master_packs_kernel<P><<<elementwise_blocks(std::max<std::size_t>(n / 4, 1)), kElementwiseThreads, 0,
+                                   stream>>>(master, compute, grad, m, v, n, k);
+  } else {
+    adamw_master_kernel<P><<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(master, compute, grad, m, v, n,
+                                                                                      k);
+  }
+}
+
 AdamWConstants constants_of(const AdamWArgs& args) {
   AdamWConstants k{};
   k.lr = args.lr;
@@ -108,44 +207,43 @@ AdamWConstants constants_of(const AdamWArgs& args) {
 }  // namespace
 
 void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
-                  const AdamWArgs& args, cudaStream_t stream) {
+                  const AdamWArgs& args, cudaStream_t stream, AdamWLoads loads) {
   if (n == 0) return;
-  adamw_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(param, grad, m, v, n, constants_of(args));
+  if (loads == AdamWLoads::kPacks && packs_fit({param, grad, m, v}, param, sizeof(float))) {
+    adamw_packs_kernel<<<elementwise_blocks(std::max<std::size_t>(n / 4, 1)), kElementwiseThreads, 0, stream>>>(
+        param, grad, m, v, n, constants_of(args));
+  } else {
+    adamw_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(param, grad, m, v, n, constants_of(args));
+  }
   CUDA_CHECK_LAUNCH();
 }
 
 void adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v, std::size_t n,
-                         const AdamWArgs& args, Precision precision, cudaStream_t stream) {
+                         const AdamWArgs& args, Precision precision, cudaStream_t stream, AdamWLoads loads) {
   if (n == 0) return;
   if (!compute.is_fp32() && compute.storage() != precision) {
     throw std::logic_error(std::string("adamw_update_master: a ") + precision_name(compute.storage()) +
                            " compute copy cannot hold " + precision_name(precision) + " values");
   }
   const AdamWConstants k = constants_of(args);
-  const auto blocks = elementwise_blocks(n);
+  const bool want_packs = loads == AdamWLoads::kPacks;
   if (!compute.is_fp32()) {
     void* bits = compute.bits16();
+    const bool packs = want_packs && packs_fit({master, grad, m, v}, bits, sizeof(uint16_t));
     if (precision == Precision::kBf16) {
-      adamw_master_kernel<Precision::kBf16><<<blocks, kElementwiseThreads, 0, stream>>>(
-          master, static_cast<__nv_bfloat16*>(bits), grad, m, v, n, k);
+      launch_master<Precision::kBf16>(packs, master, static_cast<__nv_bfloat16*>(bits), grad, m, v, n, k, stream);
     } else {
-      adamw_master_kernel<Precision::kFp16><<<blocks, kElementwiseThreads, 0, stream>>>(
-          master, static_cast<__half*>(bits), grad, m, v, n, k);
+      launch_master<Precision::kFp16>(packs, master, static_cast<__half*>(bits), grad, m, v, n, k, stream);
     }
     CUDA_CHECK_LAUNCH();
     return;
   }
   float* values = compute.f32();
+  const bool packs = want_packs && packs_fit({master, grad, m, v}, values, sizeof(float));
   switch (precision) {
-    case Precision::kBf16:
-      adamw_master_kernel<Precision::kBf16><<<blocks, kElementwiseThreads, 0, stream>>>(master, values, grad, m, v, n, k);
-      break;
-    case Precision::kFp16:
-      adamw_master_kernel<Precision::kFp16><<<blocks, kElementwiseThreads, 0, stream>>>(master, values, grad, m, v, n, k);
-      break;
-    case Precision::kFp32:
-      adamw_master_kernel<Precision::kFp32><<<blocks, kElementwiseThreads, 0, stream>>>(master, values, grad, m, v, n, k);
-      break;
+    case Precision::kBf16: launch_master<Precision::kBf16>(packs, master, values, grad, m, v, n, k, stream); break;
+    case Precision::kFp16: launch_master<Precision::kFp16>(packs, master, values, grad, m, v, n, k, stream); break;
+    case Precision::kFp32: launch_master<Precision::kFp32>(packs, master, values, grad, m, v, n, k, stream); break;
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -108,6 +108,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
       flash_dq_(options.flash_dq),
       layernorm_sums_(options.layernorm_sums),
       cross_entropy_loads_(options.cross_entropy_loads),
+      adamw_loads_(options.adamw_loads),
       epilogues_(options.matmul_epilogues),
       attention_blocks_(options.attention_blocks),
       attention_batching_(options.attention_batching) {
@@ -141,6 +142,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   if (attention_ == AttentionKernel::kFlash && flash_dq_ == FlashDq::kInKeyWalk) candidates += ", dQ in the key walk";
   if (layernorm_sums_ == LayerNormParameterSums::kInRowWalk) candidates += ", LayerNorm parameter sums in the row walk";
   if (cross_entropy_loads_ == CrossEntropyLoads::kPacks) candidates += ", cross-entropy backward on 16-byte loads";
+  if (adamw_loads_ == AdamWLoads::kPacks) candidates += ", AdamW on 16-byte loads";
   name_ = std::string("cuda (") + props.name + ", " + arch +
           (attention_ == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
           (epilogues_ == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + candidates + ")";
@@ -508,12 +510,12 @@ void CudaBackend::widen(float* dst, ConstActPtr src, std::size_t n) {
 
 void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                                const AdamWArgs& args) {
-  cuda::adamw_update(param, grad, m, v, n, args, stream_);
+  cuda::adamw_update(param, grad, m, v, n, args, stream_, adamw_loads_);
 }
 
 void CudaBackend::adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v,
                                       std::size_t n, const AdamWArgs& args, Precision compute_precision) {
-  cuda::adamw_update_master(master, compute, grad, m, v, n, args, compute_precision, stream_);
+  cuda::adamw_update_master(master, compute, grad, m, v, n, args, compute_precision, stream_, adamw_loads_);
 }
 
 }  // namespace trident::kernels::cuda

@@ -40,8 +40,8 @@ class CudaBackend final : public Backend {
   // options.attention_blocks and attention_batching: the GEMM path's schedule (its
   // GemmAttentionOptions; the pointer arrays live in the workspace below). A block count below
   // 1 throws std::invalid_argument here.
-  // options.flash_dq, layernorm_sums and cross_entropy_loads: kernel choices waiting for a GPU's
-  // timing (kernels/backend.h).
+  // options.flash_dq, layernorm_sums, cross_entropy_loads and adamw_loads: kernel choices waiting
+  // for a GPU's timing (kernels/backend.h).
   // The device is made current once, here: use the backend from the thread that built it
   // (Trident runs one rank per process on one thread; allocations and launches go to the
   // calling thread's current device).
@@ -155,6 +155,7 @@ class CudaBackend final : public Backend {
   FlashDq flash_dq_;                       // how flash attention's 16-bit backward makes dQ (run.flash_dq)
   LayerNormParameterSums layernorm_sums_;  // where LayerNorm's backward sums dweight, dbias (run.layernorm_sums)
   CrossEntropyLoads cross_entropy_loads_;  // how the cross-entropy backward reads a row (run.cross_entropy_loads)
+  AdamWLoads adamw_loads_;                 // how AdamW walks its arrays (run.adamw_loads)
   MatmulEpilogues epilogues_;              // cuBLASLt epilogues or separate kernels (run.matmul_epilogues)
   int attention_blocks_;                   // the GEMM path's causal row blocks (run.attention_blocks)
   AttentionBatching attention_batching_;   // and how its products batch (run.attention_batching)

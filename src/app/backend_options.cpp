@@ -24,6 +24,7 @@ kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::De
                                                                    : kernels::LayerNormParameterSums::kSeparatePass;
   options.cross_entropy_loads =
       config.run.cross_entropy_loads == "packs" ? kernels::CrossEntropyLoads::kPacks : kernels::CrossEntropyLoads::kValues;
+  options.adamw_loads = config.run.adamw_loads == "packs" ? kernels::AdamWLoads::kPacks : kernels::AdamWLoads::kValues;
   return options;
 }
 

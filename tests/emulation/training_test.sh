@@ -10,8 +10,8 @@
 #   kernels; the GEMM attention in its default schedule (4 causal
 #   blocks, pointer-array products) and with 1 block and strided calls;
 #   run.profile on bf16 flash: the same losses, the fused MLP pairs timed whole; the kernel
-#   choices waiting for a GPU's timing (run.flash_dq, run.layernorm_sums, run.cross_entropy_loads)
-#   on bf16 flash within 1e-2 of the CPU's bf16;
+#   choices waiting for a GPU's timing (run.flash_dq, run.layernorm_sums, run.cross_entropy_loads,
+#   run.adamw_loads) on bf16 flash within 1e-2 of the CPU's bf16;
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1 (parallel.comm = mpi, both ranks on the one
 #   emulated GPU) against one rank within 1e-4, the data group's host copies as estimated;
 # - parallel.comm = nccl (the emulation's NCCL over MPI, tests/emulation/emulated_nccl.cpp):
@@ -75,17 +75,19 @@ if grep -q "^  matmul_gelu_forward 128->512 " profiled16/profile-rank0.txt &&
 else
   fail "run.profile on the emulated GPU: $(cat profiled16/profile-rank0.txt 2>/dev/null || echo 'no profile-rank0.txt')"
 fi
-# The kernel choices waiting for a GPU's timing, all three at once (run.flash_dq = key_walk:
+# The kernel choices waiting for a GPU's timing, all four at once (run.flash_dq = key_walk:
 # flash's dQ made in the dK/dV walk, in turns; run.layernorm_sums = row_walk; run.cross_entropy_loads
-# = packs): named on the backend line, within 1e-2 of the CPU's bf16 as the default kernels are.
+# = packs; run.adamw_loads = packs): named on the backend line, within 1e-2 of the CPU's bf16 as
+# the default kernels are.
 # Sequences of 160 tokens, so that three key tiles of 64 (the last one partial) take turns
 # adding into each query tile's dQ; one pass of 2 sequences a step.
 long="$wide --model.context=160 --train.seq_len=160 --train.global_batch=2 --train.precision=bf16"
 train lcpu16 --run.device=cpu $long
-train candidates16 $gpu $long --run.flash_dq=key_walk --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs
-grep -q "^backend.*dQ in the key walk, LayerNorm parameter sums in the row walk, cross-entropy backward on 16-byte loads" \
+train candidates16 $gpu $long --run.flash_dq=key_walk --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs \
+  --run.adamw_loads=packs
+grep -q "^backend.*dQ in the key walk, LayerNorm parameter sums in the row walk, cross-entropy backward on 16-byte loads, AdamW on 16-byte loads" \
   candidates16.log || { grep '^backend' candidates16.log; fail "the backend line does not name the waiting kernel choices"; }
-matches "dQ in the key walk, LayerNorm sums in the row walk, cross-entropy on 16-byte loads, bf16, T = 160, against the CPU's bf16" \
+matches "dQ in the key walk, LayerNorm sums in the row walk, cross-entropy and AdamW on 16-byte loads, bf16, T = 160, against the CPU's bf16" \
   lcpu16 candidates16 1e-2
 train separate16 $gpu $wide --train.precision=bf16 --run.attention=gemm --run.matmul_epilogues=separate
 matches "separate matmul epilogues, bf16, against the CPU's bf16" wcpu16 separate16 1e-2
