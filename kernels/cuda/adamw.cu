@@ -166,13 +166,12 @@ __global__ void adamw_master_packs_kernel(float* master, Stored* compute, const 
   }
 }
 
-// Whether the pack kernels may run on these arrays: each starts on 16 bytes, a 16-bit compute
-// copy on 8 (its packs of four values).
-bool packs_fit(std::initializer_list<const void*> fp32_arrays, const void* compute, std::size_t compute_bytes) {
+// Whether the pack kernels may run on these fp32 arrays: each starts on 16 bytes.
+bool packs_fit(std::initializer_list<const void*> fp32_arrays) {
   for (const void* p : fp32_arrays) {
     if (!starts_aligned(p)) return false;
   }
-  return reinterpret_cast<std::uintptr_t>(compute) % (4 * compute_bytes) == 0;
+  return true;
 }
 
 // The master kernel of (P, Stored), the pack one or the one-element one.
@@ -209,7 +208,7 @@ AdamWConstants constants_of(const AdamWArgs& args) {
 void adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
                   const AdamWArgs& args, cudaStream_t stream, AdamWLoads loads) {
   if (n == 0) return;
-  if (loads == AdamWLoads::kPacks && packs_fit({param, grad, m, v}, param, sizeof(float))) {
+  if (loads == AdamWLoads::kPacks && packs_fit({param, grad, m, v})) {
     adamw_packs_kernel<<<elementwise_blocks(std::max<std::size_t>(n / 4, 1)), kElementwiseThreads, 0, stream>>>(
         param, grad, m, v, n, constants_of(args));
   } else {
@@ -226,10 +225,11 @@ void adamw_update_master(float* master, ActPtr compute, const float* grad, float
                            " compute copy cannot hold " + precision_name(precision) + " values");
   }
   const AdamWConstants k = constants_of(args);
-  const bool want_packs = loads == AdamWLoads::kPacks;
+  const bool state_packs = loads == AdamWLoads::kPacks && packs_fit({master, grad, m, v});
   if (!compute.is_fp32()) {
     void* bits = compute.bits16();
-    const bool packs = want_packs && packs_fit({master, grad, m, v}, bits, sizeof(uint16_t));
+    // Four 16-bit values a store: the copy on 8 bytes.
+    const bool packs = state_packs && reinterpret_cast<std::uintptr_t>(bits) % (4 * sizeof(uint16_t)) == 0;
     if (precision == Precision::kBf16) {
       launch_master<Precision::kBf16>(packs, master, static_cast<__nv_bfloat16*>(bits), grad, m, v, n, k, stream);
     } else {
@@ -239,7 +239,7 @@ void adamw_update_master(float* master, ActPtr compute, const float* grad, float
     return;
   }
   float* values = compute.f32();
-  const bool packs = want_packs && packs_fit({master, grad, m, v}, values, sizeof(float));
+  const bool packs = state_packs && starts_aligned(values);
   switch (precision) {
     case Precision::kBf16: launch_master<Precision::kBf16>(packs, master, values, grad, m, v, n, k, stream); break;
     case Precision::kFp16: launch_master<Precision::kFp16>(packs, master, values, grad, m, v, n, k, stream); break;

@@ -16,7 +16,7 @@
 #include "kernels/backend.h"              // AdamWArgs, AdamWLoads, adamw_decay_mask_words
 #include "kernels/cuda/adamw.cuh"         // cuda::adamw_update, cuda::adamw_update_master
 #include "kernels/precision.h"            // precision_name
-#include "tests/gpu/twin_test_support.h"  // TwinBackends, BackendFloats
+#include "tests/gpu/twin_test_support.h"  // TwinBackends, BackendFloats, TwinTokens
 
 namespace trident::kernels::gpu_test {
 namespace {
@@ -100,15 +100,13 @@ TEST_F(AdamwPacks, PlainUpdateGivesTheSameBits) {
                      std::to_string(start.grad) + (masked ? ", decay mask" : ""));
         const std::vector<float> param0 = uniform(n, -1.0f, 1.0f), grad = uniform(n, -1.0f, 1.0f);
         const std::vector<float> m0 = uniform(n, -0.1f, 0.1f), v0 = uniform(n, 0.0f, 0.01f);
-        const std::vector<int32_t> words = decay_words(n);
-        int32_t* mask = gpu_->allocate_tokens(words.size());
-        gpu_->copy_tokens_to_device(mask, words.data(), words.size());
+        const TwinTokens mask = twin_tokens(decay_words(n));
         std::vector<std::vector<uint32_t>> results;
         for (const AdamWLoads loads : {AdamWLoads::kValues, AdamWLoads::kPacks}) {
           OffsetFloats param(*gpu_, param0, start.state), m(*gpu_, m0, start.state), v(*gpu_, v0, start.state);
           OffsetFloats g(*gpu_, grad, start.grad);
-          cuda::adamw_update(param.get(), g.get(), m.get(), v.get(), n, args_for(masked ? mask : nullptr), nullptr,
-                             loads);
+          const int32_t* decay = masked ? mask.on(Side::kGpu) : nullptr;
+          cuda::adamw_update(param.get(), g.get(), m.get(), v.get(), n, args_for(decay), nullptr, loads);
           gpu_->synchronize();
           std::vector<float> all = param.values();
           for (auto* state : {&m, &v}) {
@@ -117,7 +115,6 @@ TEST_F(AdamwPacks, PlainUpdateGivesTheSameBits) {
           }
           results.push_back(bits_of(all));
         }
-        gpu_->release_tokens(mask);
         EXPECT_EQ(first_difference(results[0], results[1]), -1) << "packs against values";
       }
     }
@@ -139,9 +136,7 @@ TEST_F(AdamwPacks, MasterUpdateGivesTheSameBits) {
                      ", copy at +" + std::to_string(start.copy));
         const std::vector<float> master0 = uniform(n, -1.0f, 1.0f), grad = uniform(n, -1.0f, 1.0f);
         const std::vector<float> m0 = uniform(n, -0.1f, 0.1f), v0 = uniform(n, 0.0f, 0.01f);
-        const std::vector<int32_t> words = decay_words(n);
-        int32_t* mask = gpu_->allocate_tokens(words.size());
-        gpu_->copy_tokens_to_device(mask, words.data(), words.size());
+        const TwinTokens mask = twin_tokens(decay_words(n));
         // The copy's buffer in floats: 16-bit values two to a float, `copy` of them before the array;
         // the same garbage for both runs, as the words around the array must come back unchanged.
         const std::size_t copy_floats = copy.sixteen ? (start.copy + n + 1) / 2 : start.copy + n;
@@ -153,7 +148,7 @@ TEST_F(AdamwPacks, MasterUpdateGivesTheSameBits) {
           BackendFloats compute(*gpu_, garbage);
           const ActPtr at = copy.sixteen ? ActPtr(reinterpret_cast<uint16_t*>(compute.get()) + start.copy, copy.precision)
                                          : ActPtr(compute.get() + start.copy);
-          cuda::adamw_update_master(master.get(), at, g.get(), m.get(), v.get(), n, args_for(mask), copy.precision,
+          cuda::adamw_update_master(master.get(), at, g.get(), m.get(), v.get(), n, args_for(mask.on(Side::kGpu)), copy.precision,
                                     nullptr, loads);
           gpu_->synchronize();
           std::vector<float> all = master.values();
@@ -166,7 +161,6 @@ TEST_F(AdamwPacks, MasterUpdateGivesTheSameBits) {
           all.insert(all.end(), copy_words.begin(), copy_words.end());
           results.push_back(bits_of(all));
         }
-        gpu_->release_tokens(mask);
         EXPECT_EQ(first_difference(results[0], results[1]), -1) << "packs against values";
       }
     }
