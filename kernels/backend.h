@@ -351,6 +351,15 @@ enum class CrossEntropyLoads { kValues, kPacks };
 // the default, as it waits for a GPU measurement (perf/kernels' adamw).
 enum class AdamWLoads { kValues, kPacks };
 
+// Where the CUDA matmul backward makes the parameter gradients (run.matmul_backward_streams =
+// one | two; kernels/cuda/side_stream.cuh): kOne, the default, queues the input gradient's GEMM,
+// then the weight gradient's and the bias sums, on the one stream; kTwo queues the weight and
+// bias gradients on a second stream with a cuBLAS handle of its own, forked from the compute
+// stream before and joined into it after, so that the two GEMMs share the SMs (each fills what
+// the other's last wave leaves idle). The same kernels on the same operands, so the same bits;
+// not yet the default, as it waits for a GPU measurement (perf/kernels' matmul_backward).
+enum class MatmulBackwardStreams { kOne, kTwo };
+
 // Floats of attention workspace of the flash kernels: one row statistic per (batch, head,
 // query); with dQ in the key walk, after them (from flash_attention_dq_sums_offset, a multiple
 // of 4 floats) fp32 sums of dQ, one
@@ -399,6 +408,7 @@ struct BackendOptions {
   LayerNormParameterSums layernorm_sums = LayerNormParameterSums::kSeparatePass;
   CrossEntropyLoads cross_entropy_loads = CrossEntropyLoads::kValues;
   AdamWLoads adamw_loads = AdamWLoads::kValues;
+  MatmulBackwardStreams matmul_backward_streams = MatmulBackwardStreams::kOne;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

@@ -29,9 +29,9 @@
 #   they were 11 of 113 ms a step, 2026-11-23). Those rows run ACCUM_STEPS steps (12).
 #   =candidates times whole steps with the kernel choices that wait for a GPU's timing
 #   (run.flash_dq = key_walk, run.layernorm_sums = row_walk, run.cross_entropy_loads = packs,
-#   run.adamw_loads = packs): GPT-2 774M at micro-batch 8 with the defaults, each choice alone
-#   and all four, then 124M with the defaults and all four (bf16, flash). A choice that wins
-#   becomes the default.
+#   run.adamw_loads = packs, run.matmul_backward_streams = two): GPT-2 774M at micro-batch 8 with
+#   the defaults, each choice alone and all five, then 124M with the defaults and all five (bf16,
+#   flash; 9 runs). A choice that wins becomes the default.
 # BENCH_OPTIONS: deck flags every row adds (say --run.flash_dq=key_walk), named in its attention
 # column; e.g. BENCH_ROWS=mfu with the choices =candidates found faster.
 #
@@ -193,7 +193,8 @@ if [ "$rows" = profile ]; then
   exit 0
 fi
 if [ "$rows" = candidates ]; then
-  choices="--run.flash_dq=key_walk --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs"
+  choices="--run.flash_dq=key_walk --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs
+    --run.matmul_backward_streams=two"
   run 774m bf16 8 flash
   for choice in $choices; do with_flags "$choice" run 774m bf16 8 flash; done
   with_flags "$choices" run 774m bf16 8 flash

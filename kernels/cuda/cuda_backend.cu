@@ -5,7 +5,10 @@
 // per-range totals of sum_squares_of_ranges).
 //
 // Ordering: every kernel, cuBLAS call, memset and copy goes on stream_, so they run in call
-// order and no event is needed between them. The stream is a blocking one (cudaStreamCreate):
+// order and no event is needed between them. (The one exception, under
+// run.matmul_backward_streams = two: a matmul backward's parameter gradients go on a side stream
+// forked from stream_ and joined into it before the call returns, side_stream.cuh; to every later
+// call it is as if they had been on stream_.) The stream is a blocking one (cudaStreamCreate):
 // it also waits for work on the legacy default stream, so a library that uses the default
 // stream cannot overtake us. Copies wait for the stream before returning, which makes them
 // synchronous for the caller, as the CPU twin's memcpy is: a copy back returns with the data on
@@ -32,7 +35,8 @@
 #include "kernels/cuda/gemm.cuh"         // cuda_data_type
 #include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
 #include "kernels/cuda/lt_matmul.cuh"    // LtMatmul: cuBLASLt GEMMs with bias and GELU epilogues
-#include "kernels/cuda/matmul.cuh"       // matmul_forward/backward, their 16-bit forms
+#include "kernels/cuda/matmul.cuh"       // matmul_forward/backward, their halves and 16-bit forms
+#include "kernels/cuda/side_stream.cuh"  // SideStream (run.matmul_backward_streams = two)
 #include "kernels/cuda/wire_cast.cuh"    // encode_16bit, decode_16bit (16-bit activation storage)
 #include "kernels/out_of_memory.h"       // OutOfMemory, mib
 
@@ -109,6 +113,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
       layernorm_sums_(options.layernorm_sums),
       cross_entropy_loads_(options.cross_entropy_loads),
       adamw_loads_(options.adamw_loads),
+      matmul_backward_streams_(options.matmul_backward_streams),
       epilogues_(options.matmul_epilogues),
       attention_blocks_(options.attention_blocks),
       attention_batching_(options.attention_batching) {
@@ -143,6 +148,9 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   if (layernorm_sums_ == LayerNormParameterSums::kInRowWalk) candidates += ", LayerNorm parameter sums in the row walk";
   if (cross_entropy_loads_ == CrossEntropyLoads::kPacks) candidates += ", cross-entropy backward on 16-byte loads";
   if (adamw_loads_ == AdamWLoads::kPacks) candidates += ", AdamW on 16-byte loads";
+  if (matmul_backward_streams_ == MatmulBackwardStreams::kTwo) {
+    candidates += ", matmul parameter gradients on a second stream";
+  }
   name_ = std::string("cuda (") + props.name + ", " + arch +
           (attention_ == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
           (epilogues_ == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + candidates + ")";
@@ -166,7 +174,11 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     // Made now, not at the first 16-bit matmul: its workspace is then taken before the check
     // that the run fits measures the GPU's free memory, and a failure shows at start-up.
     if (epilogues_ == MatmulEpilogues::kFused) lt_ = std::make_unique<LtMatmul>();
+    if (matmul_backward_streams_ == MatmulBackwardStreams::kTwo) {
+      side_ = std::make_unique<SideStream>(stream_, CUBLAS_DEFAULT_MATH);
+    }
   } catch (...) {
+    lt_.reset();
     release_bytes(sum_squares_scratch_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
@@ -180,6 +192,7 @@ CudaBackend::~CudaBackend() {
   release_bytes(sum_squares_scratch_);
   release_bytes(workspace_);
   lt_.reset();
+  side_.reset();
   (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
   (void)cudaGetLastError();
@@ -323,16 +336,34 @@ void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight
   cuda::matmul_forward(out.f32(), inp.f32(), weight.f32(), bias.f32(), N, C, OC, cublas_, stream_);
 }
 
+CudaBackend::GradientLane CudaBackend::parameter_gradient_lane(bool overlaps) {
+  if (side_ == nullptr || !overlaps) return GradientLane{cublas_, stream_, false};
+  side_->fork();
+  return GradientLane{side_->cublas(), side_->stream(), true};
+}
+
+void CudaBackend::rejoin(const GradientLane& lane) {
+  if (lane.beside) side_->join();
+}
+
 void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                   ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
-  if (!dout.is_fp32()) {
-    const Precision p = one_16bit_precision({dinp, dout, inp, weight}, "matmul_backward");
-    cuda::matmul_backward_16bit(dinp.get(), dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p,
-                                bias_scratch(dbias, OC), cublas_, stream_);
-    return;
+  const bool sixteen = !dout.is_fp32();
+  const Precision p = sixteen ? one_16bit_precision({dinp, dout, inp, weight}, "matmul_backward") : Precision::kFp32;
+  // The workspace before the fork: growing it waits for stream_, and nothing forked may still use it.
+  float* column_scratch = bias_scratch(dbias, OC);
+  const bool has_dinp = dinp.get() != nullptr;
+  const GradientLane lane = parameter_gradient_lane(has_dinp);
+  if (sixteen) {
+    if (has_dinp) cuda::matmul_input_gradient_16bit(dinp.get(), dout.get(), weight.get(), N, C, OC, p, cublas_);
+    cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
+                                           lane.cublas, lane.stream);
+  } else {
+    if (has_dinp) cuda::matmul_input_gradient(dinp.f32(), dout.f32(), weight.f32(), N, C, OC, cublas_);
+    cuda::matmul_parameter_gradients(dweight, dbias, dout.f32(), inp.f32(), N, C, OC, column_scratch, lane.cublas,
+                                     lane.stream);
   }
-  cuda::matmul_backward(dinp.f32(), dweight, dbias, dout.f32(), inp.f32(), weight.f32(), N, C, OC,
-                        bias_scratch(dbias, OC), cublas_, stream_);
+  rejoin(lane);
 }
 
 void CudaBackend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
@@ -350,13 +381,18 @@ void CudaBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, floa
                                                ConstActPtr inp, ConstActPtr weight, ConstActPtr pre, int N, int C,
                                                int OC) {
   const Precision p = shared_16bit_format({dpre, dout, inp, weight, pre});
-  if (p != Precision::kFp32 && lt() != nullptr &&
-      counted(lt()->backward_dgelu(dpre.get(), dout.get(), weight.get(), pre.get(), N, C, OC, cuda_data_type(p),
-                                   stream_))) {
-    // The weight and bias gradients as matmul_backward makes them (no input gradient).
-    cuda::matmul_backward_16bit(nullptr, dweight, dbias, dout.get(), inp.get(), weight.get(), N, C, OC, p,
-                                bias_scratch(dbias, OC), cublas_, stream_);
-    return;
+  if (p != Precision::kFp32 && lt() != nullptr) {
+    float* column_scratch = bias_scratch(dbias, OC);
+    const GradientLane lane = parameter_gradient_lane(true);
+    const bool fused = counted(lt()->backward_dgelu(dpre.get(), dout.get(), weight.get(), pre.get(), N, C, OC,
+                                                    cuda_data_type(p), stream_));
+    if (fused) {
+      // The weight and bias gradients as matmul_backward makes them.
+      cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
+                                             lane.cublas, lane.stream);
+    }
+    rejoin(lane);  // after a fallback: nothing was queued beside, and the join orders nothing
+    if (fused) return;
   }
   Backend::matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
 }
@@ -483,7 +519,9 @@ void CudaBackend::set_gemm_input_precision(Precision inputs) {
   // (8 significant bits) and fp16 values (11, with a smaller exponent range) convert to it
   // exactly, and products accumulate in fp32. So for such inputs the tensor cores give the
   // fp32 GEMM's result up to the order of summation.
-  CUBLAS_CHECK(cublasSetMathMode(cublas_, inputs == Precision::kFp32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
+  const cublasMath_t math = inputs == Precision::kFp32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH;
+  CUBLAS_CHECK(cublasSetMathMode(cublas_, math));
+  if (side_ != nullptr) side_->set_math_mode(math);  // the weight gradients' GEMMs too
 }
 
 void CudaBackend::round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {

@@ -24,6 +24,7 @@ struct cublasContext;
 namespace trident::kernels::cuda {
 
 class LtMatmul;  // kernels/cuda/lt_matmul.cuh: cuBLASLt GEMMs with epilogues
+class SideStream;  // kernels/cuda/side_stream.cuh: a second stream forked from and joined into stream_
 struct GemmAttentionOptions;  // kernels/cuda/attention.cuh: the GEMM attention's schedule
 
 class CudaBackend final : public Backend {
@@ -40,8 +41,9 @@ class CudaBackend final : public Backend {
   // options.attention_blocks and attention_batching: the GEMM path's schedule (its
   // GemmAttentionOptions; the pointer arrays live in the workspace below). A block count below
   // 1 throws std::invalid_argument here.
-  // options.flash_dq, layernorm_sums, cross_entropy_loads and adamw_loads: kernel choices waiting
-  // for a GPU's timing (kernels/backend.h).
+  // options.flash_dq, layernorm_sums, cross_entropy_loads, adamw_loads and
+  // matmul_backward_streams: kernel choices waiting for a GPU's timing (kernels/backend.h); the
+  // last makes the side stream and its cuBLAS handle here.
   // The device is made current once, here: use the backend from the thread that built it
   // (Trident runs one rank per process on one thread; allocations and launches go to the
   // calling thread's current device).
@@ -156,10 +158,12 @@ class CudaBackend final : public Backend {
   LayerNormParameterSums layernorm_sums_;  // where LayerNorm's backward sums dweight, dbias (run.layernorm_sums)
   CrossEntropyLoads cross_entropy_loads_;  // how the cross-entropy backward reads a row (run.cross_entropy_loads)
   AdamWLoads adamw_loads_;                 // how AdamW walks its arrays (run.adamw_loads)
+  MatmulBackwardStreams matmul_backward_streams_;  // where matmul parameter gradients go (run.matmul_backward_streams)
   MatmulEpilogues epilogues_;              // cuBLASLt epilogues or separate kernels (run.matmul_epilogues)
   int attention_blocks_;                   // the GEMM path's causal row blocks (run.attention_blocks)
   AttentionBatching attention_batching_;   // and how its products batch (run.attention_batching)
   std::unique_ptr<LtMatmul> lt_;           // cuBLASLt, under MatmulEpilogues::kFused only
+  std::unique_ptr<SideStream> side_;       // under MatmulBackwardStreams::kTwo only
   EpilogueCounts epilogue_counts_;
   std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
@@ -181,6 +185,17 @@ class CudaBackend final : public Backend {
   void* track(void* ptr, std::size_t bytes);
   // The cuBLASLt matmuls when epilogues are fused, else null.
   LtMatmul* lt();
+  // Where a matmul backward queues its parameter gradients (the weight GEMM and the bias sums):
+  // on the side stream, beside the input gradient's GEMM, when there is a side stream and an
+  // input gradient to overlap (forked from stream_ here); otherwise after it on stream_.
+  struct GradientLane {
+    cublasContext* cublas;
+    CUstream_st* stream;
+    bool beside;
+  };
+  GradientLane parameter_gradient_lane(bool overlaps);
+  // Joins the side stream into stream_ when the lane was beside (before the call returns).
+  void rejoin(const GradientLane& lane);
   // Counts a fused attempt's outcome (ran: cuBLASLt took it) and returns it.
   bool counted(bool ran);
   // workspace_, grown to at least `bytes`; as `floats` floats of column-sum partials; and as a

@@ -61,17 +61,23 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                   OC);
 }
 
+void matmul_input_gradient(float* dinp, const float* dout, const float* weight, int N, int C, int OC,
+                           cublasHandle_t cublas) {
+  // beta = 0: dinp is overwritten (Backend::matmul_backward), so the GEMM never reads it.
+  sgemm_row_major(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+}
+
+void matmul_parameter_gradients(float* dweight, float* dbias, const float* dout, const float* inp, int N, int C,
+                                int OC, float* column_scratch, cublasHandle_t cublas, cudaStream_t stream) {
+  sgemm_row_major(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dbias != nullptr) add_column_sums(dbias, dout, N, OC, column_scratch, stream);
+}
+
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC, float* column_scratch, cublasHandle_t cublas,
                      cudaStream_t stream) {
-  if (dinp != nullptr) {
-    // beta = 0: dinp is overwritten (Backend::matmul_backward), so the GEMM never reads it.
-    sgemm_row_major(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f,
-                    dinp, C);
-  }
-  sgemm_row_major(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight,
-                  C);
-  if (dbias != nullptr) add_column_sums(dbias, dout, N, OC, column_scratch, stream);
+  if (dinp != nullptr) matmul_input_gradient(dinp, dout, weight, N, C, OC, cublas);
+  matmul_parameter_gradients(dweight, dbias, dout, inp, N, C, OC, column_scratch, cublas, stream);
 }
 
 void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void* weight, const void* bias, int N,
@@ -99,20 +105,30 @@ void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void*
                     fp32_out ? CUDA_R_32F : type, OC);
 }
 
-void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                           const void* weight, int N, int C, int OC, Precision precision, float* column_scratch,
-                           cublasHandle_t cublas, cudaStream_t stream) {
+void matmul_input_gradient_16bit(void* dinp, const void* dout, const void* weight, int N, int C, int OC,
+                                 Precision precision, cublasHandle_t cublas) {
   const cudaDataType_t type = data_type_of(precision);
-  if (dinp != nullptr) {
-    gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, type, OC, weight, C, 0.0f, dinp, type,
-                      C);  // beta = 0: dinp is overwritten
-  }
+  gemm_row_major_ex(cublas, CUBLAS_OP_N, CUBLAS_OP_N, N, C, OC, 1.0f, dout, type, OC, weight, C, 0.0f, dinp, type,
+                    C);  // beta = 0: dinp is overwritten
+}
+
+void matmul_parameter_gradients_16bit(float* dweight, float* dbias, const void* dout, const void* inp, int N, int C,
+                                      int OC, Precision precision, float* column_scratch, cublasHandle_t cublas,
+                                      cudaStream_t stream) {
+  const cudaDataType_t type = data_type_of(precision);
   // fp32 weight gradients from 16-bit operands: the GEMM's C is fp32.
   gemm_row_major_ex(cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, C, N, 1.0f, dout, type, OC, inp, C, 1.0f, dweight,
                     CUDA_R_32F, C);
   if (dbias != nullptr) {
     add_column_sums(dbias, ConstActPtr(static_cast<const uint16_t*>(dout), precision), N, OC, column_scratch, stream);
   }
+}
+
+void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                           const void* weight, int N, int C, int OC, Precision precision, float* column_scratch,
+                           cublasHandle_t cublas, cudaStream_t stream) {
+  if (dinp != nullptr) matmul_input_gradient_16bit(dinp, dout, weight, N, C, OC, precision, cublas);
+  matmul_parameter_gradients_16bit(dweight, dbias, dout, inp, N, C, OC, precision, column_scratch, cublas, stream);
 }
 
 }  // namespace trident::kernels::cuda

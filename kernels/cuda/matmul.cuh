@@ -34,4 +34,19 @@ void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void*
                            const void* weight, int N, int C, int OC, Precision precision, float* column_scratch,
                            cublasHandle_t cublas, cudaStream_t stream);
 
+// The two halves of matmul_backward and matmul_backward_16bit (which run the first, when dinp is
+// not null, then the second), for a caller that queues them on two streams: the input gradient
+// (dinp = dout @ weight, on `cublas`'s stream), and the parameter gradients (dweight += dout^T @
+// inp, dbias += column sums of dout when not null; `cublas` bound to `stream`). Neither writes
+// what the other reads, so they may run at once.
+void matmul_input_gradient(float* dinp, const float* dout, const float* weight, int N, int C, int OC,
+                           cublasHandle_t cublas);
+void matmul_parameter_gradients(float* dweight, float* dbias, const float* dout, const float* inp, int N, int C,
+                                int OC, float* column_scratch, cublasHandle_t cublas, cudaStream_t stream);
+void matmul_input_gradient_16bit(void* dinp, const void* dout, const void* weight, int N, int C, int OC,
+                                 Precision precision, cublasHandle_t cublas);
+void matmul_parameter_gradients_16bit(float* dweight, float* dbias, const void* dout, const void* inp, int N, int C,
+                                      int OC, Precision precision, float* column_scratch, cublasHandle_t cublas,
+                                      cudaStream_t stream);
+
 }  // namespace trident::kernels::cuda

@@ -25,6 +25,8 @@ kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::De
   options.cross_entropy_loads =
       config.run.cross_entropy_loads == "packs" ? kernels::CrossEntropyLoads::kPacks : kernels::CrossEntropyLoads::kValues;
   options.adamw_loads = config.run.adamw_loads == "packs" ? kernels::AdamWLoads::kPacks : kernels::AdamWLoads::kValues;
+  options.matmul_backward_streams = config.run.matmul_backward_streams == "two" ? kernels::MatmulBackwardStreams::kTwo
+                                                                                : kernels::MatmulBackwardStreams::kOne;
   return options;
 }
 

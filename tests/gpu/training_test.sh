@@ -13,7 +13,9 @@
 #   full square, strided calls: run.attention_blocks = 1, run.attention_batching = strided);
 #   run.profile on the bf16 flash run: the same losses, the fused MLP pairs timed whole;
 #   the kernel choices waiting for a GPU's timing (run.flash_dq, run.layernorm_sums,
-#   run.cross_entropy_loads, run.adamw_loads) on bf16 flash within 1e-2 of the CPU's bf16;
+#   run.cross_entropy_loads, run.adamw_loads, run.matmul_backward_streams) on bf16 flash within
+#   1e-2 of the CPU's bf16, and the matmul parameter gradients on a second stream giving one
+#   stream's bf16 losses exactly;
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
 #   GPU, against one rank on it: within 1e-4 (cuBLAS may pick other kernels, with other
@@ -120,17 +122,25 @@ grep -q "^backend.*flash attention" agpu16.log || { grep '^backend' agpu16.log; 
 out=$("$CHECK_METRICS" compare fgpu16/metrics.jsonl agpu16/metrics.jsonl loss 0) \
   && pass "run.attention = auto, bf16, head size 64: the flash run's losses: $out" || fail "auto, bf16: $out"
 # The kernel choices waiting for a GPU's timing (run.flash_dq = key_walk, run.layernorm_sums =
-# row_walk, run.cross_entropy_loads = packs, run.adamw_loads = packs, all four at once): named on
-# the backend line, and within 1e-2 of the bf16 CPU as the default kernels are (they change only
-# the order of sums).
+# row_walk, run.cross_entropy_loads = packs, run.adamw_loads = packs, run.matmul_backward_streams
+# = two, all five at once): named on the backend line, and within 1e-2 of the bf16 CPU as the
+# default kernels are (they change only the order of sums).
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.flash_dq=key_walk \
-  --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs --run.dir=cgpu16 \
+  --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs \
+  --run.matmul_backward_streams=two --run.dir=cgpu16 \
   > cgpu16.log 2>&1 || { tail -20 cgpu16.log; fail "the waiting kernel choices, bf16 on the GPU"; }
-grep -q "^backend.*dQ in the key walk, LayerNorm parameter sums in the row walk, cross-entropy backward on 16-byte loads, AdamW on 16-byte loads" \
+grep -q "^backend.*dQ in the key walk, LayerNorm parameter sums in the row walk, cross-entropy backward on 16-byte loads, AdamW on 16-byte loads, matmul parameter gradients on a second stream" \
   cgpu16.log || { grep '^backend' cgpu16.log; fail "the backend line does not name the waiting kernel choices"; }
 out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl cgpu16/metrics.jsonl loss 1e-2) \
-  && pass "dQ in the key walk, LayerNorm sums in the row walk, cross-entropy and AdamW on 16-byte loads, bf16 GPU against bf16 CPU: $out" \
+  && pass "dQ in the key walk, LayerNorm sums in the row walk, cross-entropy and AdamW on 16-byte loads, two matmul streams, bf16 GPU against bf16 CPU: $out" \
   || fail "the waiting kernel choices, bf16: $out"
+# The parameter gradients on a second stream (its own cuBLAS handle) are the same kernels on the
+# same operands: the one-stream run's losses exactly.
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.matmul_backward_streams=two \
+  --run.dir=tgpu16 > tgpu16.log 2>&1 || { tail -20 tgpu16.log; fail "two matmul streams, bf16 on the GPU"; }
+out=$("$CHECK_METRICS" compare agpu16/metrics.jsonl tgpu16/metrics.jsonl loss 0) \
+  && pass "matmul parameter gradients on a second stream, bf16 GPU: one stream's losses: $out" \
+  || fail "two matmul streams, bf16: $out"
 # The GEMM attention on the same 16-bit buffers: its products read bf16 and it
 # rounds P and dS to bf16 between them (kernels/cuda/attention_schedule.h).
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention=gemm --run.dir=ggpu16 \

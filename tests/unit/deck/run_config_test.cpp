@@ -116,10 +116,12 @@ TEST(RunConfig, KernelChoicesWaitingForTheirTiming) {
   EXPECT_EQ(config_of({}).run.layernorm_sums, "separate");
   EXPECT_EQ(config_of({}).run.cross_entropy_loads, "values");
   EXPECT_EQ(config_of({}).run.adamw_loads, "values");
+  EXPECT_EQ(config_of({}).run.matmul_backward_streams, "one");
   EXPECT_EQ(config_of({"--run.flash_dq=key_walk"}).run.flash_dq, "key_walk");
   EXPECT_EQ(config_of({"--run.layernorm_sums=row_walk"}).run.layernorm_sums, "row_walk");
   EXPECT_EQ(config_of({"--run.cross_entropy_loads=packs"}).run.cross_entropy_loads, "packs");
   EXPECT_EQ(config_of({"--run.adamw_loads=packs"}).run.adamw_loads, "packs");
+  EXPECT_EQ(config_of({"--run.matmul_backward_streams=two"}).run.matmul_backward_streams, "two");
   const std::string message = config_error({"--run.flash_dq=atomic"});
   EXPECT_EQ(message, "run.flash_dq = 'atomic' is not one of: separate, key_walk");
 }

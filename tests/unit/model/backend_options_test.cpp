@@ -30,13 +30,15 @@ TEST(BackendOptions, DefaultsAreTheBackendsDefaults) {
   EXPECT_EQ(deck.layernorm_sums, plain.layernorm_sums);
   EXPECT_EQ(deck.cross_entropy_loads, plain.cross_entropy_loads);
   EXPECT_EQ(deck.adamw_loads, plain.adamw_loads);
+  EXPECT_EQ(deck.matmul_backward_streams, plain.matmul_backward_streams);
 }
 
 TEST(BackendOptions, EveryKeyReachesItsOption) {
   const kernels::BackendOptions options =
       options_of({"--train.precision=bf16", "--run.attention=flash", "--run.matmul_epilogues=separate",
                   "--run.attention_blocks=4", "--run.attention_batching=pointers", "--run.flash_dq=key_walk",
-                  "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs"});
+                  "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs",
+                  "--run.matmul_backward_streams=two"});
   EXPECT_EQ(options.attention, kernels::AttentionKernel::kFlash);
   EXPECT_EQ(options.matmul_epilogues, kernels::MatmulEpilogues::kSeparate);
   EXPECT_EQ(options.attention_blocks, 4);
@@ -45,14 +47,16 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(options.layernorm_sums, kernels::LayerNormParameterSums::kInRowWalk);
   EXPECT_EQ(options.cross_entropy_loads, kernels::CrossEntropyLoads::kPacks);
   EXPECT_EQ(options.adamw_loads, kernels::AdamWLoads::kPacks);
+  EXPECT_EQ(options.matmul_backward_streams, kernels::MatmulBackwardStreams::kTwo);
   // The other way of each, named, is the default.
   const kernels::BackendOptions named = options_of(
       {"--run.flash_dq=separate", "--run.layernorm_sums=separate", "--run.cross_entropy_loads=values",
-       "--run.adamw_loads=values"});
+       "--run.adamw_loads=values", "--run.matmul_backward_streams=one"});
   EXPECT_EQ(named.flash_dq, kernels::FlashDq::kSeparateWalk);
   EXPECT_EQ(named.layernorm_sums, kernels::LayerNormParameterSums::kSeparatePass);
   EXPECT_EQ(named.cross_entropy_loads, kernels::CrossEntropyLoads::kValues);
   EXPECT_EQ(named.adamw_loads, kernels::AdamWLoads::kValues);
+  EXPECT_EQ(named.matmul_backward_streams, kernels::MatmulBackwardStreams::kOne);
 }
 
 TEST(BackendOptions, AutoAttentionIsFlashOnlyOnTheTensorCores) {

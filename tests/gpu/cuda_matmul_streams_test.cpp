@@ -1,0 +1,206 @@
+// run.matmul_backward_streams = two (MatmulBackwardStreams::kTwo: a linear layer's weight and bias
+// gradients queued on a second stream beside its input gradient, kernels/cuda/side_stream.cuh)
+// against the default one stream: the same bits in every output, in fp32 and bf16, with and
+// without the input gradient and the bias, through the MLP's fused GELU gradient and through its
+// separate kernels. And the side stream's two orderings, which the CUDA emulation's deferred
+// schedule (a stream's work runs only when something needs it) shows when one is missing: work
+// forked onto the side stream sees what the compute stream queued before the fork, and the
+// compute stream's work after the join sees what the side stream did.
+#include <gtest/gtest.h>
+
+#include <cublas_v2.h>     // CUBLAS_DEFAULT_MATH
+#include <cuda_runtime.h>  // the orderings' streams and copies
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"              // make_backend, BackendOptions, MatmulBackwardStreams
+#include "kernels/cuda/side_stream.cuh"   // cuda::SideStream
+#include "kernels/precision.h"            // Precision
+#include "tests/gpu/twin_test_support.h"  // count_of
+
+namespace trident::kernels::gpu_test {
+namespace {
+
+// The bit patterns of words.
+std::vector<uint32_t> bits_of(const std::vector<float>& words) {
+  std::vector<uint32_t> out(words.size());
+  std::memcpy(out.data(), words.data(), words.size() * sizeof(float));
+  return out;
+}
+
+// A buffer on one backend holding host words (fp32 values, or 16-bit patterns two to a float),
+// read back as bits, so that 16-bit pairs that read as NaN still compare.
+class Words {
+ public:
+  Words(Backend& backend, const std::vector<float>& words)
+      : backend_(&backend), count_(words.size()), ptr_(backend.allocate(words.size())) {
+    backend.copy_to_device(ptr_, words.data(), count_);
+  }
+  ~Words() { backend_->release(ptr_); }
+  Words(const Words&) = delete;
+  Words& operator=(const Words&) = delete;
+
+  float* get() { return ptr_; }
+  std::vector<uint32_t> bits() {
+    std::vector<float> host(count_);
+    backend_->copy_to_host(host.data(), ptr_, count_);
+    return bits_of(host);
+  }
+
+ private:
+  Backend* backend_;
+  std::size_t count_;
+  float* ptr_;
+};
+
+// `n` values uniform in [lo, hi] as `precision` stores them: fp32 values, or bf16 patterns (the
+// values truncated to bf16) two to a float.
+std::vector<float> stored_values(std::size_t n, float lo, float hi, Precision precision, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(n);
+  for (float& v : values) v = dist(rng);
+  if (precision == Precision::kFp32) return values;
+  std::vector<uint16_t> halves(n + n % 2, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &values[i], sizeof bits);
+    halves[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  std::vector<float> words(halves.size() / 2);
+  std::memcpy(words.data(), halves.data(), words.size() * sizeof(float));
+  return words;
+}
+
+struct Case {
+  std::string name;
+  Precision precision;
+  MatmulEpilogues epilogues;
+  bool through_gelu;  // matmul_backward_through_gelu (dinp is then dpre, and always made)
+  bool with_dinp, with_bias;
+  int N, C, OC;
+};
+
+std::vector<float> dweight_start(const Case& c) {
+  return stored_values(count_of(c.OC, c.C), -1.0f, 1.0f, Precision::kFp32, 6);
+}
+
+// Two backward calls of `c` (the second accumulating onto the first's parameter gradients, as
+// micro-batches do) on a backend with `streams`; every output's bits: dinp (or dpre), dweight,
+// dbias.
+std::vector<std::vector<uint32_t>> backward_bits(const Case& c, MatmulBackwardStreams streams) {
+  auto backend = make_backend(Device::kCuda, 1, 0, {.matmul_epilogues = c.epilogues, .matmul_backward_streams = streams});
+  const Precision p = c.precision;
+  Words dout(*backend, stored_values(count_of(c.N, c.OC), -1.0f, 1.0f, p, 1));
+  Words inp(*backend, stored_values(count_of(c.N, c.C), -1.0f, 1.0f, p, 2));
+  Words weight(*backend, stored_values(count_of(c.OC, c.C), -0.5f, 0.5f, p, 3));
+  Words pre(*backend, stored_values(count_of(c.N, c.C), -3.0f, 3.0f, p, 4));
+  Words dinp(*backend, stored_values(count_of(c.N, c.C), 5.0f, 9.0f, p, 5));  // stale: overwritten
+  Words dweight(*backend, dweight_start(c));
+  Words dbias(*backend, stored_values(count_of(c.OC, 1), -1.0f, 1.0f, Precision::kFp32, 7));
+  auto act = [&](Words& w) {
+    return p == Precision::kFp32 ? ActPtr(w.get()) : ActPtr(reinterpret_cast<uint16_t*>(w.get()), p);
+  };
+  for (int call = 0; call < 2; ++call) {
+    float* db = c.with_bias ? dbias.get() : nullptr;
+    if (c.through_gelu) {
+      backend->matmul_backward_through_gelu(act(dinp), dweight.get(), db, act(dout), act(inp), act(weight), act(pre),
+                                            c.N, c.C, c.OC);
+    } else {
+      backend->matmul_backward(c.with_dinp ? act(dinp) : ActPtr(nullptr), dweight.get(), db,
+                               act(dout), act(inp), act(weight), c.N, c.C, c.OC);
+    }
+  }
+  // No synchronize first: the copies back are queued on the compute stream, so only the join
+  // makes them wait for the side stream.
+  return {dinp.bits(), dweight.bits(), dbias.bits()};
+}
+
+TEST(MatmulBackwardStreams, TwoStreamsGiveTheOneStreamsBits) {
+  const MatmulEpilogues fused = MatmulEpilogues::kFused, separate = MatmulEpilogues::kSeparate;
+  const Precision fp32 = Precision::kFp32, bf16 = Precision::kBf16;
+  const Case cases[] = {
+      {"fp32, all outputs", fp32, separate, false, true, true, 96, 64, 192},
+      {"fp32, no input gradient (nothing to overlap)", fp32, separate, false, false, true, 96, 64, 192},
+      {"fp32, no bias, ragged", fp32, separate, false, true, false, 37, 24, 40},
+      {"fp32 through GELU (separate kernels)", fp32, separate, true, true, true, 64, 128, 32},
+      {"bf16, all outputs", bf16, fused, false, true, true, 128, 64, 192},
+      {"bf16, no bias", bf16, fused, false, true, false, 128, 64, 64},
+      {"bf16 through GELU, cuBLASLt's DGELU epilogue", bf16, fused, true, true, true, 128, 256, 64},
+      {"bf16 through GELU, separate kernels", bf16, separate, true, true, true, 128, 256, 64},
+      {"bf16 through GELU, a width the epilogue refuses (falls back)", bf16, fused, true, true, true, 64, 36, 48},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto one = backward_bits(c, MatmulBackwardStreams::kOne);
+    const auto two = backward_bits(c, MatmulBackwardStreams::kTwo);
+    const char* names[] = {"dinp", "dweight", "dbias"};
+    for (std::size_t i = 0; i < one.size(); ++i) EXPECT_EQ(two[i], one[i]) << names[i];
+    // The gradients were made at all (not the start values in both runs alike).
+    EXPECT_NE(one[1], bits_of(dweight_start(c))) << "dweight was not accumulated";
+  }
+}
+
+TEST(MatmulBackwardStreams, TheBackendLineNamesTwoStreams) {
+  auto two = make_backend(Device::kCuda, 1, 0, {.matmul_backward_streams = MatmulBackwardStreams::kTwo});
+  EXPECT_NE(two->name().find("matmul parameter gradients on a second stream"), std::string::npos) << two->name();
+  auto one = make_backend(Device::kCuda, 1, 0);
+  EXPECT_EQ(one->name().find("second stream"), std::string::npos) << one->name();
+}
+
+// The orderings on the bare runtime: a compute stream, the side stream, ints set by memsets and
+// copied by device-to-device copies.
+class SideStreamOrder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cudaStreamCreate(&compute_), cudaSuccess);
+    for (int** p : {&a_, &b_, &c_}) {
+      ASSERT_EQ(cudaMalloc(p, sizeof(int)), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(*p, 0, sizeof(int), compute_), cudaSuccess);
+    }
+    ASSERT_EQ(cudaStreamSynchronize(compute_), cudaSuccess);
+  }
+  void TearDown() override {
+    for (int* p : {a_, b_, c_}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(compute_), cudaSuccess);
+  }
+  static int value_of(const int* device) {
+    int value = -1;
+    EXPECT_EQ(cudaMemcpy(&value, device, sizeof value, cudaMemcpyDeviceToHost), cudaSuccess);
+    return value;
+  }
+  cudaStream_t compute_ = nullptr;
+  int *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
+};
+
+// a is written on the compute stream, then (forked) copied to b on the side stream; the side
+// stream is waited for alone. Without the fork its copy could run first and read the old a.
+TEST_F(SideStreamOrder, ForkedWorkSeesWhatTheComputeStreamQueuedBefore) {
+  cuda::SideStream side(compute_, CUBLAS_DEFAULT_MATH);
+  ASSERT_EQ(cudaMemsetAsync(a_, 0x11, sizeof(int), compute_), cudaSuccess);
+  side.fork();
+  ASSERT_EQ(cudaMemcpyAsync(b_, a_, sizeof(int), cudaMemcpyDeviceToDevice, side.stream()), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(side.stream()), cudaSuccess);
+  EXPECT_EQ(value_of(b_), 0x11111111);
+}
+
+// b is written on the side stream, then (joined) copied to c on the compute stream; the compute
+// stream is waited for alone. Without the join the side stream's write might not have run.
+TEST_F(SideStreamOrder, WorkAfterTheJoinSeesWhatTheSideStreamDid) {
+  cuda::SideStream side(compute_, CUBLAS_DEFAULT_MATH);
+  side.fork();
+  ASSERT_EQ(cudaMemsetAsync(b_, 0x22, sizeof(int), side.stream()), cudaSuccess);
+  side.join();
+  ASSERT_EQ(cudaMemcpyAsync(c_, b_, sizeof(int), cudaMemcpyDeviceToDevice, compute_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(compute_), cudaSuccess);
+  EXPECT_EQ(value_of(c_), 0x22222222);
+}
+
+}  // namespace
+}  // namespace trident::kernels::gpu_test
