@@ -111,8 +111,8 @@ std::vector<KeySpec> make_schema() {
                  "timed on a GPU. The CPU ignores it."),
       choice_key("run.matmul_backward_streams", "one", {"one", "two"},
                  "A linear layer's backward on CUDA: its weight and bias gradients queued after the input "
-                 "gradient on the one stream (one), or beside it on a second stream, joined before the next "
-                 "layer's work (two: the two GEMMs share the GPU). The same bits either way; not yet timed "
+                 "gradient on the one stream (one), or beside it on a second stream, joined before the layer's "
+                 "backward returns (two: the two GEMMs share the GPU). The same bits either way; not yet timed "
                  "on a GPU. The CPU ignores it."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),

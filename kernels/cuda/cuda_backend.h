@@ -1,7 +1,9 @@
 // CudaBackend: kernels::Backend on one CUDA device, in fp32, the twin of cpu::CpuBackend.
 // Each method forwards to the launcher of its operation (kernels/cuda/<op>.cuh); this class
 // owns the device, the stream every launch, GEMM and copy is queued on (so they run in call
-// order), the cuBLAS handle bound to that stream, and a small device scratch for sum_squares.
+// order), the cuBLAS handle bound to that stream, and a small device scratch for sum_squares
+// (under run.matmul_backward_streams = two also a side stream for the matmul parameter
+// gradients, joined back into that stream before each call returns).
 // Pointers passed in are device pointers from allocate() / allocate_tokens(), except the host
 // sides of the copies.
 #pragma once

@@ -73,13 +73,6 @@ void matmul_parameter_gradients(float* dweight, float* dbias, const float* dout,
   if (dbias != nullptr) add_column_sums(dbias, dout, N, OC, column_scratch, stream);
 }
 
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC, float* column_scratch, cublasHandle_t cublas,
-                     cudaStream_t stream) {
-  if (dinp != nullptr) matmul_input_gradient(dinp, dout, weight, N, C, OC, cublas);
-  matmul_parameter_gradients(dweight, dbias, dout, inp, N, C, OC, column_scratch, cublas, stream);
-}
-
 void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void* weight, const void* bias, int N,
                           int C, int OC, Precision precision, cublasHandle_t cublas, cudaStream_t stream) {
   const cudaDataType_t type = data_type_of(precision);
@@ -122,13 +115,6 @@ void matmul_parameter_gradients_16bit(float* dweight, float* dbias, const void* 
   if (dbias != nullptr) {
     add_column_sums(dbias, ConstActPtr(static_cast<const uint16_t*>(dout), precision), N, OC, column_scratch, stream);
   }
-}
-
-void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                           const void* weight, int N, int C, int OC, Precision precision, float* column_scratch,
-                           cublasHandle_t cublas, cudaStream_t stream) {
-  if (dinp != nullptr) matmul_input_gradient_16bit(dinp, dout, weight, N, C, OC, precision, cublas);
-  matmul_parameter_gradients_16bit(dweight, dbias, dout, inp, N, C, OC, precision, column_scratch, cublas, stream);
 }
 
 }  // namespace trident::kernels::cuda

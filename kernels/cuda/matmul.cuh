@@ -13,13 +13,6 @@ namespace trident::kernels::cuda {
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC, cublasHandle_t cublas, cudaStream_t stream);
 
-// dinp[N,C] = dout @ weight;  dweight[OC,C] += dout^T @ inp;  dbias[OC] += sum_n dout.
-// dinp and dbias may be null. column_scratch: columns::sum_scratch_floats(OC) floats of device
-// workspace for the bias sums (column_sums.cuh); null when dbias is.
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC, float* column_scratch, cublasHandle_t cublas,
-                     cudaStream_t stream);
-
 // The same with 16-bit activations and weights (the model's buffers under train.precision =
 // bf16 | fp16): inp, weight and bias (may be null) hold `precision`'s bit patterns (kBf16 or
 // kFp16); out too, or, with fp32_out, fp32 values (the LM head's logits). Products accumulate in
@@ -27,22 +20,20 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void matmul_forward_16bit(void* out, bool fp32_out, const void* inp, const void* weight, const void* bias, int N,
                           int C, int OC, Precision precision, cublasHandle_t cublas, cudaStream_t stream);
 
-// dinp (16-bit, may be null) = dout @ weight, rounded once; dweight (fp32) += dout^T @ inp;
-// dbias (fp32, may be null) += column sums of dout. dout, inp, weight: 16-bit. column_scratch
-// as matmul_backward's.
-void matmul_backward_16bit(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                           const void* weight, int N, int C, int OC, Precision precision, float* column_scratch,
-                           cublasHandle_t cublas, cudaStream_t stream);
-
-// The two halves of matmul_backward and matmul_backward_16bit (which run the first, when dinp is
-// not null, then the second), for a caller that queues them on two streams: the input gradient
-// (dinp = dout @ weight, on `cublas`'s stream), and the parameter gradients (dweight += dout^T @
-// inp, dbias += column sums of dout when not null; `cublas` bound to `stream`). Neither writes
-// what the other reads, so they may run at once.
+// A linear layer's backward in two halves, so that a caller may queue them on two streams
+// (CudaBackend under run.matmul_backward_streams = two) or one after the other on one:
+//   input gradient:      dinp[N,C] = dout @ weight (overwritten; on `cublas`'s stream);
+//   parameter gradients: dweight[OC,C] += dout^T @ inp, and dbias[OC] += sum_n dout when dbias is
+//                        not null (`cublas` bound to `stream`); column_scratch:
+//                        columns::sum_scratch_floats(OC) floats of device workspace for the bias
+//                        sums (column_sums.cuh), null when dbias is.
+// Neither writes what the other reads, so they may run at once.
 void matmul_input_gradient(float* dinp, const float* dout, const float* weight, int N, int C, int OC,
                            cublasHandle_t cublas);
 void matmul_parameter_gradients(float* dweight, float* dbias, const float* dout, const float* inp, int N, int C,
                                 int OC, float* column_scratch, cublasHandle_t cublas, cudaStream_t stream);
+// The same with 16-bit dout, inp, weight and dinp (`precision`'s bit patterns); dinp is rounded
+// once, dweight and dbias stay fp32.
 void matmul_input_gradient_16bit(void* dinp, const void* dout, const void* weight, int N, int C, int OC,
                                  Precision precision, cublasHandle_t cublas);
 void matmul_parameter_gradients_16bit(float* dweight, float* dbias, const void* dout, const void* inp, int N, int C,

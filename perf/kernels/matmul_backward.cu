@@ -2,7 +2,8 @@
 // (run.matmul_backward_streams = one | two). The backward's two GEMMs, the input gradient
 // dinp = dout W (N x C) and the weight gradient dW += dout^T inp (OC x C, summed over the N
 // tokens), are independent, and at GPT-2's shapes neither fills the GPU's last wave of tiles: the
-// weight gradient has as few as (C / 128) x (OC / 256) tiles of output for 132 SMs. On one stream
+// weight gradient has as few as (C / 128) x (OC / 256) tiles of output for 132 SMs, if cuBLAS
+// tiles it by 128 x 256. On one stream
 // each waits for the other's tail; on two (kernels/cuda/side_stream.cuh) the weight gradient and
 // the bias sums run beside the input gradient. The backward products were 41.8 of the 111.4 ms
 // of kernels in a GPT-2 774M micro-batch-8 step on one H100 (2026-11-23), at 47 to 60% of the

@@ -16,7 +16,7 @@
 #include "kernels/backend.h"              // AdamWArgs, AdamWLoads, adamw_decay_mask_words
 #include "kernels/cuda/adamw.cuh"         // cuda::adamw_update, cuda::adamw_update_master
 #include "kernels/precision.h"            // precision_name
-#include "tests/gpu/twin_test_support.h"  // TwinBackends, BackendFloats, TwinTokens
+#include "tests/gpu/twin_test_support.h"  // TwinBackends, BackendFloats, TwinTokens, bits_of
 
 namespace trident::kernels::gpu_test {
 namespace {
@@ -45,14 +45,6 @@ class OffsetFloats {
   Backend* gpu_;
   std::size_t count_;
 };
-
-// The bit patterns of floats, so that the comparison is of bits (16-bit values two to a float
-// could read as NaN, which never compares equal).
-std::vector<uint32_t> bits_of(const std::vector<float>& values) {
-  std::vector<uint32_t> bits(values.size());
-  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
-  return bits;
-}
 
 // The first index where two runs' bits differ, or -1 (a readable failure on ~50k words).
 long first_difference(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {

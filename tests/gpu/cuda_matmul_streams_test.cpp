@@ -21,18 +21,11 @@
 
 #include "kernels/backend.h"              // make_backend, BackendOptions, MatmulBackwardStreams
 #include "kernels/cuda/side_stream.cuh"   // cuda::SideStream
-#include "kernels/precision.h"            // Precision
-#include "tests/gpu/twin_test_support.h"  // count_of
+#include "kernels/precision.h"            // Precision, encode_bf16
+#include "tests/gpu/twin_test_support.h"  // count_of, bits_of
 
 namespace trident::kernels::gpu_test {
 namespace {
-
-// The bit patterns of words.
-std::vector<uint32_t> bits_of(const std::vector<float>& words) {
-  std::vector<uint32_t> out(words.size());
-  std::memcpy(out.data(), words.data(), words.size() * sizeof(float));
-  return out;
-}
 
 // A buffer on one backend holding host words (fp32 values, or 16-bit patterns two to a float),
 // read back as bits, so that 16-bit pairs that read as NaN still compare.
@@ -59,8 +52,8 @@ class Words {
   float* ptr_;
 };
 
-// `n` values uniform in [lo, hi] as `precision` stores them: fp32 values, or bf16 patterns (the
-// values truncated to bf16) two to a float.
+// `n` values uniform in [lo, hi] as `precision` stores them: fp32 values, or bf16 patterns two to
+// a float.
 std::vector<float> stored_values(std::size_t n, float lo, float hi, Precision precision, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -68,11 +61,7 @@ std::vector<float> stored_values(std::size_t n, float lo, float hi, Precision pr
   for (float& v : values) v = dist(rng);
   if (precision == Precision::kFp32) return values;
   std::vector<uint16_t> halves(n + n % 2, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, &values[i], sizeof bits);
-    halves[i] = static_cast<uint16_t>(bits >> 16);
-  }
+  for (std::size_t i = 0; i < n; ++i) halves[i] = encode_bf16(values[i]);
   std::vector<float> words(halves.size() / 2);
   std::memcpy(words.data(), halves.data(), words.size() * sizeof(float));
   return words;

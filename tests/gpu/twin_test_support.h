@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -52,6 +53,14 @@ inline constexpr double kDoubleSumTolerance = 1e-10;
 // a * b as a size, for buffer lengths and row offsets.
 inline std::size_t count_of(int a, int b) {
   return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
+}
+
+// The bit patterns of floats, so that results compare as bits (16-bit values two to a float could
+// read as NaN, which never compares equal).
+inline std::vector<uint32_t> bits_of(const std::vector<float>& values) {
+  std::vector<uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
 }
 
 // Which twin of a buffer a call uses.
