@@ -404,6 +404,7 @@ void launch_rows(LayerNormRows rows, int N, int C, std::initializer_list<const v
     case 16: warp(std::integral_constant<int, 16>{}, shape); break;
     case 24: warp(std::integral_constant<int, 24>{}, shape); break;
     case 32: warp(std::integral_constant<int, 32>{}, shape); break;
+    case 40: warp(std::integral_constant<int, 40>{}, shape); break;
     case 48: warp(std::integral_constant<int, 48>{}, shape); break;
     default: warp(std::integral_constant<int, 64>{}, shape); break;
   }

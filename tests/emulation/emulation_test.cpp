@@ -1,8 +1,8 @@
 // The CUDA emulation's own promises (CTest emulated.emulation): the deferred stream schedule that
 // lets the GPU tests and emulated.training see a missing event between streams; the reverse
-// thread order that emulated.cuda_backend_reverse uses to show a race inside a block; the TF32
-// rounding that lets them see a GEMM input that is not exact in TF32; the NCCL emulation's
-// report of a send buffer overwritten before its stream reached the call; the stops of
+// thread order (TRIDENT_CUDA_EMULATION_THREAD_ORDER, for runs by hand) that shows a race inside
+// a block; the TF32 rounding that lets them see a GEMM input that is not exact in TF32; the NCCL
+// emulation's report of a send buffer overwritten before its stream reached the call; the stops of
 // UndefinedBehaviorSanitizer where x86 and a GPU give different answers; and the guards between
 // slices of a block's dynamic shared memory; the host model of the tensor-core instructions
 // (kernels/cuda/warp_mma.cuh) with the loading recipes the flash kernels use; the model of cp.async

@@ -3,10 +3,10 @@
 // (the fallback above it). Each against the CPU twin, in fp32, bf16 and fp16 storage:
 // - LayerNorm forward, the fused residual add + LayerNorm and the backward's dinp, dweight and
 //   dbias;
-// - rows that fill the warp's packs exactly (C = 768, 1024), rows that leave packs empty or end
-//   within a pack (1280, 1600, 300, 37), rows above the warp's limit (2050: both ways take the
-//   block); between them every instantiation of the warp's kernels (1600: 64 values a lane, whose
-//   walk over the rows asks for more than the default 48 KiB of shared memory);
+// - rows that fill the warp's packs exactly (C = 768, 1024, 1280, 1536), rows that leave packs
+//   empty or end within a pack (1600, 300, 37), rows above the warp's limit (2050: both ways
+//   take the block); between them every instantiation of the warp's kernels (1600: 64 values a
+//   lane, whose walk over the rows asks for more than the default 48 KiB of shared memory);
 // - on the GPU, the fused kernel gives the bits of the add followed by the LayerNorm, as the
 //   backend's contract says, in each way;
 // - the backward's parameter sums both ways (LayerNormParameterSums): apart from dinp, and
@@ -35,7 +35,9 @@ namespace {
 // The instantiation each row length takes (2-byte and 4-byte elements): GPT-2's widths fit a
 // warp exactly or nearly, and 2048 is the last that fits.
 static_assert(cuda::warp_row_values_per_lane(768, 2) == 24 && cuda::warp_row_values_per_lane(768, 4) == 24);
-static_assert(cuda::warp_row_values_per_lane(1024, 2) == 32 && cuda::warp_row_values_per_lane(1280, 2) == 48);
+static_assert(cuda::warp_row_values_per_lane(1024, 2) == 32 && cuda::warp_row_values_per_lane(1280, 2) == 40);
+static_assert(cuda::warp_row_values_per_lane(1280, 4) == 40 && cuda::warp_row_values_per_lane(1100, 4) == 40);
+static_assert(cuda::warp_row_values_per_lane(1536, 2) == 48 && cuda::warp_row_values_per_lane(1600, 4) == 64);
 static_assert(cuda::warp_row_values_per_lane(1600, 2) == 64 && cuda::warp_row_values_per_lane(2048, 4) == 64);
 static_assert(cuda::warp_row_values_per_lane(300, 2) == 16 && cuda::warp_row_values_per_lane(37, 4) == 16);
 static_assert(cuda::warp_row_values_per_lane(2049, 2) == 0 && cuda::warp_row_values_per_lane(0, 4) == 0);
@@ -88,7 +90,8 @@ std::string name_of(Precision p, const Shape& s, cuda::LayerNormRows rows) {
          (rows == cuda::LayerNormRows::kWarpPerRow ? " warp per row" : " block per row");
 }
 
-constexpr Shape kShapes[] = {{37, 768}, {7, 1024}, {9, 1280}, {4, 1600}, {6, 300}, {11, 37}, {5, 2050}};
+// Values a lane (bf16 and fp32): 24, 32, 40, 64, 48, 16, 16, then the block.
+constexpr Shape kShapes[] = {{37, 768}, {7, 1024}, {9, 1280}, {4, 1600}, {9, 1536}, {6, 300}, {11, 37}, {5, 2050}};
 
 TEST_F(LayerNormRowsTwins, BothWaysMatchTheCpuInEveryStorage) {
   for (const Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {

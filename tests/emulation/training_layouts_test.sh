@@ -1,0 +1,72 @@
+# Parallel layouts on the CPU emulation of CUDA (CTest emulated.training_layouts, label
+# emulated; docs/testing-without-a-gpu.md), beside the single-rank runs of training_test.sh:
+# - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1 (parallel.comm = mpi, both ranks on the one
+#   emulated GPU) against one rank within 1e-4, the data group's host copies as estimated;
+# - parallel.comm = nccl (the emulation's NCCL over MPI, tests/emulation/emulated_nccl.cpp):
+#   one rank identical to parallel.comm = mpi; with two emulated GPUs dp = 2, tp = 2, pp = 2 and
+#   ZeRO-1 against one rank within 1e-4, and with four dp = 2 x tp = 2 and dp = 2 x pp = 2 with
+#   ZeRO-1; the bf16 wire buffer as estimated, with and without ZeRO-1 (whose bf16 run gives
+#   plain dp = 2's losses exactly: one addition per element either way, rounded alike); two
+#   ranks on one GPU refused, the GPU named by its bus id;
+# - a model larger than the GPU refused with exit 2, naming it.
+# The reference is the fp32 run on one emulated GPU (also training_test.sh's "gpu").
+source "$(dirname "$0")/training_lib.sh"
+
+train gpu $gpu
+# Layouts against one rank, ranks sharing the one emulated GPU (parallel.comm = mpi).
+common="$short $gpu"
+for layout in "tp2 --parallel.tp=2" "pp2 --parallel.pp=2" "dp2 --parallel.dp=2" \
+              "dp2zero --parallel.dp=2 --parallel.zero=1"; do
+  read -r name flags <<< "$layout"
+  mpi 2 train deck.ini $common --run.dir="$name" $flags > "$name.log" 2>&1 || { tail -5 "$name.log"; fail "$name"; }
+  matches "$name on the emulated GPU against one rank" gpu "$name" 1e-4
+done
+reduction_buffers_match "dp2, staged through the host" dp2.log nonzero
+reduction_buffers_match "dp2 ZeRO-1, staged through the host" dp2zero.log nonzero
+
+# NCCL: one rank, then two ranks with a GPU each (TRIDENT_CUDA_EMULATION_DEVICES).
+nccl="$short --run.device=cuda --parallel.comm=nccl"
+mpi 1 train deck.ini $nccl --run.dir=nccl1 > nccl1.log 2>&1 || { tail -5 nccl1.log; fail "nccl1"; }
+grep -q "parallel.comm = nccl" nccl1.log || fail "the NCCL run does not say so"
+matches "parallel.comm = nccl, one rank, against parallel.comm = mpi" gpu nccl1 0
+# two_gpus NAME FLAGS...: two ranks over NCCL, a GPU each.
+two_gpus() {
+  local name=$1
+  shift
+  TRIDENT_CUDA_EMULATION_DEVICES=2 mpi 2 train deck.ini $nccl --run.dir="$name" "$@" > "$name.log" 2>&1 \
+    || { tail -5 "$name.log"; fail "$name"; }
+}
+for layout in "ndp2 --parallel.dp=2" "ntp2 --parallel.tp=2" "npp2 --parallel.pp=2" \
+              "ndp2zero --parallel.dp=2 --parallel.zero=1"; do
+  read -r name flags <<< "$layout"
+  two_gpus "$name" $flags
+  matches "$name over NCCL against one rank" gpu "$name" 1e-4
+done
+# Two groups over NCCL at once (a communicator and a stream each), four ranks with a GPU each.
+for layout in "ndp2tp2 --parallel.dp=2 --parallel.tp=2" "ndp2pp2zero --parallel.dp=2 --parallel.pp=2 --parallel.zero=1"; do
+  read -r name flags <<< "$layout"
+  TRIDENT_CUDA_EMULATION_DEVICES=4 mpi 4 train deck.ini $nccl --run.dir="$name" $flags > "$name.log" 2>&1 \
+    || { tail -5 "$name.log"; fail "$name"; }
+  matches "$name over NCCL against one rank" gpu "$name" 1e-4
+done
+two_gpus ndp2bf16 --parallel.dp=2 --train.precision=bf16
+reduction_buffers_match "dp2 over nccl, bf16 wire" ndp2bf16.log nonzero
+# ZeRO-1's buckets on the bf16 wire: each summed to its owner, which alone decodes the sum; at
+# dp = 2 the same single bf16 addition per element as the all-reduce, so the same losses.
+two_gpus ndp2zbf16 --parallel.dp=2 --parallel.zero=1 --train.precision=bf16
+matches "dp2 ZeRO-1 over NCCL, bf16 wire, against the plain dp2's" ndp2bf16 ndp2zbf16 0
+reduction_buffers_match "dp2 ZeRO-1 over nccl, bf16 wire" ndp2zbf16.log nonzero
+mpi 2 train deck.ini $nccl --parallel.dp=2 --run.dir=same > same.log 2>&1 \
+  && fail "two ranks on one GPU were not refused under nccl"
+grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9]" same.log \
+  && pass "two ranks on one GPU: refused under nccl, the GPU named by bus id" \
+  || { tail -5 same.log; fail "two ranks on one GPU: no refusal naming the GPU's bus id"; }
+
+mpi 2 train deck.ini $common --parallel.dp=2 --model.hidden=32768 --model.heads=32 --model.layers=200 \
+  --run.dir=huge > huge.log 2>&1
+rc=$?
+[ $rc -eq 2 ] \
+  && grep -q "not enough memory on GPU [0-9]* (CUDA emulation on the CPU, .*) of node .*: its 2 ranks need about" huge.log \
+  && pass "a model larger than the GPU: refused with exit 2, naming the GPU" \
+  || { tail -5 huge.log; fail "a model larger than the GPU: exit $rc, no refusal naming the GPU"; }
+finish
