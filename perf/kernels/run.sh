@@ -61,9 +61,9 @@ for program in playground_attention_forward playground_attention_backward; do
     done
   done
 done
-# LayerNorm's backward at GPT-2 774M's width (C = 1280, 48 values a lane; 7.3 ms of the 774M step
-# in the 2026-11-23 profile) and 350M's (1024): the parameter sums apart (1, 3) against in the
-# walk over the rows (5, 6), fp32 and bf16.
+# LayerNorm's backward at GPT-2 774M's width (C = 1280: 40 values a lane since 2026-11-24, 48
+# before; 7.3 ms of the 774M step in the 2026-11-23 profile) and 350M's (1024): the parameter
+# sums apart (1, 3) against in the walk over the rows (5, 6), fp32 and bf16.
 program=playground_layernorm_backward
 if [ -x "$pack/bin/$program" ] && [[ -z "$only" || "$program" =~ $only ]]; then
   for width in 1280 1024; do
