@@ -17,6 +17,7 @@ namespace trident::kernels {
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_problem() { return ""; }
+std::string cuda_library_problem() { return ""; }
 std::string cuda_device_bus_id(int) { return ""; }
 DeviceMemoryInfo cuda_device_memory(int) { return {}; }
 #endif

@@ -437,6 +437,10 @@ std::string cuda_device_bus_id(int index);
 // cudaErrorInsufficientDriver for a driver older than this build's CUDA runtime. A GPU machine
 // that answers this must not be taken for one without a GPU.
 std::string cuda_device_problem();
+// Why this build's CUDA libraries cannot be used on this node ("" when they can, and always
+// without CUDA): the CUDA backend opens cuBLAS and cuBLASLt on first use, not at start-up
+// (kernels/cuda/cublas_library.h), so a CPU run never needs them and this loads them to answer.
+std::string cuda_library_problem();
 
 // Visible CUDA device `index`'s memory as the driver reports it now (cudaMemGetInfo: what this
 // process and every other one have not taken), and its name, for the check that a run fits

@@ -28,6 +28,7 @@
 #include "kernels/cuda/flash_attention.cuh"  // flash_attention_forward/backward, its scratch size
 #include "kernels/cuda/cross_entropy.cuh"  // cross_entropy_forward/backward, sharded pieces
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cublas_library.h"  // cublas_problem
 #include "kernels/cuda/cuda_check.h"     // CUDA_CHECK, CUBLAS_CHECK
 #include "kernels/cuda/elementwise.cuh"  // add, accumulate, scale, sum_squares
 #include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
@@ -130,6 +131,8 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     throw std::runtime_error("CUDA device " + std::to_string(device_index) + " requested, but " +
                              std::to_string(count) + " device(s) are visible");
   }
+  // cuBLAS is opened on first use (cublas_library.h): a node without it is refused here, in words.
+  if (!cublas_problem().empty()) throw std::runtime_error(cublas_problem());
   CUDA_CHECK(cudaSetDevice(device_index));
   cudaDeviceProp props{};
   CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));

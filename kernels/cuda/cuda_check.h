@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/cublas_library.h"  // cublas_problem
+
 namespace trident::kernels::cuda {
 
 // The likely cause of a CUDA runtime error, for the message ("" when there is nothing to add).
@@ -69,7 +71,9 @@ inline const char* cublas_error_hint(cublasStatus_t status) {
                                             const char* file, int line) {
   std::string message = std::string("cuBLAS error ") + cublasGetStatusString(status) + " in " +
                         call + " at " + file + ":" + std::to_string(line);
-  const std::string hint = cublas_error_hint(status);
+  // A library that did not load answers every call with CUBLAS_STATUS_NOT_INITIALIZED: say why.
+  const std::string& load_problem = cublas_problem();
+  const std::string hint = load_problem.empty() ? cublas_error_hint(status) : load_problem;
   if (!hint.empty()) message += ": " + hint;
   throw std::runtime_error(message);
 }

@@ -33,7 +33,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/precision.h"  // round_to_bf16, encode_bf16, decode_bf16
+#include "kernels/cuda/cublas_library.h"  // cublas_problem
+#include "kernels/precision.h"            // round_to_bf16, encode_bf16, decode_bf16
 
 namespace trident::playground {
 
@@ -46,8 +47,10 @@ namespace trident::playground {
 
 [[noreturn]] inline void fail_cublas(cublasStatus_t status, const char* call, const char* file,
                                      int line) {
-  std::fprintf(stderr, "cuBLAS error %s in %s at %s:%d\n", cublasGetStatusString(status), call,
-               file, line);
+  // cuBLAS is opened on first use (kernels/cuda/cublas_library.h): say so when it did not open.
+  const std::string& load_problem = kernels::cuda::cublas_problem();
+  std::fprintf(stderr, "cuBLAS error %s in %s at %s:%d%s%s\n", cublasGetStatusString(status), call, file, line,
+               load_problem.empty() ? "" : ": ", load_problem.c_str());
   std::exit(1);
 }
 

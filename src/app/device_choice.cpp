@@ -53,6 +53,8 @@ DeviceChoice choose_device(const std::string& requested, bool cuda_compiled, con
     unavailable = "no CUDA device is visible to node-local rank " + std::to_string(node.local_rank) + " (" +
                   counts + " to it, other ranks of the node see some): check CUDA_VISIBLE_DEVICES or the job's "
                   "GPU binding";
+  } else if (!node.library_problem.empty()) {
+    unavailable = node.library_problem;
   } else if (first >= 0 && !ranks_may_share_gpus) {
     unavailable = "parallel.comm = nccl uses one GPU per rank, but there are " + counts + " and node-local ranks " +
                   std::to_string(first) + " and " + std::to_string(second) + " would both take GPU " +

@@ -35,6 +35,9 @@ struct NodeGpus {
   // For each rank of the node, in node-local order, the identity of the GPU it would take
   // (gpu_for_rank; its PCI bus id): "" where the rank sees no GPU.
   std::vector<std::string> taken;
+  // Why this rank cannot load the CUDA libraries (kernels::cuda_library_problem), asked only
+  // where it sees a GPU: "" when they load, or when it sees none.
+  std::string library_problem;
 };
 
 // The visible-device index a rank takes: node_local_rank mod visible (-1 when it sees none).

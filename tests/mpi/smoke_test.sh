@@ -7,6 +7,13 @@ out=$("$TRIDENT" --version) || fail "--version exit"
 for part in "trident " "MPI:" "HDF5:" "BLAS:" "CUDA:"; do
   echo "$out" | grep -q "$part" || fail "--version lacks '$part': $out"
 done
+# A CUDA build opens cuBLAS when a CUDA run starts, not at start-up (kernels/cuda/cublas_library.h):
+# CPU runs, and nodes without cuBLAS, need none of it.
+if readelf -d "$TRIDENT" | grep -q 'NEEDED.*libcublas'; then
+  fail "trident needs cuBLAS at start-up: $(readelf -d "$TRIDENT" | grep 'NEEDED.*libcublas')"
+else
+  pass "trident does not load cuBLAS at start-up"
+fi
 out=$("$TRIDENT" check good.ini --ranks 4 2>&1) || fail "check: $out"
 echo "$out" | grep -q "data groups: \[0,1,2,3\]" || fail "check: no layout table: $out"
 echo "$out" | grep -q "memory per rank" || fail "check: no memory estimate: $out"

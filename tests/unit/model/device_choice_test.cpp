@@ -17,7 +17,9 @@ std::string bus_id(int gpu) { return "0000:" + std::to_string(10 + gpu) + ":00.0
 
 // A node whose `size` ranks all see its `gpus` GPUs (mpirun without binding).
 NodeGpus all_visible(int gpus, int rank, int size) {
-  NodeGpus node{gpus, rank, {}};
+  NodeGpus node;
+  node.visible = gpus;
+  node.local_rank = rank;
   for (int r = 0; r < size; ++r) node.taken.push_back(gpus > 0 ? bus_id(gpu_for_rank(r, gpus)) : "");
   return node;
 }
@@ -25,7 +27,11 @@ NodeGpus all_visible(int gpus, int rank, int size) {
 // A node whose ranks each see only the GPUs listed for them (one each under srun
 // --gpus-per-task=1; "" for none); every rank takes the first it sees.
 NodeGpus bound(int rank, const std::vector<std::string>& seen) {
-  return {seen[rank].empty() ? 0 : 1, rank, seen};
+  NodeGpus node;
+  node.visible = seen[rank].empty() ? 0 : 1;
+  node.local_rank = rank;
+  node.taken = seen;
+  return node;
 }
 
 DeviceChoice choose(const std::string& requested, bool compiled, int gpus, int rank, int size, bool share = false) {
@@ -116,6 +122,21 @@ TEST(DeviceChoice, NamesWhatTheDriverReportsWhenNoGpuIsUsable) {
   EXPECT_NE(fallback.reason.find(problem), std::string::npos) << fallback.reason;
   // No GPU and nothing wrong (a build machine): the message is as before.
   EXPECT_EQ(choose("auto", true, 0, 0, 1).reason.find("driver"), std::string::npos);
+}
+
+// A GPU whose libraries do not load here (kernels::cuda_library_problem: cuBLAS is opened at
+// start-up of a CUDA run, not linked) is not taken: cuda is refused naming what is missing, auto
+// runs on the CPU and says why.
+TEST(DeviceChoice, GpuWhoseLibrariesDoNotLoadIsNotTaken) {
+  NodeGpus node = all_visible(1, 0, 1);
+  node.library_problem = "cuBLAS cannot be loaded: libcublasLt.so.13: cannot open shared object file";
+  EXPECT_NE(refusal("cuda", true, node).find("run.device = cuda: " + node.library_problem), std::string::npos)
+      << refusal("cuda", true, node);
+  const DeviceChoice fallback = choose_device("auto", true, node);
+  EXPECT_EQ(fallback.device, kernels::Device::kCpu);
+  EXPECT_EQ(fallback.reason, "run.device = auto: cpu, because " + node.library_problem);
+  node.library_problem.clear();
+  EXPECT_EQ(choose_device("auto", true, node).device, kernels::Device::kCuda);
 }
 
 // Slurm's --gpus-per-task=1 (or CUDA_VISIBLE_DEVICES set per rank) shows each rank one GPU,
