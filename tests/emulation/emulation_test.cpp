@@ -273,6 +273,42 @@ TEST(UndefinedBehaviour, StopsTheRunWhereAGpuWouldGiveAnotherAnswer) {
 }
 #endif
 
+// The address sanitizer's promise (CMakeLists.txt): device memory and a block's shared memory are
+// heap allocations of their exact size, so a kernel's access past a cudaMalloc'd buffer, past its
+// block's dynamic shared memory or past a static __shared__ variable stops the run at that access.
+// The scheduler (emulated_grid.cpp) is built without the sanitizer, for speed; these hold that the
+// memory it hands out is still the sanitizer's (its allocator is the process's) and the kernels'
+// accesses still checked, where the kernels are compiled.
+#if defined(__SANITIZE_ADDRESS__)
+enum class Memory { kDevice, kDynamicShared, kStaticShared };
+
+// Writes cell `index` of four ints in `memory`.
+void write_cell(int* out, Memory memory, int index) {
+  static const int key = 0;  // the identity of a static __shared__ int[4], as translated kernels pass it
+  int* cells = out;
+  if (memory == Memory::kDynamicShared) cells = static_cast<int*>(cuda_emu::dynamic_shared_memory());
+  if (memory == Memory::kStaticShared) cells = static_cast<int*>(cuda_emu::static_shared_memory(&key, 4 * sizeof(int)));
+  cells[index] = 1;
+}
+
+void run_write_cell(Memory memory, int index) {
+  int* out = device_ints(4);
+  cuda_emu::launch("write_cell", cuda_emu::LaunchConfig(dim3(1), dim3(1), 4 * sizeof(int)),
+                   [](auto&... a) { write_cell(a...); }, out, memory, index);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+}
+
+TEST(AddressSanitizer, AKernelWritingPastItsMemoryIsStoppedThere) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork of an MPI one
+  for (const Memory memory : {Memory::kDevice, Memory::kDynamicShared, Memory::kStaticShared}) {
+    SCOPED_TRACE(static_cast<int>(memory));
+    run_write_cell(memory, 3);  // the last cell is the kernel's own
+    EXPECT_DEATH(run_write_cell(memory, 4), "heap-buffer-overflow.*WRITE.*in write_cell");
+  }
+}
+#endif
+
 // An index past the end of one slice of a block's dynamic shared memory lands in the next slice,
 // inside the allocation; a poisoned guard between them (kernels/cuda/shared_slices.h, on under
 // AddressSanitizer) stops the run at the access instead of letting it overwrite a neighbour.
