@@ -27,6 +27,7 @@ struct RunSection {
   std::string cross_entropy_loads;  // run.cross_entropy_loads: values | packs (kernels::CrossEntropyLoads)
   std::string adamw_loads;          // run.adamw_loads: values | packs (kernels::AdamWLoads)
   std::string matmul_backward_streams;  // run.matmul_backward_streams: one | two (kernels::MatmulBackwardStreams)
+  std::string matmul_bias_gradients;  // run.matmul_bias_gradients: column_sums | epilogue (kernels::MatmulBiasGradients)
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
   bool profile = false;    // run.profile: time each kernel call, print where a step went
   bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end

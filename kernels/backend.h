@@ -360,6 +360,16 @@ enum class AdamWLoads { kValues, kPacks };
 // not yet the default, as it waits for a GPU measurement (perf/kernels' matmul_backward).
 enum class MatmulBackwardStreams { kOne, kTwo };
 
+// Where the CUDA matmul backward sums a 16-bit layer's bias gradient over the tokens
+// (run.matmul_bias_gradients = column_sums | epilogue; kernels/cuda/lt_matmul.cuh): kColumnSums,
+// the default, in a pass of its own over dout (add_column_sums); kEpilogue in the weight
+// gradient's GEMM, which reads dout anyway (cuBLASLt's BGRADB epilogue, into a scratch then added
+// to dbias), where cuBLASLt offers it and the parameter gradients run on the compute stream (under
+// run.matmul_backward_streams = two, and where cuBLASLt refuses, the column sums run). The same
+// sums in another order, so results agree to rounding; not yet the default, as it waits for a GPU
+// measurement. fp32 runs (no cuBLASLt there) and the CPU ignore it.
+enum class MatmulBiasGradients { kColumnSums, kEpilogue };
+
 // Floats of attention workspace of the flash kernels: one row statistic per (batch, head,
 // query); with dQ in the key walk, after them (from flash_attention_dq_sums_offset, a multiple
 // of 4 floats) fp32 sums of dQ, one
@@ -409,6 +419,7 @@ struct BackendOptions {
   CrossEntropyLoads cross_entropy_loads = CrossEntropyLoads::kValues;
   AdamWLoads adamw_loads = AdamWLoads::kValues;
   MatmulBackwardStreams matmul_backward_streams = MatmulBackwardStreams::kOne;
+  MatmulBiasGradients matmul_bias_gradients = MatmulBiasGradients::kColumnSums;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

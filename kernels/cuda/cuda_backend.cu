@@ -115,6 +115,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
       cross_entropy_loads_(options.cross_entropy_loads),
       adamw_loads_(options.adamw_loads),
       matmul_backward_streams_(options.matmul_backward_streams),
+      matmul_bias_gradients_(options.matmul_bias_gradients),
       epilogues_(options.matmul_epilogues),
       attention_blocks_(options.attention_blocks),
       attention_batching_(options.attention_batching) {
@@ -153,6 +154,9 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   if (adamw_loads_ == AdamWLoads::kPacks) candidates += ", AdamW on 16-byte loads";
   if (matmul_backward_streams_ == MatmulBackwardStreams::kTwo) {
     candidates += ", matmul parameter gradients on a second stream";
+  }
+  if (matmul_bias_gradients_ == MatmulBiasGradients::kEpilogue && epilogues_ == MatmulEpilogues::kFused) {
+    candidates += ", bias gradients in the weight GEMM's epilogue";
   }
   name_ = std::string("cuda (") + props.name + ", " + arch +
           (attention_ == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
@@ -349,6 +353,22 @@ void CudaBackend::rejoin(const GradientLane& lane) {
   if (lane.beside) side_->join();
 }
 
+bool CudaBackend::parameter_gradients_in_epilogue(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
+                                                  int N, int C, int OC, Precision p, float* column_scratch,
+                                                  const GradientLane& lane) {
+  if (matmul_bias_gradients_ != MatmulBiasGradients::kEpilogue || dbias == nullptr || lane.beside || N == 0 ||
+      lt() == nullptr) {
+    return false;
+  }
+  // column_scratch holds a bias gradient's partials (bias_scratch): at least OC floats.
+  if (!counted(lt()->weight_gradient_bias_sums(dweight, column_scratch, dout.get(), inp.get(), N, C, OC,
+                                               cuda_data_type(p), stream_))) {
+    return false;
+  }
+  cuda::accumulate(dbias, column_scratch, static_cast<std::size_t>(OC), stream_);
+  return true;
+}
+
 void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                   ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
   const bool sixteen = !dout.is_fp32();
@@ -359,8 +379,10 @@ void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, Con
   const GradientLane lane = parameter_gradient_lane(has_dinp);
   if (sixteen) {
     if (has_dinp) cuda::matmul_input_gradient_16bit(dinp.get(), dout.get(), weight.get(), N, C, OC, p, cublas_);
-    cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
-                                           lane.cublas, lane.stream);
+    if (!parameter_gradients_in_epilogue(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane)) {
+      cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
+                                             lane.cublas, lane.stream);
+    }
   } else {
     if (has_dinp) cuda::matmul_input_gradient(dinp.f32(), dout.f32(), weight.f32(), N, C, OC, cublas_);
     cuda::matmul_parameter_gradients(dweight, dbias, dout.f32(), inp.f32(), N, C, OC, column_scratch, lane.cublas,
@@ -389,7 +411,7 @@ void CudaBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, floa
     const GradientLane lane = parameter_gradient_lane(true);
     const bool fused = counted(lt()->backward_dgelu(dpre.get(), dout.get(), weight.get(), pre.get(), N, C, OC,
                                                     cuda_data_type(p), stream_));
-    if (fused) {
+    if (fused && !parameter_gradients_in_epilogue(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane)) {
       // The weight and bias gradients as matmul_backward makes them.
       cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
                                              lane.cublas, lane.stream);

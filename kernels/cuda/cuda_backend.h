@@ -43,9 +43,9 @@ class CudaBackend final : public Backend {
   // options.attention_blocks and attention_batching: the GEMM path's schedule (its
   // GemmAttentionOptions; the pointer arrays live in the workspace below). A block count below
   // 1 throws std::invalid_argument here.
-  // options.flash_dq, layernorm_sums, cross_entropy_loads, adamw_loads and
-  // matmul_backward_streams: kernel choices waiting for a GPU's timing (kernels/backend.h); the
-  // last makes the side stream and its cuBLAS handle here.
+  // options.flash_dq, layernorm_sums, cross_entropy_loads, adamw_loads, matmul_backward_streams
+  // and matmul_bias_gradients: kernel choices waiting for a GPU's timing (kernels/backend.h);
+  // matmul_backward_streams = kTwo makes the side stream and its cuBLAS handle here.
   // The device is made current once, here: use the backend from the thread that built it
   // (Trident runs one rank per process on one thread; allocations and launches go to the
   // calling thread's current device).
@@ -161,6 +161,7 @@ class CudaBackend final : public Backend {
   CrossEntropyLoads cross_entropy_loads_;  // how the cross-entropy backward reads a row (run.cross_entropy_loads)
   AdamWLoads adamw_loads_;                 // how AdamW walks its arrays (run.adamw_loads)
   MatmulBackwardStreams matmul_backward_streams_;  // where matmul parameter gradients go (run.matmul_backward_streams)
+  MatmulBiasGradients matmul_bias_gradients_;  // where 16-bit bias gradients are summed (run.matmul_bias_gradients)
   MatmulEpilogues epilogues_;              // cuBLASLt epilogues or separate kernels (run.matmul_epilogues)
   int attention_blocks_;                   // the GEMM path's causal row blocks (run.attention_blocks)
   AttentionBatching attention_batching_;   // and how its products batch (run.attention_batching)
@@ -198,6 +199,12 @@ class CudaBackend final : public Backend {
   GradientLane parameter_gradient_lane(bool overlaps);
   // Joins the side stream into stream_ when the lane was beside (before the call returns).
   void rejoin(const GradientLane& lane);
+  // Under MatmulBiasGradients::kEpilogue, a 16-bit layer's weight gradient and bias sums in one
+  // cuBLASLt GEMM (the sums into column_scratch, then added to dbias), on stream_ only: LtMatmul has
+  // one workspace, which a GEMM of stream_ may be using while the side stream runs. False, having
+  // queued nothing, where it does not apply or cuBLASLt refuses: the caller makes them as usual.
+  bool parameter_gradients_in_epilogue(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp, int N, int C,
+                                       int OC, Precision p, float* column_scratch, const GradientLane& lane);
   // Counts a fused attempt's outcome (ran: cuBLASLt took it) and returns it.
   bool counted(bool ran);
   // workspace_, grown to at least `bytes`; as `floats` floats of column-sum partials; and as a

@@ -9,6 +9,10 @@
 //   backward  dpre^T (C x N, ld C) = W^T (C x OC) @ dout^T (OC x N):
 //             A = W's buffer, stored C x OC (ld C), TRANSA = N; B = dout's buffer, OC x N (ld OC);
 //             m = C, n = N, k = OC. aux = pre's buffer, D's layout.
+//   weights   dW^T (C x OC, ld C, fp32) += inp^T (C x N) @ dout (N x OC):
+//             A = inp's buffer, stored C x N (ld C), TRANSA = N; B = dout's buffer, stored OC x N
+//             (ld OC), TRANSB = T; m = C, n = OC, k = N. BGRADB sums op(B) over k, one sum per
+//             column of D: per output channel, over the tokens, the bias gradient.
 // The playground's matmul_forward variants 3 to 5 (perf/kernels/matmul_forward.cu) run the same
 // forward layout against the CPU twin.
 #include "kernels/cuda/lt_matmul.cuh"
@@ -69,9 +73,10 @@ LtMatmul::~LtMatmul() {
 }
 
 LtMatmul::Plan& LtMatmul::plan_for(const Call& call) {
-  const Key key{static_cast<int>(call.epilogue), static_cast<int>(call.type), call.m, call.n, call.k,
-                call.transa ? 1 : 0, alignment_of(call.a), alignment_of(call.b), alignment_of(call.d),
-                alignment_of(call.bias), alignment_of(call.aux)};
+  const Key key{static_cast<int>(call.epilogue), static_cast<int>(call.type), static_cast<int>(call.d_type),
+                static_cast<int>(call.bias_type), call.m, call.n, call.k, call.transa ? 1 : 0, call.transb ? 1 : 0,
+                alignment_of(call.a), alignment_of(call.b), alignment_of(call.d), alignment_of(call.bias),
+                alignment_of(call.aux)};
   const auto found_plan = plans_.find(key);
   if (found_plan != plans_.end()) return *found_plan->second;
   // Built aside and cached only when complete: a call that throws halfway leaves no plan behind.
@@ -79,13 +84,13 @@ LtMatmul::Plan& LtMatmul::plan_for(const Call& call) {
   Plan& plan = *made;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t transa = call.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t transb = CUBLAS_OP_N;
+  const cublasOperation_t transb = call.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &call.epilogue,
                                               sizeof call.epilogue));
   if (call.bias != nullptr) {
-    const std::int32_t bias_type = call.type;  // the bias in the operands' 16-bit format
+    const std::int32_t bias_type = call.bias_type;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                 sizeof bias_type));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias,
@@ -101,8 +106,9 @@ LtMatmul::Plan& LtMatmul::plan_for(const Call& call) {
   // The stored matrices (before op()): A is k x m when transposed, m x k otherwise.
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, call.type, call.transa ? call.k : call.m,
                                           call.transa ? call.m : call.k, call.transa ? call.k : call.m));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, call.type, call.k, call.n, call.k));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.d, call.type, call.m, call.n, call.m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, call.type, call.transb ? call.n : call.k,
+                                          call.transb ? call.k : call.n, call.transb ? call.n : call.k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.d, call.d_type, call.m, call.n, call.m));
 
   cublasLtMatmulPreference_t preference = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -146,26 +152,35 @@ bool LtMatmul::run(const Call& call, cudaStream_t stream) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux,
                                                 sizeof call.aux));
   }
-  const float alpha = 1.0f, beta = 0.0f;  // beta = 0: D is written, C (= D) never read
-  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, call.a, plan.a, call.b, plan.b, &beta, call.d, plan.d,
+  const float alpha = 1.0f;  // C is D: with beta = 0 never read, with 1 added to
+  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, call.a, plan.a, call.b, plan.b, &call.beta, call.d, plan.d,
                               call.d, plan.d, &plan.algo, workspace_, kWorkspaceBytes, stream));
   return true;
 }
 
 bool LtMatmul::forward_bias(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
                             cudaDataType_t type, cudaStream_t stream) {
-  return run({CUBLASLT_EPILOGUE_BIAS, type, OC, N, C, true, weight, inp, out, bias, nullptr}, stream);
+  return run({CUBLASLT_EPILOGUE_BIAS, type, type, OC, N, C, true, false, 0.0f, weight, inp, out, bias, type, nullptr},
+             stream);
 }
 
 bool LtMatmul::forward_gelu(void* out, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
                             int OC, cudaDataType_t type, cudaStream_t stream) {
   const cublasLtEpilogue_t epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-  return run({epilogue, type, OC, N, C, true, weight, inp, out, bias, pre}, stream);
+  return run({epilogue, type, type, OC, N, C, true, false, 0.0f, weight, inp, out, bias, type, pre}, stream);
 }
 
 bool LtMatmul::backward_dgelu(void* dpre, const void* dout, const void* weight, const void* pre, int N, int C, int OC,
                               cudaDataType_t type, cudaStream_t stream) {
-  return run({CUBLASLT_EPILOGUE_DGELU, type, C, N, OC, false, weight, dout, dpre, nullptr, pre}, stream);
+  return run({CUBLASLT_EPILOGUE_DGELU, type, type, C, N, OC, false, false, 0.0f, weight, dout, dpre, nullptr, type, pre},
+             stream);
+}
+
+bool LtMatmul::weight_gradient_bias_sums(float* dweight, float* bias_sums, const void* dout, const void* inp, int N,
+                                         int C, int OC, cudaDataType_t type, cudaStream_t stream) {
+  return run({CUBLASLT_EPILOGUE_BGRADB, type, CUDA_R_32F, C, OC, N, false, true, 1.0f, inp, dout, dweight, bias_sums,
+              CUDA_R_32F, nullptr},
+             stream);
 }
 
 }  // namespace trident::kernels::cuda

@@ -4,7 +4,10 @@
 //   forward_gelu:   pre = inp @ weight^T + bias, out = gelu(pre)   (one GEMM writes both)
 //   backward_dgelu: dpre = (dout @ weight) * gelu'(pre)  (the GELU backward's read and write of
 //                   the GEMM's result saved)
-// Every operand is bf16 or fp16 (all one format), products accumulate in fp32 and each stored
+//   weight_gradient_bias_sums: dweight += dout^T @ inp in fp32, and the sums of dout over the
+//                   tokens beside it (run.matmul_bias_gradients = epilogue: no pass over dout of
+//                   its own for the bias gradient)
+// Every operand is bf16 or fp16 (all one format; the weight gradient and the sums fp32), products accumulate in fp32 and each stored
 // value is rounded once, from the fp32 result: the GELU of the fp32 pre-activation, not of its
 // rounded copy, and the GELU gradient times the unrounded product. So the fused results may
 // differ from the separate kernels' by a unit of the 16-bit format (tests/gpu say how much).
@@ -50,31 +53,41 @@ class LtMatmul {
   // dpre[N,C] = (dout[N,OC] @ weight[OC,C]) * gelu'(pre[N,C]); overwrites dpre.
   bool backward_dgelu(void* dpre, const void* dout, const void* weight, const void* pre, int N, int C, int OC,
                       cudaDataType_t type, cudaStream_t stream);
+  // dweight[OC,C] += dout[N,OC]^T @ inp[N,C] (fp32, accumulated), and bias_sums[OC] = the sums of
+  // dout's N rows (fp32, overwritten: cuBLASLt's BGRADB epilogue writes the sums, it does not add
+  // them). dout and inp in `type`.
+  bool weight_gradient_bias_sums(float* dweight, float* bias_sums, const void* dout, const void* inp, int N, int C,
+                                 int OC, cudaDataType_t type, cudaStream_t stream);
 
  private:
-  // One GEMM in cuBLASLt's column-major terms: D (m x n, ld m) = op(A) op(B) with the epilogue,
-  // A stored (transa ? k x m : m x k), B stored k x n. Alignments are each pointer's largest
-  // power-of-two divisor up to 256 bytes: the heuristic picks kernels for them.
+  // One GEMM in cuBLASLt's column-major terms: D (m x n, ld m) = op(A) op(B) (+ D when beta is 1)
+  // with the epilogue, A stored (transa ? k x m : m x k), B stored (transb ? n x k : k x n).
+  // Alignments are each pointer's largest power-of-two divisor up to 256 bytes: the heuristic picks
+  // kernels for them.
   struct Key {
-    int epilogue, type, m, n, k, transa;
+    int epilogue, type, d_type, bias_type, m, n, k, transa, transb;
     unsigned align_a, align_b, align_d, align_bias, align_aux;
     bool operator<(const Key& o) const {
-      return std::tie(epilogue, type, m, n, k, transa, align_a, align_b, align_d, align_bias, align_aux) <
-             std::tie(o.epilogue, o.type, o.m, o.n, o.k, o.transa, o.align_a, o.align_b, o.align_d, o.align_bias,
-                      o.align_aux);
+      return std::tie(epilogue, type, d_type, bias_type, m, n, k, transa, transb, align_a, align_b, align_d,
+                      align_bias, align_aux) < std::tie(o.epilogue, o.type, o.d_type, o.bias_type, o.m, o.n, o.k,
+                                                        o.transa, o.transb, o.align_a, o.align_b, o.align_d,
+                                                        o.align_bias, o.align_aux);
     }
   };
   struct Plan;
   struct Call {
     cublasLtEpilogue_t epilogue;
-    cudaDataType_t type;
+    cudaDataType_t type;    // A's and B's
+    cudaDataType_t d_type;  // D's: type, or fp32 for a weight gradient
     int m, n, k;
-    bool transa;
+    bool transa, transb;
+    float beta;  // 0: D written, never read; 1: added to
     const void* a;
     const void* b;
     void* d;
-    const void* bias;  // null: none
-    const void* aux;   // the GELU input (written by forward_gelu, read by backward_dgelu), ld m; null: none
+    const void* bias;          // the bias, or where the bias gradient goes; null: none
+    cudaDataType_t bias_type;  // the bias's format
+    const void* aux;           // the GELU input (written by forward_gelu, read by backward_dgelu), ld m; null: none
   };
   bool run(const Call& call, cudaStream_t stream);
   Plan& plan_for(const Call& call);

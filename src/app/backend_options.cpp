@@ -27,6 +27,9 @@ kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::De
   options.adamw_loads = config.run.adamw_loads == "packs" ? kernels::AdamWLoads::kPacks : kernels::AdamWLoads::kValues;
   options.matmul_backward_streams = config.run.matmul_backward_streams == "two" ? kernels::MatmulBackwardStreams::kTwo
                                                                                 : kernels::MatmulBackwardStreams::kOne;
+  options.matmul_bias_gradients = config.run.matmul_bias_gradients == "epilogue"
+                                      ? kernels::MatmulBiasGradients::kEpilogue
+                                      : kernels::MatmulBiasGradients::kColumnSums;
   return options;
 }
 

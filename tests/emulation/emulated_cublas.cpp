@@ -371,7 +371,8 @@ bool applies_gelu(std::uint32_t e) {
   return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS || writes_aux(e);
 }
 bool supported_epilogue(std::uint32_t e) {
-  return e == CUBLASLT_EPILOGUE_DEFAULT || has_bias(e) || applies_gelu(e) || e == CUBLASLT_EPILOGUE_DGELU;
+  return e == CUBLASLT_EPILOGUE_DEFAULT || has_bias(e) || applies_gelu(e) || e == CUBLASLT_EPILOGUE_DGELU ||
+         e == CUBLASLT_EPILOGUE_BGRADB;
 }
 
 // The tanh form of GELU that cuBLASLt's epilogues use, and its derivative.
@@ -402,7 +403,9 @@ cublasStatus_t check_lt(const LtDesc& d, const LtLayout& a, const LtLayout& b, c
     if (l->ld < static_cast<std::int64_t>(std::max<std::uint64_t>(1, l->rows))) return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (!supported_types(a.type, b.type, dl.type) || c.type != dl.type) return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (has_bias(d.epilogue) && d.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if ((has_bias(d.epilogue) || d.epilogue == CUBLASLT_EPILOGUE_BGRADB) && d.bias == nullptr) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
   if (writes_aux(d.epilogue) || d.epilogue == CUBLASLT_EPILOGUE_DGELU) {
     if (d.aux == nullptr || d.aux_ld < static_cast<std::int64_t>(m) || d.aux_ld % 8 != 0) {
       return CUBLAS_STATUS_INVALID_VALUE;
@@ -435,6 +438,17 @@ void lt_matmul(const LtDesc& d, const LtLayout& a, const LtLayout& b, const LtLa
   const Stored saux{d.aux, dl.type, m, n, d.aux_ld};
   if (aux) require_device_range(d.aux, saux.bytes(), "cuBLASLt GELU input (aux)");
   const std::vector<double> ab = product(ta, tb, m, n, k, sa, sb);
+  if (d.epilogue == CUBLASLT_EPILOGUE_BGRADB) {
+    // The bias gradient: op(B) summed over k, one sum per column of D, written (not added).
+    require_device_range(d.bias, static_cast<std::size_t>(n) * element_bytes(bias_type), "cuBLASLt bias gradient");
+    for (long long j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (long long i = 0; i < k; ++i) {
+        sum += load(b.type, B, static_cast<std::size_t>(tb ? j + i * b.ld : i + j * b.ld));
+      }
+      store(bias_type, const_cast<void*>(d.bias), static_cast<std::size_t>(j), sum);
+    }
+  }
   for (long long j = 0; j < n; ++j) {
     for (long long i = 0; i < m; ++i) {
       const double sum = ab[static_cast<std::size_t>(i + j * m)];

@@ -13,7 +13,8 @@
 #   choices waiting for a GPU's timing (run.flash_dq, run.layernorm_sums, run.cross_entropy_loads,
 #   run.adamw_loads, run.matmul_backward_streams) on bf16 flash within 1e-2 of the CPU's bf16, and
 #   the matmul parameter gradients on a second stream giving one stream's losses exactly, fp32 and
-#   bf16.
+#   bf16; the bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients) on bf16
+#   flash within 1e-2 of the CPU's bf16.
 # The parallel layouts and NCCL: training_layouts_test.sh. The GPU runs set parallel.comm = mpi.
 source "$(dirname "$0")/training_lib.sh"
 
@@ -73,6 +74,12 @@ train streams $gpu --run.matmul_backward_streams=two
 matches "matmul parameter gradients on a second stream, fp32, against one stream" gpu streams 0
 train streams16 $gpu $wide --train.precision=bf16 --run.matmul_backward_streams=two
 matches "matmul parameter gradients on a second stream, bf16 flash, against one stream" flash16 streams16 0
+# The bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients = epilogue, waiting
+# for a GPU's timing; on one stream, where it applies): within 1e-2 of the CPU's bf16.
+train bias16 $gpu $wide --train.precision=bf16 --run.matmul_bias_gradients=epilogue
+grep -q "^backend.*bias gradients in the weight GEMM's epilogue" bias16.log \
+  || { grep '^backend' bias16.log; fail "the backend line does not name the bias gradients' epilogue"; }
+matches "bias gradients in the weight GEMM's epilogue, bf16 flash, against the CPU's bf16" wcpu16 bias16 1e-2
 train separate16 $gpu $wide --train.precision=bf16 --run.attention=gemm --run.matmul_epilogues=separate
 matches "separate matmul epilogues, bf16, against the CPU's bf16" wcpu16 separate16 1e-2
 grep -q "^backend.*4 causal attention blocks, pointer-array attention products" separate16.log \

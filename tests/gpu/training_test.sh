@@ -141,6 +141,16 @@ mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.matm
 out=$("$CHECK_METRICS" compare agpu16/metrics.jsonl tgpu16/metrics.jsonl loss 0) \
   && pass "matmul parameter gradients on a second stream, bf16 GPU: one stream's losses: $out" \
   || fail "two matmul streams, bf16: $out"
+# The bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients = epilogue, on one
+# stream, where it applies; a cuBLASLt that refuses it runs the column sums): within 1e-2 of the
+# bf16 CPU.
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.matmul_bias_gradients=epilogue \
+  --run.dir=bgpu16 > bgpu16.log 2>&1 || { tail -20 bgpu16.log; fail "bias gradients in the epilogue, bf16 on the GPU"; }
+grep -q "^backend.*bias gradients in the weight GEMM's epilogue" bgpu16.log \
+  || { grep '^backend' bgpu16.log; fail "the backend line does not name the bias gradients' epilogue"; }
+out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl bgpu16/metrics.jsonl loss 1e-2) \
+  && pass "bias gradients in the weight GEMM's epilogue, bf16 GPU against bf16 CPU: $out" \
+  || fail "bias gradients in the epilogue, bf16: $out"
 # The GEMM attention on the same 16-bit buffers: its products read bf16 and it
 # rounds P and dS to bf16 between them (kernels/cuda/attention_schedule.h).
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention=gemm --run.dir=ggpu16 \

@@ -122,6 +122,8 @@ TEST(RunConfig, KernelChoicesWaitingForTheirTiming) {
   EXPECT_EQ(config_of({"--run.cross_entropy_loads=packs"}).run.cross_entropy_loads, "packs");
   EXPECT_EQ(config_of({"--run.adamw_loads=packs"}).run.adamw_loads, "packs");
   EXPECT_EQ(config_of({"--run.matmul_backward_streams=two"}).run.matmul_backward_streams, "two");
+  EXPECT_EQ(config_of({}).run.matmul_bias_gradients, "column_sums");
+  EXPECT_EQ(config_of({"--run.matmul_bias_gradients=epilogue"}).run.matmul_bias_gradients, "epilogue");
   const std::string message = config_error({"--run.flash_dq=atomic"});
   EXPECT_EQ(message, "run.flash_dq = 'atomic' is not one of: separate, key_walk");
 }

@@ -31,6 +31,7 @@ TEST(BackendOptions, DefaultsAreTheBackendsDefaults) {
   EXPECT_EQ(deck.cross_entropy_loads, plain.cross_entropy_loads);
   EXPECT_EQ(deck.adamw_loads, plain.adamw_loads);
   EXPECT_EQ(deck.matmul_backward_streams, plain.matmul_backward_streams);
+  EXPECT_EQ(deck.matmul_bias_gradients, plain.matmul_bias_gradients);
 }
 
 TEST(BackendOptions, EveryKeyReachesItsOption) {
@@ -38,7 +39,7 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
       options_of({"--train.precision=bf16", "--run.attention=flash", "--run.matmul_epilogues=separate",
                   "--run.attention_blocks=4", "--run.attention_batching=pointers", "--run.flash_dq=key_walk",
                   "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs",
-                  "--run.matmul_backward_streams=two"});
+                  "--run.matmul_backward_streams=two", "--run.matmul_bias_gradients=epilogue"});
   EXPECT_EQ(options.attention, kernels::AttentionKernel::kFlash);
   EXPECT_EQ(options.matmul_epilogues, kernels::MatmulEpilogues::kSeparate);
   EXPECT_EQ(options.attention_blocks, 4);
@@ -48,15 +49,17 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(options.cross_entropy_loads, kernels::CrossEntropyLoads::kPacks);
   EXPECT_EQ(options.adamw_loads, kernels::AdamWLoads::kPacks);
   EXPECT_EQ(options.matmul_backward_streams, kernels::MatmulBackwardStreams::kTwo);
+  EXPECT_EQ(options.matmul_bias_gradients, kernels::MatmulBiasGradients::kEpilogue);
   // The other way of each, named, is the default.
   const kernels::BackendOptions named = options_of(
       {"--run.flash_dq=separate", "--run.layernorm_sums=separate", "--run.cross_entropy_loads=values",
-       "--run.adamw_loads=values", "--run.matmul_backward_streams=one"});
+       "--run.adamw_loads=values", "--run.matmul_backward_streams=one", "--run.matmul_bias_gradients=column_sums"});
   EXPECT_EQ(named.flash_dq, kernels::FlashDq::kSeparateWalk);
   EXPECT_EQ(named.layernorm_sums, kernels::LayerNormParameterSums::kSeparatePass);
   EXPECT_EQ(named.cross_entropy_loads, kernels::CrossEntropyLoads::kValues);
   EXPECT_EQ(named.adamw_loads, kernels::AdamWLoads::kValues);
   EXPECT_EQ(named.matmul_backward_streams, kernels::MatmulBackwardStreams::kOne);
+  EXPECT_EQ(named.matmul_bias_gradients, kernels::MatmulBiasGradients::kColumnSums);
 }
 
 TEST(BackendOptions, AutoAttentionIsFlashOnlyOnTheTensorCores) {

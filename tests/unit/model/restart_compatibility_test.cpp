@@ -37,7 +37,8 @@ TEST(RestartCompatibility, KernelChoicesMayChange) {
       saved, deck({"--run.attention=flash", "--run.matmul_epilogues=separate", "--run.attention_blocks=4",
                    "--run.attention_batching=pointers", "--run.flash_dq=key_walk", "--run.layernorm_sums=row_walk",
                    "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs",
-                   "--run.matmul_backward_streams=two", "--run.device=auto"}),
+                   "--run.matmul_backward_streams=two", "--run.matmul_bias_gradients=epilogue",
+                   "--run.device=auto"}),
       "ck.h5"));
 }
 
