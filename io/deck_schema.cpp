@@ -117,9 +117,9 @@ std::vector<KeySpec> make_schema() {
       choice_key("run.matmul_bias_gradients", "column_sums", {"column_sums", "epilogue"},
                  "A 16-bit linear layer's bias gradient on CUDA: summed over the tokens in a pass of its own "
                  "(column_sums) or in the weight gradient's GEMM, which reads the same gradient anyway (epilogue: "
-                 "cuBLASLt's bias-gradient epilogue, where cuBLASLt offers it and the weight gradients run on the "
-                 "compute stream; elsewhere the column sums run). Results agree to rounding; not yet timed on a "
-                 "GPU. fp32 runs and the CPU ignore it."),
+                 "cuBLASLt's bias-gradient epilogue where cuBLASLt offers it, else the column sums; with "
+                 "run.matmul_backward_streams = two, 32 MiB more GPU memory for the second stream's cuBLASLt). "
+                 "Results agree to rounding; not yet timed on a GPU. fp32 runs and the CPU ignore it."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
       bool_key("run.profile", "false",

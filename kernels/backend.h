@@ -364,10 +364,10 @@ enum class MatmulBackwardStreams { kOne, kTwo };
 // (run.matmul_bias_gradients = column_sums | epilogue; kernels/cuda/lt_matmul.cuh): kColumnSums,
 // the default, in a pass of its own over dout (add_column_sums); kEpilogue in the weight
 // gradient's GEMM, which reads dout anyway (cuBLASLt's BGRADB epilogue, into a scratch then added
-// to dbias), where cuBLASLt offers it and the parameter gradients run on the compute stream (under
-// run.matmul_backward_streams = two, and where cuBLASLt refuses, the column sums run). The same
-// sums in another order, so results agree to rounding; not yet the default, as it waits for a GPU
-// measurement. fp32 runs (no cuBLASLt there) and the CPU ignore it.
+// to dbias), where cuBLASLt offers it (where it refuses, the column sums run); under
+// run.matmul_backward_streams = two the side stream has a cuBLASLt workspace of its own (32 MiB)
+// for it. The same sums in another order, so results agree to rounding; not yet the default, as
+// it waits for a GPU measurement. fp32 runs (no cuBLASLt there) and the CPU ignore it.
 enum class MatmulBiasGradients { kColumnSums, kEpilogue };
 
 // Floats of attention workspace of the flash kernels: one row statistic per (batch, head,

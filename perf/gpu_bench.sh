@@ -33,9 +33,7 @@
 #   epilogue): GPT-2 774M at micro-batch 8 with the defaults, each choice alone and all six, then
 #   124M with the defaults and all six (bf16, flash; 10 runs). A choice that wins becomes the
 #   default. The summary ends with the choices at least 1% faster at 774M and the BENCH_OPTIONS
-#   line that runs =mfu with them. (With two streams the bias gradients stay column sums where the
-#   weight gradients go to the side stream: "all six" is then the two streams' row plus the
-#   epilogue where a layer has no input gradient; if both win alone, time each in =mfu.)
+#   line that runs =mfu with them.
 # BENCH_OPTIONS: deck flags every row adds (say --run.flash_dq=key_walk), named in its attention
 # column; e.g. BENCH_ROWS=mfu with the choices =candidates found faster.
 #

@@ -183,8 +183,14 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     if (epilogues_ == MatmulEpilogues::kFused) lt_ = std::make_unique<LtMatmul>();
     if (matmul_backward_streams_ == MatmulBackwardStreams::kTwo) {
       side_ = std::make_unique<SideStream>(stream_, CUBLAS_DEFAULT_MATH);
+      // The side stream's weight GEMMs with the bias sums need a cuBLASLt workspace of their own:
+      // the compute stream's DGELU GEMM may be using lt_'s beside them.
+      if (lt_ != nullptr && matmul_bias_gradients_ == MatmulBiasGradients::kEpilogue) {
+        side_lt_ = std::make_unique<LtMatmul>();
+      }
     }
   } catch (...) {
+    side_lt_.reset();
     lt_.reset();
     release_bytes(sum_squares_scratch_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -199,7 +205,8 @@ CudaBackend::~CudaBackend() {
   release_bytes(sum_squares_scratch_);
   release_bytes(workspace_);
   lt_.reset();
-  side_.reset();
+  side_.reset();  // waits for the side stream's work, which may use side_lt_'s workspace
+  side_lt_.reset();
   (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
   (void)cudaGetLastError();
@@ -356,16 +363,17 @@ void CudaBackend::rejoin(const GradientLane& lane) {
 bool CudaBackend::parameter_gradients_in_epilogue(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                                                   int N, int C, int OC, Precision p, float* column_scratch,
                                                   const GradientLane& lane) {
-  if (matmul_bias_gradients_ != MatmulBiasGradients::kEpilogue || dbias == nullptr || lane.beside || N == 0 ||
-      lt() == nullptr) {
+  LtMatmul* lt_of_lane = lane.beside ? side_lt_.get() : lt();
+  if (matmul_bias_gradients_ != MatmulBiasGradients::kEpilogue || dbias == nullptr || N == 0 ||
+      lt_of_lane == nullptr) {
     return false;
   }
   // column_scratch holds a bias gradient's partials (bias_scratch): at least OC floats.
-  if (!counted(lt()->weight_gradient_bias_sums(dweight, column_scratch, dout.get(), inp.get(), N, C, OC,
-                                               cuda_data_type(p), stream_))) {
+  if (!counted(lt_of_lane->weight_gradient_bias_sums(dweight, column_scratch, dout.get(), inp.get(), N, C, OC,
+                                                     cuda_data_type(p), lane.stream))) {
     return false;
   }
-  cuda::accumulate(dbias, column_scratch, static_cast<std::size_t>(OC), stream_);
+  cuda::accumulate(dbias, column_scratch, static_cast<std::size_t>(OC), lane.stream);
   return true;
 }
 

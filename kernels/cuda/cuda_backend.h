@@ -167,6 +167,7 @@ class CudaBackend final : public Backend {
   AttentionBatching attention_batching_;   // and how its products batch (run.attention_batching)
   std::unique_ptr<LtMatmul> lt_;           // cuBLASLt, under MatmulEpilogues::kFused only
   std::unique_ptr<SideStream> side_;       // under MatmulBackwardStreams::kTwo only
+  std::unique_ptr<LtMatmul> side_lt_;      // the side stream's cuBLASLt, there with MatmulBiasGradients::kEpilogue
   EpilogueCounts epilogue_counts_;
   std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
@@ -200,9 +201,10 @@ class CudaBackend final : public Backend {
   // Joins the side stream into stream_ when the lane was beside (before the call returns).
   void rejoin(const GradientLane& lane);
   // Under MatmulBiasGradients::kEpilogue, a 16-bit layer's weight gradient and bias sums in one
-  // cuBLASLt GEMM (the sums into column_scratch, then added to dbias), on stream_ only: LtMatmul has
-  // one workspace, which a GEMM of stream_ may be using while the side stream runs. False, having
-  // queued nothing, where it does not apply or cuBLASLt refuses: the caller makes them as usual.
+  // cuBLASLt GEMM on the lane's stream (the sums into column_scratch, then added to dbias): lt_ on
+  // stream_, side_lt_ (a workspace of its own, as lt_'s may be in use on stream_ meanwhile) on the
+  // side stream. False, having queued nothing, where it does not apply or cuBLASLt refuses: the
+  // caller makes them as usual.
   bool parameter_gradients_in_epilogue(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp, int N, int C,
                                        int OC, Precision p, float* column_scratch, const GradientLane& lane);
   // Counts a fused attempt's outcome (ran: cuBLASLt took it) and returns it.

@@ -75,7 +75,7 @@ matches "matmul parameter gradients on a second stream, fp32, against one stream
 train streams16 $gpu $wide --train.precision=bf16 --run.matmul_backward_streams=two
 matches "matmul parameter gradients on a second stream, bf16 flash, against one stream" flash16 streams16 0
 # The bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients = epilogue, waiting
-# for a GPU's timing; on one stream, where it applies): within 1e-2 of the CPU's bf16.
+# for a GPU's timing): within 1e-2 of the CPU's bf16.
 train bias16 $gpu $wide --train.precision=bf16 --run.matmul_bias_gradients=epilogue
 grep -q "^backend.*bias gradients in the weight GEMM's epilogue" bias16.log \
   || { grep '^backend' bias16.log; fail "the backend line does not name the bias gradients' epilogue"; }

@@ -141,9 +141,8 @@ mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.matm
 out=$("$CHECK_METRICS" compare agpu16/metrics.jsonl tgpu16/metrics.jsonl loss 0) \
   && pass "matmul parameter gradients on a second stream, bf16 GPU: one stream's losses: $out" \
   || fail "two matmul streams, bf16: $out"
-# The bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients = epilogue, on one
-# stream, where it applies; a cuBLASLt that refuses it runs the column sums): within 1e-2 of the
-# bf16 CPU.
+# The bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients = epilogue; a
+# cuBLASLt that refuses it runs the column sums): within 1e-2 of the bf16 CPU.
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.matmul_bias_gradients=epilogue \
   --run.dir=bgpu16 > bgpu16.log 2>&1 || { tail -20 bgpu16.log; fail "bias gradients in the epilogue, bf16 on the GPU"; }
 grep -q "^backend.*bias gradients in the weight GEMM's epilogue" bgpu16.log \
