@@ -157,10 +157,12 @@ void replay_backward(std::vector<E>& dqkv, const std::vector<E>& dout, const std
   }
 }
 
-// max |a - b| / max |b|: the playground's measure (perf/kernels/playground.cuh).
+// max |a - b| / max |b|: the playground's measure (perf/kernels/playground.cuh); a NaN or
+// infinity in either makes it infinite (std::max would keep the old value past a NaN).
 double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0.0, scale = 0.0;
   for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
     worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
     scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
   }
