@@ -7,10 +7,11 @@
 //   weight_gradient_bias_sums: dweight += dout^T @ inp in fp32, and the sums of dout over the
 //                   tokens beside it (run.matmul_bias_gradients = epilogue: no pass over dout of
 //                   its own for the bias gradient)
-// Every operand is bf16 or fp16 (all one format; the weight gradient and the sums fp32), products accumulate in fp32 and each stored
-// value is rounded once, from the fp32 result: the GELU of the fp32 pre-activation, not of its
-// rounded copy, and the GELU gradient times the unrounded product. So the fused results may
-// differ from the separate kernels' by a unit of the 16-bit format (tests/gpu say how much).
+// Every operand is bf16 or fp16 (all one format; the weight gradient and the sums are fp32),
+// products accumulate in fp32 and each stored value is rounded once, from the fp32 result: the
+// GELU of the fp32 pre-activation, not of its rounded copy, and the GELU gradient times the
+// unrounded product. So the fused results may differ from the separate kernels' by a unit of the
+// 16-bit format (tests/gpu say how much).
 // cuBLASLt's GELU is the tanh approximation, as GPT-2's and the CPU twin's.
 //
 // Each launcher returns false, having queued nothing, when cuBLASLt has no algorithm for the call

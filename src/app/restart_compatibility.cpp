@@ -14,8 +14,8 @@ bool restart_may_change(const std::string& key) {
   // (an fp16 run resumed from another precision starts at train.loss_scale). So may the choice
   // of kernels (run.attention and the GEMM attention's schedule, run.matmul_epilogues, the
   // choices waiting for a GPU's timing: run.flash_dq, layernorm_sums, cross_entropy_loads,
-  // adamw_loads, matmul_backward_streams, matmul_bias_gradients), which like run.device changes the results only by
-  // rounding. run.profile changes no result.
+  // adamw_loads, matmul_backward_streams, matmul_bias_gradients), which like run.device changes
+  // the results only by rounding. run.profile changes no result.
   constexpr std::array<std::string_view, 24> kKeys = {
       "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
       "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
