@@ -21,8 +21,9 @@ struct GptConfig {
   int64_t matmul_parameter_count() const;
   // Model FLOPs per trained token (forward + backward) at sequence length T:
   //   6 * matmul_parameter_count + 6 * layers * T * hidden
-  // The attention term counts QK^T and AV (2 * 2 * T * C per layer forward, times 3 for
-  // forward + backward) with the causal half included, as PaLM's MFU definition does.
+  // The attention term counts QK^T and AV (2 * 2 * T * C per layer forward over all T keys,
+  // times 3 for forward + backward) halved, as the causal mask leaves a query (T + 1) / 2 keys
+  // on average: llm.c's formula. PaLM's and nanoGPT's count it unhalved (docs/model.md).
   double flops_per_token(int seq_len) const;
 };
 
