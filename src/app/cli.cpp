@@ -10,6 +10,7 @@
 #include "kernels/out_of_memory.h"  // OutOfMemory
 #include "src/app/commands.h"
 #include "src/app/version_text.h"
+#include "src/train/training_diverged.h"  // TrainingDiverged
 
 namespace trident::app {
 
@@ -38,7 +39,8 @@ constexpr const char* kUsage =
     "  trident prepare text --output data/book.h5 book.txt\n"
     "  trident export run/checkpoints/step-000001000.h5 model.h5\n"
     "\n"
-    "Deck keys: docs/input-deck.md. Exit status: 0 success, 2 user error (deck, files, layout).\n";
+    "Deck keys: docs/input-deck.md. Exit status: 0 success, 2 user error (deck, files, layout),\n"
+    "3 training diverged (an inf or NaN gradient; the message names the checkpoint to restart from).\n";
 
 int dispatch(int rank, const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
@@ -73,6 +75,10 @@ int run_cli(int argc, char** argv) {
     // checks are agreed), so every rank gets here and no rank waits for another.
     if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
     status = 2;
+  } catch (const train::TrainingDiverged& e) {
+    // Agreed over the world before the update (src/train/trainer.cpp): every rank is here.
+    if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
+    status = 3;
   } catch (const kernels::OutOfMemory& e) {
     // One rank short of memory after the check before allocation passed (memory the estimate
     // leaves out, or taken by another process since): the others cannot know, so end the job,

@@ -13,6 +13,7 @@
 #include "parallel/mpi_comm.h"
 #include "parallel/parallel_context.h"
 #include "src/app/backend_options.h"
+#include "src/app/gradient_fault.h"  // gradient_fault_from_environment (a test hook)
 #include "src/app/command_args.h"
 #include "src/app/commands.h"
 #include "src/app/dataset_access.h"
@@ -185,9 +186,12 @@ int train_command(const std::vector<std::string>& args) {
   const kernels::Precision precision = kernels::parse_precision(c.train.precision);
   // run.profile: the kernels timed where they run, under the rounding (its widening and
   // narrowing, where a kernel lacks 16-bit loads, show as kernels of their own).
+  // A test's injected NaN (src/app/gradient_fault.h), innermost: the rest sees a kernel's output.
+  const std::unique_ptr<kernels::Backend> fault = gradient_fault_from_environment(*backend, ctx.world_rank());
+  kernels::Backend& device_kernels = fault ? *fault : *backend;
   std::unique_ptr<kernels::TimingBackend> timing;
-  if (c.run.profile) timing = std::make_unique<kernels::TimingBackend>(*backend);
-  kernels::Backend& kernels_backend = timing ? static_cast<kernels::Backend&>(*timing) : *backend;
+  if (c.run.profile) timing = std::make_unique<kernels::TimingBackend>(device_kernels);
+  kernels::Backend& kernels_backend = timing ? static_cast<kernels::Backend&>(*timing) : device_kernels;
   std::unique_ptr<kernels::RoundedStorageBackend> rounded;
   if (precision != kernels::Precision::kFp32) {
     rounded = std::make_unique<kernels::RoundedStorageBackend>(kernels_backend, precision);

@@ -26,6 +26,8 @@ class LossScaler {
   explicit LossScaler(const LossScalerSettings& settings = {});
   double scale() const { return scale_; }
   int64_t clean_steps() const { return clean_steps_; }
+  // The scale cannot back off any further: an overflow now is not the scale's doing.
+  bool at_minimum() const { return scale_ <= settings_.min_scale; }
   // After a step's gradients are reduced, with `overflow` agreed over every rank: returns
   // whether the step may be applied (false: skip it), and updates the scale.
   bool update(bool overflow);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/timing_backend.h"
+#include "src/train/checkpoint_files.h"  // list_checkpoint_files
 #include "src/train/final_parameters.h"  // counts_for_model
 #include "src/train/progress_line.h"
 
@@ -177,11 +178,18 @@ StepResult Trainer::step(int64_t step_index) {
   ctx_.model().all_reduce_sum(&squares, 1);
   // The gradients are loss_scale times the true ones: so is their norm.
   result.grad_norm = std::sqrt(squares) / result.loss_scale;
+  // An inf or NaN anywhere makes the sum of squares non-finite on the ranks that reduced it;
+  // the verdict is agreed over the world so that every rank skips, or stops at, the same step.
+  const bool non_finite = ctx_.world().all_reduce_max(std::isfinite(squares) ? 0 : 1) != 0;
   if (scaled) {
-    // An inf or NaN anywhere makes the sum of squares non-finite on the ranks that reduced it;
-    // the flag is agreed over the world so that every rank skips the same steps.
-    const bool overflow = ctx_.world().all_reduce_max(std::isfinite(squares) ? 0 : 1) != 0;
-    result.skipped = !scaler_.update(overflow);
+    // An overflow at the smallest scale is not the scale's doing: no back-off can absorb it.
+    result.diverged = non_finite && scaler_.at_minimum();
+    result.skipped = !scaler_.update(non_finite);
+  } else {
+    // fp32 and bf16 have no scale to back off: the update would carry the inf or NaN into
+    // every parameter it touches, and into every checkpoint after it (checkpoint.keep would
+    // then rotate the good ones away). run() stops instead.
+    result.diverged = result.skipped = non_finite;
   }
   if (!result.skipped) {
     // Unscaling and clipping in one factor, applied by the update as it reads each gradient
@@ -329,6 +337,17 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
       ++measured_steps_;
     }
     const bool last = s + 1 == steps;
+    if (r.diverged) {
+      // Every rank got here at this step (the verdict is agreed): no validation, no
+      // checkpoint; the step's line goes to the metrics and the screen, then every rank stops.
+      if (leader) {
+        if (metrics) metrics->write(step_fields(s + 1, r, progress, std::nullopt, {"diverged", 1.0}));
+        std::printf("%s\n", progress.line(s + 1, r.loss, r.lr, r.grad_norm, r.seconds, NAN).c_str());
+        std::fflush(stdout);
+      }
+      finish_parameter_gather();
+      throw TrainingDiverged(diverged_message(s + 1, r));
+    }
     const bool eval_now = config_.train.eval_batches > 0 &&
                           (last || (config_.train.eval_every > 0 && (s + 1) % config_.train.eval_every == 0));
     const double val_loss = eval_now ? evaluate() : NAN;
@@ -340,17 +359,7 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     summary.last_loss = r.loss;
     if (eval_now) summary.last_val_loss = val_loss;
     if (leader) {
-      std::vector<std::pair<std::string, double>> fields = {
-          {"step", static_cast<double>(s + 1)}, {"loss", r.loss},
-          {"lr", r.lr},                         {"grad_norm", r.grad_norm},
-          {"tokens_per_s", tokens_per_step_ / r.seconds}, {"ms_per_step", r.seconds * 1e3},
-          {"mfu", progress.mfu(r.seconds)}};
-      if (eval_now) fields.emplace_back("val_loss", val_loss);
-      if (precision_ == kernels::Precision::kFp16) {
-        fields.emplace_back("loss_scale", r.loss_scale);
-        fields.emplace_back("skipped", r.skipped ? 1.0 : 0.0);
-      }
-      if (metrics) metrics->write(fields);
+      if (metrics) metrics->write(step_fields(s + 1, r, progress, eval_now ? std::optional(val_loss) : std::nullopt));
       if (r.skipped) {
         std::printf("step %lld: fp16 gradients overflowed at loss scale %g: update skipped, scale now %g\n",
                     static_cast<long long>(s + 1), r.loss_scale, scaler_.scale());
@@ -374,6 +383,43 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
   if (leader && measured_steps_ > 0) std::printf("%s", communication_report().c_str());
   if (profile_ && measured_steps_ > 0) write_kernel_profile();
   return summary;
+}
+
+std::vector<std::pair<std::string, double>> Trainer::step_fields(int64_t step, const StepResult& r,
+                                                                 const ProgressLine& progress,
+                                                                 std::optional<double> val_loss,
+                                                                 std::pair<std::string, double> extra) const {
+  std::vector<std::pair<std::string, double>> fields = {
+      {"step", static_cast<double>(step)},         {"loss", r.loss},
+      {"lr", r.lr},                                {"grad_norm", r.grad_norm},
+      {"tokens_per_s", tokens_per_step_ / r.seconds}, {"ms_per_step", r.seconds * 1e3},
+      {"mfu", progress.mfu(r.seconds)}};
+  if (val_loss) fields.emplace_back("val_loss", *val_loss);
+  if (precision_ == kernels::Precision::kFp16) {
+    fields.emplace_back("loss_scale", r.loss_scale);
+    fields.emplace_back("skipped", r.skipped ? 1.0 : 0.0);
+  }
+  if (!extra.first.empty()) fields.push_back(std::move(extra));
+  return fields;
+}
+
+std::string Trainer::diverged_message(int64_t step, const StepResult& r) const {
+  char what[256];
+  std::snprintf(what, sizeof what,
+                "training diverged at step %lld: an inf or NaN in the gradients (loss %.4f, gradient norm %g)",
+                static_cast<long long>(step), r.loss, r.grad_norm);
+  std::string message = what;
+  if (precision_ == kernels::Precision::kFp16) {
+    char scale[96];
+    std::snprintf(scale, sizeof scale, " at the smallest loss scale (%g)", r.loss_scale);
+    message += scale;
+  }
+  message += "; the update was not applied and no checkpoint holds the step. ";
+  const std::vector<std::string> kept = list_checkpoint_files(checkpoint_dir());
+  message += kept.empty() ? std::string("There is no checkpoint to restart from (checkpoint.every); start again")
+                          : "Restart from " + checkpoint_dir() + "/" + kept.back() + " (run.restart = auto)";
+  return message + " with a lower optim.lr or a longer warm-up; if the same step fails again at a lower rate, suspect "
+                   "the data or the GPU";
 }
 
 void Trainer::write_kernel_profile() const {

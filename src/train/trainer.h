@@ -16,6 +16,10 @@
 // activations in 16 bits; AdamW keeps the fp32 master weights. fp16 multiplies the loss by the
 // loss scale before backward; a step whose gradients overflow on any rank is skipped and the
 // scale backed off, otherwise the gradients are unscaled before the norm is clipped.
+//
+// Divergence: an inf or NaN gradient that no loss scale can absorb (any in fp32 and bf16; one at
+// the smallest scale in fp16) stops the run at that step on every rank, before its update and
+// without a checkpoint (TrainingDiverged, src/train/training_diverged.h).
 #pragma once
 
 #include <cmath>
@@ -23,6 +27,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "io/metrics_log.h"
 #include "io/run_config.h"
@@ -37,12 +43,15 @@
 #include "src/train/loss_scaler.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/pipeline_plan.h"
+#include "src/train/training_diverged.h"  // thrown by run()
 
 namespace trident::kernels {
 class TimingBackend;  // kernels/timing_backend.h (run.profile)
 }  // namespace trident::kernels
 
 namespace trident::train {
+
+class ProgressLine;  // src/train/progress_line.h
 
 // What a finished run reports.
 struct RunSummary {
@@ -60,9 +69,11 @@ struct StepResult {
   double grad_norm = 0.0;  // global norm before clipping
   double lr = 0.0;
   double seconds = 0.0;
-  bool skipped = false;     // fp16: the gradients overflowed, no update was made
+  bool skipped = false;     // no update was made: fp16 gradients overflowed, or `diverged`
+  bool diverged = false;    // an inf or NaN gradient that no loss scale can absorb (below)
   double loss_scale = 1.0;  // the scale this step's backward ran with (1 without fp16)
 };
+
 
 class Trainer {
  public:
@@ -116,6 +127,13 @@ class Trainer {
   double run_schedule(int64_t step_index, double loss_scale);
   // Sums the tied embedding's gradient between the first and the last stage (pp > 1).
   void reduce_embedding_gradient();
+  // TrainingDiverged's message for step `step` (1-based) of result `r`.
+  std::string diverged_message(int64_t step, const StepResult& r) const;
+  // The metrics line of step `step` (1-based): val_loss when the step was evaluated, the fp16
+  // fields, `extra` when named.
+  std::vector<std::pair<std::string, double>> step_fields(int64_t step, const StepResult& r,
+                                                          const ProgressLine& progress, std::optional<double> val_loss,
+                                                          std::pair<std::string, double> extra = {}) const;
   // Bytes and time per group and step, printed at the end of run().
   std::string communication_report() const;
   // run.profile's table (kernel_time_table) after run(): printed by rank 0, a file per rank.

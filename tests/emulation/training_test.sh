@@ -14,7 +14,8 @@
 #   run.adamw_loads, run.matmul_backward_streams) on bf16 flash within 1e-2 of the CPU's bf16, and
 #   the matmul parameter gradients on a second stream giving one stream's losses exactly, fp32 and
 #   bf16; the bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients) on bf16
-#   flash within 1e-2 of the CPU's bf16.
+#   flash within 1e-2 of the CPU's bf16;
+# - a NaN written into the device's gradients stops a bf16 run at that step, exit 3.
 # The parallel layouts and NCCL: training_layouts_test.sh. The GPU runs set parallel.comm = mpi.
 source "$(dirname "$0")/training_lib.sh"
 
@@ -90,4 +91,12 @@ if grep -q "^backend.*\(causal attention blocks\|pointer-array\)" blocks16.log; 
   grep '^backend' blocks16.log; fail "the one-block strided run names another schedule"
 fi
 matches "GEMM attention, 1 block and strided calls, bf16, against the CPU's bf16" wcpu16 blocks16 1e-2
+# A NaN in the device's gradients (src/app/gradient_fault.h: after the 9th embedding backward,
+# step 3 at 4 micro-batches a step) stops a bf16 run there, exit 3, naming step 2's checkpoint.
+TRIDENT_TEST_NAN_GRADIENT=0:9 mpi 1 train deck.ini $short $gpu --train.precision=bf16 --checkpoint.every=2 \
+  --run.dir=diverged > diverged.log 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "^trident: error: training diverged at step 3: .*Restart from diverged/checkpoints/step-000000002.h5" \
+  diverged.log && pass "a NaN gradient on the emulated GPU: exit 3 at step 3" \
+  || { tail -5 diverged.log; fail "a NaN gradient on the emulated GPU: exit $rc"; }
 finish

@@ -743,6 +743,29 @@ TEST_F(TwinBackends, SumSquaresOfRangesMatchesOneCallPerRange) {
   EXPECT_EQ(gpu_->sum_squares_of_ranges(x.on(Side::kGpu), after, 2), gpu_->sum_squares(x.on(Side::kGpu), n));
 }
 
+// The trainer's divergence check (src/train/trainer.cpp) reads an inf or NaN gradient from the
+// norm's sum of squares: one such element, in the misaligned head, the 16-byte loads or the
+// remainder, must make the device's sum non-finite too (a max or a fast-math reduction could
+// drop a NaN).
+TEST_F(TwinBackends, SumSquaresOfANonFiniteElementIsNotFinite) {
+  const std::size_t n = kSmallLength + 7;
+  std::vector<float> values(n, 0.5f);
+  BackendFloats x(*gpu_, values);
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+    for (const std::size_t at : {std::size_t{1}, std::size_t{6}, n / 2, n - 2}) {
+      SCOPED_TRACE("value " + std::to_string(bad) + " at " + std::to_string(at));
+      gpu_->copy_to_device(x.get() + at, &bad, 1);
+      EXPECT_FALSE(std::isfinite(gpu_->sum_squares(x.get() + 1, n - 1)));  // from a misaligned start
+      const ElementRange ranges[] = {{0, at}, {at, n - at}};
+      EXPECT_FALSE(std::isfinite(gpu_->sum_squares_of_ranges(x.get(), ranges, 2)));
+      const float fine = 0.5f;
+      gpu_->copy_to_device(x.get() + at, &fine, 1);
+      EXPECT_TRUE(std::isfinite(gpu_->sum_squares(x.get(), n)));
+    }
+  }
+}
+
 // --- optimiser ---------------------------------------------------------------------------------
 
 TEST_F(TwinBackends, AdamwUpdateMatchesCpu) {

@@ -26,7 +26,8 @@
 #   NCCL against one rank, within 1e-4, NCCL's bf16 wire buffer as estimated, and dp = 2 with one GPU bound to each rank (each sees
 #   only its own, as under srun --gpus-per-task=1); two ranks shown the same GPU refused under
 #   nccl, the GPU named by its PCI bus id;
-# - a model larger than the GPU refused before it is allocated, naming the GPU.
+# - a model larger than the GPU refused before it is allocated, naming the GPU;
+# - a NaN written into the device's gradients stops a bf16 run at that step, exit 3.
 # Environment as for tests/mpi (TRIDENT, MPIEXEC, CHECK_METRICS, WORK_DIR, TRIDENT_SOURCE_DIR);
 # perf/gpu_check.sh runs it on a lent GPU machine.
 source "$(dirname "$0")/../mpi/lib.sh"
@@ -216,6 +217,15 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "not enough memory on GPU [0-9]* (.*) of node .*: its 2 ranks need about" huge.log \
   && pass "a model larger than the GPU: refused with exit 2, naming the GPU" \
   || { tail -5 huge.log; fail "a model larger than the GPU: exit $rc, no refusal naming the GPU"; }
+# A NaN in the device's gradients (src/app/gradient_fault.h: written into device memory after
+# the 21st embedding backward, step 6 of 10 at 4 micro-batches a step) stops a bf16 run there
+# with exit 3: the device's norm reduction carries the NaN (docs/running.md, "A diverged step").
+TRIDENT_TEST_NAN_GRADIENT=0:21 mpi 1 train deck.ini $common --train.precision=bf16 --checkpoint.every=5 \
+  --run.dir=diverged > diverged.log 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "^trident: error: training diverged at step 6: .*Restart from diverged/checkpoints/step-000000005.h5" \
+  diverged.log && pass "a NaN gradient on the GPU: exit 3 at step 6" \
+  || { tail -5 diverged.log; fail "a NaN gradient on the GPU: exit $rc"; }
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${gpus:-0}" -ge 2 ]; then
   two_ranks_match ndp2 nccl --parallel.dp=2

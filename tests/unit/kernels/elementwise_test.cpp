@@ -85,6 +85,25 @@ TEST(CpuElementwise, SumSquaresOfRangesAddsEachRangeInOrder) {
   EXPECT_EQ(backend.sum_squares_of_ranges(x.data(), ranges, 0), 0.0);
 }
 
+// The trainer's divergence check (src/train/trainer.cpp) reads an inf or NaN gradient from the
+// norm's sum of squares: one such element anywhere must make the sum non-finite, in the
+// threads' parts and in the ranges.
+TEST(CpuElementwise, SumSquaresOfANonFiniteElementIsNotFinite) {
+  cpu::CpuBackend backend(kTestThreads);
+  constexpr std::size_t kLong = std::size_t{1} << 20;  // past the parallel threshold: every thread's part
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+    for (const std::size_t at : {std::size_t{0}, std::size_t{12345}, kLong / 2 + 3, kLong - 1}) {
+      SCOPED_TRACE("value " + std::to_string(bad) + " at " + std::to_string(at));
+      std::vector<float> x(kLong, 0.5f);
+      x[at] = bad;
+      EXPECT_FALSE(std::isfinite(backend.sum_squares(x.data(), kLong)));
+      const ElementRange ranges[] = {{0, at}, {at, kLong - at}};
+      EXPECT_FALSE(std::isfinite(backend.sum_squares_of_ranges(x.data(), ranges, 2)));
+    }
+  }
+}
+
 TEST(CpuElementwise, FillZeroClearsExactlyTheRangeOnEveryThreadSplit) {
   cpu::CpuBackend backend(kTestThreads);
   // Sizes around the parallel threshold (2^18 floats) and odd ones, so that the per-thread

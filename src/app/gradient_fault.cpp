@@ -1,0 +1,74 @@
+#include "src/app/gradient_fault.h"
+
+#include <cmath>
+#include <cstdlib>  // getenv
+#include <limits>
+#include <string>
+
+#include "io/user_error.h"
+#include "kernels/forwarding_backend.h"
+
+namespace trident::app {
+
+namespace {
+
+constexpr const char* kVariable = "TRIDENT_TEST_NAN_GRADIENT";
+
+// Passes every call on, the fused pairs whole (ForwardingBackend would split them, and the
+// faulted run must run the kernels an unfaulted one runs); the N-th embedding backward then
+// stores a NaN over dwte[0].
+class GradientFault final : public kernels::ForwardingBackend {
+ public:
+  GradientFault(kernels::Backend& inner, long long call) : ForwardingBackend(inner), call_(call) {}
+
+  void embedding_backward(float* dwte, float* dwpe, kernels::ConstActPtr dout, const int32_t* tokens, int B, int T,
+                          int C, int vocab_begin, int vocab_end) override {
+    inner().embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end);
+    if (++calls_ == call_) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      inner().copy_to_device(dwte, &nan, 1);
+    }
+  }
+  void matmul_gelu_forward(kernels::ActPtr out, kernels::ActPtr pre, kernels::ConstActPtr inp,
+                           kernels::ConstActPtr weight, kernels::ConstActPtr bias, int N, int C, int OC) override {
+    inner().matmul_gelu_forward(out, pre, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward_through_gelu(kernels::ActPtr dpre, float* dweight, float* dbias, kernels::ConstActPtr dout,
+                                    kernels::ConstActPtr inp, kernels::ConstActPtr weight, kernels::ConstActPtr pre,
+                                    int N, int C, int OC) override {
+    inner().matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
+  }
+
+ private:
+  long long call_;
+  long long calls_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<kernels::Backend> gradient_fault_from_environment(kernels::Backend& inner, int world_rank) {
+  const char* value = std::getenv(kVariable);
+  if (value == nullptr) return nullptr;
+  const std::string text = value;
+  const std::size_t colon = text.find(':');
+  int rank = -1;
+  long long call = 0;
+  try {
+    std::size_t used = 0;
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    rank = std::stoi(text.substr(0, colon), &used);
+    if (used != colon) throw std::invalid_argument("rank");
+    call = std::stoll(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) throw std::invalid_argument("call");
+  } catch (const std::exception&) {
+    rank = -1;
+  }
+  if (rank < 0 || call < 1) {
+    throw io::UserError(std::string(kVariable) + " = '" + text +
+                        "': expected RANK:CALL (a world rank, and which of its embedding backwards, from 1)");
+  }
+  if (rank != world_rank) return nullptr;
+  return std::make_unique<GradientFault>(inner, call);
+}
+
+}  // namespace trident::app

@@ -1,0 +1,19 @@
+// Test hook for tests/mpi/diverged_test.sh (as io/param_file_write.cpp's
+// TRIDENT_TEST_KILL_RANK_DURING_WRITE is for the checkpoint faults):
+// TRIDENT_TEST_NAN_GRADIENT=R:N makes world rank R write a NaN into the token embedding's
+// gradient at its N-th embedding backward (one a micro-batch, on the first pipeline stage), as
+// a diverging step or a faulty GPU would leave one on a single rank, before the data-parallel
+// sums spread it. Unset, nothing is wrapped and nothing changes.
+#pragma once
+
+#include <memory>
+
+#include "kernels/backend.h"
+
+namespace trident::app {
+
+// The backend to train on in place of `inner` when the variable names this rank, else null.
+// A malformed value is an io::UserError naming the variable.
+std::unique_ptr<kernels::Backend> gradient_fault_from_environment(kernels::Backend& inner, int world_rank);
+
+}  // namespace trident::app
