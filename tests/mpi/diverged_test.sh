@@ -3,7 +3,8 @@
 # that step on every rank, exit status 3, with one line naming the step and the checkpoint to
 # restart from; the update is not applied, no checkpoint holds the step, and a restart from
 # the checkpoint before it ends with the losses of a run that never met the NaN. fp16 skips
-# such a step and backs off, unless its loss scale is already the smallest.
+# such a step and backs off, unless its loss scale is already the smallest. Also over two
+# pipeline stages, ZeRO-1 with the overlapped gather, and tp = 2: no rank waits for another.
 source "$(dirname "$0")/lib.sh"
 tiny_deck deck.ini
 common="--train.steps=20 --checkpoint.every=5 --train.eval_batches=0 --optim.decay_steps=20"
@@ -63,6 +64,19 @@ TRIDENT_TEST_NAN_GRADIENT=0:49 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train
   --parallel.dp=1 --run.dir=pp > pp.log 2>&1; rc=$?
 [ $rc -eq 3 ] && grep -q "^trident: error: training diverged at step 13:" pp.log \
   && pass "pp = 2: exit 3 on step 13 on both stages" || fail "pp = 2: rc $rc: $(grep -m1 'error' pp.log)"
+
+# ZeRO-1 with the overlapped parameter gather (the NaN reaches one rank's block through the
+# reduce-scatter; the gather started by step 12's update is waited for before the ranks stop),
+# and tp = 2 (rank 1's vocabulary shard of the embedding; 4 micro-batches a step, the 49th in
+# step 13).
+TRIDENT_TEST_NAN_GRADIENT=1:25 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $common --parallel.dp=2 \
+  --parallel.zero=1 --parallel.overlap_param_gather=true --run.dir=zero > zero.log 2>&1; rc=$?
+[ $rc -eq 3 ] && grep -q "^trident: error: training diverged at step 13:" zero.log \
+  && pass "ZeRO-1, overlapped gather: exit 3 on step 13" || fail "ZeRO-1: rc $rc: $(grep -m1 'error' zero.log)"
+TRIDENT_TEST_NAN_GRADIENT=1:49 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $common --parallel.tp=2 \
+  --parallel.dp=1 --model.heads=2 --run.dir=tp > tp.log 2>&1; rc=$?
+[ $rc -eq 3 ] && grep -q "^trident: error: training diverged at step 13:" tp.log \
+  && pass "tp = 2: exit 3 on step 13" || fail "tp = 2: rc $rc: $(grep -m1 'error' tp.log)"
 
 # jobs/mpirun-until-complete.sh does not rerun a diverged run (a rerun would meet the step
 # again; here, with the hook counting afresh, it would not, and would complete).
