@@ -1,8 +1,8 @@
 #include "src/app/gradient_fault.h"
 
-#include <cmath>
 #include <cstdlib>  // getenv
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "io/user_error.h"
