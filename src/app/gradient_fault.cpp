@@ -1,8 +1,8 @@
 #include "src/app/gradient_fault.h"
 
+#include <cstdio>   // sscanf
 #include <cstdlib>  // getenv
 #include <limits>
-#include <stdexcept>
 #include <string>
 
 #include "io/user_error.h"
@@ -49,22 +49,11 @@ class GradientFault final : public kernels::ForwardingBackend {
 std::unique_ptr<kernels::Backend> gradient_fault_from_environment(kernels::Backend& inner, int world_rank) {
   const char* value = std::getenv(kVariable);
   if (value == nullptr) return nullptr;
-  const std::string text = value;
-  const std::size_t colon = text.find(':');
   int rank = -1;
   long long call = 0;
-  try {
-    std::size_t used = 0;
-    if (colon == std::string::npos) throw std::invalid_argument("no colon");
-    rank = std::stoi(text.substr(0, colon), &used);
-    if (used != colon) throw std::invalid_argument("rank");
-    call = std::stoll(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1) throw std::invalid_argument("call");
-  } catch (const std::exception&) {
-    rank = -1;
-  }
-  if (rank < 0 || call < 1) {
-    throw io::UserError(std::string(kVariable) + " = '" + text +
+  char rest = 0;  // anything after CALL makes the match count 3
+  if (std::sscanf(value, "%d:%lld%c", &rank, &call, &rest) != 2 || rank < 0 || call < 1) {
+    throw io::UserError(std::string(kVariable) + " = '" + value +
                         "': expected RANK:CALL (a world rank, and which of its embedding backwards, from 1)");
   }
   if (rank != world_rank) return nullptr;

@@ -184,11 +184,11 @@ int train_command(const std::vector<std::string>& args) {
   // 16-bit buffers: the kernels that do not read 16 bits themselves (all of the CPU's; none on
   // CUDA) run on widened fp32 copies.
   const kernels::Precision precision = kernels::parse_precision(c.train.precision);
-  // run.profile: the kernels timed where they run, under the rounding (its widening and
-  // narrowing, where a kernel lacks 16-bit loads, show as kernels of their own).
   // A test's injected NaN (src/app/gradient_fault.h), innermost: the rest sees a kernel's output.
   const std::unique_ptr<kernels::Backend> fault = gradient_fault_from_environment(*backend, ctx.world_rank());
   kernels::Backend& device_kernels = fault ? *fault : *backend;
+  // run.profile: the kernels timed where they run, under the rounding (its widening and
+  // narrowing, where a kernel lacks 16-bit loads, show as kernels of their own).
   std::unique_ptr<kernels::TimingBackend> timing;
   if (c.run.profile) timing = std::make_unique<kernels::TimingBackend>(device_kernels);
   kernels::Backend& kernels_backend = timing ? static_cast<kernels::Backend&>(*timing) : device_kernels;

@@ -341,7 +341,7 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
       // Every rank got here at this step (the verdict is agreed): no validation, no
       // checkpoint; the step's line goes to the metrics and the screen, then every rank stops.
       if (leader) {
-        if (metrics) metrics->write(step_fields(s + 1, r, progress, std::nullopt, {"diverged", 1.0}));
+        if (metrics) metrics->write(step_fields(s + 1, r, progress, std::nullopt));
         std::printf("%s\n", progress.line(s + 1, r.loss, r.lr, r.grad_norm, r.seconds, NAN).c_str());
         std::fflush(stdout);
       }
@@ -387,8 +387,7 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
 
 std::vector<std::pair<std::string, double>> Trainer::step_fields(int64_t step, const StepResult& r,
                                                                  const ProgressLine& progress,
-                                                                 std::optional<double> val_loss,
-                                                                 std::pair<std::string, double> extra) const {
+                                                                 std::optional<double> val_loss) const {
   std::vector<std::pair<std::string, double>> fields = {
       {"step", static_cast<double>(step)},         {"loss", r.loss},
       {"lr", r.lr},                                {"grad_norm", r.grad_norm},
@@ -399,7 +398,7 @@ std::vector<std::pair<std::string, double>> Trainer::step_fields(int64_t step, c
     fields.emplace_back("loss_scale", r.loss_scale);
     fields.emplace_back("skipped", r.skipped ? 1.0 : 0.0);
   }
-  if (!extra.first.empty()) fields.push_back(std::move(extra));
+  if (r.diverged) fields.emplace_back("diverged", 1.0);
   return fields;
 }
 

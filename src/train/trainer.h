@@ -70,10 +70,9 @@ struct StepResult {
   double lr = 0.0;
   double seconds = 0.0;
   bool skipped = false;     // no update was made: fp16 gradients overflowed, or `diverged`
-  bool diverged = false;    // an inf or NaN gradient that no loss scale can absorb (below)
+  bool diverged = false;    // an inf or NaN gradient that no loss scale can absorb (TrainingDiverged)
   double loss_scale = 1.0;  // the scale this step's backward ran with (1 without fp16)
 };
-
 
 class Trainer {
  public:
@@ -130,10 +129,10 @@ class Trainer {
   // TrainingDiverged's message for step `step` (1-based) of result `r`.
   std::string diverged_message(int64_t step, const StepResult& r) const;
   // The metrics line of step `step` (1-based): val_loss when the step was evaluated, the fp16
-  // fields, `extra` when named.
+  // fields, and "diverged" on a diverged step.
   std::vector<std::pair<std::string, double>> step_fields(int64_t step, const StepResult& r,
-                                                          const ProgressLine& progress, std::optional<double> val_loss,
-                                                          std::pair<std::string, double> extra = {}) const;
+                                                          const ProgressLine& progress,
+                                                          std::optional<double> val_loss) const;
   // Bytes and time per group and step, printed at the end of run().
   std::string communication_report() const;
   // run.profile's table (kernel_time_table) after run(): printed by rank 0, a file per rank.

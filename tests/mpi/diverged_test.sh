@@ -58,8 +58,8 @@ env $nan_at_13 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $commo
   && pass "fp16 at loss scale 1: exit 3 on step 13" || fail "fp16 at loss scale 1: rc $rc: $(grep -m1 'error' fp16min.log)"
 
 # Two pipeline stages: the NaN on stage 0 (rank 0, whose embedding backward is the step's
-# last) stops the last stage too; no rank waits for another. One micro-batch in flight per
-# rank pair: 4 a step, so the 49th is in step 13.
+# last) stops the last stage too; no rank waits for another. dp = 1: all 4 micro-batches of a
+# step pass stage 0, so its 49th embedding backward is in step 13.
 TRIDENT_TEST_NAN_GRADIENT=0:49 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $common --parallel.pp=2 \
   --parallel.dp=1 --run.dir=pp > pp.log 2>&1; rc=$?
 [ $rc -eq 3 ] && grep -q "^trident: error: training diverged at step 13:" pp.log \
