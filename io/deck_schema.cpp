@@ -96,6 +96,12 @@ std::vector<KeySpec> make_schema() {
                  "dK/dV walk, the key tiles adding their shares in a fixed order (key_walk: 5 products, B x T "
                  "x C floats more workspace, the same bits from run to run). Not yet timed on a GPU; results "
                  "agree to rounding. The CPU and the GEMM attention ignore it."),
+      choice_key("run.flash_block_order", "head_by_head", {"head_by_head", "longest_first"},
+                 "Flash attention's 16-bit kernels on CUDA: which blocks take which tiles. head_by_head: each "
+                 "head's tiles in turn, the longest causal walk first; longest_first: every head's longest walk "
+                 "before any head's next, so that the grid ends on its shortest blocks. The same bits either "
+                 "way; not yet timed on a GPU. dQ in the key walk keeps its own order; the CPU and the GEMM "
+                 "attention ignore it."),
       choice_key("run.layernorm_sums", "separate", {"separate", "row_walk"},
                  "LayerNorm's backward on CUDA: its weight and bias gradients summed in a pass of their own "
                  "(separate) or while each row's input gradient is made (row_walk: one read of the gradient "

@@ -113,6 +113,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.attention_blocks = int_value(deck, "run.attention_blocks");
   config.run.attention_batching = deck.value("run.attention_batching");
   config.run.flash_dq = deck.value("run.flash_dq");
+  config.run.flash_block_order = deck.value("run.flash_block_order");
   config.run.layernorm_sums = deck.value("run.layernorm_sums");
   config.run.cross_entropy_loads = deck.value("run.cross_entropy_loads");
   config.run.adamw_loads = deck.value("run.adamw_loads");

@@ -23,6 +23,7 @@ struct RunSection {
   int attention_blocks = 4;         // run.attention_blocks: the CUDA GEMM attention's causal row blocks
   std::string attention_batching;   // run.attention_batching: strided | pointers (kernels::AttentionBatching)
   std::string flash_dq;             // run.flash_dq: separate | key_walk (kernels::FlashDq)
+  std::string flash_block_order;    // run.flash_block_order: head_by_head | longest_first (kernels::FlashBlockOrder)
   std::string layernorm_sums;       // run.layernorm_sums: separate | row_walk (kernels::LayerNormParameterSums)
   std::string cross_entropy_loads;  // run.cross_entropy_loads: values | packs (kernels::CrossEntropyLoads)
   std::string adamw_loads;          // run.adamw_loads: values | packs (kernels::AdamWLoads)

@@ -28,10 +28,10 @@
 #   the gradient norm and the zero-fill run once per 8 or 16 passes (at 774M micro-batch 8
 #   they were 11 of 113 ms a step, 2026-11-23). Those rows run ACCUM_STEPS steps (12).
 #   =candidates times whole steps with the kernel choices that wait for a GPU's timing
-#   (run.flash_dq = key_walk, run.layernorm_sums = row_walk, run.cross_entropy_loads = packs,
-#   run.adamw_loads = packs, run.matmul_backward_streams = two, run.matmul_bias_gradients =
-#   epilogue): GPT-2 774M at micro-batch 8 with the defaults, each choice alone and all six, then
-#   124M with the defaults and all six (bf16, flash; 10 runs). A choice that wins becomes the
+#   (run.flash_dq = key_walk, run.flash_block_order = longest_first, run.layernorm_sums = row_walk,
+#   run.cross_entropy_loads = packs, run.adamw_loads = packs, run.matmul_backward_streams = two,
+#   run.matmul_bias_gradients = epilogue): GPT-2 774M at micro-batch 8 with the defaults, each
+#   choice alone and all seven, then 124M with the defaults and all seven (bf16, flash; 11 runs). A choice that wins becomes the
 #   default. The summary ends with the choices at least 1% faster at 774M and the BENCH_OPTIONS
 #   line that runs =mfu with them.
 # BENCH_OPTIONS: deck flags every row adds (say --run.flash_dq=key_walk), named in its attention
@@ -198,7 +198,7 @@ if [ "$rows" = profile ]; then
   exit 0
 fi
 if [ "$rows" = candidates ]; then
-  choices="--run.flash_dq=key_walk --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs
+  choices="--run.flash_dq=key_walk --run.flash_block_order=longest_first --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs
     --run.matmul_backward_streams=two --run.matmul_bias_gradients=epilogue"
   # A choice whose median ms/step at 774M beats the defaults' by 1% or more is named below the
   # table with the BENCH_OPTIONS line for the next command, so that the sitting can go on at

@@ -111,6 +111,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     : device_index_(device_index),
       attention_(options.attention),
       flash_dq_(options.flash_dq),
+      flash_block_order_(options.flash_block_order),
       layernorm_sums_(options.layernorm_sums),
       cross_entropy_loads_(options.cross_entropy_loads),
       adamw_loads_(options.adamw_loads),
@@ -149,6 +150,9 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   // that a benchmark's log says which way it ran.
   std::string candidates;
   if (attention_ == AttentionKernel::kFlash && flash_dq_ == FlashDq::kInKeyWalk) candidates += ", dQ in the key walk";
+  if (attention_ == AttentionKernel::kFlash && flash_block_order_ == FlashBlockOrder::kLongestFirst) {
+    candidates += ", flash blocks longest walk first";
+  }
   if (layernorm_sums_ == LayerNormParameterSums::kInRowWalk) candidates += ", LayerNorm parameter sums in the row walk";
   if (cross_entropy_loads_ == CrossEntropyLoads::kPacks) candidates += ", cross-entropy backward on 16-byte loads";
   if (adamw_loads_ == AdamWLoads::kPacks) candidates += ", AdamW on 16-byte loads";
@@ -459,7 +463,7 @@ void CudaBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, 
 void CudaBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv,
                                     int B, int T, int C, int NH) {
   if (attention_ == AttentionKernel::kFlash) {
-    cuda::flash_attention_forward(out, lse, qkv, B, T, C, NH, stream_);
+    cuda::flash_attention_forward(out, lse, qkv, B, T, C, NH, stream_, {.block_order = flash_block_order_});
     return;
   }
   cuda::attention_forward(out, lse, scratch, qkv, B, T, C, NH, cublas_, stream_, gemm_attention_options(B, NH));
@@ -470,7 +474,8 @@ void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr do
                                      int B, int T, int C, int NH) {
   if (attention_ == AttentionKernel::kFlash) {
     // The flash identity rowsum(P * dP) = dout . out needs the forward's out.
-    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_, {.dq = flash_dq_});
+    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_,
+                                   {.dq = flash_dq_, .block_order = flash_block_order_});
     return;
   }
   cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_,

@@ -43,8 +43,9 @@ class CudaBackend final : public Backend {
   // options.attention_blocks and attention_batching: the GEMM path's schedule (its
   // GemmAttentionOptions; the pointer arrays live in the workspace below). A block count below
   // 1 throws std::invalid_argument here.
-  // options.flash_dq, layernorm_sums, cross_entropy_loads, adamw_loads, matmul_backward_streams
-  // and matmul_bias_gradients: kernel choices waiting for a GPU's timing (kernels/backend.h);
+  // options.flash_dq, flash_block_order, layernorm_sums, cross_entropy_loads, adamw_loads,
+  // matmul_backward_streams and matmul_bias_gradients: kernel choices waiting for a GPU's timing
+  // (kernels/backend.h);
   // matmul_backward_streams = kTwo makes the side stream and its cuBLAS handle here.
   // The device is made current once, here: use the backend from the thread that built it
   // (Trident runs one rank per process on one thread; allocations and launches go to the
@@ -157,6 +158,7 @@ class CudaBackend final : public Backend {
   int device_index_;                       // the CUDA device this backend runs on
   AttentionKernel attention_;              // GEMM path or flash attention (run.attention)
   FlashDq flash_dq_;                       // how flash attention's 16-bit backward makes dQ (run.flash_dq)
+  FlashBlockOrder flash_block_order_;      // which blocks take which flash tiles (run.flash_block_order)
   LayerNormParameterSums layernorm_sums_;  // where LayerNorm's backward sums dweight, dbias (run.layernorm_sums)
   CrossEntropyLoads cross_entropy_loads_;  // how the cross-entropy backward reads a row (run.cross_entropy_loads)
   AdamWLoads adamw_loads_;                 // how AdamW walks its arrays (run.adamw_loads)

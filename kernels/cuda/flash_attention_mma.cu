@@ -6,7 +6,7 @@
 // two products; 4 to 10% faster on one H100 than 16 rows, which it may still be asked for.)
 //
 // Forward: one block of 4 warps per (64-query tile, head, batch element; 128 at 32 rows a warp), the last query tiles
-// (the longest rows of key tiles) launched first. Q's fragments are loaded once; per key tile of
+// (the longest rows of key tiles) launched first: per head, or over all heads (FlashMmaOptions::block_order). Q's fragments are loaded once; per key tile of
 // 64 keys at or below the diagonal, K and V go through shared memory and each warp computes
 //   S = Q K^T (8 x 4 mma), the causal mask, the online softmax (row max over the 4 lanes that
 //   share a row, by shuffles; scores in log2 units so that exp is one exp2), O *= exp(m_old -
@@ -39,12 +39,12 @@ struct alignas(16) ForwardTiles {
 template <class S, TileCopy kCopy, int kRowSets>
 __global__ void __launch_bounds__(kThreads)
     mma_forward_kernel(uint16_t* __restrict__ out, float* __restrict__ lse, const uint16_t* __restrict__ qkv, int T,
-                       int C, int NH, float scale) {
+                       int C, int NH, float scale, FlashBlockOrder order) {
   static_assert(kRowSets == 1 || kRowSets == 2, "16 or 32 query rows per warp: Q passes through buffer 1's two tiles");
   constexpr int kRows = kTile * kRowSets;  // the block's queries
   __shared__ ForwardTiles tiles;
-  const Place at = place();
-  const int q0 = last_tile_first() * kRows;
+  const Place at = place(order);
+  const int q0 = query_tile_of(at) * kRows;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
 
@@ -174,10 +174,10 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
     using Copy = decltype(copying);
     if (options.forward_rows_per_warp == 32) {
       mma_forward_kernel<S, Copy::value, 2><<<tile_grid(B, T, NH, 2 * kTile), kThreads, 0, stream>>>(
-          out_s, lse, qkv_s, T, C, NH, scale);
+          out_s, lse, qkv_s, T, C, NH, scale, options.block_order);
     } else {
       mma_forward_kernel<S, Copy::value, 1><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH,
-                                                                                          scale);
+                                                                                          scale, options.block_order);
     }
   });
   CUDA_CHECK_LAUNCH();

@@ -8,7 +8,7 @@
 #include <initializer_list>
 
 #include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
-#include "kernels/backend.h"  // FlashDq
+#include "kernels/backend.h"  // FlashDq, FlashBlockOrder
 
 namespace trident::kernels::cuda {
 
@@ -35,6 +35,9 @@ struct FlashMmaOptions {
   // walk, the key tiles taking turns to add into fp32 sums. This one changes dQ's bits (its sums
   // run in another order), not dK's or dV's.
   FlashDq dq = FlashDq::kSeparateWalk;
+  // Which blocks take which tiles (kernels/backend.h): head by head (the default) or every head's
+  // longest walk first. The same tiles computed the same way, so the same bits.
+  FlashBlockOrder block_order = FlashBlockOrder::kHeadByHead;
 };
 
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and

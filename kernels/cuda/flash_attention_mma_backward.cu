@@ -104,26 +104,26 @@ template <class S, TileCopy kCopy, FlashDq kDq>
 __global__ void __launch_bounds__(kThreads)
     mma_dkdv_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                     const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale,
-                    DqSums dq_sums) {
+                    DqSums dq_sums, FlashBlockOrder order) {
   constexpr bool kDqInWalk = kDq == FlashDq::kInKeyWalk;
   __shared__ BackwardTiles tiles;
   extern __shared__ float walk_shared[];  // kDqInWalk only: kDqWalkSharedBytes
-  Place at = place();
-  int key_tile = static_cast<int>(blockIdx.x);  // key tile 0 walks every query tile: first
+  Place at = place(order);
+  int tile = key_tile_of(at);  // key tile 0 walks every query tile: first
   if constexpr (kDqInWalk) {
     // The blocks' order from tickets: per (batch, head) the last key tile first, so that the
     // diagonal's key tile adds first into each query tile and every adder's predecessor started
-    // before it (ordered_turns.cuh).
+    // before it (ordered_turns.cuh). `order` does not apply.
     __shared__ unsigned ticket;
     if (at.tid == 0) ticket = turns::take_ticket(dq_sums.ticket);
     __syncthreads();
     const int tiles_per_head = static_cast<int>(gridDim.x);
     const int head = static_cast<int>(ticket / static_cast<unsigned>(tiles_per_head));
-    key_tile = tiles_per_head - 1 - static_cast<int>(ticket % static_cast<unsigned>(tiles_per_head));
+    tile = tiles_per_head - 1 - static_cast<int>(ticket % static_cast<unsigned>(tiles_per_head));
     at.h = head % NH;
     at.b = head / NH;
   }
-  const int k0 = key_tile * kTile;
+  const int k0 = tile * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
   const uint16_t* q_first = qkv + qkv_index(0, 0, flash::kPartQ, h, T, C);
@@ -203,11 +203,11 @@ __global__ void __launch_bounds__(kThreads)
       // Into the sums, in turn: for query tile i, the key tiles from the diagonal's (i) down to 0.
       // The diagonal's stores the sums, the others add to them, key tile 0 writes dQ itself.
       const int i = q0 / kTile;
-      const bool first = key_tile == i, last = key_tile == 0;
+      const bool first = tile == i, last = tile == 0;
       const std::size_t head = static_cast<std::size_t>(b) * NH + h;
       unsigned* turn = dq_sums.turns + (head * gridDim.x + i) * kWarps + warp;
       if (!first) {
-        if (lane == 0) turns::wait_for_turn(turn, static_cast<unsigned>(i - key_tile));
+        if (lane == 0) turns::wait_for_turn(turn, static_cast<unsigned>(i - tile));
         __syncwarp();
       }
       for (int r = 0; r < 2; r++) {
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
       if (!last) {
         turns::fence_stores();
         __syncwarp();
-        if (lane == 0) turns::pass_turn(turn, static_cast<unsigned>(i - key_tile + 1));
+        if (lane == 0) turns::pass_turn(turn, static_cast<unsigned>(i - tile + 1));
       }
     }
   };
@@ -254,10 +254,11 @@ __global__ void __launch_bounds__(kThreads)
 template <class S, TileCopy kCopy>
 __global__ void __launch_bounds__(kThreads)
     mma_dq_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
-                  const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale) {
+                  const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale,
+                  FlashBlockOrder order) {
   __shared__ BackwardTiles tiles;
-  const Place at = place();
-  const int q0 = last_tile_first() * kTile;
+  const Place at = place(order);
+  const int q0 = query_tile_of(at) * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
 
@@ -355,14 +356,14 @@ void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv
                                       static_cast<int>(kDqWalkSharedBytes)));
       mma_dkdv_kernel<S, Copy::value, FlashDq::kInKeyWalk><<<tile_grid(B, T, NH), kThreads, kDqWalkSharedBytes,
                                                              stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
-                                                                       scale, sums);
+                                                                       scale, sums, FlashBlockOrder::kHeadByHead);
       return;
     }
     mma_dkdv_kernel<S, Copy::value, FlashDq::kSeparateWalk><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(
-        dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, sums);
+        dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, sums, options.block_order);
     CUDA_CHECK_LAUNCH();
     mma_dq_kernel<S, Copy::value><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
-                                                                                T, C, NH, scale);
+                                                                                T, C, NH, scale, options.block_order);
   });
   CUDA_CHECK_LAUNCH();
 }

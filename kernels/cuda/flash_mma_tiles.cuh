@@ -34,7 +34,7 @@
 
 #include "kernels/cuda/async_copy.cuh"          // async_copy::copy, wait_all
 #include "kernels/cuda/flash_attention_math.h"  // qkv_index, row_index, stat_index, kPart*, kTile
-#include "kernels/cuda/flash_attention_mma.cuh" // TileCopy
+#include "kernels/cuda/flash_attention_mma.cuh" // TileCopy, FlashBlockOrder
 #include "kernels/cuda/warp_mma.cuh"            // mma::mma_16x8x16, mma::load_matrix_x4, mma::pack
 #include "kernels/precision.h"                  // Precision
 #include "kernels/stored_element.h"             // stored::Bf16, Fp16
@@ -260,20 +260,35 @@ __device__ __forceinline__ void store_accumulator_row(uint16_t* dst, const float
   }
 }
 
-// Where a thread is: the block's head and batch element (grid y and z; x is the tile), the thread,
-// its warp and lane, and the lane's fragment coordinates g = lane / 4, t4 = lane % 4.
+// Where a thread is: the block's tile by the length of its walk (rank 0 walks the most tiles),
+// its head and batch element, the thread, its warp and lane, and the lane's fragment coordinates
+// g = lane / 4, t4 = lane % 4.
 struct Place {
-  int h, b, tid, warp, lane, g, t4;
+  int rank, h, b, tid, warp, lane, g, t4;
 };
-__device__ __forceinline__ Place place() {
+// The grid is (tiles, NH, B) (tile_grid), and the GPU starts blocks in the order of their index,
+// x fastest. kHeadByHead reads the index as it stands, (rank, h, b) = (x, y, z): each head's tiles
+// from the longest walk down, the heads in turn. kLongestFirst reads the same index rank-major:
+// every head's longest walk before any head's next, so that the grid ends on its shortest blocks
+// (kernels/backend.h, FlashBlockOrder). Either way each (tile, head, batch element) is one block.
+__device__ __forceinline__ Place place(FlashBlockOrder order) {
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid % 32;
-  return Place{static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z), tid, tid / 32, lane, lane / 4, lane % 4};
+  int rank = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
+  if (order == FlashBlockOrder::kLongestFirst) {
+    const unsigned heads = gridDim.y * gridDim.z;
+    const unsigned index = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const unsigned head = index % heads;
+    rank = static_cast<int>(index / heads);
+    h = static_cast<int>(head % gridDim.y);
+    b = static_cast<int>(head / gridDim.y);
+  }
+  return Place{rank, h, b, tid, tid / 32, lane, lane / 4, lane % 4};
 }
-// The tile of a query-tile kernel: the last tiles (the most key tiles to walk) launched first.
-__device__ __forceinline__ int last_tile_first() {
-  return static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
-}
+// The tile of a query-tile kernel (the forward, dQ: the last tiles walk the most key tiles) and of
+// a key-tile kernel (dK/dV: the first tiles walk the most query tiles).
+__device__ __forceinline__ int query_tile_of(const Place& at) { return static_cast<int>(gridDim.x) - 1 - at.rank; }
+__device__ __forceinline__ int key_tile_of(const Place& at) { return at.rank; }
 
 // One block per `rows` queries or keys (kTile, or the forward's 128 rows), head and batch element.
 inline dim3 tile_grid(int B, int T, int NH, int rows = kTile) {

@@ -71,7 +71,13 @@
 //      which writes dQ), so the dQ kernel and its recomputation of S and dP go: 5 products a
 //      tile pair instead of 7, as FlashAttention-2, still with the same bits run to run.
 //      dK and dV keep 3's bits (tests/gpu); faster in whole steps, it becomes the default.
-//   Variants 3 to 11 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
+//  12  variant 3 with every head's longest walk first (FlashMmaOptions::block_order =
+//      FlashBlockOrder::kLongestFirst) in both kernels: the same blocks, started in another order,
+//      so that each grid ends on its shortest ones (kernels/backend.h). The same bits as 3
+//      (tests/gpu); a model of the schedule, not a measurement, puts the saving at 10 to 20% at
+//      B = 8 (perf/kernels/block_order_model.py). Whichever is faster in whole steps
+//      (run.flash_block_order) becomes the default.
+//   Variants 3 to 12 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
 //   forward (out rounded) and backward on them, at kBf16Tolerance (reasons at its definition).
 //
 //   playground_attention_backward replay   (no GPU needed) runs variant 4's kernels on the host
@@ -501,6 +507,10 @@ int main(int argc, char** argv) {
       {"variant 3 with dQ in the key walk (5 products a tile pair, key tiles in turn)",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_with({.dq = tk::FlashDq::kInKeyWalk})))
                                                   : Run(unsupported)},
+      {"variant 3 with every head's longest walk first",
+       tk::cuda::flash_attention_supported(C, NH)
+           ? Run(measure16(flash16_with({.block_order = tk::FlashBlockOrder::kLongestFirst})))
+           : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 8.0 * B * NH * static_cast<double>(hs) * causal_pairs;

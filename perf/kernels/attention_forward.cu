@@ -49,7 +49,12 @@
 //      memory feeding one product where production's 32 rows a warp feed two. Production was
 //      16 rows when the H100 timed them (3: 84.8 us, 11 at 32 rows: 81.3 us at B = 8; 282.9
 //      and 254.2 us at 32), so the two variants traded places. The same bits as 3 (tests/gpu).
-//   Variants 3 to 11 read qkv rounded to bf16 and are validated against the twin run on
+//  12  variant 3 with every head's longest walk first (FlashMmaOptions::block_order =
+//      FlashBlockOrder::kLongestFirst): the same blocks, started in another order, so that the
+//      grid ends on its shortest ones (kernels/backend.h). The same bits as 3 (tests/gpu); a model
+//      of the schedule, not a measurement, puts the saving near 20% at B = 8
+//      (perf/kernels/block_order_model.py).
+//   Variants 3 to 12 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
@@ -283,6 +288,10 @@ int main(int argc, char** argv) {
       {"variant 3 with 16 query rows per warp (64 per block)",
        tk::cuda::flash_attention_supported(C, NH) ? Run(measure16(flash16_with({.forward_rows_per_warp = 16})))
                                                   : Run(unsupported)},
+      {"variant 3 with every head's longest walk first",
+       tk::cuda::flash_attention_supported(C, NH)
+           ? Run(measure16(flash16_with({.block_order = tk::FlashBlockOrder::kLongestFirst})))
+           : Run(unsupported)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;

@@ -37,7 +37,7 @@ for exe in "$pack"/bin/playground_*; do
 done
 # Production flash attention (variant 3: the tensor-core kernels on bf16; 10: its tiles copied
 # through registers; the forward's 11: 16 query rows a warp; the backward's 11: dQ in the key
-# walk) and the GEMM attention's options
+# walk; 12: every head's longest walk first) and the GEMM attention's options
 # (variants 5: production, min(B, NH) strided calls per product; 6: one pointer-array call; 7 and
 # 8: 2 and 4 causal row blocks; 9: 6 and 8 together) again at micro-batch 32, where 5 makes 12
 # calls per product; and validated with B > NH (the strided calls then batch over batch
@@ -46,8 +46,8 @@ for program in playground_attention_forward playground_attention_backward; do
   [ -x "$pack/bin/$program" ] || continue
   [[ -z "$only" || "$program" =~ $only ]] || continue
   variants=(3 10 5 6 7 8 9)
-  [ "$program" = playground_attention_forward ] && variants=(3 10 11 5 6 7 8 9)
-  [ "$program" = playground_attention_backward ] && variants=(3 10 11 5 6 7 8 9)
+  [ "$program" = playground_attention_forward ] && variants=(3 10 11 12 5 6 7 8 9)
+  [ "$program" = playground_attention_backward ] && variants=(3 10 11 12 5 6 7 8 9)
   for setting in "ATTN_B=32 $reps" "ATTN_B=6 ATTN_C=128 ATTN_NH=2 ATTN_VALIDATE_B=6 3"; do
     read -r -a words <<< "$setting"
     shape=("${words[@]:0:${#words[@]}-1}")

@@ -20,6 +20,8 @@ kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::De
   options.attention_batching = config.run.attention_batching == "pointers" ? kernels::AttentionBatching::kPointers
                                                                            : kernels::AttentionBatching::kStrided;
   options.flash_dq = config.run.flash_dq == "key_walk" ? kernels::FlashDq::kInKeyWalk : kernels::FlashDq::kSeparateWalk;
+  options.flash_block_order = config.run.flash_block_order == "longest_first" ? kernels::FlashBlockOrder::kLongestFirst
+                                                                              : kernels::FlashBlockOrder::kHeadByHead;
   options.layernorm_sums = config.run.layernorm_sums == "row_walk" ? kernels::LayerNormParameterSums::kInRowWalk
                                                                    : kernels::LayerNormParameterSums::kSeparatePass;
   options.cross_entropy_loads =

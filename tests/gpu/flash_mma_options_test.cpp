@@ -8,6 +8,10 @@
 // - The forward's 32 query rows per warp (the default) against 16: each row walks the same key tiles in the
 //   same order; a key tile after all of a warp's rows is skipped, where 16 rows never reach it
 //   (computing it would add exact zeros). A row set given the wrong rows, keys or mask shows.
+// - The blocks' order, head by head (the default) or every head's longest walk first: each block
+//   computes the same tile either way. A block given no tile, or another's, leaves values unwritten
+//   (each run starts from NaN) or writes them twice; a head or batch element swapped shows where
+//   both B and NH exceed 1 (the third shape).
 // The twin tests (cuda_bf16_storage_test.cpp) hold the defaults to the CPU; this holds the
 // others to the defaults. dQ in the key walk (FlashDq::kInKeyWalk) sums dQ in another order, so
 // only its dK and dV must keep the defaults' bits; its dQ must repeat its own bits from run to
@@ -33,8 +37,10 @@ struct Shape {
 };
 // A last tile past T (200: zero-filled rows; with 32 rows a warp, a block of 128 queries with 72
 // past T; in the backward 4 tiles, the last of 8 rows, so warps of the last key tile with no real
-// key) and B > NH; one tile exactly (64: half a block of 128) and B < NH.
+// key) and B > NH; one tile exactly (64: half a block of 128) and B < NH. The options' test adds
+// B = 2 and NH = 3 over 3 tiles (2 of 128 queries), for the blocks' orders.
 constexpr Shape kShapes[] = {{2, 200, 64, 1}, {1, 64, 128, 2}};
+constexpr Shape kOptionShapes[] = {kShapes[0], kShapes[1], {2, 130, 192, 3}};
 constexpr float kScale = 0.125f;  // 1 / sqrt(hs), hs = 64
 
 std::string case_name(const Shape& s, Precision p) {
@@ -100,7 +106,7 @@ int not_finite(const std::vector<float>& words, Precision p) {
 }
 
 TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
-  for (const Shape s : kShapes) {
+  for (const Shape s : kOptionShapes) {
     for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
       SCOPED_TRACE(case_name(s, p));
       const Inputs in = inputs(s, p);
@@ -137,7 +143,10 @@ TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
         cuda::FlashMmaOptions options;
       } others[] = {{"synchronous tile copies", {.copy = cuda::TileCopy::kSynchronous}},
                     {"16 query rows per warp", {.forward_rows_per_warp = 16}},
-                    {"both", {.copy = cuda::TileCopy::kSynchronous, .forward_rows_per_warp = 16}}};
+                    {"both", {.copy = cuda::TileCopy::kSynchronous, .forward_rows_per_warp = 16}},
+                    {"longest walks first", {.block_order = FlashBlockOrder::kLongestFirst}},
+                    {"longest walks first, 16 query rows per warp",
+                     {.forward_rows_per_warp = 16, .block_order = FlashBlockOrder::kLongestFirst}}};
       for (const auto& other : others) {
         SCOPED_TRACE(other.name);
         const Run r = run(other.options);

@@ -12,9 +12,10 @@
 #   schedule (4 causal row blocks, pointer-array products) and in its other (one block over the
 #   full square, strided calls: run.attention_blocks = 1, run.attention_batching = strided);
 #   run.profile on the bf16 flash run: the same losses, the fused MLP pairs timed whole;
-#   the kernel choices waiting for a GPU's timing (run.flash_dq, run.layernorm_sums,
-#   run.cross_entropy_loads, run.adamw_loads, run.matmul_backward_streams) on bf16 flash within
-#   1e-2 of the CPU's bf16, and the matmul parameter gradients on a second stream giving one
+#   the flash blocks' other order (run.flash_block_order = longest_first) giving the default's
+#   bf16 losses exactly; the kernel choices waiting for a GPU's timing (run.flash_dq,
+#   run.flash_block_order, run.layernorm_sums, run.cross_entropy_loads, run.adamw_loads,
+#   run.matmul_backward_streams) on bf16 flash within 1e-2 of the CPU's bf16, and the matmul parameter gradients on a second stream giving one
 #   stream's bf16 losses exactly;
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
@@ -122,18 +123,25 @@ mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.dir=
 grep -q "^backend.*flash attention" agpu16.log || { grep '^backend' agpu16.log; fail "auto, bf16: not flash attention"; }
 out=$("$CHECK_METRICS" compare fgpu16/metrics.jsonl agpu16/metrics.jsonl loss 0) \
   && pass "run.attention = auto, bf16, head size 64: the flash run's losses: $out" || fail "auto, bf16: $out"
-# The kernel choices waiting for a GPU's timing (run.flash_dq = key_walk, run.layernorm_sums =
-# row_walk, run.cross_entropy_loads = packs, run.adamw_loads = packs, run.matmul_backward_streams
-# = two, all five at once): named on the backend line, and within 1e-2 of the bf16 CPU as the
+# The flash blocks taking every head's longest walk first compute the same tiles: the default
+# order's losses exactly.
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.flash_block_order=longest_first \
+  --run.dir=ogpu16 > ogpu16.log 2>&1 || { tail -20 ogpu16.log; fail "run.flash_block_order = longest_first, bf16"; }
+out=$("$CHECK_METRICS" compare fgpu16/metrics.jsonl ogpu16/metrics.jsonl loss 0) \
+  && pass "run.flash_block_order = longest_first, bf16: the default order's losses: $out" \
+  || fail "longest_first against head_by_head: $out"
+# The kernel choices waiting for a GPU's timing (run.flash_dq = key_walk, run.flash_block_order =
+# longest_first, run.layernorm_sums = row_walk, run.cross_entropy_loads = packs, run.adamw_loads =
+# packs, run.matmul_backward_streams = two, all six at once): named on the backend line, and within 1e-2 of the bf16 CPU as the
 # default kernels are (they change only the order of sums).
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.flash_dq=key_walk \
-  --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs \
+  --run.flash_block_order=longest_first --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs \
   --run.matmul_backward_streams=two --run.dir=cgpu16 \
   > cgpu16.log 2>&1 || { tail -20 cgpu16.log; fail "the waiting kernel choices, bf16 on the GPU"; }
-grep -q "^backend.*dQ in the key walk, LayerNorm parameter sums in the row walk, cross-entropy backward on 16-byte loads, AdamW on 16-byte loads, matmul parameter gradients on a second stream" \
+grep -q "^backend.*dQ in the key walk, flash blocks longest walk first, LayerNorm parameter sums in the row walk, cross-entropy backward on 16-byte loads, AdamW on 16-byte loads, matmul parameter gradients on a second stream" \
   cgpu16.log || { grep '^backend' cgpu16.log; fail "the backend line does not name the waiting kernel choices"; }
 out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl cgpu16/metrics.jsonl loss 1e-2) \
-  && pass "dQ in the key walk, LayerNorm sums in the row walk, cross-entropy and AdamW on 16-byte loads, two matmul streams, bf16 GPU against bf16 CPU: $out" \
+  && pass "dQ in the key walk, the longest flash walks first, LayerNorm sums in the row walk, cross-entropy and AdamW on 16-byte loads, two matmul streams, bf16 GPU against bf16 CPU: $out" \
   || fail "the waiting kernel choices, bf16: $out"
 # The parameter gradients on a second stream (its own cuBLAS handle) are the same kernels on the
 # same operands: the one-stream run's losses exactly.

@@ -113,11 +113,13 @@ TEST(RunConfig, AttentionScheduleKeys) {
 
 TEST(RunConfig, KernelChoicesWaitingForTheirTiming) {
   EXPECT_EQ(config_of({}).run.flash_dq, "separate");  // the defaults until a GPU times the others
+  EXPECT_EQ(config_of({}).run.flash_block_order, "head_by_head");
   EXPECT_EQ(config_of({}).run.layernorm_sums, "separate");
   EXPECT_EQ(config_of({}).run.cross_entropy_loads, "values");
   EXPECT_EQ(config_of({}).run.adamw_loads, "values");
   EXPECT_EQ(config_of({}).run.matmul_backward_streams, "one");
   EXPECT_EQ(config_of({"--run.flash_dq=key_walk"}).run.flash_dq, "key_walk");
+  EXPECT_EQ(config_of({"--run.flash_block_order=longest_first"}).run.flash_block_order, "longest_first");
   EXPECT_EQ(config_of({"--run.layernorm_sums=row_walk"}).run.layernorm_sums, "row_walk");
   EXPECT_EQ(config_of({"--run.cross_entropy_loads=packs"}).run.cross_entropy_loads, "packs");
   EXPECT_EQ(config_of({"--run.adamw_loads=packs"}).run.adamw_loads, "packs");

@@ -27,6 +27,7 @@ TEST(BackendOptions, DefaultsAreTheBackendsDefaults) {
   EXPECT_EQ(deck.attention_blocks, plain.attention_blocks);
   EXPECT_EQ(deck.attention_batching, plain.attention_batching);
   EXPECT_EQ(deck.flash_dq, plain.flash_dq);
+  EXPECT_EQ(deck.flash_block_order, plain.flash_block_order);
   EXPECT_EQ(deck.layernorm_sums, plain.layernorm_sums);
   EXPECT_EQ(deck.cross_entropy_loads, plain.cross_entropy_loads);
   EXPECT_EQ(deck.adamw_loads, plain.adamw_loads);
@@ -38,13 +39,14 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   const kernels::BackendOptions options =
       options_of({"--train.precision=bf16", "--run.attention=flash", "--run.matmul_epilogues=separate",
                   "--run.attention_blocks=4", "--run.attention_batching=pointers", "--run.flash_dq=key_walk",
-                  "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs",
+                  "--run.flash_block_order=longest_first", "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs",
                   "--run.matmul_backward_streams=two", "--run.matmul_bias_gradients=epilogue"});
   EXPECT_EQ(options.attention, kernels::AttentionKernel::kFlash);
   EXPECT_EQ(options.matmul_epilogues, kernels::MatmulEpilogues::kSeparate);
   EXPECT_EQ(options.attention_blocks, 4);
   EXPECT_EQ(options.attention_batching, kernels::AttentionBatching::kPointers);
   EXPECT_EQ(options.flash_dq, kernels::FlashDq::kInKeyWalk);
+  EXPECT_EQ(options.flash_block_order, kernels::FlashBlockOrder::kLongestFirst);
   EXPECT_EQ(options.layernorm_sums, kernels::LayerNormParameterSums::kInRowWalk);
   EXPECT_EQ(options.cross_entropy_loads, kernels::CrossEntropyLoads::kPacks);
   EXPECT_EQ(options.adamw_loads, kernels::AdamWLoads::kPacks);
@@ -52,9 +54,10 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(options.matmul_bias_gradients, kernels::MatmulBiasGradients::kEpilogue);
   // The other way of each, named, is the default.
   const kernels::BackendOptions named = options_of(
-      {"--run.flash_dq=separate", "--run.layernorm_sums=separate", "--run.cross_entropy_loads=values",
+      {"--run.flash_dq=separate", "--run.flash_block_order=head_by_head", "--run.layernorm_sums=separate", "--run.cross_entropy_loads=values",
        "--run.adamw_loads=values", "--run.matmul_backward_streams=one", "--run.matmul_bias_gradients=column_sums"});
   EXPECT_EQ(named.flash_dq, kernels::FlashDq::kSeparateWalk);
+  EXPECT_EQ(named.flash_block_order, kernels::FlashBlockOrder::kHeadByHead);
   EXPECT_EQ(named.layernorm_sums, kernels::LayerNormParameterSums::kSeparatePass);
   EXPECT_EQ(named.cross_entropy_loads, kernels::CrossEntropyLoads::kValues);
   EXPECT_EQ(named.adamw_loads, kernels::AdamWLoads::kValues);
