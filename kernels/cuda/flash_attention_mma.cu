@@ -36,15 +36,15 @@ struct alignas(16) ForwardTiles {
   uint16_t v[2][kTileElements];
 };
 
-template <class S, TileCopy kCopy, int kRowSets>
+template <class S, TileCopy kCopy, int kRowSets, FlashBlockOrder kOrder>
 __global__ void __launch_bounds__(kThreads)
     mma_forward_kernel(uint16_t* __restrict__ out, float* __restrict__ lse, const uint16_t* __restrict__ qkv, int T,
-                       int C, int NH, float scale, FlashBlockOrder order) {
+                       int C, int NH, float scale) {
   static_assert(kRowSets == 1 || kRowSets == 2, "16 or 32 query rows per warp: Q passes through buffer 1's two tiles");
   constexpr int kRows = kTile * kRowSets;  // the block's queries
   __shared__ ForwardTiles tiles;
-  const Place at = place(order);
-  const int q0 = query_tile_of(at) * kRows;
+  const Place at = place<kOrder>();
+  const int q0 = query_tile_of<kOrder>(at) * kRows;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
 
@@ -170,15 +170,18 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
   auto* out_s = static_cast<uint16_t*>(out.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
   with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
-    using S = decltype(policy);
-    using Copy = decltype(copying);
-    if (options.forward_rows_per_warp == 32) {
-      mma_forward_kernel<S, Copy::value, 2><<<tile_grid(B, T, NH, 2 * kTile), kThreads, 0, stream>>>(
-          out_s, lse, qkv_s, T, C, NH, scale, options.block_order);
-    } else {
-      mma_forward_kernel<S, Copy::value, 1><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH,
-                                                                                          scale, options.block_order);
-    }
+    with_block_order(options.block_order, [&](auto ordering) {
+      using S = decltype(policy);
+      using Copy = decltype(copying);
+      using Order = decltype(ordering);
+      if (options.forward_rows_per_warp == 32) {
+        mma_forward_kernel<S, Copy::value, 2, Order::value>
+            <<<tile_grid(B, T, NH, Order::value, 2 * kTile), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
+      } else {
+        mma_forward_kernel<S, Copy::value, 1, Order::value>
+            <<<tile_grid(B, T, NH, Order::value), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
+      }
+    });
   });
   CUDA_CHECK_LAUNCH();
 }

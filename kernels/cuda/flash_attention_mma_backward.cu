@@ -100,26 +100,27 @@ DqSums carve_dq_sums(float* work, int B, int T, int NH) {
 constexpr std::size_t kTileFloats = kTileElements * sizeof(uint16_t) / sizeof(float);
 constexpr std::size_t kDqWalkSharedBytes = 2 * shared_slice_bytes(kTileFloats);
 
-template <class S, TileCopy kCopy, FlashDq kDq>
+template <class S, TileCopy kCopy, FlashDq kDq, FlashBlockOrder kOrder>
 __global__ void __launch_bounds__(kThreads)
     mma_dkdv_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                     const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale,
-                    DqSums dq_sums, FlashBlockOrder order) {
+                    DqSums dq_sums) {
   constexpr bool kDqInWalk = kDq == FlashDq::kInKeyWalk;
+  static_assert(!kDqInWalk || kOrder == FlashBlockOrder::kHeadByHead, "dQ in the key walk orders its blocks by ticket");
   __shared__ BackwardTiles tiles;
   extern __shared__ float walk_shared[];  // kDqInWalk only: kDqWalkSharedBytes
-  Place at = place(order);
+  Place at = place<kOrder>();
   int tile = key_tile_of(at);  // key tile 0 walks every query tile: first
   if constexpr (kDqInWalk) {
     // The blocks' order from tickets: per (batch, head) the last key tile first, so that the
     // diagonal's key tile adds first into each query tile and every adder's predecessor started
-    // before it (ordered_turns.cuh). `order` does not apply.
+    // before it (ordered_turns.cuh).
     __shared__ unsigned ticket;
     if (at.tid == 0) ticket = turns::take_ticket(dq_sums.ticket);
     __syncthreads();
-    const int tiles_per_head = static_cast<int>(gridDim.x);
-    const int head = static_cast<int>(ticket / static_cast<unsigned>(tiles_per_head));
-    tile = tiles_per_head - 1 - static_cast<int>(ticket % static_cast<unsigned>(tiles_per_head));
+    const int head_tiles = tiles_per_head<kOrder>();
+    const int head = static_cast<int>(ticket / static_cast<unsigned>(head_tiles));
+    tile = head_tiles - 1 - static_cast<int>(ticket % static_cast<unsigned>(head_tiles));
     at.h = head % NH;
     at.b = head / NH;
   }
@@ -205,7 +206,7 @@ __global__ void __launch_bounds__(kThreads)
       const int i = q0 / kTile;
       const bool first = tile == i, last = tile == 0;
       const std::size_t head = static_cast<std::size_t>(b) * NH + h;
-      unsigned* turn = dq_sums.turns + (head * gridDim.x + i) * kWarps + warp;
+      unsigned* turn = dq_sums.turns + (head * tiles_per_head<kOrder>() + i) * kWarps + warp;
       if (!first) {
         if (lane == 0) turns::wait_for_turn(turn, static_cast<unsigned>(i - tile));
         __syncwarp();
@@ -251,14 +252,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <class S, TileCopy kCopy>
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
 __global__ void __launch_bounds__(kThreads)
     mma_dq_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
-                  const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale,
-                  FlashBlockOrder order) {
+                  const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH, float scale) {
   __shared__ BackwardTiles tiles;
-  const Place at = place(order);
-  const int q0 = query_tile_of(at) * kTile;
+  const Place at = place<kOrder>();
+  const int q0 = query_tile_of<kOrder>(at) * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
 
@@ -351,19 +351,24 @@ void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv
     const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
     if (dq_in_walk) {
       // 37,888 static bytes and these: over the 48 KiB a block gets unasked, so opted in.
-      CUDA_CHECK(cudaFuncSetAttribute(mma_dkdv_kernel<S, Copy::value, FlashDq::kInKeyWalk>,
+      constexpr FlashBlockOrder kByTicket = FlashBlockOrder::kHeadByHead;  // the grid's shape; tickets order it
+      CUDA_CHECK(cudaFuncSetAttribute(mma_dkdv_kernel<S, Copy::value, FlashDq::kInKeyWalk, kByTicket>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(kDqWalkSharedBytes)));
-      mma_dkdv_kernel<S, Copy::value, FlashDq::kInKeyWalk><<<tile_grid(B, T, NH), kThreads, kDqWalkSharedBytes,
-                                                             stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
-                                                                       scale, sums, FlashBlockOrder::kHeadByHead);
+      mma_dkdv_kernel<S, Copy::value, FlashDq::kInKeyWalk, kByTicket><<<tile_grid(B, T, NH, kByTicket), kThreads,
+                                                                        kDqWalkSharedBytes, stream>>>(
+          dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, sums);
       return;
     }
-    mma_dkdv_kernel<S, Copy::value, FlashDq::kSeparateWalk><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(
-        dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, sums, options.block_order);
-    CUDA_CHECK_LAUNCH();
-    mma_dq_kernel<S, Copy::value><<<tile_grid(B, T, NH), kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
-                                                                                T, C, NH, scale, options.block_order);
+    with_block_order(options.block_order, [&](auto ordering) {
+      using Order = decltype(ordering);
+      const dim3 grid = tile_grid(B, T, NH, Order::value);
+      mma_dkdv_kernel<S, Copy::value, FlashDq::kSeparateWalk, Order::value><<<grid, kThreads, 0, stream>>>(
+          dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, sums);
+      CUDA_CHECK_LAUNCH();
+      mma_dq_kernel<S, Copy::value, Order::value><<<grid, kThreads, 0, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
+                                                                                 T, C, NH, scale);
+    });
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -266,33 +266,54 @@ __device__ __forceinline__ void store_accumulator_row(uint16_t* dst, const float
 struct Place {
   int rank, h, b, tid, warp, lane, g, t4;
 };
-// The grid is (tiles, NH, B) (tile_grid), and the GPU starts blocks in the order of their index,
-// x fastest. kHeadByHead reads the index as it stands, (rank, h, b) = (x, y, z): each head's tiles
-// from the longest walk down, the heads in turn. kLongestFirst reads the same index rank-major:
-// every head's longest walk before any head's next, so that the grid ends on its shortest blocks
-// (kernels/backend.h, FlashBlockOrder). Either way each (tile, head, batch element) is one block.
-__device__ __forceinline__ Place place(FlashBlockOrder order) {
+// The GPU starts a grid's blocks in the order of their index, x fastest. kHeadByHead's grid is
+// (tiles, NH, B): each head's tiles from the longest walk down, the heads in turn. kLongestFirst's
+// is (NH, B, tiles): every head's longest walk before any head's next, so that the grid ends on
+// its shortest blocks (kernels/backend.h, FlashBlockOrder). Either way the block reads its place
+// from blockIdx itself, which the compiler may read again rather than hold in registers (an
+// order chosen at run time, the place divided out of the linear index, held them: 50 more
+// registers in dQ and spills in the forward, ptxas for sm_90; as template parameters, the
+// registers of either order are those the kernels had before the choice).
+template <FlashBlockOrder kOrder>
+__device__ __forceinline__ Place place() {
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid % 32;
-  int rank = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
-  if (order == FlashBlockOrder::kLongestFirst) {
-    const unsigned heads = gridDim.y * gridDim.z;
-    const unsigned index = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    const unsigned head = index % heads;
-    rank = static_cast<int>(index / heads);
-    h = static_cast<int>(head % gridDim.y);
-    b = static_cast<int>(head / gridDim.y);
+  const int x = static_cast<int>(blockIdx.x), y = static_cast<int>(blockIdx.y), z = static_cast<int>(blockIdx.z);
+  if constexpr (kOrder == FlashBlockOrder::kHeadByHead) {
+    return Place{x, y, z, tid, tid / 32, lane, lane / 4, lane % 4};
+  } else {
+    return Place{z, x, y, tid, tid / 32, lane, lane / 4, lane % 4};
   }
-  return Place{rank, h, b, tid, tid / 32, lane, lane / 4, lane % 4};
+}
+// The tiles per (head, batch element) in the grid.
+template <FlashBlockOrder kOrder>
+__device__ __forceinline__ int tiles_per_head() {
+  return static_cast<int>(kOrder == FlashBlockOrder::kHeadByHead ? gridDim.x : gridDim.z);
 }
 // The tile of a query-tile kernel (the forward, dQ: the last tiles walk the most key tiles) and of
 // a key-tile kernel (dK/dV: the first tiles walk the most query tiles).
-__device__ __forceinline__ int query_tile_of(const Place& at) { return static_cast<int>(gridDim.x) - 1 - at.rank; }
+template <FlashBlockOrder kOrder>
+__device__ __forceinline__ int query_tile_of(const Place& at) {
+  return tiles_per_head<kOrder>() - 1 - at.rank;
+}
 __device__ __forceinline__ int key_tile_of(const Place& at) { return at.rank; }
 
-// One block per `rows` queries or keys (kTile, or the forward's 128 rows), head and batch element.
-inline dim3 tile_grid(int B, int T, int NH, int rows = kTile) {
-  return dim3(static_cast<unsigned>((T + rows - 1) / rows), static_cast<unsigned>(NH), static_cast<unsigned>(B));
+// One block per `rows` queries or keys (kTile, or the forward's 128 rows), head and batch element,
+// in the grid of `order` (place).
+inline dim3 tile_grid(int B, int T, int NH, FlashBlockOrder order, int rows = kTile) {
+  const auto tiles = static_cast<unsigned>((T + rows - 1) / rows);
+  const auto heads = static_cast<unsigned>(NH), batch = static_cast<unsigned>(B);
+  return order == FlashBlockOrder::kHeadByHead ? dim3(tiles, heads, batch) : dim3(heads, batch, tiles);
+}
+
+// Calls f(order) with the order as a constant, decltype(order)::value.
+template <class F>
+void with_block_order(FlashBlockOrder order, F&& f) {
+  if (order == FlashBlockOrder::kLongestFirst) {
+    f(std::integral_constant<FlashBlockOrder, FlashBlockOrder::kLongestFirst>{});
+  } else {
+    f(std::integral_constant<FlashBlockOrder, FlashBlockOrder::kHeadByHead>{});
+  }
 }
 
 // Calls f(policy, copying) for the 16-bit storage of the operands (the caller checked it is
