@@ -19,8 +19,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: trident COMMAND [ARGS]\n"
     "\n"
-    "Trains GPT-2 family language models with data parallelism over MPI ranks.\n"
-    "Launch with mpirun/srun: every rank runs the same command.\n"
+    "Trains GPT-2 family language models with data, tensor and pipeline parallelism over MPI\n"
+    "ranks, on CPU cores or one GPU per rank (run.device). Launch with mpirun/srun: every rank\n"
+    "runs the same command.\n"
     "\n"
     "commands:\n"
     "  train DECK [--section.key=value ...]   train as the input deck says (keys may be overridden)\n"
