@@ -330,17 +330,18 @@ enum class AttentionKernel { kGemm, kFlash };
 enum class FlashDq { kSeparateWalk, kInKeyWalk };
 
 // In which order the CUDA flash attention's 16-bit kernels hand their tiles to the blocks
-// (kernels/cuda/flash_mma_tiles.cuh, tile_place). The GPU starts blocks in the order of their
+// (kernels/cuda/flash_mma_tiles.cuh: tile_grid and place). The GPU starts blocks in the order of their
 // index, and under the causal mask a tile's work grows with the tiles it walks: from 1 to T / 64.
 //   kHeadByHead:   each (batch, head) in turn, its longest walks first; the default;
 //   kLongestFirst: every (batch, head)'s longest walk first, then every one's next longest, and
 //                  so on (longest processing time first, the LPT order of FlashAttention-3's
 //                  tile schedulers): the grid ends on its shortest blocks, so fewer SMs wait idle
-//                  at the end. A model of the schedule (perf/kernels/block_order_model.py: greedy, a block's
-//                  time in proportion to the tiles it walks; not a measurement) puts the saving
-//                  at 10 to 18% of each kernel at GPT-2 774M, micro-batch 8 (15 to 22% at 124M,
-//                  3 to 9% at micro-batch 32). Every tile is computed as before, so the same bits.
-//                  Not yet the default: it waits for a GPU measurement.
+//                  at the end. A model of the schedule (perf/kernels/block_order_model.py:
+//                  greedy, a block's time in proportion to the tiles it walks; not a
+//                  measurement) puts the saving at 10 to 18% of each kernel at GPT-2 774M,
+//                  micro-batch 8 (15 to 22% at 124M, 3 to 9% at micro-batch 32). Every tile is
+//                  computed as before, so the same bits. Not yet the default: it waits for a GPU
+//                  measurement.
 // dQ in the key walk keeps its own order (its key tiles must start diagonal first, by ticket).
 // run.flash_block_order = head_by_head | longest_first.
 enum class FlashBlockOrder { kHeadByHead, kLongestFirst };

@@ -6,8 +6,9 @@
 // two products; 4 to 10% faster on one H100 than 16 rows, which it may still be asked for.)
 //
 // Forward: one block of 4 warps per (64-query tile, head, batch element; 128 at 32 rows a warp), the last query tiles
-// (the longest rows of key tiles) launched first: per head, or over all heads (FlashMmaOptions::block_order). Q's fragments are loaded once; per key tile of
-// 64 keys at or below the diagonal, K and V go through shared memory and each warp computes
+// (the longest rows of key tiles) launched first: per head, or over all heads
+// (FlashMmaOptions::block_order). Q's fragments are loaded once; per key tile of 64 keys at or
+// below the diagonal, K and V go through shared memory and each warp computes
 //   S = Q K^T (8 x 4 mma), the causal mask, the online softmax (row max over the 4 lanes that
 //   share a row, by shuffles; scores in log2 units so that exp is one exp2), O *= exp(m_old -
 //   m_new), then O += P V with P rounded to the storage format as the A operand (8 x 4 mma).

@@ -39,8 +39,9 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   const kernels::BackendOptions options =
       options_of({"--train.precision=bf16", "--run.attention=flash", "--run.matmul_epilogues=separate",
                   "--run.attention_blocks=4", "--run.attention_batching=pointers", "--run.flash_dq=key_walk",
-                  "--run.flash_block_order=longest_first", "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs",
-                  "--run.matmul_backward_streams=two", "--run.matmul_bias_gradients=epilogue"});
+                  "--run.flash_block_order=longest_first", "--run.layernorm_sums=row_walk",
+                  "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs", "--run.matmul_backward_streams=two",
+                  "--run.matmul_bias_gradients=epilogue"});
   EXPECT_EQ(options.attention, kernels::AttentionKernel::kFlash);
   EXPECT_EQ(options.matmul_epilogues, kernels::MatmulEpilogues::kSeparate);
   EXPECT_EQ(options.attention_blocks, 4);
@@ -54,8 +55,9 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(options.matmul_bias_gradients, kernels::MatmulBiasGradients::kEpilogue);
   // The other way of each, named, is the default.
   const kernels::BackendOptions named = options_of(
-      {"--run.flash_dq=separate", "--run.flash_block_order=head_by_head", "--run.layernorm_sums=separate", "--run.cross_entropy_loads=values",
-       "--run.adamw_loads=values", "--run.matmul_backward_streams=one", "--run.matmul_bias_gradients=column_sums"});
+      {"--run.flash_dq=separate", "--run.flash_block_order=head_by_head", "--run.layernorm_sums=separate",
+       "--run.cross_entropy_loads=values", "--run.adamw_loads=values", "--run.matmul_backward_streams=one",
+       "--run.matmul_bias_gradients=column_sums"});
   EXPECT_EQ(named.flash_dq, kernels::FlashDq::kSeparateWalk);
   EXPECT_EQ(named.flash_block_order, kernels::FlashBlockOrder::kHeadByHead);
   EXPECT_EQ(named.layernorm_sums, kernels::LayerNormParameterSums::kSeparatePass);
