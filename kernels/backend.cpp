@@ -46,6 +46,13 @@ void Backend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, float* d
   gelu_backward(dpre, pre, dpre, static_cast<std::size_t>(N) * static_cast<std::size_t>(C));
 }
 
+void Backend::cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
+                                             ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
+                                             int Vp) {
+  cross_entropy_forward(losses, row_max, row_sumexp, logits, targets, N, V, Vp);
+  cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N, V, Vp, 0);
+}
+
 std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused]] int gpu, BackendOptions options) {
   switch (device) {
     case Device::kCpu:

@@ -242,6 +242,15 @@ class Backend {
   virtual void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
                                       const int32_t* targets, float dloss, int N, int V,
                                       int Vp) = 0;
+  // The loss and its gradient together, as a training step takes them: cross_entropy_forward
+  // (losses, and the row statistics into row_max and row_sumexp, [N] each, not null), then
+  // cross_entropy_backward_sharded on those statistics with vocab_begin 0, so the same bits as
+  // those two calls. One call so that a backend can fuse them: the CUDA backend reads each row
+  // of logits from memory once for both (the separate backward read it a second time). dlogits
+  // may alias logits. The default (backend.cpp) is the two calls.
+  virtual void cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
+                                              ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
+                                              int Vp);
 
   // --- vocabulary-parallel cross-entropy (tensor parallelism) -----------------------------------
   // This rank holds logits[N, Vp_local] for the vocabulary ids [vocab_begin, vocab_begin +

@@ -245,6 +245,16 @@ void RoundedStorageBackend::layernorm_forward(ActPtr out, float* mean, float* rs
   s.store();
 }
 
+void RoundedStorageBackend::cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp,
+                                                           ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
+                                                           float dloss, int N, int V, int Vp) {
+  if (native(inner().native_16bit().cross_entropy, {dlogits, logits})) {
+    inner().cross_entropy_forward_backward(losses, row_max, row_sumexp, dlogits, logits, targets, dloss, N, V, Vp);
+    return;
+  }
+  Backend::cross_entropy_forward_backward(losses, row_max, row_sumexp, dlogits, logits, targets, dloss, N, V, Vp);
+}
+
 void RoundedStorageBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd,
                                                        ConstActPtr a, ConstActPtr b, ConstActPtr weight,
                                                        ConstActPtr bias, int N, int C) {

@@ -94,6 +94,9 @@ class RoundedStorageBackend final : public ForwardingBackend {
   void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                       const float* row_max, const float* row_sumexp, float dloss, int N, int V_local,
                                       int Vp_local, int vocab_begin) override;
+  void cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
+                                      ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
+                                      int Vp) override;
   void add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) override;
 
  private:

@@ -116,6 +116,13 @@ void TimingBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, c
   timed("cross_entropy_backward",
         [&] { inner().cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp); });
 }
+void TimingBackend::cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp,
+                                                   ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
+                                                   float dloss, int N, int V, int Vp) {
+  timed("cross_entropy_forward_backward", [&] {
+    inner().cross_entropy_forward_backward(losses, row_max, row_sumexp, dlogits, logits, targets, dloss, N, V, Vp);
+  });
+}
 void TimingBackend::cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N,
                                                    int V_local, int Vp_local, int vocab_begin) {
   timed("cross_entropy_shard_statistics",

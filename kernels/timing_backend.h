@@ -77,6 +77,9 @@ class TimingBackend final : public ForwardingBackend {
                                       int Vp_local, int vocab_begin) override;
   void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,
                                     int N, int shards) override;
+  void cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
+                                      ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
+                                      int Vp) override;
   void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                                       const float* row_max, const float* row_sumexp, float dloss, int N, int V_local,
                                       int Vp_local, int vocab_begin) override;

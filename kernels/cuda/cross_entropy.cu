@@ -5,17 +5,24 @@
 // One block per row (kRowThreads threads striding over the vocabulary). The forward and the
 // shard statistics read the row once (cross_entropy_math.h: each thread a running max and
 // rescaled sum, merged over the block); the backward on given statistics reads it once more
-// and writes the gradient: 3 passes over the logits per micro-batch, with or without tensor
-// parallelism. (cross_entropy_backward, which finds the max and sum itself, takes two passes
+// and writes the gradient. With tensor parallelism that is 3 passes over the logits per
+// micro-batch (the shards' statistics are gathered in between). Without it a training step
+// runs cross_entropy_forward_backward: the forward's block goes on to write the row's gradient
+// with the statistics it has just made, so its second read of the row comes soon after the
+// first (from L2 where the row is still there) and the logits make 2 passes through memory, one
+// read and one write, not 3. The same arithmetic as the forward then the backward on its
+// statistics (the sum rounded to float before the division, as the backward reads it): the
+// same bits. (cross_entropy_backward, which finds the max and sum itself, takes two passes
 // for them: the model does not call it.) The exponential sum is accumulated in double, as on
 // the CPU: V is ~50k terms and the loss is a small difference of large sums. The padded columns
 // V..Vp are never read; backward writes them 0 so that the LM-head matmul backward sees no
 // gradient there.
 //
-// Aliasing (dlogits == logits): every read of the row for the max and the sum happens before
-// the block reduction that ends that pass (block_sum synchronises the block), and in the final
-// pass each thread reads logit v and then writes gradient v itself, so no thread overwrites a
-// logit another thread has still to read.
+// Aliasing (dlogits == logits): every read of the row for the max and the sum (and the fused
+// kernel's read of the target's logit) happens before the block reduction that ends that pass
+// (block_sum and block_merged synchronise the block), and in the final pass each thread reads
+// logit v and then writes gradient v itself, so no thread overwrites a logit another thread has
+// still to read.
 //
 // Sharded (vocabulary-parallel) pieces: the same row loops over a rank's V_local real columns.
 // The statistics kernel hands out the shard's max and its sum of exp(l - that max), accumulated
@@ -206,40 +213,72 @@ __global__ void cross_entropy_combine_shards_kernel(float* row_max, float* row_s
   }
 }
 
-template <class S, class E = typename S::Element>
+// The gradient of one row, drow[v] for v < Vp_local from row[v] (0 on the padding), as the block
+// walks it: kValues, one value a thread at a time; kPacks, 16-byte packs, thread i taking packs
+// i, i + blockDim, ... of the row, each read whole and written back whole (its padding values are
+// read but not used). Both backward kernels and the fused one write their rows with it.
+template <class S, CrossEntropyLoads kAccess, class E>
+__device__ void write_row_gradient(E* drow, const E* row, const BackwardRow& r, float dloss, int V_local,
+                                   int Vp_local) {
+  if constexpr (kAccess == CrossEntropyLoads::kPacks) {
+    constexpr int kPack = Pack<E>::kCount;
+    for (int p = threadIdx.x; p < Vp_local / kPack; p += blockDim.x) {
+      const int v0 = p * kPack;
+      Pack<E> pack = load_pack(row + v0);
+#pragma unroll
+      for (int i = 0; i < kPack; i++) {
+        const int v = v0 + i;
+        pack.values[i] = S::store(v < V_local ? r.gradient(S::load(pack.values[i]), v, dloss) : 0.0f);
+      }
+      store_pack(drow + v0, pack);
+    }
+  } else {
+    for (int v = threadIdx.x; v < Vp_local; v += blockDim.x) {
+      drow[v] = S::store(v < V_local ? r.gradient(S::load(row[v]), v, dloss) : 0.0f);  // 0: padding
+    }
+  }
+}
+
+template <class S, CrossEntropyLoads kAccess, class E = typename S::Element>
 __global__ void cross_entropy_backward_sharded_kernel(E* dlogits, const E* logits, const int32_t* targets,
                                                       const float* row_max, const float* row_sumexp, float dloss,
                                                       int V_local, int Vp_local, int vocab_begin) {
   const int n = blockIdx.x;
-  const E* row = logits + row_offset(n, Vp_local);
-  E* drow = dlogits + row_offset(n, Vp_local);
   const BackwardRow r = backward_row(n, targets, row_max, row_sumexp, dloss, V_local, vocab_begin);
-  for (int v = threadIdx.x; v < Vp_local; v += blockDim.x) {
-    drow[v] = S::store(v < V_local ? r.gradient(S::load(row[v]), v, dloss) : 0.0f);  // 0: padding
-  }
+  write_row_gradient<S, kAccess>(dlogits + row_offset(n, Vp_local), logits + row_offset(n, Vp_local), r, dloss,
+                                 V_local, Vp_local);
 }
 
-// The same with 16-byte packs (CrossEntropyLoads::kPacks): thread i takes packs i, i + blockDim, ... of the
-// row, each read whole and written back whole (its padding values are read but not used).
-template <class S, class E = typename S::Element>
-__global__ void cross_entropy_backward_sharded_packs_kernel(E* dlogits, const E* logits, const int32_t* targets,
-                                                            const float* row_max, const float* row_sumexp,
-                                                            float dloss, int V_local, int Vp_local, int vocab_begin) {
-  constexpr int kPack = Pack<E>::kCount;
+// cross_entropy_forward_kernel's loss and statistics, then the backward's gradient on them, by one
+// block per row. The factor is backward_row's from the statistics as stored (the sum rounded to
+// float), so every value has the bits of the two kernels.
+template <class S, CrossEntropyLoads kAccess, class E = typename S::Element>
+__global__ void cross_entropy_forward_backward_kernel(float* losses, float* row_max, float* row_sumexp, E* dlogits,
+                                                      const E* logits, const int32_t* targets, float dloss, int V,
+                                                      int Vp) {
   const int n = blockIdx.x;
-  const E* row = logits + row_offset(n, Vp_local);
-  E* drow = dlogits + row_offset(n, Vp_local);
-  const BackwardRow r = backward_row(n, targets, row_max, row_sumexp, dloss, V_local, vocab_begin);
-  for (int p = threadIdx.x; p < Vp_local / kPack; p += blockDim.x) {
-    const int v0 = p * kPack;
-    Pack<E> pack = load_pack(row + v0);
-#pragma unroll
-    for (int i = 0; i < kPack; i++) {
-      const int v = v0 + i;
-      pack.values[i] = S::store(v < V_local ? r.gradient(S::load(pack.values[i]), v, dloss) : 0.0f);
-    }
-    store_pack(drow + v0, pack);
+  const E* row = logits + row_offset(n, Vp);
+  const int32_t target = targets[n];
+  // Read before row_statistics' barriers, so before any thread writes a gradient over it.
+  const float target_logit = threadIdx.x == 0 ? S::load(row[target]) : 0.0f;
+  const softmax::Running stats = row_statistics<S>(row, V);
+  const float sum = static_cast<float>(stats.sum);
+  if (threadIdx.x == 0) {
+    losses[n] = softmax::loss_of(stats, target_logit);
+    row_max[n] = stats.max;
+    row_sumexp[n] = sum;
   }
+  const float factor = V > 0 ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(sum)) : 0.0f;
+  const BackwardRow r{local_target(target, 0, V), stats.max, factor};
+  write_row_gradient<S, kAccess>(dlogits + row_offset(n, Vp), row, r, dloss, V, Vp);
+}
+
+// Whether a launch over rows of Vp_local values of E may take kPacks: both buffers 16-byte aligned
+// and the rows a whole number of packs (then every row starts aligned too).
+template <class E>
+bool packs_fit(CrossEntropyLoads access, int Vp_local, const E* dlogits, const E* logits) {
+  return access == CrossEntropyLoads::kPacks && Vp_local % Pack<E>::kCount == 0 && starts_aligned(dlogits) &&
+         starts_aligned(logits);
 }
 
 }  // namespace
@@ -296,13 +335,32 @@ void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const in
     auto* d = stored::elements<S>(dlogits);
     const auto* l = stored::elements<S>(logits);
     const int real = V_local < 0 ? 0 : V_local;
-    if (access == CrossEntropyLoads::kPacks && Vp_local % Pack<typename S::Element>::kCount == 0 && starts_aligned(d) &&
-        starts_aligned(l)) {
-      cross_entropy_backward_sharded_packs_kernel<S><<<N, kRowThreads, 0, stream>>>(d, l, targets, row_max, row_sumexp,
-                                                                                   dloss, real, Vp_local, vocab_begin);
+    if (packs_fit(access, Vp_local, d, l)) {
+      cross_entropy_backward_sharded_kernel<S, CrossEntropyLoads::kPacks><<<N, kRowThreads, 0, stream>>>(
+          d, l, targets, row_max, row_sumexp, dloss, real, Vp_local, vocab_begin);
     } else {
-      cross_entropy_backward_sharded_kernel<S><<<N, kRowThreads, 0, stream>>>(d, l, targets, row_max, row_sumexp, dloss,
-                                                                             real, Vp_local, vocab_begin);
+      cross_entropy_backward_sharded_kernel<S, CrossEntropyLoads::kValues><<<N, kRowThreads, 0, stream>>>(
+          d, l, targets, row_max, row_sumexp, dloss, real, Vp_local, vocab_begin);
+    }
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
+                                    ConstActPtr logits, const int32_t* targets, float dloss, int N, int V, int Vp,
+                                    cudaStream_t stream, CrossEntropyLoads access) {
+  if (N == 0) return;
+  const Precision storage = stored::common_storage({dlogits, logits}, "cross_entropy_forward_backward");
+  stored::with_policy(storage, [&](auto policy) {
+    using S = decltype(policy);
+    auto* d = stored::elements<S>(dlogits);
+    const auto* l = stored::elements<S>(logits);
+    if (packs_fit(access, Vp, d, l)) {
+      cross_entropy_forward_backward_kernel<S, CrossEntropyLoads::kPacks>
+          <<<N, kRowThreads, 0, stream>>>(losses, row_max, row_sumexp, d, l, targets, dloss, V, Vp);
+    } else {
+      cross_entropy_forward_backward_kernel<S, CrossEntropyLoads::kValues>
+          <<<N, kRowThreads, 0, stream>>>(losses, row_max, row_sumexp, d, l, targets, dloss, V, Vp);
     }
   });
   CUDA_CHECK_LAUNCH();

@@ -50,4 +50,12 @@ void cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits, const in
                                     const float* row_sumexp, float dloss, int N, int V_local, int Vp_local,
                                     int vocab_begin, cudaStream_t stream, CrossEntropyLoads access = CrossEntropyLoads::kValues);
 
+// cross_entropy_forward (losses, row_max, row_sumexp: none null) and then
+// cross_entropy_backward_sharded on those statistics with vocab_begin 0, by one kernel that reads
+// each row of logits from memory once for both: the bits of the two launches. dlogits may alias
+// logits. `access` as cross_entropy_backward_sharded's, for the gradient's pass over the row.
+void cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
+                                    ConstActPtr logits, const int32_t* targets, float dloss, int N, int V, int Vp,
+                                    cudaStream_t stream, CrossEntropyLoads access = CrossEntropyLoads::kValues);
+
 }  // namespace trident::kernels::cuda

@@ -510,6 +510,13 @@ void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
   cuda::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp, stream_);
 }
 
+void CudaBackend::cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
+                                                 ConstActPtr logits, const int32_t* targets, float dloss, int N,
+                                                 int V, int Vp) {
+  cuda::cross_entropy_forward_backward(losses, row_max, row_sumexp, dlogits, logits, targets, dloss, N, V, Vp, stream_,
+                                       cross_entropy_loads_);
+}
+
 void CudaBackend::cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N,
                                                  int V_local, int Vp_local, int vocab_begin) {
   cuda::cross_entropy_shard_statistics(stats, logits, targets, N, V_local, Vp_local, vocab_begin, stream_);

@@ -132,6 +132,10 @@ class CudaBackend final : public Backend {
                              const int32_t* targets, int N, int V, int Vp) override;
   void cross_entropy_backward(ActPtr dlogits, ConstActPtr logits, const int32_t* targets,
                               float dloss, int N, int V, int Vp) override;
+  // One kernel: each row of logits read from memory once for its loss and its gradient.
+  void cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
+                                      ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
+                                      int Vp) override;
   void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N, int V_local,
                                       int Vp_local, int vocab_begin) override;
   void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit, const float* gathered,

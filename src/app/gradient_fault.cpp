@@ -38,6 +38,11 @@ class GradientFault final : public kernels::ForwardingBackend {
                                     int N, int C, int OC) override {
     inner().matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
   }
+  void cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, kernels::ActPtr dlogits,
+                                      kernels::ConstActPtr logits, const int32_t* targets, float dloss, int N, int V,
+                                      int Vp) override {
+    inner().cross_entropy_forward_backward(losses, row_max, row_sumexp, dlogits, logits, targets, dloss, N, V, Vp);
+  }
 
  private:
   long long call_;

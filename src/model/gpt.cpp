@@ -2,6 +2,7 @@
 
 #include <algorithm>  // std::min, std::max
 #include <cmath>
+#include <optional>
 #include <stdexcept>  // std::logic_error
 #include <string>
 #include <utility>  // std::swap
@@ -557,7 +558,8 @@ void Gpt::block_backward(int local_layer, kernels::ConstActPtr x_in, const Layer
 
 void Gpt::zero_gradients() { backend_.fill_zero(grads_, arena_size_); }
 
-double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int32_t* targets) {
+double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int32_t* targets,
+                    std::optional<float> training_dloss) {
   Slot& s = slot_of(slot, chunk_index);
   const ChunkLayout& chunk = stage_.chunks[static_cast<std::size_t>(chunk_index)];
   const int first_block = chunk_first_block_[static_cast<std::size_t>(chunk_index)];
@@ -595,6 +597,7 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
   workspace_chunk_ = chunk_index;
   if (!chunk.last) return 0.0;
 
+  s.logits_gradient_dloss.reset();
   wait_for_parameters_below(table_.total_count());  // ln_f, and wte for the LM head
   backend_.copy_tokens_to_device(s.targets, targets, static_cast<std::size_t>(N));
   const kernels::ActPtr own_lnf = sp_ ? tp_.own_block(s.lnf, rc) : s.lnf;
@@ -614,8 +617,15 @@ double Gpt::forward(int slot, int chunk_index, const int32_t* tokens, const int3
   }
   backend_.matmul_forward(s.logits, s.lnf, params_ + wte_offset_, nullptr, N, C, vocab_.size());
   if (tp_.active()) return sharded_loss_sum(s);
-  backend_.cross_entropy_forward(s.losses, s.row_max, s.row_sums, s.logits, s.targets, N, config_.vocab,
-                                 config_.padded_vocab);
+  if (training_dloss) {
+    // The logits' gradient in the loss's pass over them (dlogits = logits, as head_backward's).
+    backend_.cross_entropy_forward_backward(s.losses, s.row_max, s.row_sums, s.logits, s.logits, s.targets,
+                                            *training_dloss, N, config_.vocab, config_.padded_vocab);
+    s.logits_gradient_dloss = training_dloss;
+  } else {
+    backend_.cross_entropy_forward(s.losses, s.row_max, s.row_sums, s.logits, s.targets, N, config_.vocab,
+                                   config_.padded_vocab);
+  }
   backend_.copy_to_host(host_losses_.data(), s.losses, host_losses_.size());
   double sum = 0.0;
   for (float loss : host_losses_) sum += loss;
@@ -647,9 +657,16 @@ void Gpt::head_backward(Slot& s, float dloss) {
   // logits -> dlogits in place, then into ln_f and the tied embedding.
   // With the row statistics of the forward (both tp cases; without tp the shard is the whole
   // vocabulary), so this pass reads each logit once: no max or sum pass over the row again.
+  // A training forward may have made the gradient already (forward's training_dloss).
   const kernels::ActPtr dlogits = s.logits;
-  backend_.cross_entropy_backward_sharded(dlogits, s.logits, s.targets, s.row_max, s.row_sums, dloss, N,
-                                          vocab_.real, vocab_.size(), vocab_.begin);
+  if (!s.logits_gradient_dloss) {
+    backend_.cross_entropy_backward_sharded(dlogits, s.logits, s.targets, s.row_max, s.row_sums, dloss, N,
+                                            vocab_.real, vocab_.size(), vocab_.begin);
+  } else if (*s.logits_gradient_dloss != dloss) {
+    throw std::logic_error("Gpt::backward: dloss " + std::to_string(dloss) + " is not the " +
+                           std::to_string(*s.logits_gradient_dloss) +
+                           " its training forward made the logits' gradient with");
+  }
   backend_.matmul_backward(dln_, grads_ + wte_offset_, nullptr, dlogits, s.lnf, params_ + wte_offset_, N, C,
                            vocab_.size());
   const kernels::ConstActPtr dlnf = own_input_grad();

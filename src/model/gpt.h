@@ -43,6 +43,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -171,7 +172,13 @@ class Gpt {
   // losses on the last stage (the caller divides by the global token count), 0 elsewhere.
   // With chunks, `chunk` selects the model chunk (the first chunk of the model embeds, the last
   // computes the loss; the others read stage_input(slot, chunk)).
-  double forward(int slot, int chunk, const int32_t* tokens, const int32_t* targets);
+  // training_dloss: a training forward, whose backward(slot, chunk, dloss) will follow with this
+  // very dloss. The last stage then makes the logits' gradient with the loss, in the same pass
+  // over the logits (Backend::cross_entropy_forward_backward, written over them), where without
+  // it backward makes it (without tensor parallelism; with it the loss needs the shards'
+  // statistics first, so backward always makes it). The same bits either way.
+  double forward(int slot, int chunk, const int32_t* tokens, const int32_t* targets,
+                 std::optional<float> training_dloss = std::nullopt);
   double forward(int slot, const int32_t* tokens, const int32_t* targets) { return forward(slot, 0, tokens, targets); }
   double forward(const int32_t* tokens, const int32_t* targets) { return forward(0, 0, tokens, targets); }
   // Backward of the micro-batch in `slot`, whose forward ran last for that slot. dloss:
@@ -240,6 +247,9 @@ class Gpt {
     // the cross-entropy's row statistics, which its backward reads: row max, row sum of exp and
     // (tp > 1, vocabulary-parallel) the target's logit beside the sum, for the loss
     float *row_max = nullptr, *row_sums = nullptr;
+    // Set when the forward wrote the logits' gradient over them, for this dloss (forward's
+    // training_dloss); head_backward then starts from it.
+    std::optional<float> logits_gradient_dloss;
     int32_t* tokens = nullptr;
     int32_t* targets = nullptr;
   };

@@ -245,7 +245,7 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
         break;
       case ActionKind::kForward:
         if (part.first || part.last) loader_.load_train(step_index, a.micro_batch, tokens_.data(), targets_.data());
-        loss_sum += model_.forward(slot, chunk, tokens_.data(), targets_.data());
+        loss_sum += model_.forward(slot, chunk, tokens_.data(), targets_.data(), dloss);
         break;
       case ActionKind::kSendForward:
         pipe.send(model_.stage_output(slot, chunk), boundary, peer(a));

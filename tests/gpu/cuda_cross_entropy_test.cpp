@@ -9,6 +9,8 @@
 // - The sharded pieces run on a shard in the middle of the vocabulary (targets inside and
 //   outside it), on the last shard (with padding) and on an all-padding shard; and all shards
 //   combined as the callers' reductions would must give the fused kernels' results.
+// - The training step's loss and gradient in one kernel (cross_entropy_forward_backward) gives
+//   the bits of the two kernels it stands for, and agrees with the CPU's two calls.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -96,6 +98,29 @@ TEST_F(TwinBackends, CrossEntropyBackwardOverwritesAndZeroesPadding) {
       expect_twins_agree(dlogits, kReductionTolerance, "dlogits");
       EXPECT_EQ(nonzero_padding(dlogits.values(Side::kGpu), s.N, s.V, s.Vp), 0u);
     }
+  }
+}
+
+// The loss and the gradient in one call (Backend::cross_entropy_forward_backward, a training
+// step's): the CPU's two calls against the GPU's one kernel, in place as the model runs it.
+TEST_F(TwinBackends, CrossEntropyForwardBackwardMatchesCpu) {
+  for (const VocabShape& s : kVocabShapes) {
+    SCOPED_TRACE(s.name);
+    auto logits = twin(padded_logits(uniform(count_of(s.N, s.Vp), -4.0f, 4.0f), s.N, s.V, s.Vp));
+    auto targets = twin_tokens(uniform_ids(count_of(s.N, 1), 0, s.V));
+    auto losses = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));  // garbage: overwritten
+    auto row_max = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
+    auto row_sumexp = twin(uniform(count_of(s.N, 1), 5.0f, 9.0f));
+    const float dloss = 1.0f / static_cast<float>(s.N);
+    run_on_both([&](Backend& b, Side side) {
+      b.cross_entropy_forward_backward(losses.on(side), row_max.on(side), row_sumexp.on(side), logits.on(side),
+                                       logits.on(side), targets.on(side), dloss, s.N, s.V, s.Vp);
+    });
+    expect_twins_agree(losses, kReductionTolerance, "losses");
+    expect_twins_agree(row_max, 0.0, "row max");
+    expect_twins_agree(row_sumexp, kReductionTolerance, "row sum of exp");
+    expect_twins_agree(logits, kReductionTolerance, "dlogits (over the logits)");
+    EXPECT_EQ(nonzero_padding(logits.values(Side::kGpu), s.N, s.V, s.Vp), 0u);
   }
 }
 
@@ -313,62 +338,145 @@ TEST_F(TwinBackends, GpuShardsCombineToTheFusedCrossEntropy) {
   expect_twins_agree(dlogits, want_dlogits, kReductionTolerance, "dlogits from shards");
 }
 
+// A shape of the launcher tests: V real columns in rows of Vp, the buffers starting `offset`
+// elements past a 16-byte boundary.
+struct LauncherCase {
+  int V, Vp;
+  std::size_t offset;
+  std::string name(Precision p) const {
+    return std::string(precision_name(p)) + " V=" + std::to_string(V) + " Vp=" + std::to_string(Vp) + " offset " +
+           std::to_string(offset);
+  }
+};
+
+// Rows of logits as a launcher test stores them: in precision p, from element `offset` past a
+// 16-byte boundary (offset 1 defeats the 16-byte packs).
+struct StoredRows {
+  Precision p;
+  std::size_t offset;
+  // The values as stored: floats, or 16-bit patterns two to a float (one spare, for odd counts).
+  std::vector<float> words(const std::vector<float>& v) const {
+    if (p == Precision::kFp32) {
+      std::vector<float> out(offset, 0.0f);
+      out.insert(out.end(), v.begin(), v.end());
+      return out;
+    }
+    std::vector<uint16_t> bits(offset + v.size() + 1, 0);
+    for (std::size_t i = 0; i < v.size(); ++i) bits[offset + i] = encode_16bit(v[i], p);
+    std::vector<float> out(bits.size() / 2);
+    std::memcpy(out.data(), bits.data(), out.size() * sizeof(float));
+    return out;
+  }
+  ActPtr at(BackendFloats& b) const {
+    return p == Precision::kFp32 ? ActPtr(b.get() + offset) : ActPtr(reinterpret_cast<uint16_t*>(b.get()) + offset, p);
+  }
+};
+
+// N target ids in [0, V) as the words of a device buffer: row 0's the last real column (in the last
+// pack), the others spread over the row.
+std::vector<float> target_words(int N, int V) {
+  std::vector<int32_t> ids(static_cast<std::size_t>(N));
+  for (int r = 0; r < N; ++r) ids[static_cast<std::size_t>(r)] = r == 0 ? V - 1 : (r * 17) % V;
+  std::vector<float> words(static_cast<std::size_t>(N));
+  std::memcpy(words.data(), ids.data(), ids.size() * sizeof(int32_t));
+  return words;
+}
+
 // CrossEntropyLoads::kPacks (16-byte packs) against the default kValues, on the launcher directly: the same
 // bits in fp32, bf16 and fp16, out of place and in place, including a target in the last pack and
 // padding inside a pack. Where the rows do not allow packs (Vp not a whole number of them, buffers
 // not 16-byte aligned) the launcher falls back to kValues: the same bits again. The twin tests
 // above hold kValues to the CPU.
 TEST_F(TwinBackends, CrossEntropyBackwardInPacksGivesTheSameBits) {
-  struct Case {
-    int V, Vp;
-    std::size_t offset;  // elements the buffers start past a 16-byte boundary
-  };
   constexpr int N = 7;
   for (const Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-    for (const Case c : {Case{61, 64, 0}, Case{50, 56, 0}, Case{61, 66, 0}, Case{61, 64, 1}}) {
+    for (const LauncherCase c : {LauncherCase{61, 64, 0}, LauncherCase{50, 56, 0}, LauncherCase{61, 66, 0},
+                                 LauncherCase{61, 64, 1}}) {
       for (const bool in_place : {false, true}) {
-        SCOPED_TRACE(std::string(precision_name(p)) + " V=" + std::to_string(c.V) + " Vp=" + std::to_string(c.Vp) +
-                     " offset " + std::to_string(c.offset) + (in_place ? " in place" : ""));
+        SCOPED_TRACE(c.name(p) + (in_place ? " in place" : ""));
         const std::size_t n = count_of(N, c.Vp);
         const std::vector<float> values = uniform(n, -4.0f, 4.0f);
-        // The values as stored: floats, or 16-bit patterns two to a float, from element `offset`.
-        auto stored = [&](const std::vector<float>& v) {
-          if (p == Precision::kFp32) {
-            std::vector<float> out(c.offset, 0.0f);
-            out.insert(out.end(), v.begin(), v.end());
-            return out;
-          }
-          std::vector<uint16_t> bits(c.offset + v.size() + 1, 0);
-          for (std::size_t i = 0; i < v.size(); ++i) bits[c.offset + i] = encode_16bit(v[i], p);
-          std::vector<float> words(bits.size() / 2);
-          std::memcpy(words.data(), bits.data(), words.size() * sizeof(float));
-          return words;
-        };
-        auto at = [&](BackendFloats& b) {
-          return p == Precision::kFp32 ? ActPtr(b.get() + c.offset)
-                                       : ActPtr(reinterpret_cast<uint16_t*>(b.get()) + c.offset, p);
-        };
-        std::vector<int32_t> target_ids(N);
-        for (int r = 0; r < N; ++r) target_ids[static_cast<std::size_t>(r)] = r == 0 ? c.V - 1 : (r * 17) % c.V;
-        std::vector<float> target_words(N);
-        std::memcpy(target_words.data(), target_ids.data(), N * sizeof(int32_t));
-        BackendFloats targets(*gpu_, target_words);
+        const StoredRows rows{p, c.offset};
+        BackendFloats targets(*gpu_, target_words(N, c.V));
         BackendFloats row_max(*gpu_, std::vector<float>(N, 4.0f));
         BackendFloats row_sumexp(*gpu_, uniform(N, 1.0f, 100.0f));
         std::vector<std::vector<float>> results;
         for (const auto access : {CrossEntropyLoads::kValues, CrossEntropyLoads::kPacks}) {
-          BackendFloats logits(*gpu_, stored(values));
-          BackendFloats separate(*gpu_, stored(uniform(n, 5.0f, 9.0f)));  // garbage: overwritten
+          BackendFloats logits(*gpu_, rows.words(values));
+          BackendFloats separate(*gpu_, rows.words(uniform(n, 5.0f, 9.0f)));  // garbage: overwritten
           BackendFloats& dlogits = in_place ? logits : separate;
-          cuda::cross_entropy_backward_sharded(at(dlogits), at(logits), reinterpret_cast<const int32_t*>(targets.get()),
-                                               row_max.get(), row_sumexp.get(), 0.125f, N, c.V, c.Vp, 0, nullptr,
-                                               access);
+          cuda::cross_entropy_backward_sharded(rows.at(dlogits), rows.at(logits),
+                                               reinterpret_cast<const int32_t*>(targets.get()), row_max.get(),
+                                               row_sumexp.get(), 0.125f, N, c.V, c.Vp, 0, nullptr, access);
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          std::vector<float> words(stored(values).size());
+          std::vector<float> words(rows.words(values).size());
           gpu_->copy_to_host(words.data(), dlogits.get(), words.size());
           results.push_back(words);
         }
         EXPECT_EQ(results[0], results[1]) << "packs against values";
+      }
+    }
+  }
+}
+
+// cuda::cross_entropy_forward_backward against cuda::cross_entropy_forward followed by
+// cuda::cross_entropy_backward_sharded on its statistics (what a training step ran before, and
+// still runs under tensor parallelism): the same bits in the losses, the row statistics and the
+// gradient, in fp32, bf16 and fp16, out of place and in place, with either CrossEntropyLoads,
+// on rows a whole number of packs or not, off a 16-byte boundary (the packs' fallback), with a
+// target in the last real column. In place, a kernel that wrote a gradient over a logit before
+// every thread had read the row for the statistics (or before the target's logit was read for
+// the loss) would give other bits.
+TEST_F(TwinBackends, CrossEntropyForwardBackwardGivesTheTwoKernelsBits) {
+  constexpr int N = 9;
+  for (const Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    for (const LauncherCase c : {LauncherCase{61, 64, 0}, LauncherCase{600, 640, 0}, LauncherCase{61, 66, 0},
+                                 LauncherCase{61, 64, 1}}) {
+      for (const bool in_place : {false, true}) {
+        for (const auto access : {CrossEntropyLoads::kValues, CrossEntropyLoads::kPacks}) {
+          SCOPED_TRACE(c.name(p) + (in_place ? " in place" : "") +
+                       (access == CrossEntropyLoads::kPacks ? " packs" : " values"));
+          const std::size_t n = count_of(N, c.Vp);
+          const std::vector<float> values = uniform(n, -6.0f, 6.0f);
+          const StoredRows rows{p, c.offset};
+          BackendFloats targets(*gpu_, target_words(N, c.V));
+          const auto* target_ptr = reinterpret_cast<const int32_t*>(targets.get());
+          const float dloss = 0.0625f;
+          struct Result {
+            std::vector<float> losses, row_max, row_sumexp, dlogits;
+          };
+          auto run = [&](bool fused) {
+            BackendFloats logits(*gpu_, rows.words(values));
+            BackendFloats separate(*gpu_, rows.words(uniform(n, 5.0f, 9.0f)));  // garbage: overwritten
+            BackendFloats& dlogits = in_place ? logits : separate;
+            BackendFloats losses(*gpu_, uniform(N, 5.0f, 9.0f));
+            BackendFloats row_max(*gpu_, uniform(N, 5.0f, 9.0f));
+            BackendFloats row_sumexp(*gpu_, uniform(N, 5.0f, 9.0f));
+            if (fused) {
+              cuda::cross_entropy_forward_backward(losses.get(), row_max.get(), row_sumexp.get(), rows.at(dlogits),
+                                                   rows.at(logits), target_ptr, dloss, N, c.V, c.Vp, nullptr, access);
+            } else {
+              cuda::cross_entropy_forward(losses.get(), row_max.get(), row_sumexp.get(), rows.at(logits), target_ptr,
+                                          N, c.V, c.Vp, nullptr);
+              cuda::cross_entropy_backward_sharded(rows.at(dlogits), rows.at(logits), target_ptr, row_max.get(),
+                                                   row_sumexp.get(), dloss, N, c.V, c.Vp, 0, nullptr, access);
+            }
+            EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            Result r{std::vector<float>(N), std::vector<float>(N), std::vector<float>(N),
+                     std::vector<float>(rows.words(values).size())};
+            gpu_->copy_to_host(r.losses.data(), losses.get(), N);
+            gpu_->copy_to_host(r.row_max.data(), row_max.get(), N);
+            gpu_->copy_to_host(r.row_sumexp.data(), row_sumexp.get(), N);
+            gpu_->copy_to_host(r.dlogits.data(), dlogits.get(), r.dlogits.size());
+            return r;
+          };
+          const Result two = run(false);
+          const Result one = run(true);
+          EXPECT_EQ(one.losses, two.losses) << "losses";
+          EXPECT_EQ(one.row_max, two.row_max) << "row max";
+          EXPECT_EQ(one.row_sumexp, two.row_sumexp) << "row sum of exp";
+          EXPECT_EQ(one.dlogits, two.dlogits) << "dlogits";
+        }
       }
     }
   }

@@ -1,9 +1,15 @@
 // Whole-model checks of the hand-written backward on a tiny GPT: central finite differences of
-// the loss against the analytic gradient of every tensor, and micro-batch accumulation.
+// the loss against the analytic gradient of every tensor, micro-batch accumulation, and the
+// logits' gradient made by a training forward.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
+#include <optional>
 #include <random>
+#include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "src/model/gpt.h"
@@ -106,4 +112,50 @@ TEST(GptGradient, TwoMicroBatchesAccumulateToTheGradientOfOneBatch) {
   ASSERT_FALSE(final_offsets.empty());
   EXPECT_EQ(final_offsets.back(), 0u);
   for (size_t i = 1; i < final_offsets.size() / 2; ++i) EXPECT_LT(final_offsets[i], final_offsets[i - 1]);
+}
+
+// A training forward (training_dloss given) makes the logits' gradient with the loss
+// (Backend::cross_entropy_forward_backward); backward then starts from it instead of making it.
+// Two micro-batches, the first with a training forward and the second without (the slot's mark
+// must not outlive its forward), against both without: the same losses and gradients, bit for bit.
+// A backward that made the gradient again over the one already there would not give them.
+TEST(GptGradient, TrainingForwardMakesTheLogitGradientWithTheSameBits) {
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  const auto config = tiny_config();
+  const int B = 2, T = 5;
+  const auto tokens = random_tokens(2 * B * T, config.vocab, 4);
+  const auto targets = random_tokens(2 * B * T, config.vocab, 5);
+  const float dloss = 1.0f / (2 * B * T);
+  auto run = [&](bool training_first) {
+    model::Gpt gpt(config, *backend, B, T);
+    init_with_noise(gpt, 6);
+    gpt.zero_gradients();
+    std::vector<double> losses;
+    for (int m = 0; m < 2; ++m) {
+      const std::optional<float> training = training_first && m == 0 ? std::optional<float>(dloss) : std::nullopt;
+      losses.push_back(gpt.forward(0, 0, tokens.data() + m * B * T, targets.data() + m * B * T, training));
+      gpt.backward(dloss, {});
+    }
+    std::vector<float> grads(gpt.gradients(), gpt.gradients() + gpt.params().total_count());
+    return std::make_pair(losses, grads);
+  };
+  const auto plain = run(false);
+  const auto training = run(true);
+  EXPECT_EQ(training.first, plain.first);
+  ASSERT_EQ(training.second.size(), plain.second.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < plain.second.size(); ++i) differing += training.second[i] != plain.second[i] ? 1 : 0;
+  EXPECT_EQ(differing, 0u) << "gradient elements differing";
+}
+
+// The gradient a training forward made holds for its dloss only: another is a caller's error.
+TEST(GptGradient, BackwardWithAnotherDlossThanTheTrainingForwardsThrows) {
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  const auto config = tiny_config();
+  model::Gpt gpt(config, *backend, 2, 5);
+  init_with_noise(gpt, 3);
+  const auto tokens = random_tokens(10, config.vocab, 1);
+  gpt.zero_gradients();
+  gpt.forward(0, 0, tokens.data(), tokens.data(), 0.1f);
+  EXPECT_THROW(gpt.backward(0.2f, {}), std::logic_error);
 }
