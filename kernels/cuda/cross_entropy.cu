@@ -2,7 +2,8 @@
 // math, kernels/cpu/cross_entropy.cpp):
 //   loss_n = log(sum_v exp(l_v - m)) + m - l_target,  m = max_v l_v   (stable: exponents <= 0)
 //   dl_v   = (exp(l_v - m) / sum - [v == target]) * dloss
-// One block per row (kRowThreads threads striding over the vocabulary). The forward and the
+// One block per row (kLossRowThreads = 1024 threads for the row statistics, kRowThreads = 256
+// for the backward on given statistics, striding over the vocabulary). The forward and the
 // shard statistics read the row once (cross_entropy_math.h: each thread a running max and
 // rescaled sum, merged over the block); the backward on given statistics reads it once more
 // and writes the gradient. With tensor parallelism that is 3 passes over the logits per
@@ -42,7 +43,7 @@
 #include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/cross_entropy_math.h"  // softmax::Running, thread_running, merged, loss_of
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
-#include "kernels/cuda/launch_shape.cuh"  // kRowThreads, elementwise_blocks, grid-stride helpers
+#include "kernels/cuda/launch_shape.cuh"  // kRowThreads, kLossRowThreads, elementwise_blocks, grid-stride
 #include "kernels/cuda/vector_pack.h"   // Pack, load_pack, store_pack, starts_aligned (CrossEntropyLoads::kPacks)
 #include "kernels/stored_element.h"        // stored::with_policy, elements, common_storage
 
@@ -145,7 +146,8 @@ __device__ softmax::Running row_statistics(const E* row, int V) {
 }
 
 template <class S, class E = typename S::Element>
-__global__ void cross_entropy_forward_kernel(float* losses, float* row_max, float* row_sumexp, const E* logits,
+__global__ void __launch_bounds__(kLossRowThreads, 2)
+    cross_entropy_forward_kernel(float* losses, float* row_max, float* row_sumexp, const E* logits,
                                              const int32_t* targets, int V, int Vp) {
   const int n = blockIdx.x;
   const E* row = logits + row_offset(n, Vp);
@@ -181,7 +183,8 @@ __global__ void cross_entropy_backward_kernel(E* dlogits, const E* logits, const
 // stats[n], stats[N + n], stats[2N + n]: this shard's row max, the sum of exp(l - that max) and
 // the target's logit (V_local may be 0: no values, max -infinity, sum 0, no local target).
 template <class S, class E = typename S::Element>
-__global__ void cross_entropy_shard_statistics_kernel(float* stats, const E* logits, const int32_t* targets,
+__global__ void __launch_bounds__(kLossRowThreads, 2)
+    cross_entropy_shard_statistics_kernel(float* stats, const E* logits, const int32_t* targets,
                                                       int V_local, int Vp_local, int vocab_begin) {
   const int n = blockIdx.x;
   const std::size_t N = gridDim.x;
@@ -253,7 +256,8 @@ __global__ void cross_entropy_backward_sharded_kernel(E* dlogits, const E* logit
 // block per row. The factor is backward_row's from the statistics as stored (the sum rounded to
 // float), so every value has the bits of the two kernels.
 template <class S, CrossEntropyLoads kAccess, class E = typename S::Element>
-__global__ void cross_entropy_forward_backward_kernel(float* losses, float* row_max, float* row_sumexp, E* dlogits,
+__global__ void __launch_bounds__(kLossRowThreads, 2)
+    cross_entropy_forward_backward_kernel(float* losses, float* row_max, float* row_sumexp, E* dlogits,
                                                       const E* logits, const int32_t* targets, float dloss, int V,
                                                       int Vp) {
   const int n = blockIdx.x;
@@ -288,7 +292,7 @@ void cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, Con
   if (N == 0) return;
   stored::with_policy(logits.storage(), [&](auto policy) {
     using S = decltype(policy);
-    cross_entropy_forward_kernel<S><<<N, kRowThreads, 0, stream>>>(losses, row_max, row_sumexp,
+    cross_entropy_forward_kernel<S><<<N, kLossRowThreads, 0, stream>>>(losses, row_max, row_sumexp,
                                                                    stored::elements<S>(logits), targets, V, Vp);
   });
   CUDA_CHECK_LAUNCH();
@@ -310,7 +314,7 @@ void cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int3
   if (N == 0) return;
   stored::with_policy(logits.storage(), [&](auto policy) {
     using S = decltype(policy);
-    cross_entropy_shard_statistics_kernel<S><<<N, kRowThreads, 0, stream>>>(
+    cross_entropy_shard_statistics_kernel<S><<<N, kLossRowThreads, 0, stream>>>(
         stats, stored::elements<S>(logits), targets, V_local < 0 ? 0 : V_local, Vp_local, vocab_begin);
   });
   CUDA_CHECK_LAUNCH();
@@ -357,10 +361,10 @@ void cross_entropy_forward_backward(float* losses, float* row_max, float* row_su
     const auto* l = stored::elements<S>(logits);
     if (packs_fit(access, Vp, d, l)) {
       cross_entropy_forward_backward_kernel<S, CrossEntropyLoads::kPacks>
-          <<<N, kRowThreads, 0, stream>>>(losses, row_max, row_sumexp, d, l, targets, dloss, V, Vp);
+          <<<N, kLossRowThreads, 0, stream>>>(losses, row_max, row_sumexp, d, l, targets, dloss, V, Vp);
     } else {
       cross_entropy_forward_backward_kernel<S, CrossEntropyLoads::kValues>
-          <<<N, kRowThreads, 0, stream>>>(losses, row_max, row_sumexp, d, l, targets, dloss, V, Vp);
+          <<<N, kLossRowThreads, 0, stream>>>(losses, row_max, row_sumexp, d, l, targets, dloss, V, Vp);
     }
   });
   CUDA_CHECK_LAUNCH();

@@ -25,6 +25,14 @@ inline constexpr int kMaxElementwiseBlocks = 1024;
 // Threads per block for row-wise kernels (layernorm, softmax rows, cross-entropy rows). A
 // multiple of 32, as block_reduce requires; rows shorter than this leave threads idle.
 inline constexpr int kRowThreads = 256;
+// Threads per block for the cross-entropy's row statistics (the forward, the loss and gradient
+// together, a vocabulary shard's statistics; rows of ~50k logits). Two such blocks an SM keep
+// about 264 rows in flight on an H100, 26 MB of bf16 logits, which its 50 MB L2 holds: so the
+// fused kernel's second read of its row, for the gradient, finds the row there. Eight blocks of
+// kRowThreads would have 1056 rows, 106 MB, in flight. (llm.c's fused classifier also takes
+// blocks of 1024.) The kernels declare __launch_bounds__(kLossRowThreads, 2): 32 registers at
+// most, so that both blocks fit.
+inline constexpr int kLossRowThreads = 1024;
 
 // A grid-stride loop is
 //   for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) ...

@@ -8,7 +8,8 @@
 //   shape: CE_N (8192 rows: GPT-2 124M at micro-batch 8, T = 1024), CE_V (50257), CE_VP (50304)
 //
 // Variants:
-//   1  production cuda::cross_entropy_forward, fp32 logits: a block of 256 threads per row, each
+//   1  production cuda::cross_entropy_forward, fp32 logits: a block of 1024 threads per row (256
+//      until the fused loss and gradient came: kLossRowThreads, launch_shape.cuh), each
 //      thread a running max and rescaled sum (online softmax, kernels/cuda/cross_entropy_math.h)
 //      merged over the block: one read of the row, 16-byte loads where it is aligned.
 //   2  the former production kernel (perf/kernels/two_pass_cross_entropy.cuh): the block max,

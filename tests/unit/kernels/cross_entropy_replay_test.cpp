@@ -26,7 +26,7 @@ namespace {
 
 namespace sm = cuda::softmax;
 
-constexpr int kThreads = 256;  // kRowThreads: the kernels' block
+constexpr int kThreads = 1024;  // kLossRowThreads (launch_shape.cuh): the statistics kernels' block
 constexpr int kWarp = 32;
 
 // One block's pair for a row: every thread, then the butterflies.
@@ -95,6 +95,7 @@ struct RowShape {
 const RowShape kRowShapes[] = {
     {3, 1000, 1024, "aligned rows"},
     {3, 100, 128, "fewer values than threads"},
+    {3, 9000, 9216, "several 16-byte loads a thread"},
     {3, 1001, 1003, "odd Vp: rows not 16-byte aligned, tails"},
     {2, 50257, 50304, "GPT-2 rows"},
 };
@@ -166,8 +167,8 @@ TEST(CrossEntropyReplay, NaNLogitIsKept) {
   const int V = 1000, Vp = 1024;
   std::mt19937 rng(44);
   std::vector<float> logits = random_floats(static_cast<std::size_t>(Vp), rng, -6.0f, 6.0f);
-  // Threads 0 and 1 read columns 0, 256, 512, 768 and 1, 257, ... one value at a time: thread 1
-  // meets only NaN, thread 0 only -inf.
+  // Threads 0 and 1 read columns 0, kThreads, 2 kThreads, ... and 1, kThreads + 1, ... one value
+  // at a time (with V = 1000, columns 0 and 1 only): thread 1 meets only NaN, thread 0 only -inf.
   for (int v = 0; v < V; v += kThreads) {
     logits[static_cast<std::size_t>(v)] = -INFINITY;
     logits[static_cast<std::size_t>(v + 1)] = NAN;
