@@ -2,9 +2,9 @@
 // and override only what they change (kernels/rounded_storage_backend.h rounds stored outputs,
 // kernels/timing_backend.h times each kernel). The exception are the fused pairs
 // (matmul_gelu_forward, matmul_backward_through_gelu, cross_entropy_forward_backward): they run
-// as their two parts on this
-// object (Backend's defaults), so a decorator that changes a part changes the pair too, and one
-// that can pass the pair on whole (the rounding decorator, for native 16-bit calls) says so.
+// as their two parts on this object (Backend's defaults), so a decorator that changes a part
+// changes the pair too, and one that can pass the pair on whole (the rounding decorator, for
+// native 16-bit calls) says so.
 #pragma once
 
 #include <string>

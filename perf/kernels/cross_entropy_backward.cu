@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "kernels/cpu/cross_entropy.h"         // cpu::cross_entropy_forward, cross_entropy_backward_sharded
-#include "kernels/cuda/cross_entropy.cuh"  // cuda::cross_entropy_backward_sharded, _forward(_backward), CrossEntropyLoads
+#include "kernels/cuda/cross_entropy.cuh"      // cuda::cross_entropy_*, CrossEntropyLoads
 #include "perf/kernels/cross_entropy_cases.h"  // test_logits, test_targets
 #include "perf/kernels/playground.cuh"         // harness
 
@@ -184,9 +184,10 @@ int main(int argc, char** argv) {
       {"fp32 logits, 16-byte packs", measure(false, Access::kPacks)},
       {"bf16 logits, one value a thread (the model's bf16)", measure(true, Access::kValues)},
       {"bf16 logits, 16-byte packs", measure(true, Access::kPacks)},
-      {"bf16 loss then gradient, two kernels (the model before), one value a thread", measure_with_loss(false,
-                                                                                          Access::kValues)},
-      {"bf16 loss and gradient, one kernel (the model's), one value a thread", measure_with_loss(true, Access::kValues)},
+      {"bf16 loss then gradient, two kernels (the model before), one value a thread",
+       measure_with_loss(false, Access::kValues)},
+      {"bf16 loss and gradient, one kernel (the model's), one value a thread",
+       measure_with_loss(true, Access::kValues)},
       {"bf16 loss then gradient, two kernels, 16-byte packs", measure_with_loss(false, Access::kPacks)},
       {"bf16 loss and gradient, one kernel, 16-byte packs", measure_with_loss(true, Access::kPacks)},
   };
