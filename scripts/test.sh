@@ -24,7 +24,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # them, which -O1 lacks).
 emulation_build=-DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake -S . -B build-emulation -DTRIDENT_CUDA_EMULATION=ON "$emulation_build" -DTRIDENT_WERROR=ON > /dev/null
-cmake --build build-emulation -j "$jobs" --target trident_gpu_tests trident_emulation_tests trident check_metrics
+cmake --build build-emulation -j "$jobs" --target trident_gpu_tests trident_emulation_tests trident check_metrics \
+  playground_cross_entropy_backward
 (cd build-emulation && ctest --output-on-failure -j "$jobs" -L emulated "$@")
 
 # The GPU tests once more under the race checker (ThreadSanitizer, label racecheck), in a third

@@ -39,17 +39,21 @@
 #include <cmath>
 #include <cstddef>
 
-#include "kernels/cuda/block_reduce.cuh"  // block_max, block_sum, kWarpSize, kFullWarpMask
+#include "kernels/cuda/block_reduce.cuh"  // block_max, block_sum
 #include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/cross_entropy_math.h"  // softmax::Running, thread_running, merged, loss_of
 #include "kernels/cuda/cuda_check.h"      // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/launch_shape.cuh"  // kRowThreads, kLossRowThreads, elementwise_blocks, grid-stride
+#include "kernels/cuda/softmax_block.cuh"  // softmax::block_merged, BackwardRow, store_row_statistics
 #include "kernels/cuda/vector_pack.h"   // Pack, load_pack, store_pack, starts_aligned (CrossEntropyLoads::kPacks)
 #include "kernels/stored_element.h"        // stored::with_policy, elements, common_storage
 
 namespace trident::kernels::cuda {
 
 namespace {
+
+using softmax::BackwardRow;
+using softmax::block_merged;
 
 // Max of row[0..V) over the block (-infinity when V is 0); every thread gets it.
 template <class S, class E = typename S::Element>
@@ -80,17 +84,7 @@ __device__ std::size_t row_offset(int n, int columns) {
   return static_cast<std::size_t>(n) * columns;
 }
 
-// What the backward on given statistics needs of row n, and the gradient of one real logit:
-// both backward kernels' arithmetic, so that they give the same bits.
-struct BackwardRow {
-  int target;    // the local column of the row's target, or -1
-  float max;     // the row's max
-  float factor;  // dloss / the row's sum of exp(l - max)
-  __device__ __forceinline__ float gradient(float l, int v, float dloss) const {
-    const float grad = expf(l - max) * factor;
-    return v == target ? grad - dloss : grad;
-  }
-};
+// Row n's BackwardRow from the statistics as stored.
 __device__ __forceinline__ BackwardRow backward_row(int n, const int32_t* targets, const float* row_max,
                                                     const float* row_sumexp, float dloss, int V_local,
                                                     int vocab_begin) {
@@ -98,45 +92,6 @@ __device__ __forceinline__ BackwardRow backward_row(int n, const int32_t* target
   const float factor =
       V_local > 0 ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(row_sumexp[n])) : 0.0f;
   return BackwardRow{local_target(targets[n], vocab_begin, V_local), row_max[n], factor};
-}
-
-// The warp's pairs merged by a butterfly (every lane gets the same bits: merged is symmetric).
-__device__ softmax::Running warp_merged(softmax::Running r) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    const softmax::Running other{__shfl_xor_sync(kFullWarpMask, r.max, offset),
-                                 __shfl_xor_sync(kFullWarpMask, r.sum, offset)};
-    r = softmax::merged(r, other);
-  }
-  return r;
-}
-
-// block_reduce's scheme for the pair (its contract: blockDim.x a multiple of 32, every thread
-// calls it); every thread gets the block's result.
-__device__ softmax::Running block_merged(softmax::Running r) {
-  __shared__ float warp_max[1024 / kWarpSize];
-  __shared__ double warp_sum[1024 / kWarpSize];
-  __shared__ float block_max_value;
-  __shared__ double block_sum_value;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int warps = blockDim.x / kWarpSize;
-  r = warp_merged(r);
-  __syncthreads();  // as block_reduce: safe whatever ran before
-  if (lane == 0) {
-    warp_max[warp] = r.max;
-    warp_sum[warp] = r.sum;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    softmax::Running partial = lane < warps ? softmax::Running{warp_max[lane], warp_sum[lane]} : softmax::empty_running();
-    partial = warp_merged(partial);
-    if (lane == 0) {
-      block_max_value = partial.max;
-      block_sum_value = partial.sum;
-    }
-  }
-  __syncthreads();
-  return {block_max_value, block_sum_value};
 }
 
 // The row's statistics in one read (cross_entropy_math.h), 16-byte loads where it is aligned.
@@ -265,15 +220,8 @@ __global__ void __launch_bounds__(kLossRowThreads, 2)
   const int32_t target = targets[n];
   // Read before row_statistics' barriers, so before any thread writes a gradient over it.
   const float target_logit = threadIdx.x == 0 ? S::load(row[target]) : 0.0f;
-  const softmax::Running stats = row_statistics<S>(row, V);
-  const float sum = static_cast<float>(stats.sum);
-  if (threadIdx.x == 0) {
-    losses[n] = softmax::loss_of(stats, target_logit);
-    row_max[n] = stats.max;
-    row_sumexp[n] = sum;
-  }
-  const float factor = V > 0 ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(sum)) : 0.0f;
-  const BackwardRow r{local_target(target, 0, V), stats.max, factor};
+  const BackwardRow r = softmax::store_row_statistics(row_statistics<S>(row, V), n, target_logit, target, dloss, V,
+                                                      losses, row_max, row_sumexp);
   write_row_gradient<S, kAccess>(dlogits + row_offset(n, Vp), row, r, dloss, V, Vp);
 }
 

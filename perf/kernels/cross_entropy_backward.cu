@@ -25,10 +25,15 @@
 //   6  the fused kernel, kValues: one block per row reads the row for the statistics and again,
 //      from L2 if it is still there, for the gradient;
 //   7  as 5 with kPacks;   8  as 6 with kPacks.
-// 6 against 5 and 8 against 7: what the fused kernel saves. 6 and 8 must give the losses and
-// gradients of 5 and 7 bit for bit (checked against a run of the two kernels in the same
-// variant). Their rates count the bytes each must move (fused: one read and one write of the
-// logits; the two kernels: two reads and a write), so compare their times.
+//   9  the fused kernel with the row held in shared memory between its two passes, 16-byte
+//      packs (perf/kernels/held_row_cross_entropy.cuh): one read of the row from memory whatever
+//      L2 holds;
+//   10 the same with the row held in registers (one block an SM).
+// 6 against 5 and 8 against 7: what the fused kernel saves; 9 and 10 against 8: what its second
+// read costs when it is not served by L2. 6, 8, 9 and 10 must give the losses and gradients of
+// the two kernels bit for bit (checked against a run of them in the same variant). Their rates
+// count the bytes each must move (fused: one read and one write of the logits; the two kernels:
+// two reads and a write), so compare their times.
 //
 // Tolerances: fp32, the exponential and the division differ from the twin's in the last bits,
 // 1e-5 of the largest gradient (as cross_entropy_forward's); bf16, each gradient rounded once:
@@ -45,6 +50,7 @@
 #include "kernels/cpu/cross_entropy.h"         // cpu::cross_entropy_forward, cross_entropy_backward_sharded
 #include "kernels/cuda/cross_entropy.cuh"      // cuda::cross_entropy_*, CrossEntropyLoads
 #include "perf/kernels/cross_entropy_cases.h"  // test_logits, test_targets
+#include "perf/kernels/held_row_cross_entropy.cuh"  // held_row::forward_backward
 #include "perf/kernels/playground.cuh"         // harness
 
 namespace {
@@ -141,40 +147,52 @@ int main(int argc, char** argv) {
     std::vector<float> max(losses16.size()), sum(losses16.size());
     tk::cpu::cross_entropy_forward(losses16.data(), max.data(), sum.data(), logits16.data(), targets.data(), N, V, Vp);
   }
-  auto measure_with_loss = [&](bool fused, tk::CrossEntropyLoads access) {
-    return [&, fused, access](int reps) {
+  // How variants 5 to 10 make the loss and the gradient.
+  enum class Kernels { kTwo, kFused, kRowInSharedMemory, kRowInRegisters };
+  auto measure_with_loss = [&](Kernels how, tk::CrossEntropyLoads access) {
+    return [&, how, access](int reps) {
       const tk::ActPtr logits(d_logits16.data(), tk::Precision::kBf16);
-      auto launch_with = [&](bool one_kernel) {
-        if (one_kernel) {
-          tk::cuda::cross_entropy_forward_backward(d_losses.data(), d_max.data(), d_sum.data(), logits, logits,
-                                                   d_targets.data(), dloss, N, V, Vp, stream.get(), access);
-        } else {
-          tk::cuda::cross_entropy_forward(d_losses.data(), d_max.data(), d_sum.data(), logits, d_targets.data(), N, V,
-                                          Vp, stream.get());
-          tk::cuda::cross_entropy_backward_sharded(logits, logits, d_targets.data(), d_max.data(), d_sum.data(), dloss,
-                                                   N, V, Vp, 0, stream.get(), access);
+      auto launch_with = [&](Kernels k) {
+        using pg::held_row::RowHeldIn;
+        switch (k) {
+          case Kernels::kTwo:
+            tk::cuda::cross_entropy_forward(d_losses.data(), d_max.data(), d_sum.data(), logits, d_targets.data(), N,
+                                            V, Vp, stream.get());
+            tk::cuda::cross_entropy_backward_sharded(logits, logits, d_targets.data(), d_max.data(), d_sum.data(),
+                                                     dloss, N, V, Vp, 0, stream.get(), access);
+            break;
+          case Kernels::kFused:
+            tk::cuda::cross_entropy_forward_backward(d_losses.data(), d_max.data(), d_sum.data(), logits, logits,
+                                                     d_targets.data(), dloss, N, V, Vp, stream.get(), access);
+            break;
+          case Kernels::kRowInSharedMemory:
+          case Kernels::kRowInRegisters:
+            pg::held_row::forward_backward(
+                k == Kernels::kRowInRegisters ? RowHeldIn::kRegisters : RowHeldIn::kSharedMemory, d_losses.data(),
+                d_max.data(), d_sum.data(), logits, logits, d_targets.data(), dloss, N, V, Vp, stream.get());
+            break;
         }
       };
       // One run from the logits, its gradients and losses read back.
-      auto run_from_logits = [&](bool one_kernel) {
+      auto run_from_logits = [&](Kernels k) {
         PG_CUDA_CHECK(cudaMemcpy(d_logits16.data(), logits16_bits.data(), d_logits16.bytes(), cudaMemcpyHostToDevice));
         PG_CUDA_CHECK(cudaDeviceSynchronize());
-        launch_with(one_kernel);
+        launch_with(k);
         PG_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
         return std::make_pair(pg::decoded_bf16(pg::download(d_logits16)), pg::download(d_losses));
       };
       pg::Outcome outcome;
-      const auto [dlogits, losses] = run_from_logits(fused);
-      if (fused) {
-        const auto [two_dlogits, two_losses] = run_from_logits(false);
+      const auto [dlogits, losses] = run_from_logits(how);
+      if (how != Kernels::kTwo) {
+        const auto [two_dlogits, two_losses] = run_from_logits(Kernels::kTwo);
         outcome.checks.push_back(pg::identical("dlogits bits against the two kernels", dlogits, two_dlogits));
         outcome.checks.push_back(pg::identical("loss bits against the two kernels", losses, two_losses));
       }
       outcome.checks.push_back(pg::validate("dlogits", dlogits, bf16.reference, 1.0 / 128.0));
       outcome.checks.push_back(pg::validate("loss", losses, losses16, 1e-5));
       // The timed runs each start from the previous run's gradients: finite values, the same work.
-      outcome.median_ms = timer.median_ms(reps, [&] { launch_with(fused); });
-      outcome.bytes = 2.0 * (fused ? 2.0 : 3.0) * static_cast<double>(count);
+      outcome.median_ms = timer.median_ms(reps, [&] { launch_with(how); });
+      outcome.bytes = 2.0 * (how == Kernels::kTwo ? 3.0 : 2.0) * static_cast<double>(count);
       return outcome;
     };
   };
@@ -185,11 +203,15 @@ int main(int argc, char** argv) {
       {"bf16 logits, one value a thread (the model's bf16)", measure(true, Access::kValues)},
       {"bf16 logits, 16-byte packs", measure(true, Access::kPacks)},
       {"bf16 loss then gradient, two kernels (the model before), one value a thread",
-       measure_with_loss(false, Access::kValues)},
+       measure_with_loss(Kernels::kTwo, Access::kValues)},
       {"bf16 loss and gradient, one kernel (the model's), one value a thread",
-       measure_with_loss(true, Access::kValues)},
-      {"bf16 loss then gradient, two kernels, 16-byte packs", measure_with_loss(false, Access::kPacks)},
-      {"bf16 loss and gradient, one kernel, 16-byte packs", measure_with_loss(true, Access::kPacks)},
+       measure_with_loss(Kernels::kFused, Access::kValues)},
+      {"bf16 loss then gradient, two kernels, 16-byte packs", measure_with_loss(Kernels::kTwo, Access::kPacks)},
+      {"bf16 loss and gradient, one kernel, 16-byte packs", measure_with_loss(Kernels::kFused, Access::kPacks)},
+      {"bf16 loss and gradient, one kernel, the row held in shared memory",
+       measure_with_loss(Kernels::kRowInSharedMemory, Access::kPacks)},
+      {"bf16 loss and gradient, one kernel, the row held in registers",
+       measure_with_loss(Kernels::kRowInRegisters, Access::kPacks)},
   };
   return pg::run_variants(args, variants, pg::Workload{});
 }

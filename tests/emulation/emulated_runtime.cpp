@@ -141,6 +141,31 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 
+// The attributes the playground's programs ask for (perf/kernels/playground.cuh): the emulation
+// has no L2, so 0 there; cudaErrorInvalidValue for the others, which no caller needs yet.
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device < 0 || device >= cuda_emu::device_count()) return cuda_emu::tl_last_error = cudaErrorInvalidDevice;
+  switch (attr) {
+    case cudaDevAttrL2CacheSize:
+      *value = 0;
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+      *value = 132;
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(cuda_emu::kOptinSharedBytes);
+      return cudaSuccess;
+    default:
+      return cuda_emu::tl_last_error = cudaErrorInvalidValue;
+  }
+}
+
+// The toolkit whose headers the emulation compiles against.
+cudaError_t cudaDriverGetVersion(int* version) {
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
   if (device < 0 || device >= cuda_emu::device_count()) return cuda_emu::tl_last_error = cudaErrorInvalidDevice;
   std::snprintf(id, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x18 + device);

@@ -310,6 +310,20 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return cudaSuccess;
 }
 
+// The emulation keeps no device clock: both events are waited for, and the time between them is
+// 0 ms. (The playground's programs time with events; their emulated runs only validate.)
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  cuda_emu::Streams& s = cuda_emu::streams();
+  std::lock_guard<std::recursive_mutex> lock(s.mutex);
+  for (cudaEvent_t event : {start, end}) {
+    const auto it = s.events.find(event);
+    if (it == s.events.end()) return cudaErrorInvalidResourceHandle;
+    cuda_emu::run_until(s, it->second.stream, it->second.position);
+  }
+  *ms = 0.0f;
+  return cudaSuccess;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   cuda_emu::Streams& s = cuda_emu::streams();
   std::lock_guard<std::recursive_mutex> lock(s.mutex);

@@ -118,6 +118,26 @@ TEST_F(Streams, EventQueryDoesNotRunWorkButAPollingLoopEnds) {
   EXPECT_EQ(cudaFree(target), cudaSuccess);
 }
 
+// cudaEventElapsedTime (the playground's timer) waits for both events, as on a GPU, and says 0
+// ms: the emulation keeps no device clock.
+TEST_F(Streams, EventElapsedTimeWaitsForItsEventsAndSaysZero) {
+  int* target = device_ints(1);
+  cudaEvent_t start, end;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, side_), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(target, 0x06, sizeof(int), side_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(end, side_), cudaSuccess);
+  EXPECT_EQ(read_back(target), 0) << "the non-blocking stream ran before anything waited for it";
+  float ms = -1.0f;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_EQ(ms, 0.0f);
+  EXPECT_EQ(read_back(target), 0x06060606);
+  EXPECT_EQ(cudaEventDestroy(start), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(end), cudaSuccess);
+  EXPECT_EQ(cudaFree(target), cudaSuccess);
+}
+
 // cudaFree waits for the device: work queued on any stream has run once it returns.
 TEST_F(Streams, FreeRunsQueuedWork) {
   int* target = device_ints(1);
