@@ -309,6 +309,9 @@ cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t 
   return cudaSuccess;
 }
 
+// On the legacy stream, as CUDA's: asynchronous to the host for device memory.
+cudaError_t cudaMemset(void* p, int value, std::size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
+
 cudaError_t cudaFuncSetAttribute(const void* /*func*/, cudaFuncAttribute attr, int value) {
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
     if (value < 0 || static_cast<std::size_t>(value) > cuda_emu::kOptinSharedBytes) {
