@@ -28,10 +28,15 @@
 //   9  the fused kernel with the row held in shared memory between its two passes, 16-byte
 //      packs (perf/kernels/held_row_cross_entropy.cuh): one read of the row from memory whatever
 //      L2 holds;
-//   10 the same with the row held in registers (one block an SM).
+//   10 the same with the row held in registers (one block an SM);
+//   11 8 as held_row_cross_entropy.cuh writes it (the second pass reads the row again), a control
+//      for 12;
+//   12 11 with the gradient stored evict-first (st.global.cs), so that L2 lets the gradient go
+//      before the rows other blocks have still to read again.
 // 6 against 5 and 8 against 7: what the fused kernel saves; 9 and 10 against 8: what its second
-// read costs when it is not served by L2. 6, 8, 9 and 10 must give the losses and gradients of
-// the two kernels bit for bit (checked against a run of them in the same variant). Their rates
+// read costs when it is not served by L2; 12 against 11: what the store hint gives. 6 and 8 to 12
+// must give the losses and gradients of the two kernels bit for bit (checked against a run of
+// them in the same variant). Their rates
 // count the bytes each must move (fused: one read and one write of the logits; the two kernels:
 // two reads and a write), so compare their times.
 //
@@ -147,8 +152,8 @@ int main(int argc, char** argv) {
     std::vector<float> max(losses16.size()), sum(losses16.size());
     tk::cpu::cross_entropy_forward(losses16.data(), max.data(), sum.data(), logits16.data(), targets.data(), N, V, Vp);
   }
-  // How variants 5 to 10 make the loss and the gradient.
-  enum class Kernels { kTwo, kFused, kRowInSharedMemory, kRowInRegisters };
+  // How variants 5 to 12 make the loss and the gradient.
+  enum class Kernels { kTwo, kFused, kRowInSharedMemory, kRowInRegisters, kRereadAsProduction, kRereadEvictFirst };
   auto measure_with_loss = [&](Kernels how, tk::CrossEntropyLoads access) {
     return [&, how, access](int reps) {
       const tk::ActPtr logits(d_logits16.data(), tk::Precision::kBf16);
@@ -167,10 +172,17 @@ int main(int argc, char** argv) {
             break;
           case Kernels::kRowInSharedMemory:
           case Kernels::kRowInRegisters:
-            pg::held_row::forward_backward(
-                k == Kernels::kRowInRegisters ? RowHeldIn::kRegisters : RowHeldIn::kSharedMemory, d_losses.data(),
-                d_max.data(), d_sum.data(), logits, logits, d_targets.data(), dloss, N, V, Vp, stream.get());
+          case Kernels::kRereadAsProduction:
+          case Kernels::kRereadEvictFirst: {
+            using pg::held_row::StoreHint;
+            const RowHeldIn where = k == Kernels::kRowInSharedMemory ? RowHeldIn::kSharedMemory
+                                    : k == Kernels::kRowInRegisters  ? RowHeldIn::kRegisters
+                                                                     : RowHeldIn::kL2;
+            const StoreHint hint = k == Kernels::kRereadEvictFirst ? StoreHint::kEvictFirst : StoreHint::kNormal;
+            pg::held_row::forward_backward(where, hint, d_losses.data(), d_max.data(), d_sum.data(), logits, logits,
+                                           d_targets.data(), dloss, N, V, Vp, stream.get());
             break;
+          }
         }
       };
       // One run from the logits, its gradients and losses read back.
@@ -212,6 +224,10 @@ int main(int argc, char** argv) {
        measure_with_loss(Kernels::kRowInSharedMemory, Access::kPacks)},
       {"bf16 loss and gradient, one kernel, the row held in registers",
        measure_with_loss(Kernels::kRowInRegisters, Access::kPacks)},
+      {"bf16 loss and gradient, one kernel, 8 as held_row writes it", measure_with_loss(Kernels::kRereadAsProduction,
+                                                                                      Access::kPacks)},
+      {"bf16 loss and gradient, one kernel, 11 with evict-first stores",
+       measure_with_loss(Kernels::kRereadEvictFirst, Access::kPacks)},
   };
   return pg::run_variants(args, variants, pg::Workload{});
 }

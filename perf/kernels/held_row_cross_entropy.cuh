@@ -1,5 +1,6 @@
 // Playground: the loss and its gradient in one kernel with the row held on chip between the two
-// passes, candidates for kernels/cuda/cross_entropy.cu's cross_entropy_forward_backward_kernel.
+// passes, or re-read with a store hint: candidates for kernels/cuda/cross_entropy.cu's
+// cross_entropy_forward_backward_kernel.
 //
 // The production kernel reads its row for the statistics and the loss, then reads it again for
 // the gradient, counting on L2 to still hold it (blocks of 1024 threads, two an SM: 264 rows of
@@ -15,12 +16,17 @@
 //   16 bits: rows up to 57,344 bf16 values), all its loads issued before the first is used; one
 //   block an SM (1024 threads of up to 64 registers), so nothing overlaps its reductions on that
 //   SM.
-// Both add the same values in the same order as production's thread_running (chunk c of the row
+// - kL2: neither, as production: the gradient pass reads the row again, from L2 if it is still
+//   there. With StoreHint::kEvictFirst (st.global.cs) the gradient's stores are the first lines
+//   L2 lets go, so that they do not push out the rows other blocks have still to read again;
+//   with kNormal, the control: production's kernel as this header writes it.
+// All add the same values in the same order as production's thread_running (chunk c of the row
 // to thread c % 1024, then the tail one value a thread), merge them with the same block_merged
 // and compute each gradient with the same BackwardRow: the production kernel's losses, row
 // statistics and gradients bit for bit, which the playground checks. Rows must be 16-byte packs
-// (Vp a multiple of 8 in 16 bits, buffers aligned), and dlogits may be logits (every read of
-// the row happens before block_merged's barriers, every write after).
+// (Vp a multiple of 8 in 16 bits, buffers aligned), and dlogits may be logits: every read of
+// the row for the statistics happens before block_merged's barriers, every write after, and
+// kL2's second read of a pack is by the thread that then writes it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +35,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>  // std::integral_constant
 
 #include "kernels/act_ptr.h"                  // ActPtr, ConstActPtr
 #include "kernels/cuda/cross_entropy_math.h"  // softmax::Running, add, empty_running
@@ -43,7 +50,8 @@ namespace trident::playground::held_row {
 namespace kc = trident::kernels::cuda;
 namespace softmax = trident::kernels::cuda::softmax;
 
-enum class RowHeldIn { kSharedMemory, kRegisters };
+enum class RowHeldIn { kSharedMemory, kRegisters, kL2 };
+enum class StoreHint { kNormal, kEvictFirst };
 
 // kRegisters' packs a thread: 7 x 8 x 1024 = 57,344 16-bit values, GPT-2's padded 50,304 needing
 // 6.14 packs a thread.
@@ -51,7 +59,7 @@ constexpr int kMaxHeldPacks = 7;
 constexpr int kThreads = kc::kLossRowThreads;  // production's block: the same order of additions
 
 // Pack c of the row's gradient from pack c of the row.
-template <class S, class E>
+template <class S, StoreHint kHint, class E>
 __device__ __forceinline__ void write_pack_gradient(E* drow, kc::Pack<E> pack, int c, const softmax::BackwardRow& g,
                                                     float dloss, int V) {
   constexpr int kCount = kc::Pack<E>::kCount;
@@ -61,13 +69,19 @@ __device__ __forceinline__ void write_pack_gradient(E* drow, kc::Pack<E> pack, i
     const int v = v0 + i;
     pack.values[i] = S::store(v < V ? g.gradient(S::load(pack.values[i]), v, dloss) : 0.0f);  // 0: padding
   }
-  kc::store_pack(drow + v0, pack);
+  if constexpr (kHint == StoreHint::kEvictFirst) {
+    uint4 raw;
+    memcpy(&raw, &pack, sizeof raw);
+    __stcs(reinterpret_cast<uint4*>(drow + v0), raw);
+  } else {
+    kc::store_pack(drow + v0, pack);
+  }
 }
 
 // Thread t's packs are c = t + k kThreads; kRegisters unrolls its loops over k, so that its held
 // packs stay in registers, and issues every load before the first addition.
-template <class S, RowHeldIn kWhere, class E = typename S::Element>
-__global__ void __launch_bounds__(kThreads, kWhere == RowHeldIn::kSharedMemory ? 2 : 1)
+template <class S, RowHeldIn kWhere, StoreHint kHint, class E = typename S::Element>
+__global__ void __launch_bounds__(kThreads, kWhere == RowHeldIn::kRegisters ? 1 : 2)
     held_row_kernel(float* losses, float* row_max, float* row_sumexp, E* dlogits, const E* logits,
                     const int32_t* targets, float dloss, int V, int Vp) {
   constexpr int kCount = kc::Pack<E>::kCount;
@@ -89,7 +103,15 @@ __global__ void __launch_bounds__(kThreads, kWhere == RowHeldIn::kSharedMemory ?
     return softmax::store_row_statistics(softmax::block_merged(r), n, target_logit, target, dloss, V, losses,
                                          row_max, row_sumexp);
   };
-  if constexpr (kWhere == RowHeldIn::kSharedMemory) {
+  if constexpr (kWhere == RowHeldIn::kL2) {
+    for (int c = threadIdx.x; c < chunks; c += kThreads) {
+      add_pack(kc::load_pack(row + static_cast<std::size_t>(c) * kCount));
+    }
+    const softmax::BackwardRow g = finish_statistics();
+    for (int c = threadIdx.x; c < packs; c += kThreads) {
+      write_pack_gradient<S, kHint>(drow, kc::load_pack(row + static_cast<std::size_t>(c) * kCount), c, g, dloss, V);
+    }
+  } else if constexpr (kWhere == RowHeldIn::kSharedMemory) {
     extern __shared__ uint4 shared_packs[];  // the row's Vp / kCount packs
     auto* held = reinterpret_cast<kc::Pack<E>*>(shared_packs);
     for (int c = threadIdx.x; c < packs; c += kThreads) {
@@ -98,7 +120,7 @@ __global__ void __launch_bounds__(kThreads, kWhere == RowHeldIn::kSharedMemory ?
       if (c < chunks) add_pack(pack);
     }
     const softmax::BackwardRow g = finish_statistics();
-    for (int c = threadIdx.x; c < packs; c += kThreads) write_pack_gradient<S>(drow, held[c], c, g, dloss, V);
+    for (int c = threadIdx.x; c < packs; c += kThreads) write_pack_gradient<S, kHint>(drow, held[c], c, g, dloss, V);
   } else {
     kc::Pack<E> held[kMaxHeldPacks];
 #pragma unroll
@@ -114,15 +136,15 @@ __global__ void __launch_bounds__(kThreads, kWhere == RowHeldIn::kSharedMemory ?
 #pragma unroll
     for (int k = 0; k < kMaxHeldPacks; k++) {
       const int c = static_cast<int>(threadIdx.x) + k * kThreads;
-      if (c < packs) write_pack_gradient<S>(drow, held[k], c, g, dloss, V);
+      if (c < packs) write_pack_gradient<S, kHint>(drow, held[k], c, g, dloss, V);
     }
   }
 }
 
-// cuda::cross_entropy_forward_backward's contract on rows held in `where`: losses, row_max and
-// row_sumexp [N], dlogits (may be logits). std::invalid_argument when the rows are not whole
-// 16-byte packs or do not fit where they are to be held.
-inline void forward_backward(RowHeldIn where, float* losses, float* row_max, float* row_sumexp,
+// cuda::cross_entropy_forward_backward's contract on rows held in `where`, the gradient stored
+// with `hint`: losses, row_max and row_sumexp [N], dlogits (may be logits). std::invalid_argument
+// when the rows are not whole 16-byte packs or do not fit where they are to be held.
+inline void forward_backward(RowHeldIn where, StoreHint hint, float* losses, float* row_max, float* row_sumexp,
                              kernels::ActPtr dlogits, kernels::ConstActPtr logits, const int32_t* targets, float dloss,
                              int N, int V, int Vp, cudaStream_t stream) {
   namespace stored = trident::kernels::stored;
@@ -139,27 +161,48 @@ inline void forward_backward(RowHeldIn where, float* losses, float* row_max, flo
       throw std::invalid_argument("held_row: the rows are not whole 16-byte packs (" + shape + ")");
     }
     const int packs = Vp / kCount;
-    if (where == RowHeldIn::kRegisters) {
-      if (packs > kMaxHeldPacks * kThreads) {
-        throw std::invalid_argument("held_row: a row of " + shape + " needs more than " +
-                                    std::to_string(kMaxHeldPacks) + " packs a thread");
+    auto launch = [&](auto where_constant, auto hint_constant) {
+      constexpr RowHeldIn kWhere = decltype(where_constant)::value;
+      constexpr StoreHint kHint = decltype(hint_constant)::value;
+      std::size_t bytes = 0;  // dynamic shared memory
+      if constexpr (kWhere == RowHeldIn::kRegisters) {
+        if (packs > kMaxHeldPacks * kThreads) {
+          throw std::invalid_argument("held_row: a row of " + shape + " needs more than " +
+                                      std::to_string(kMaxHeldPacks) + " packs a thread");
+        }
+      } else if constexpr (kWhere == RowHeldIn::kSharedMemory) {
+        bytes = static_cast<std::size_t>(packs) * sizeof(uint4);
+        if (cudaFuncSetAttribute(held_row_kernel<S, kWhere, kHint>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)) != cudaSuccess) {
+          (void)cudaGetLastError();
+          throw std::invalid_argument("held_row: a row of " + shape + " (" + std::to_string(bytes) +
+                                      " bytes) does not fit in a block's shared memory");
+        }
+        // As much of the SM's on-chip memory as shared memory as it allows: two rows an SM.
+        PG_CUDA_CHECK(cudaFuncSetAttribute(held_row_kernel<S, kWhere, kHint>,
+                                           cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           cudaSharedmemCarveoutMaxShared));
       }
-      held_row_kernel<S, RowHeldIn::kRegisters>
-          <<<N, kThreads, 0, stream>>>(losses, row_max, row_sumexp, d, l, targets, dloss, V, Vp);
-    } else {
-      const std::size_t bytes = static_cast<std::size_t>(packs) * sizeof(uint4);
-      constexpr auto kernel = held_row_kernel<S, RowHeldIn::kSharedMemory>;
-      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(bytes)) != cudaSuccess) {
-        (void)cudaGetLastError();
-        throw std::invalid_argument("held_row: a row of " + shape + " (" + std::to_string(bytes) +
-                                    " bytes) does not fit in a block's shared memory");
-      }
-      // As much of the SM's on-chip memory as shared memory as it allows: two rows an SM.
-      PG_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         cudaSharedmemCarveoutMaxShared));
-      held_row_kernel<S, RowHeldIn::kSharedMemory>
+      held_row_kernel<S, kWhere, kHint>
           <<<N, kThreads, bytes, stream>>>(losses, row_max, row_sumexp, d, l, targets, dloss, V, Vp);
+    };
+    auto with_hint = [&](auto where_constant) {
+      if (hint == StoreHint::kEvictFirst) {
+        launch(where_constant, std::integral_constant<StoreHint, StoreHint::kEvictFirst>{});
+      } else {
+        launch(where_constant, std::integral_constant<StoreHint, StoreHint::kNormal>{});
+      }
+    };
+    switch (where) {
+      case RowHeldIn::kSharedMemory:
+        with_hint(std::integral_constant<RowHeldIn, RowHeldIn::kSharedMemory>{});
+        break;
+      case RowHeldIn::kRegisters:
+        with_hint(std::integral_constant<RowHeldIn, RowHeldIn::kRegisters>{});
+        break;
+      case RowHeldIn::kL2:
+        with_hint(std::integral_constant<RowHeldIn, RowHeldIn::kL2>{});
+        break;
     }
   });
   PG_CUDA_CHECK(cudaGetLastError());

@@ -136,6 +136,11 @@ template <class T>
 T __ldg(const T* p) {
   return *p;
 }
+// A store with the evict-first hint (st.global.cs): the emulation has no cache, so a plain store.
+template <class T>
+void __stcs(T* p, T value) {
+  *p = value;
+}
 
 inline float __uint_as_float(unsigned bits) {
   float f;
