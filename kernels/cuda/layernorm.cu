@@ -32,6 +32,8 @@
 #include <algorithm>  // std::max
 #include <cstddef>
 #include <initializer_list>
+#include <stdexcept>
+#include <string>
 #include <type_traits>  // integral_constant
 
 #include "kernels/cuda/block_reduce.cuh"  // block_sum, warp_reduce
@@ -459,15 +461,18 @@ void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float*
   CUDA_CHECK_LAUNCH();
 }
 
-std::size_t layernorm_backward_scratch_floats(int C) {
-  return std::max(columns::pair_scratch_floats(C), columns::pair_scratch_floats(C, kWalkChunks));
+std::size_t layernorm_backward_scratch_floats(int C, int walk_chunks) {
+  return std::max(columns::pair_scratch_floats(C), columns::pair_scratch_floats(C, walk_chunks));
 }
 
 void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                         ConstActPtr weight, const float* mean, const float* rstd, int N, int C, float* column_scratch,
-                        cudaStream_t stream, LayerNormRows rows, LayerNormParameterSums sums) {
+                        cudaStream_t stream, LayerNormRows rows, LayerNormParameterSums sums, int walk_chunks) {
   if (N == 0 || C == 0) return;
-  const columns::ChunkPlan walk = columns::plan_chunks(N, kWalkChunks);
+  if (walk_chunks < 1) {
+    throw std::invalid_argument("layernorm_backward: walk_chunks is " + std::to_string(walk_chunks) + ", not >= 1");
+  }
+  const columns::ChunkPlan walk = columns::plan_chunks(N, walk_chunks);
   float* partial_dw = column_scratch;
   float* partial_db = column_scratch + static_cast<std::size_t>(walk.chunks) * static_cast<std::size_t>(C);
   bool walked = false;  // the parameter sums are in the partials

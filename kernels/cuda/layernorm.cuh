@@ -51,8 +51,9 @@ constexpr int warp_row_values_per_lane(int C, int element_bytes) {
 inline constexpr int kWalkWarps = 4;     // warps per block of kInRowWalk
 inline constexpr int kWalkChunks = 256;  // its most chunks: 2 blocks per SM on an H100, 32 rows each at N = 8192
 
-// Floats of device scratch layernorm_backward needs for C channels, either way.
-std::size_t layernorm_backward_scratch_floats(int C);
+// Floats of device scratch layernorm_backward needs for C channels, either way, with at most
+// walk_chunks chunks for kInRowWalk.
+std::size_t layernorm_backward_scratch_floats(int C, int walk_chunks = kWalkChunks);
 
 // The activations and weights (ActPtr, ConstActPtr) are fp32, or all 16-bit of one format
 // (read as they are, fp32 math, each stored value rounded once); std::logic_error if they mix.
@@ -71,10 +72,13 @@ void residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float*
                                 LayerNormRows rows = LayerNormRows::kWarpPerRow);
 
 // dinp[N,C] += d/dinp;  dweight[C] += sum_n dout * xhat;  dbias[C] += sum_n dout. column_scratch:
-// layernorm_backward_scratch_floats(C) floats of device workspace for the parameter sums.
+// layernorm_backward_scratch_floats(C, walk_chunks) floats of device workspace for the parameter
+// sums. walk_chunks: kInRowWalk's most chunks (its sums' order depends on it), a choice for the
+// playground (perf/kernels/layernorm_backward.cu times others); the model takes kWalkChunks.
 void layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
                         ConstActPtr weight, const float* mean, const float* rstd, int N, int C, float* column_scratch,
                         cudaStream_t stream, LayerNormRows rows = LayerNormRows::kWarpPerRow,
-                        LayerNormParameterSums sums = LayerNormParameterSums::kSeparatePass);
+                        LayerNormParameterSums sums = LayerNormParameterSums::kSeparatePass,
+                        int walk_chunks = kWalkChunks);
 
 }  // namespace trident::kernels::cuda

@@ -17,7 +17,11 @@
 //      (LayerNormParameterSums::kInRowWalk): one kernel computes dinp and each chunk's
 //      partial dweight and dbias (warps add into their own shared sums), a second adds the
 //      chunks; x and dy read once;
-//   6  bf16 buffers, likewise.
+//   6  bf16 buffers, likewise;
+//   7, 8, 9  6 with at most 3, 4 and 5 chunks a multiprocessor where production takes 256 (2 an
+//      SM on an H100's 132, 8 SMs with one): whether more blocks in flight (12 to 20 warps an SM
+//      instead of 8; the walk kernel's 168 registers at C = 1280, ptxas sm_90, let 3 blocks of 4
+//      warps an SM, its 96 at C = 768 let 5) beat the larger partial sums they leave.
 // 1 against 2 and 3 against 4 are what the warp per row saves; 1 against 5 and 3 against 6 what
 // one read of x and dy instead of two saves (the production default is still the separate pass).
 // Variants 3, 4 and 6 read bf16 inputs (the fp32 inputs rounded) and are checked against the
@@ -29,6 +33,7 @@
 // the time.
 #include <cuda_runtime.h>
 
+#include <algorithm>  // std::max
 #include <cstddef>
 #include <cstdio>
 #include <vector>
@@ -85,7 +90,8 @@ struct DeviceCase {
   pg::DeviceBuffer<uint16_t> inp16, dout16, weight16, dinp16;  // bf16 storage
   pg::DeviceBuffer<float> dweight, dbias, mean, rstd, scratch;
 
-  DeviceCase(const Case& k, bool sixteen, int C)
+  // most_walk_chunks: the largest walk_chunks a variant asks for.
+  DeviceCase(const Case& k, bool sixteen, int C, int most_walk_chunks)
       : bf16(sixteen),
         inp(pg::upload(sixteen ? std::vector<float>{} : k.inp)),
         dout(pg::upload(sixteen ? std::vector<float>{} : k.dout)),
@@ -99,7 +105,7 @@ struct DeviceCase {
         dbias(pg::upload(k.dbias0)),
         mean(pg::upload(k.mean)),
         rstd(pg::upload(k.rstd)),
-        scratch(tk::cuda::layernorm_backward_scratch_floats(C)) {}
+        scratch(tk::cuda::layernorm_backward_scratch_floats(C, most_walk_chunks)) {}
 
   template <class T>
   static tk::ActPtr at(const pg::DeviceBuffer<T>& b) {
@@ -109,14 +115,14 @@ struct DeviceCase {
       return tk::ActPtr(b.data());
     }
   }
-  void backward(int N, int C, tk::cuda::LayerNormRows rows, tk::LayerNormParameterSums sums,
+  void backward(int N, int C, tk::cuda::LayerNormRows rows, tk::LayerNormParameterSums sums, int walk_chunks,
                 cudaStream_t stream) const {
     if (bf16) {
       tk::cuda::layernorm_backward(at(dinp16), dweight.data(), dbias.data(), at(dout16), at(inp16), at(weight16),
-                                   mean.data(), rstd.data(), N, C, scratch.data(), stream, rows, sums);
+                                   mean.data(), rstd.data(), N, C, scratch.data(), stream, rows, sums, walk_chunks);
     } else {
       tk::cuda::layernorm_backward(at(dinp), dweight.data(), dbias.data(), at(dout), at(inp), at(weight),
-                                   mean.data(), rstd.data(), N, C, scratch.data(), stream, rows, sums);
+                                   mean.data(), rstd.data(), N, C, scratch.data(), stream, rows, sums, walk_chunks);
     }
   }
   void reset(const Case& k) const {
@@ -145,10 +151,13 @@ int main(int argc, char** argv) {
   const std::size_t count = static_cast<std::size_t>(N) * C;
   std::printf("layernorm_backward N = %d, C = %d, %d reps (median)\n", N, C, args.reps);
 
+  int sms = 0;
+  PG_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int most_walk_chunks = std::max(5 * sms, tk::cuda::kWalkChunks);  // variant 9's
   const Case fp32 = make_case(N, C, false);
   const Case bf16 = make_case(N, C, true);
-  const DeviceCase d_fp32(fp32, false, C);
-  const DeviceCase d_bf16(bf16, true, C);
+  const DeviceCase d_fp32(fp32, false, C, most_walk_chunks);
+  const DeviceCase d_bf16(bf16, true, C, most_walk_chunks);
   const pg::Stream stream;
   pg::Timer timer(stream.get());
 
@@ -159,16 +168,16 @@ int main(int argc, char** argv) {
   constexpr double kBf16Tolerance = 1.0 / 128.0;
   using Sums = tk::LayerNormParameterSums;
   auto measure = [&](const Case& k, const DeviceCase& d, tk::cuda::LayerNormRows rows,
-                     Sums sums = Sums::kSeparatePass) {
-    return [&, rows, sums](int reps) {
+                     Sums sums = Sums::kSeparatePass, int walk_chunks = tk::cuda::kWalkChunks) {
+    return [&, rows, sums, walk_chunks](int reps) {
       d.reset(k);
-      d.backward(N, C, rows, sums, stream.get());
+      d.backward(N, C, rows, sums, walk_chunks, stream.get());
       pg::Outcome outcome;
       outcome.checks.push_back(
           pg::validate("dinp", d.dinp_values(), k.dinp_ref, d.bf16 ? kBf16Tolerance : kFp32Tolerance));
       outcome.checks.push_back(pg::validate("dweight", pg::download(d.dweight), k.dweight_ref, kFp32Tolerance));
       outcome.checks.push_back(pg::validate("dbias", pg::download(d.dbias), k.dbias_ref, kFp32Tolerance));
-      outcome.median_ms = timer.median_ms(reps, [&] { d.backward(N, C, rows, sums, stream.get()); });
+      outcome.median_ms = timer.median_ms(reps, [&] { d.backward(N, C, rows, sums, walk_chunks, stream.get()); });
       const double element = d.bf16 ? 2.0 : 4.0;
       outcome.bytes = element * (6.0 * static_cast<double>(count) + C) + 4.0 * (2.0 * N + 4.0 * C);
       return outcome;
@@ -182,6 +191,9 @@ int main(int argc, char** argv) {
       {"bf16 buffers, block per row", measure(bf16, d_bf16, Rows::kBlockPerRow)},
       {"fp32 buffers, warp per row, sums in the walk", measure(fp32, d_fp32, Rows::kWarpPerRow, Sums::kInRowWalk)},
       {"bf16 buffers, warp per row, sums in the walk", measure(bf16, d_bf16, Rows::kWarpPerRow, Sums::kInRowWalk)},
+      {"bf16, sums in the walk, 3 chunks an SM", measure(bf16, d_bf16, Rows::kWarpPerRow, Sums::kInRowWalk, 3 * sms)},
+      {"bf16, sums in the walk, 4 chunks an SM", measure(bf16, d_bf16, Rows::kWarpPerRow, Sums::kInRowWalk, 4 * sms)},
+      {"bf16, sums in the walk, 5 chunks an SM", measure(bf16, d_bf16, Rows::kWarpPerRow, Sums::kInRowWalk, 5 * sms)},
   };
   return pg::run_variants(args, variants, pg::Workload{4.0 * 6.0 * static_cast<double>(count), 0.0});
 }

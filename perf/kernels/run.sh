@@ -63,11 +63,12 @@ for program in playground_attention_forward playground_attention_backward; do
 done
 # LayerNorm's backward at GPT-2 774M's width (C = 1280: 40 values a lane since 2026-11-24, 48
 # before; 7.3 ms of the 774M step in the 2026-11-23 profile) and 350M's (1024): the parameter
-# sums apart (1, 3) against in the walk over the rows (5, 6), fp32 and bf16.
+# sums apart (1, 3) against in the walk over the rows (5, 6), fp32 and bf16, and the walk in bf16
+# with 3, 4 and 5 chunks an SM (7, 8, 9).
 program=playground_layernorm_backward
 if [ -x "$pack/bin/$program" ] && [[ -z "$only" || "$program" =~ $only ]]; then
   for width in 1280 1024; do
-    for variant in 1 5 3 6; do
+    for variant in 1 5 3 6 7 8 9; do
       echo "== $program $variant $reps LN_C=$width" | tee -a "$log"
       capped "$program_cap" env LN_C="$width" "$pack/bin/$program" "$variant" "$reps" 2>&1 | tee -a "$log"
       rc=${PIPESTATUS[0]}

@@ -12,7 +12,9 @@
 // - the backward's parameter sums both ways (LayerNormParameterSums): apart from dinp, and
 //   in the walk over the rows that computes dinp; dinp the same bits either way;
 // - a warp-per-row row read through a buffer that is not 16-byte aligned (one value at a time)
-//   gives the bits of the aligned one (16-byte packs): the same values in the same order.
+//   gives the bits of the aligned one (16-byte packs): the same values in the same order;
+// - the walk's chunk count (walk_chunks, which the playground varies) changes only the order of
+//   the parameter sums.
 // The twin tests of cuda_backend_test.cpp and cuda_bf16_storage_test.cpp take the default
 // through the backend; this holds both ways to the CPU directly.
 #include <gtest/gtest.h>
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -221,6 +224,60 @@ TEST_F(LayerNormRowsTwins, BothWaysMatchTheCpuInEveryStorage) {
       }
     }
   }
+}
+
+// The walk's chunk count (the playground's walk_chunks; the model takes kWalkChunks) changes only
+// the order of the parameter sums: dinp keeps its bits, dweight and dbias stay with the CPU's,
+// and the fp32 sums of 37 rows in 3 chunks differ in some bits from those in 37 (were they equal,
+// the count would not have reached the kernel). A count below 1 is refused.
+TEST_F(LayerNormRowsTwins, WalkChunksChangeOnlyTheOrderOfTheParameterSums) {
+  const Shape s{37, 768};
+  const std::size_t n = count_of(s.N, s.C);
+  const Precision p = Precision::kFp32;
+  auto x = twin_in(n, -2.0f, 3.0f, p);
+  auto weight = twin_in(s.C, 0.5f, 1.5f, p);
+  auto bias = twin_in(s.C, -0.5f, 0.5f, p);
+  auto out = twin(std::vector<float>(n));
+  auto mean = twin(std::vector<float>(s.N));
+  auto rstd = twin(std::vector<float>(s.N));
+  cpu_->layernorm_forward(at(out, Side::kCpu, p), mean.on(Side::kCpu), rstd.on(Side::kCpu), at(x, Side::kCpu, p),
+                          at(weight, Side::kCpu, p), at(bias, Side::kCpu, p), s.N, s.C);
+  auto stats_mean = twin(mean.values(Side::kCpu));
+  auto stats_rstd = twin(rstd.values(Side::kCpu));
+  auto dout = twin_in(n, -1.0f, 1.0f, p);
+  const std::vector<float> dinp_start = uniform(n, -1.0f, 1.0f);
+  const std::vector<float> dweight_start = uniform(s.C, -1.0f, 1.0f), dbias_start = uniform(s.C, -1.0f, 1.0f);
+  BackendFloats scratch(*gpu_, std::vector<float>(cuda::layernorm_backward_scratch_floats(s.C, s.N), NAN));
+  std::vector<std::vector<float>> dinps, sums;
+  for (const int chunks : {cuda::kWalkChunks, 3, s.N}) {
+    SCOPED_TRACE("walk_chunks = " + std::to_string(chunks));
+    auto dinp = twin(dinp_start);
+    auto dweight = twin(dweight_start);
+    auto dbias = twin(dbias_start);
+    cpu_->layernorm_backward(at(dinp, Side::kCpu, p), dweight.on(Side::kCpu), dbias.on(Side::kCpu),
+                             at(dout, Side::kCpu, p), at(x, Side::kCpu, p), at(weight, Side::kCpu, p),
+                             stats_mean.on(Side::kCpu), stats_rstd.on(Side::kCpu), s.N, s.C);
+    cuda::layernorm_backward(at(dinp, Side::kGpu, p), dweight.on(Side::kGpu), dbias.on(Side::kGpu),
+                             at(dout, Side::kGpu, p), at(x, Side::kGpu, p), at(weight, Side::kGpu, p),
+                             stats_mean.on(Side::kGpu), stats_rstd.on(Side::kGpu), s.N, s.C, scratch.get(), nullptr,
+                             cuda::LayerNormRows::kWarpPerRow, LayerNormParameterSums::kInRowWalk, chunks);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_twins_agree(dinp, kReductionTolerance, "dinp");
+    expect_twins_agree(dweight, kReductionTolerance, "dweight");
+    expect_twins_agree(dbias, kReductionTolerance, "dbias");
+    dinps.push_back(dinp.values(Side::kGpu));
+    sums.push_back(dweight.values(Side::kGpu));
+  }
+  EXPECT_EQ(dinps[0], dinps[1]) << "dinp with 3 chunks against 256";
+  EXPECT_EQ(dinps[0], dinps[2]) << "dinp with 37 chunks against 256";
+  EXPECT_EQ(sums[0], sums[2]) << "256 chunks of 37 rows are 37 of one row each";
+  EXPECT_NE(sums[0], sums[1]) << "3 chunks summed as 37: the count did not reach the kernel";
+  auto dinp = twin(dinp_start);
+  EXPECT_THROW(cuda::layernorm_backward(at(dinp, Side::kGpu, p), scratch.get(), scratch.get(), at(dout, Side::kGpu, p),
+                                        at(x, Side::kGpu, p), at(weight, Side::kGpu, p), stats_mean.on(Side::kGpu),
+                                        stats_rstd.on(Side::kGpu), s.N, s.C, scratch.get(), nullptr,
+                                        cuda::LayerNormRows::kWarpPerRow, LayerNormParameterSums::kInRowWalk, 0),
+               std::invalid_argument);
 }
 
 }  // namespace
