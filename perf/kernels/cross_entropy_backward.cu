@@ -36,9 +36,8 @@
 // 6 against 5 and 8 against 7: what the fused kernel saves; 9 and 10 against 8: what its second
 // read costs when it is not served by L2; 12 against 11: what the store hint gives. 6 and 8 to 12
 // must give the losses and gradients of the two kernels bit for bit (checked against a run of
-// them in the same variant). Their rates
-// count the bytes each must move (fused: one read and one write of the logits; the two kernels:
-// two reads and a write), so compare their times.
+// them in the same variant). Their rates count the bytes each must move (fused: one read and
+// one write of the logits; the two kernels: two reads and a write), so compare their times.
 //
 // Tolerances: fp32, the exponential and the division differ from the twin's in the last bits,
 // 1e-5 of the largest gradient (as cross_entropy_forward's); bf16, each gradient rounded once:

@@ -25,6 +25,7 @@ namespace {
 constexpr std::size_t kDeviceBytes = std::size_t{80} << 30;  // an H100's 80 GiB
 constexpr std::size_t kDefaultSharedBytes = 48 * 1024;
 constexpr std::size_t kOptinSharedBytes = 227 * 1024;  // sm_90's opt-in limit per block
+constexpr int kMultiprocessors = 132;                  // an H100's
 
 struct Runtime {
   std::mutex mutex;
@@ -134,7 +135,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->sharedMemPerBlockOptin = cuda_emu::kOptinSharedBytes;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
-  prop->multiProcessorCount = 132;
+  prop->multiProcessorCount = cuda_emu::kMultiprocessors;
   prop->major = 9;
   prop->minor = 0;
   prop->pciBusID = 0x18 + device;
@@ -150,7 +151,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
       *value = 0;
       return cudaSuccess;
     case cudaDevAttrMultiProcessorCount:
-      *value = 132;
+      *value = cuda_emu::kMultiprocessors;
       return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
       *value = static_cast<int>(cuda_emu::kOptinSharedBytes);
