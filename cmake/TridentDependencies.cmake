@@ -67,6 +67,19 @@ if(TRIDENT_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "GPU architectures to build for (90 = H100/H200)")
   endif()
   enable_language(CUDA)
+  # trident_use_hopper_features(target): the target's CUDA code built with Hopper's
+  # architecture-specific instructions (wgmma: kernels/cuda/warpgroup_mma.cuh), which only code
+  # built for sm_90a may use: each 90 of CMAKE_CUDA_ARCHITECTURES becomes 90a there (an sm_90a
+  # binary runs on compute capability 9.0 alone, H100 and H200, which is what 90 names; other
+  # architectures stay as they are and compile those instructions out).
+  function(trident_use_hopper_features target)
+    set(_architectures "")
+    foreach(_architecture IN LISTS CMAKE_CUDA_ARCHITECTURES)
+      string(REGEX REPLACE "^90(-real|-virtual|)$" "90a\\1" _architecture "${_architecture}")
+      list(APPEND _architectures "${_architecture}")
+    endforeach()
+    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${_architectures}")
+  endfunction()
   # CMake 3.25 knows no C++20 flag for nvcc; the CUDA sources keep to C++17.
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)

@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -61,6 +62,12 @@ struct AsyncCopy {
 };
 void record_async_copy(void* to, const void* from, std::size_t bytes);
 bool take_async_copy(AsyncCopy* copy);
+// The shared window, as __cvta_generic_to_shared gives it on the GPU (and wgmma's descriptors
+// carry): the address of `p` (in the block's shared memory, else a kernel fault), and back from an
+// address to the memory of `bytes` there (a fault unless one allocation holds them all). Each
+// allocation has an address range of its own; the layout is emulated_grid.cpp's.
+std::uint32_t shared_window_address(const void* p);
+void* shared_window_pointer(std::uint32_t address, std::size_t bytes);
 // The running block's copy of the __shared__ variable whose declaration `key` stands for:
 // `bytes` of 0xff (NaN) the first time a thread of the block asks, the same memory after.
 void* static_shared_memory(const void* key, std::size_t bytes);

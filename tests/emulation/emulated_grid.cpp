@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -37,6 +38,15 @@ constexpr std::size_t kFiberStackBytes = 256 * 1024;  // the kernels' per-thread
 constexpr int kWarpSize = 32;
 constexpr std::size_t kSlotBytes = 16;
 constexpr std::size_t kStaticSharedLimit = 48 * 1024;  // ptxas refuses more in static __shared__
+// The shared window (shared_window_address): the block's dynamic shared memory from this address,
+// then its static variables in the order the threads first reach them, each on 16 bytes. 16, not 0
+// or 1024: the GPU promises a shared variable 16 bytes of alignment unless asked for more, so a
+// kernel whose tiles need more (wgmma's 128-byte swizzle: 1024) must align them itself, and one
+// that forgets finds its tiles misaligned here too.
+constexpr std::uint32_t kDynamicWindowBase = 16;
+constexpr std::uint32_t window_round_up(std::size_t address) {
+  return static_cast<std::uint32_t>((address + 15) / 16 * 16);
+}
 
 namespace context = boost::context;
 
@@ -103,6 +113,7 @@ struct Block {
     const void* key;
     std::unique_ptr<unsigned char[]> memory;
     std::size_t bytes;
+    std::uint32_t window;  // its address in the shared window (shared_window_address)
   };
   std::vector<StaticShared> static_shared;  // this block's, freed before the next one starts
   // The race checker's (emulated_racecheck.h): the scheduler's context; what the launch
@@ -417,6 +428,38 @@ bool take_async_copy(AsyncCopy* copy) {
   return true;
 }
 
+std::uint32_t shared_window_address(const void* p) {
+  const Block& b = *tl_block;
+  const auto* at = static_cast<const unsigned char*>(p);
+  const auto inside = [at](const unsigned char* memory, std::size_t bytes) {
+    return memory != nullptr && at >= memory && at <= memory + bytes;  // one past the end: an end address
+  };
+  if (inside(b.dynamic_shared.get(), b.dynamic_shared_bytes)) {
+    return kDynamicWindowBase + static_cast<std::uint32_t>(at - b.dynamic_shared.get());
+  }
+  for (const Block::StaticShared& shared : b.static_shared) {
+    if (inside(shared.memory.get(), shared.bytes)) {
+      return shared.window + static_cast<std::uint32_t>(at - shared.memory.get());
+    }
+  }
+  kernel_fault(b, "__cvta_generic_to_shared of an address outside the block's shared memory");
+}
+
+void* shared_window_pointer(std::uint32_t address, std::size_t bytes) {
+  const Block& b = *tl_block;
+  const auto within = [address, bytes](std::uint32_t window, std::size_t size) {
+    return address >= window && address - window + bytes <= size;
+  };
+  if (b.dynamic_shared && within(kDynamicWindowBase, b.dynamic_shared_bytes)) {
+    return b.dynamic_shared.get() + (address - kDynamicWindowBase);
+  }
+  for (const Block::StaticShared& shared : b.static_shared) {
+    if (within(shared.window, shared.bytes)) return shared.memory.get() + (address - shared.window);
+  }
+  kernel_fault(b, "shared-memory address " + std::to_string(address) + " (" + std::to_string(bytes) +
+                      " bytes) is outside the block's shared memory");
+}
+
 void* static_shared_memory(const void* key, std::size_t bytes) {
   Block& b = *tl_block;
   std::size_t total = bytes;
@@ -431,7 +474,10 @@ void* static_shared_memory(const void* key, std::size_t bytes) {
   racecheck::unrecorded_writes_begin();
   auto memory = std::unique_ptr<unsigned char[]>(new unsigned char[bytes]);
   std::fill_n(memory.get(), bytes, 0xff);
-  b.static_shared.push_back({key, std::move(memory), bytes});
+  const std::uint32_t window = b.static_shared.empty()
+                                   ? window_round_up(kDynamicWindowBase + b.dynamic_shared_bytes)
+                                   : window_round_up(b.static_shared.back().window + b.static_shared.back().bytes);
+  b.static_shared.push_back({key, std::move(memory), bytes, window});
   racecheck::unrecorded_writes_end();
   return b.static_shared.back().memory.get();
 }

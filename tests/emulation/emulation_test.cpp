@@ -27,7 +27,8 @@
 #include "tests/emulation/multiply_add_probe.h"
 // After the prelude, as in a translated kernel source.
 #include "kernels/cuda/async_copy.cuh"    // async_copy::copy, wait_all
-#include "tests/support/warp_products.h"  // warp_products, expected_warp_product
+#include "tests/support/warp_products.h"       // warp_products, expected_warp_product
+#include "tests/support/warpgroup_products.h"  // warpgroup_products, warpgroup_product_mismatches
 
 namespace {
 
@@ -387,6 +388,40 @@ TEST(WarpMatrixProducts, TheHostModelComputesTheProductsItsLayoutsName) {
   namespace stored = trident::kernels::stored;
   for (const auto& line : warp_product_mismatches(run_warp_products<stored::Bf16>())) ADD_FAILURE() << "bf16: " << line;
   for (const auto& line : warp_product_mismatches(run_warp_products<stored::Fp16>())) ADD_FAILURE() << "fp16: " << line;
+}
+
+// One warpgroup of wgmma products (tests/support/warpgroup_products.h) in the emulation.
+template <class S>
+void warpgroup_products_kernel(const uint16_t* operands, float* c) {
+  trident::test_support::warpgroup_products<S>(static_cast<uint16_t*>(cuda_emu::dynamic_shared_memory()), operands,
+                                               c, static_cast<int>(threadIdx.x));
+}
+
+template <class S>
+std::vector<float> run_warpgroup_products() {
+  using namespace trident::test_support;
+  return warpgroup_products_on_device<S>([](const uint16_t* operands, float* c) {
+    cuda_emu::launch("warpgroup_products",
+                     cuda_emu::LaunchConfig(dim3(1), dim3(kWarpgroupProductThreads),
+                                            kWarpgroupSharedElements * sizeof(uint16_t)),
+                     [](auto&... args) { warpgroup_products_kernel<S>(args...); }, operands, c);
+  });
+}
+
+// The host model of wgmma reads its operands through the descriptors and the 128-byte swizzle as
+// warpgroup_mma.cuh reads the PTX ISA, and gives each warp its 16 rows: the comparison is exact.
+// The block's shared memory starts 16 bytes past a 1024-byte boundary of the emulation's shared
+// window, so the tiles are where align_tiles put them, not where the allocation happened to be.
+// (That the model matches the hardware, tests/gpu/warpgroup_mma_test.cu shows on a GPU.)
+TEST(WarpgroupMatrixProducts, TheHostModelComputesTheProductsItsLayoutsName) {
+  using trident::test_support::warpgroup_product_mismatches;
+  namespace stored = trident::kernels::stored;
+  for (const auto* name : {"bf16", "fp16"}) {
+    const std::vector<float> got = std::string(name) == "bf16" ? run_warpgroup_products<stored::Bf16>()
+                                                               : run_warpgroup_products<stored::Fp16>();
+    ASSERT_EQ(got.back(), 1.0f);
+    for (const auto& line : warpgroup_product_mismatches(got)) ADD_FAILURE() << name << ": " << line;
+  }
 }
 
 // cp.async's model: each of 32 threads copies 4 ints into the block's shared memory (the odd
