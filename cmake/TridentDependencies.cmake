@@ -71,7 +71,8 @@ if(TRIDENT_CUDA)
   # architecture-specific instructions (wgmma: kernels/cuda/warpgroup_mma.cuh), which only code
   # built for sm_90a may use: each 90 of CMAKE_CUDA_ARCHITECTURES becomes 90a there (an sm_90a
   # binary runs on compute capability 9.0 alone, H100 and H200, which is what 90 names; other
-  # architectures stay as they are and compile those instructions out).
+  # architectures stay as they are and compile those instructions out), and the target's code
+  # sees TRIDENT_HOPPER_FEATURES when one did.
   function(trident_use_hopper_features target)
     set(_architectures "")
     foreach(_architecture IN LISTS CMAKE_CUDA_ARCHITECTURES)
@@ -79,6 +80,9 @@ if(TRIDENT_CUDA)
       list(APPEND _architectures "${_architecture}")
     endforeach()
     set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${_architectures}")
+    if(NOT _architectures STREQUAL CMAKE_CUDA_ARCHITECTURES)
+      target_compile_definitions(${target} PRIVATE TRIDENT_HOPPER_FEATURES=1)  # host code may ask for them
+    endif()
   endfunction()
   # CMake 3.25 knows no C++20 flag for nvcc; the CUDA sources keep to C++17.
   set(CMAKE_CUDA_STANDARD 17)

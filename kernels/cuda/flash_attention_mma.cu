@@ -168,6 +168,15 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
                                 std::to_string(options.forward_rows_per_warp) + ", not 16 or 32");
   }
   if (B == 0 || T == 0) return;
+  if (options.forward_products == FlashForwardProducts::kWarpgroup) {
+    if (!flash_attention_wgmma_available()) {
+      throw std::invalid_argument(
+          "flash_attention_mma_forward: warpgroup products (wgmma) need a build for sm_90a (CMAKE_CUDA_ARCHITECTURES "
+          "with 90) and a compute capability 9.0 GPU");
+    }
+    flash_attention_wgmma_forward(out, lse, qkv, B, T, C, NH, scale, stream, options);
+    return;
+  }
   auto* out_s = static_cast<uint16_t*>(out.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
   with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {

@@ -21,6 +21,16 @@ namespace trident::kernels::cuda {
 // both, and the default follows the faster.
 enum class TileCopy { kAsynchronous, kSynchronous };
 
+// Which tensor-core instructions the forward's products use:
+//   kWarp:      mma.sync, each warp its own products (kernels/cuda/warp_mma.cuh); the default.
+//   kWarpgroup: Hopper's wgmma, a warpgroup's products with B read from shared memory once
+//               (kernels/cuda/flash_attention_wgmma.cu); 64 queries a block whatever
+//               forward_rows_per_warp says. Needs a build for sm_90a (CMAKE_CUDA_ARCHITECTURES
+//               with 90) and a compute capability 9.0 GPU: flash_attention_mma_forward refuses
+//               it otherwise. Not yet timed; its results differ from kWarp's only by the tensor
+//               cores' order of addition inside a 16-wide step (the same bits on the emulation).
+enum class FlashForwardProducts { kWarp, kWarpgroup };
+
 // The kernels' choices that change their speed and not their results (the same bits either way:
 // tests/gpu/flash_mma_options_test.cpp). The defaults are production's.
 struct FlashMmaOptions {
@@ -38,6 +48,7 @@ struct FlashMmaOptions {
   // Which blocks take which tiles (kernels/backend.h): head by head (the default) or every head's
   // longest walk first. The same tiles computed the same way, so the same bits.
   FlashBlockOrder block_order = FlashBlockOrder::kHeadByHead;
+  FlashForwardProducts forward_products = FlashForwardProducts::kWarp;
 };
 
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and
@@ -45,9 +56,18 @@ struct FlashMmaOptions {
 bool flash_attention_mma_applies(std::initializer_list<ConstActPtr> operands);
 
 // out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C]; C / NH = 64. scale: the scores' factor, 1/sqrt(hs).
-// std::invalid_argument when options.forward_rows_per_warp is neither 16 nor 32.
+// std::invalid_argument when options.forward_rows_per_warp is neither 16 nor 32, or when
+// options.forward_products = kWarpgroup where this build or this GPU cannot run it.
 void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
                                  cudaStream_t stream, const FlashMmaOptions& options = {});
+
+// flash_attention_mma_forward's kWarpgroup kernel (flash_attention_wgmma.cu), its checks made.
+void flash_attention_wgmma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
+                                   cudaStream_t stream, const FlashMmaOptions& options);
+
+// Whether flash_attention_mma_forward can run FlashForwardProducts::kWarpgroup here: built for
+// sm_90a (or the emulation), and the current device of compute capability 9.0.
+bool flash_attention_wgmma_available();
 
 // dqkv (overwritten) from dout, qkv, the forward's lse and delta = rowsum(dout * out) [B,NH,T].
 // dq_sums: with options.dq = kInKeyWalk, flash_attention_mma_dq_sums_floats(B, T, NH) floats of

@@ -97,18 +97,25 @@ __device__ __forceinline__ void wait_for_tiles() {
 // first + (b T + t) stride, 64 elements each, into tile (row stride kLd): 16 bytes per thread and
 // step; rows at or past T are zeros (masked later, never used), their addresses kept inside the
 // buffer (row 0) all the same.
-template <TileCopy kCopy>
-__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* first, std::size_t stride, int b, int row0,
-                                          int T, int tid) {
+// `offset(r, c)`: where in the tile row r's channels [c, c + 8) go (kLd-padded rows here; the
+// wgmma forward's swizzled rows, flash_attention_wgmma.cu).
+template <TileCopy kCopy, class Offset>
+__device__ __forceinline__ void load_tile_rows(uint16_t* tile, Offset offset, const uint16_t* first,
+                                               std::size_t stride, int b, int row0, int T, int tid) {
   constexpr int kChunks = kHeadSize / 8;
   for (int id = tid; id < kTile * kChunks; id += kThreads) {
     const int r = id / kChunks;
     const int c = (id % kChunks) * 8;
     const int t = row0 + r;
     const bool valid = t < T;
-    copy_16<kCopy>(tile + r * kLd + c, first + (static_cast<std::size_t>(b) * T + (valid ? t : 0)) * stride + c,
+    copy_16<kCopy>(tile + offset(r, c), first + (static_cast<std::size_t>(b) * T + (valid ? t : 0)) * stride + c,
                    valid);
   }
+}
+template <TileCopy kCopy>
+__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* first, std::size_t stride, int b, int row0,
+                                          int T, int tid) {
+  load_tile_rows<kCopy>(tile, [](int r, int c) { return r * kLd + c; }, first, stride, b, row0, T, tid);
 }
 
 // K and V of key tile [k0, k0 + 64) into k_tile and v_tile.

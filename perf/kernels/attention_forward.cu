@@ -54,7 +54,13 @@
 //      grid ends on its shortest ones (kernels/backend.h). The same bits as 3 (tests/gpu); a model
 //      of the schedule, not a measurement, puts the saving near 20% at B = 8
 //      (perf/kernels/block_order_model.py).
-//   Variants 3 to 12 read qkv rounded to bf16 and are validated against the twin run on
+//  13  variant 3 on Hopper's warpgroup products (FlashMmaOptions::forward_products =
+//      FlashForwardProducts::kWarpgroup, kernels/cuda/flash_attention_wgmma.cu): wgmma reads K
+//      and V once for the block's 4 warps where mma.sync makes each warp load its own fragments;
+//      64 queries a block, each product group waited for at once (no overlap with the softmax
+//      yet). Within the format's rounding of 11 (tests/gpu), the same bits on the emulation.
+//      Compute capability 9.0 and a build for sm_90a only; "unsupported" elsewhere.
+//   Variants 3 to 13 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
@@ -79,6 +85,7 @@
 #include "kernels/cpu/attention.h"      // cpu::attention_forward (the reference)
 #include "kernels/cuda/attention.cuh"   // cuda::attention_forward (variant 1)
 #include "kernels/cuda/flash_attention.cuh"  // cuda::flash_attention_forward (variant 2)
+#include "kernels/cuda/flash_attention_mma.cuh"  // FlashForwardProducts, flash_attention_wgmma_available (13)
 #include "perf/kernels/flash_tensor_core.cuh"  // flash_tc::forward, replay_forward (variant 4)
 #include "perf/kernels/playground.cuh"  // harness
 
@@ -266,6 +273,9 @@ int main(int argc, char** argv) {
   auto unsupported = [hs](int) {
     return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");
   };
+  auto no_warpgroup_products = [](int) {
+    return pg::unsupported_shape("wgmma needs a build for sm_90a and a compute capability 9.0 GPU (or hs != 64)");
+  };
 
   using Run = std::function<pg::Outcome(int)>;
   const std::vector<pg::Variant> variants = {
@@ -292,6 +302,10 @@ int main(int argc, char** argv) {
        tk::cuda::flash_attention_supported(C, NH)
            ? Run(measure16(flash16_with({.block_order = tk::FlashBlockOrder::kLongestFirst})))
            : Run(unsupported)},
+      {"variant 3 on Hopper's warpgroup products (wgmma, 64 queries a block)",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(flash16_with({.forward_products = tk::cuda::FlashForwardProducts::kWarpgroup})))
+           : Run(no_warpgroup_products)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/flash_attention_mma.cuh"  // cuda::flash_attention_mma_forward/backward, FlashMmaOptions
@@ -153,6 +154,69 @@ TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
         EXPECT_EQ(first_difference(r.out, defaults.out), -1) << "out: first differing pair of values";
         EXPECT_EQ(first_difference(r.lse, defaults.lse), -1) << "lse";
         EXPECT_EQ(first_difference(r.dqkv, defaults.dqkv), -1) << "dqkv: first differing pair of values";
+      }
+    }
+  }
+}
+
+// The forward on warpgroup products (FlashForwardProducts::kWarpgroup, wgmma) against the
+// default's mma.sync, with each tile copy and block order. The same sums in the same 16-wide
+// steps: on the emulation, whose models of the two instructions add in the same order, the same
+// bits; on a GPU, where the order inside a step is the tensor cores' own, within two steps of the
+// format relative to the largest |out| (the twin tests hold the default to the CPU at that
+// scale), and lse within 1e-5 relative. A tile read through a wrong descriptor or swizzle, a
+// rescale the products missed, or rows of the wrong warp differ by O(1).
+TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsForward) {
+  if (!cuda::flash_attention_wgmma_available()) {
+    GTEST_SKIP() << "wgmma needs a build for sm_90a and a compute capability 9.0 GPU";
+  }
+  for (const Shape s : kOptionShapes) {
+    for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
+      SCOPED_TRACE(case_name(s, p));
+      const Inputs in = inputs(s, p);
+      auto forward = [&](const cuda::FlashMmaOptions& options) {
+        auto out = nan_words(in.n_out / 2);
+        auto lse = nan_words(in.n_stat);
+        cuda::flash_attention_mma_forward(sixteen_bit_at(*out, p), lse->get(), ConstActPtr(sixteen_bit_at(*in.qkv, p)),
+                                          s.B, s.T, s.C, s.NH, kScale, nullptr, options);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        return std::make_pair(words_of(*out, in.n_out / 2), words_of(*lse, in.n_stat));
+      };
+      const auto warp = forward({});
+#ifndef TRIDENT_CUDA_EMULATION
+      std::vector<uint16_t> warp_bits(in.n_out);
+      std::memcpy(warp_bits.data(), warp.first.data(), warp_bits.size() * sizeof(uint16_t));
+      double max_out = 0.0;
+      for (uint16_t b : warp_bits) max_out = std::fmax(max_out, std::fabs(decode_16bit(b, p)));
+      const double tolerance = 2.0 * (p == Precision::kBf16 ? 0x1p-7 : 0x1p-10) * max_out;
+#endif
+      const struct {
+        const char* name;
+        cuda::FlashMmaOptions options;
+      } runs[] = {{"cp.async", {.forward_products = cuda::FlashForwardProducts::kWarpgroup}},
+                  {"synchronous tile copies",
+                   {.copy = cuda::TileCopy::kSynchronous, .forward_products = cuda::FlashForwardProducts::kWarpgroup}},
+                  {"longest walks first",
+                   {.block_order = FlashBlockOrder::kLongestFirst,
+                    .forward_products = cuda::FlashForwardProducts::kWarpgroup}}};
+      for (const auto& run : runs) {
+        SCOPED_TRACE(run.name);
+        const auto group = forward(run.options);
+        EXPECT_EQ(not_finite(group.first, p), 0);
+#ifdef TRIDENT_CUDA_EMULATION
+        EXPECT_EQ(first_difference(group.first, warp.first), -1) << "out: first differing pair of values";
+        EXPECT_EQ(first_difference(group.second, warp.second), -1) << "lse";
+#else
+        std::vector<uint16_t> bits(in.n_out);
+        std::memcpy(bits.data(), group.first.data(), bits.size() * sizeof(uint16_t));
+        for (std::size_t i = 0; i < bits.size(); ++i) {
+          ASSERT_LE(std::fabs(decode_16bit(bits[i], p) - decode_16bit(warp_bits[i], p)), tolerance)
+              << "out value " << i;
+        }
+        for (std::size_t i = 0; i < group.second.size(); ++i) {
+          ASSERT_LE(std::fabs(group.second[i] - warp.second[i]), 1e-5 * std::fabs(warp.second[i])) << "lse " << i;
+        }
+#endif
       }
     }
   }
