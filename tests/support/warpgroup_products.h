@@ -148,7 +148,6 @@ TRIDENT_MMA_DEVICE void warpgroup_products(uint16_t* shared, const uint16_t* ope
       }
       wgmma::fence_operands(d);
       wgmma::fence();
-#pragma unroll
       for (int ks = 0; ks < 4; ks++) {
         if constexpr (product == 0) {
           wgmma::multiply_shared<S, Major::kK, Major::kK>(d, wgmma::descriptor<Major::kK>(a, ks),
