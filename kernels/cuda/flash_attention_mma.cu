@@ -179,19 +179,17 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
   }
   auto* out_s = static_cast<uint16_t*>(out.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
-  with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
-    with_block_order(options.block_order, [&](auto ordering) {
-      using S = decltype(policy);
-      using Copy = decltype(copying);
-      using Order = decltype(ordering);
-      if (options.forward_rows_per_warp == 32) {
-        mma_forward_kernel<S, Copy::value, 2, Order::value>
-            <<<tile_grid(B, T, NH, Order::value, 2 * kTile), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
-      } else {
-        mma_forward_kernel<S, Copy::value, 1, Order::value>
-            <<<tile_grid(B, T, NH, Order::value), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
-      }
-    });
+  with_forward_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
+    using S = decltype(policy);
+    using Copy = decltype(copying);
+    using Order = decltype(ordering);
+    if (options.forward_rows_per_warp == 32) {
+      mma_forward_kernel<S, Copy::value, 2, Order::value>
+          <<<tile_grid(B, T, NH, Order::value, 2 * kTile), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
+    } else {
+      mma_forward_kernel<S, Copy::value, 1, Order::value>
+          <<<tile_grid(B, T, NH, Order::value), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
+    }
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -184,14 +184,10 @@ void flash_attention_wgmma_forward(ActPtr out, float* lse, ConstActPtr qkv, int 
                                    cudaStream_t stream, const FlashMmaOptions& options) {
   auto* out_s = static_cast<uint16_t*>(out.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
-  with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
-    with_block_order(options.block_order, [&](auto ordering) {
-      using S = decltype(policy);
-      using Copy = decltype(copying);
-      using Order = decltype(ordering);
-      wgmma_forward_kernel<S, Copy::value, Order::value>
-          <<<tile_grid(B, T, NH, Order::value), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
-    });
+  with_forward_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
+    using Order = decltype(ordering);
+    wgmma_forward_kernel<decltype(policy), decltype(copying)::value, Order::value>
+        <<<tile_grid(B, T, NH, Order::value), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
   });
   CUDA_CHECK_LAUNCH();
 }

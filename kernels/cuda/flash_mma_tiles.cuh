@@ -341,4 +341,13 @@ void with_policies(Precision storage, TileCopy copy, F&& f) {
   }
 }
 
+// Calls f(policy, copying, ordering) with all three of the above as constants: what the two
+// forwards' launchers (mma.sync and wgmma) instantiate their kernels over.
+template <class F>
+void with_forward_choices(Precision storage, TileCopy copy, FlashBlockOrder order, F&& f) {
+  with_policies(storage, copy, [&](auto policy, auto copying) {
+    with_block_order(order, [&](auto ordering) { f(policy, copying, ordering); });
+  });
+}
+
 }  // namespace trident::kernels::cuda::flash_mma

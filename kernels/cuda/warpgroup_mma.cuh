@@ -5,9 +5,9 @@
 // instruction, which at head size 64 keeps the flash kernels near the shared memory's bandwidth;
 // wgmma reads B once for the warpgroup's four warps, straight from shared memory, and runs
 // asynchronously beside the softmax's instructions. FlashAttention-3 and cuBLAS's Hopper kernels
-// are built on it. Nothing in the model uses it yet: this header and its check
-// (tests/support/warpgroup_products.h) come first, so that a GPU sitting says whether the
-// layouts below are read right before a kernel depends on them.
+// are built on it. Only a forward that is not the default uses it so far
+// (flash_attention_wgmma.cu); this header's check (tests/support/warpgroup_products.h) is there
+// so that a GPU sitting says whether the layouts below are read right before more depends on them.
 //
 // The layouts (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"; read, with
 // CUTLASS's cute/atom/mma_traits_sm90_gmma.hpp for the canonical shared layouts, not copied):
@@ -143,11 +143,16 @@ inline float operand_at(uint64_t desc, Major major, int row, int k) {
   return S::load(bits);
 }
 
+// The running thread's warp within its warpgroup (the 4 warps of threads [128 k, 128 k + 128)).
+inline int warp_in_warpgroup() {
+  const auto linear = threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y;
+  return static_cast<int>(linear / 32 % 4);
+}
+
 // This lane's 8 x 4 accumulators of a 64 x 64 x 16 product, A(row, k) from `a_at`, B from `b`.
 template <class S, class AAt>
 inline void multiply(float (&d)[8][4], AAt&& a_at, uint64_t b, Major b_major, bool accumulate) {
-  const int linear = static_cast<int>(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y);
-  const int warp = (linear / 32) % 4;
+  const int warp = warp_in_warpgroup();
   const int lane = ::cuda_emu::lane_of_current_thread();
   const int g = lane / 4, t = lane % 4;
   for (int j = 0; j < 8; j++) {
@@ -231,8 +236,7 @@ TRIDENT_MMA_DEVICE void multiply_registers(float (&d)[8][4], const uint32_t (&a)
 #elif defined(TRIDENT_CUDA_EMULATION)
   uint32_t all_a[32][4];
   mma::emulated::gather(a, all_a);
-  const int linear = static_cast<int>(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y);
-  const int first = 16 * ((linear / 32) % 4);
+  const int first = 16 * emulated::warp_in_warpgroup();
   emulated::multiply<S>(
       d, [&all_a, first](int row, int k) { return mma::emulated::a_at<S>(all_a, row - first, k); }, b, kMajorB,
       accumulate);

@@ -432,7 +432,7 @@ std::uint32_t shared_window_address(const void* p) {
   const Block& b = *tl_block;
   const auto* at = static_cast<const unsigned char*>(p);
   const auto inside = [at](const unsigned char* memory, std::size_t bytes) {
-    return memory != nullptr && at >= memory && at <= memory + bytes;  // one past the end: an end address
+    return memory != nullptr && at >= memory && at < memory + bytes;
   };
   if (inside(b.dynamic_shared.get(), b.dynamic_shared_bytes)) {
     return kDynamicWindowBase + static_cast<std::uint32_t>(at - b.dynamic_shared.get());
