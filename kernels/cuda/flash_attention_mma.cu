@@ -168,7 +168,7 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
                                 std::to_string(options.forward_rows_per_warp) + ", not 16 or 32");
   }
   if (B == 0 || T == 0) return;
-  if (options.forward_products == FlashForwardProducts::kWarpgroup) {
+  if (options.forward_products == FlashProducts::kWarpgroup) {
     if (!flash_attention_wgmma_available()) {
       throw std::invalid_argument(
           "flash_attention_mma_forward: warpgroup products (wgmma) need a build for sm_90a (CMAKE_CUDA_ARCHITECTURES "
@@ -179,7 +179,7 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
   }
   auto* out_s = static_cast<uint16_t*>(out.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
-  with_forward_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
+  with_kernel_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
     using S = decltype(policy);
     using Copy = decltype(copying);
     using Order = decltype(ordering);

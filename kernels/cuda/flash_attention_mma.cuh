@@ -21,15 +21,17 @@ namespace trident::kernels::cuda {
 // both, and the default follows the faster.
 enum class TileCopy { kAsynchronous, kSynchronous };
 
-// Which tensor-core instructions the forward's products use:
+// Which tensor-core instructions the products use (the forward's and the backward's each):
 //   kWarp:      mma.sync, each warp its own products (kernels/cuda/warp_mma.cuh); the default.
 //   kWarpgroup: Hopper's wgmma, a warpgroup's products with B read from shared memory once
-//               (kernels/cuda/flash_attention_wgmma.cu); 64 queries a block whatever
-//               forward_rows_per_warp says. Needs a build for sm_90a (CMAKE_CUDA_ARCHITECTURES
-//               with 90) and a compute capability 9.0 GPU: flash_attention_mma_forward refuses
-//               it otherwise. Not yet timed; its results differ from kWarp's only by the tensor
-//               cores' order of addition inside a 16-wide step (the same bits on the emulation).
-enum class FlashForwardProducts { kWarp, kWarpgroup };
+//               (kernels/cuda/flash_attention_wgmma.cu, flash_attention_wgmma_backward.cu);
+//               64 queries a block in the forward whatever forward_rows_per_warp says; the
+//               backward's dQ in its own walk only (FlashDq::kSeparateWalk). Needs a build for
+//               sm_90a (CMAKE_CUDA_ARCHITECTURES with 90) and a compute capability 9.0 GPU: the
+//               launchers refuse it otherwise. Not yet timed; its results differ from kWarp's
+//               only by the tensor cores' order of addition inside a 16-wide step (the same bits
+//               on the emulation).
+enum class FlashProducts { kWarp, kWarpgroup };
 
 // The kernels' choices that change their speed and not their results (the same bits either way:
 // tests/gpu/flash_mma_options_test.cpp). The defaults are production's.
@@ -48,7 +50,8 @@ struct FlashMmaOptions {
   // Which blocks take which tiles (kernels/backend.h): head by head (the default) or every head's
   // longest walk first. The same tiles computed the same way, so the same bits.
   FlashBlockOrder block_order = FlashBlockOrder::kHeadByHead;
-  FlashForwardProducts forward_products = FlashForwardProducts::kWarp;
+  FlashProducts forward_products = FlashProducts::kWarp;
+  FlashProducts backward_products = FlashProducts::kWarp;
 };
 
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and
@@ -65,7 +68,13 @@ void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B,
 void flash_attention_wgmma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
                                    cudaStream_t stream, const FlashMmaOptions& options);
 
-// Whether flash_attention_mma_forward can run FlashForwardProducts::kWarpgroup here: built for
+// flash_attention_mma_backward's kWarpgroup kernels (flash_attention_wgmma_backward.cu), its
+// checks made.
+void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
+                                    const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
+                                    const FlashMmaOptions& options);
+
+// Whether the launchers can run FlashProducts::kWarpgroup here: built for
 // sm_90a (or the emulation), and the current device of compute capability 9.0.
 bool flash_attention_wgmma_available();
 
@@ -73,6 +82,8 @@ bool flash_attention_wgmma_available();
 // dq_sums: with options.dq = kInKeyWalk, flash_attention_mma_dq_sums_floats(B, T, NH) floats of
 // device memory, 16-byte aligned, contents undefined on entry and exit (the counters in it are
 // zeroed on the stream first); unused (may be null) otherwise.
+// std::invalid_argument when options.backward_products = kWarpgroup where this build or this GPU
+// cannot run it, or with options.dq = kInKeyWalk.
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
                                   const float* delta, float* dq_sums, int B, int T, int C, int NH, float scale,
                                   cudaStream_t stream, const FlashMmaOptions& options = {});

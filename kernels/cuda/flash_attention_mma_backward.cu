@@ -69,16 +69,7 @@ __device__ __forceinline__ void load_query_tile(BackwardTiles& tiles, int slot, 
                                                 int b, int h, int q0, int T, int C, int NH, int tid) {
   load_tile<kCopy>(tiles.first[slot], q_first, 3 * static_cast<std::size_t>(C), b, q0, T, tid);
   load_tile<kCopy>(tiles.second[slot], do_first, static_cast<std::size_t>(C), b, q0, T, tid);
-  for (int i = tid; i < 2 * kTile; i += kThreads) {
-    const int r = i % kTile;
-    const bool valid = q0 + r < T;
-    const std::size_t from = stat_index(b, h, valid ? q0 + r : 0, T, NH);
-    if (i < kTile) {
-      copy_4<kCopy>(&tiles.lse[slot][r], lse + from, valid);
-    } else {
-      copy_4<kCopy>(&tiles.delta[slot][r], delta + from, valid);
-    }
-  }
+  load_tile_stats<kCopy>(tiles.lse[slot], tiles.delta[slot], lse, delta, b, h, q0, T, NH, tid);
 }
 
 // Where dQ in the key walk (FlashDq::kInKeyWalk) adds up: the dQ sums [B, NH, T, 64] in fp32, a
@@ -170,21 +161,8 @@ __global__ void __launch_bounds__(kThreads)
     if (keys_real) {
       multiply_by_rows_transposed<S, 1>(&pt, &ka, tiles.first[slot], lane);
       multiply_by_rows_transposed<S, 1>(&dst, &va, tiles.second[slot], lane);
-      if constexpr (decltype(masked)::value) {
-        for (int j = 0; j < 8; j++) {
-          for (int i = 0; i < 4; i++) {
-            const int t = q0 + fragment_column(j, i, t4);
-            if (t < key[i / 2] || t >= T) pt[j][i] = -INFINITY;  // causal (key <= t), a real query
-          }
-        }
-      }
-      for (int j = 0; j < 8; j++) {
-        for (int i = 0; i < 4; i++) {
-          const int column = fragment_column(j, i, t4);
-          pt[j][i] = exp2_ftz(fmaf(pt[j][i], scale_log2, -tiles.lse[slot][column] * kLog2e));  // masked: 0
-          dst[j][i] = pt[j][i] * (dst[j][i] - tiles.delta[slot][column]);
-        }
-      }
+      key_rows_softmax_backward<decltype(masked)::value>(pt, dst, q0, key, T, t4, scale_log2, tiles.lse[slot],
+                                                         tiles.delta[slot]);
       multiply_by_rows<S, 1>(&dv, &pt, tiles.second[slot], lane);
       multiply_by_rows<S, 1>(&dk, &dst, tiles.first[slot], lane);
     }
@@ -238,18 +216,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   };
-  // The diagonal tile; then whole tiles, every query real and after every key of the block; then
-  // a partial last tile.
-  query_tile(k0, 0, std::true_type{});
-  int q0 = k0 + kTile, slot = 1;
-  for (; q0 + kTile <= T; q0 += kTile, slot ^= 1) query_tile(q0, slot, std::false_type{});
-  if (q0 < T) query_tile(q0, slot, std::true_type{});
-
-  for (int r = 0; r < 2; r++) {
-    if (key[r] >= T) continue;
-    store_accumulator_row<S>(dqkv + qkv_index(b, key[r], flash::kPartK, h, T, C), dk, r, t4, scale);
-    store_accumulator_row<S>(dqkv + qkv_index(b, key[r], flash::kPartV, h, T, C), dv, r, t4, 1.0f);
-  }
+  walk_query_tiles(k0, T, query_tile);
+  store_key_rows<S>(dqkv, dk, dv, key, b, h, T, C, t4, scale);
 }
 
 template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
@@ -274,10 +242,7 @@ __global__ void __launch_bounds__(kThreads)
   const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
   float row_lse[2];
   float row_delta[2];
-  for (int r = 0; r < 2; r++) {
-    row_lse[r] = row[r] < T ? lse[stat_index(b, h, row[r], T, NH)] * kLog2e : 0.0f;
-    row_delta[r] = row[r] < T ? delta[stat_index(b, h, row[r], T, NH)] : 0.0f;
-  }
+  load_row_stats(row_lse, row_delta, lse, delta, row, b, h, T, NH);
   float dq[8][4] = {};
   const int last_query = min(q0 + kTile, T) - 1;
   // One key tile of the walk. `masked` (std::true_type) adds the per-score causal and end
@@ -296,29 +261,11 @@ __global__ void __launch_bounds__(kThreads)
     float dp[8][4] = {};
     multiply_by_rows_transposed<S, 1>(&ds, &qa, tiles.first[slot], lane);
     multiply_by_rows_transposed<S, 1>(&dp, &doa, tiles.second[slot], lane);
-    if constexpr (decltype(masked)::value) {
-      for (int j = 0; j < 8; j++) {
-        for (int i = 0; i < 4; i++) {
-          const int k = k0 + fragment_column(j, i, t4);
-          if (k > row[i / 2] || k >= T) ds[j][i] = -INFINITY;  // P = exp2(-inf) = 0
-        }
-      }
-    }
-    for (int j = 0; j < 8; j++) {
-      for (int i = 0; i < 4; i++) {
-        ds[j][i] = exp2_ftz(fmaf(ds[j][i], scale_log2, -row_lse[i / 2])) * (dp[j][i] - row_delta[i / 2]);
-      }
-    }
+    query_rows_softmax_backward<decltype(masked)::value>(ds, dp, k0, row, T, t4, scale_log2, row_lse, row_delta);
     multiply_by_rows<S, 1>(&dq, &ds, tiles.first[slot], lane);
   };
-  // Tiles before q0: every key real and before every row of the block; then the diagonal.
-  int k0 = 0, slot = 0;
-  for (; k0 < q0; k0 += kTile, slot ^= 1) key_tile(k0, slot, std::false_type{});
-  key_tile(k0, slot, std::true_type{});
-  for (int r = 0; r < 2; r++) {
-    if (row[r] >= T) continue;
-    store_accumulator_row<S>(dqkv + qkv_index(b, row[r], flash::kPartQ, h, T, C), dq, r, t4, scale);
-  }
+  walk_key_tiles(q0, key_tile);
+  store_query_rows<S>(dqkv, dq, row, b, h, T, C, t4, scale);
 }
 
 }  // namespace
@@ -332,6 +279,20 @@ void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv
                                   cudaStream_t stream, const FlashMmaOptions& options) {
   if (B == 0 || T == 0) return;
   const bool dq_in_walk = options.dq == FlashDq::kInKeyWalk;
+  if (options.backward_products == FlashProducts::kWarpgroup) {
+    if (dq_in_walk) {
+      throw std::invalid_argument(
+          "flash_attention_mma_backward: warpgroup products (wgmma) make dQ in its own walk only "
+          "(FlashDq::kSeparateWalk), not in the key walk");
+    }
+    if (!flash_attention_wgmma_available()) {
+      throw std::invalid_argument(
+          "flash_attention_mma_backward: warpgroup products (wgmma) need a build for sm_90a (CMAKE_CUDA_ARCHITECTURES "
+          "with 90) and a compute capability 9.0 GPU");
+    }
+    flash_attention_wgmma_backward(dqkv, dout, qkv, lse, delta, B, T, C, NH, scale, stream, options);
+    return;
+  }
   DqSums sums;
   if (dq_in_walk) {
     if (dq_sums == nullptr) {

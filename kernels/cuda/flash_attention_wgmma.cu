@@ -1,4 +1,4 @@
-// Flash attention's forward on Hopper's warpgroup products (FlashForwardProducts::kWarpgroup,
+// Flash attention's forward on Hopper's warpgroup products (FlashProducts::kWarpgroup,
 // not the default: untimed), hs = 64: the mma.sync forward (flash_attention_mma.cu) with its two
 // products per key tile made by wgmma (kernels/cuda/warpgroup_mma.cuh) instead of 64 mma.sync a
 // warp. One block is one warpgroup: 4 warps, 64 queries, each warp 16 rows (the accumulators'
@@ -14,51 +14,29 @@
 // Those come after a sitting has timed this against the mma.sync forward
 // (perf/kernels/attention_forward) and WarpgroupMatrixProducts has passed on the GPU.
 //
-// The tiles live in shared memory with the 128-byte swizzle on 1024 bytes (align_tiles), copied
-// by cp.async 16 bytes (one swizzle chunk) at a time; after each wait and before the barrier,
-// every thread's fence.proxy.async makes its copies visible to wgmma. Same arithmetic as the
-// mma.sync forward at 16 rows a warp (each score a sum over k in 16-wide steps, in order), so on
-// the emulation the same bits; on a GPU the tensor cores' order inside a step is theirs, so
-// tests/gpu holds the two within the format's rounding (FlashMmaOptions.Warpgroup*).
+// The tiles live in shared memory with the 128-byte swizzle, copied and made visible to wgmma
+// as flash_wgmma_tiles.cuh says. Same arithmetic as the mma.sync forward at 16 rows a warp (each
+// score a sum over k in 16-wide steps, in order), so on the emulation the same bits; on a GPU the
+// tensor cores' order inside a step is theirs, so tests/gpu holds the two within the format's
+// rounding (FlashMmaOptions.Warpgroup*).
 #include <cuda_runtime.h>
 
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"          // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions
-#include "kernels/cuda/flash_mma_tiles.cuh"   // copy_16, Place, the softmax helpers, accumulator_as_a
-#include "kernels/cuda/warpgroup_mma.cuh"     // wgmma::multiply_shared/registers, descriptors, fences
+#include "kernels/cuda/flash_wgmma_tiles.cuh"  // swizzled tiles, issue_scores/accumulate, Place, softmax helpers
 
 namespace trident::kernels::cuda {
 
 namespace {
 
-using namespace flash_mma;
-namespace wg = wgmma;
-
-static_assert(wg::kTileRows == kTile && wg::kTileRowElements == kHeadSize, "a flash tile is a wgmma tile");
+using namespace flash_wgmma;
 
 // Q, then K and V two buffers each, with 1024 bytes to align them: 41,984 bytes.
 struct alignas(16) WarpgroupForwardShared {
-  uint16_t elements[5 * wg::kTileElements + wg::kTileAlignment / sizeof(uint16_t)];
+  uint16_t elements[5 * kSwizzledTileElements + wg::kTileAlignment / sizeof(uint16_t)];
 };
-
-// Rows [row0, row0 + 64) of a [B, T, ...] buffer (as load_tile) into a swizzled tile: 16 bytes
-// (one swizzle chunk) a thread and step; rows at or past T are zeros.
-template <TileCopy kCopy>
-__device__ __forceinline__ void load_swizzled_tile(uint16_t* tile, const uint16_t* first, std::size_t stride, int b,
-                                                   int row0, int T, int tid) {
-  load_tile_rows<kCopy>(tile, [](int r, int c) { return wg::swizzled_offset(r, c); }, first, stride, b, row0, T, tid);
-}
-
-// Until every thread's copies have landed and are visible to the warpgroup's products (the async
-// proxy) and to every thread: wait, fence, barrier.
-template <TileCopy kCopy>
-__device__ __forceinline__ void wait_for_swizzled_tiles() {
-  if constexpr (kCopy == TileCopy::kAsynchronous) async_copy::wait_all();
-  wg::fence_shared_for_async();
-  __syncthreads();
-}
 
 template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
 __global__ void __launch_bounds__(kThreads)
@@ -66,19 +44,17 @@ __global__ void __launch_bounds__(kThreads)
                          int C, int NH, float scale) {
   __shared__ WarpgroupForwardShared shared;
   uint16_t* const q_tile = wg::align_tiles(shared.elements);
-  uint16_t* const k_tiles = q_tile + wg::kTileElements;      // two buffers
-  uint16_t* const v_tiles = q_tile + 3 * wg::kTileElements;  // two buffers
+  uint16_t* const k_tiles = q_tile + kSwizzledTileElements;      // two buffers
+  uint16_t* const v_tiles = q_tile + 3 * kSwizzledTileElements;  // two buffers
   const Place at = place<kOrder>();
   const int q0 = query_tile_of<kOrder>(at) * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
-  const std::size_t stride = 3 * static_cast<std::size_t>(C);
-  const uint16_t* k_first = qkv + qkv_index(0, 0, flash::kPartK, h, T, C);
-  const uint16_t* v_first = qkv + qkv_index(0, 0, flash::kPartV, h, T, C);
   auto load_keys = [&](int k0, int slot) {
-    load_swizzled_tile<kCopy>(k_tiles + slot * wg::kTileElements, k_first, stride, b, k0, T, tid);
-    load_swizzled_tile<kCopy>(v_tiles + slot * wg::kTileElements, v_first, stride, b, k0, T, tid);
+    load_swizzled_key_tile<kCopy>(k_tiles + slot * kSwizzledTileElements, v_tiles + slot * kSwizzledTileElements, qkv,
+                                  b, h, k0, T, C, tid);
   };
-  load_swizzled_tile<kCopy>(q_tile, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), stride, b, q0, T, tid);
+  load_swizzled_tile<kCopy>(q_tile, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), 3 * static_cast<std::size_t>(C),
+                            b, q0, T, tid);
   load_keys(0, 0);
 
   const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
@@ -94,17 +70,13 @@ __global__ void __launch_bounds__(kThreads)
   auto key_tile = [&](int k0, int slot, auto masked) {
     wait_for_swizzled_tiles<kCopy>();  // this key tile is whole; the other buffer is free
     if (k0 + kTile <= last_query) load_keys(k0 + kTile, slot ^ 1);
-    const uint16_t* k_tile = k_tiles + slot * wg::kTileElements;
-    const uint16_t* v_tile = v_tiles + slot * wg::kTileElements;
+    const uint16_t* k_tile = k_tiles + slot * kSwizzledTileElements;
+    const uint16_t* v_tile = v_tiles + slot * kSwizzledTileElements;
 
     float s[8][4] = {};  // overwritten by the first product (not accumulated into)
     wg::fence_operands(s);
     wg::fence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ks++) {
-      wg::multiply_shared<S, wg::Major::kK, wg::Major::kK>(s, wg::descriptor<wg::Major::kK>(q_tile, ks),
-                                                           wg::descriptor<wg::Major::kK>(k_tile, ks), ks > 0);
-    }
+    issue_scores<S>(s, q_tile, k_tile);
     wg::commit();
     wg::wait<0>();
     wg::fence_operands(s);
@@ -141,13 +113,10 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     uint32_t pa[4][4];
-    for (int ks = 0; ks < 4; ks++) accumulator_as_a<S>(pa[ks], s, ks);
+    accumulator_as_fragments<S>(pa, s);
     wg::fence_operands(o);
     wg::fence();  // o was rescaled above: its registers are ready for the products
-#pragma unroll
-    for (int ks = 0; ks < 4; ks++) {
-      wg::multiply_registers<S, wg::Major::kMN>(o, pa[ks], wg::descriptor<wg::Major::kMN>(v_tile, ks), true);
-    }
+    issue_accumulate<S>(o, pa, v_tile);
     wg::commit();
     wg::wait<0>();
     wg::fence_operands(o);
@@ -184,7 +153,7 @@ void flash_attention_wgmma_forward(ActPtr out, float* lse, ConstActPtr qkv, int 
                                    cudaStream_t stream, const FlashMmaOptions& options) {
   auto* out_s = static_cast<uint16_t*>(out.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
-  with_forward_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
+  with_kernel_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
     using Order = decltype(ordering);
     wgmma_forward_kernel<decltype(policy), decltype(copying)::value, Order::value>
         <<<tile_grid(B, T, NH, Order::value), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);

@@ -1,7 +1,8 @@
 // The tile machinery of the tensor-core flash kernels (flash_attention_mma.cu: the forward;
 // flash_attention_mma_backward.cu: the backward): the tile sizes, the copies of 64-row tiles into
 // shared memory, the warp's fragment products on mma.sync, the softmax's exp2 and the quad
-// reductions, and the launch helpers. Device code for those two files only.
+// reductions, the backward's softmax lines, walks and stores, and the launch helpers. Device code
+// for those files and the wgmma kernels built on them (flash_wgmma_tiles.cuh).
 //
 // The softmax's instructions: the tensor cores take one product per 16 x 8 x 16 block, while the
 // softmax spends instructions on each of the block's scores, so at head size 64 those, not the
@@ -125,6 +126,23 @@ __device__ __forceinline__ void load_key_tile(uint16_t* k_tile, uint16_t* v_tile
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
   load_tile<kCopy>(k_tile, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride, b, k0, T, tid);
   load_tile<kCopy>(v_tile, qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
+}
+
+// L and D of query rows [q0, q0 + 64) of head h, batch element b, into lse_to[64] and
+// delta_to[64] (shared; zeros past T): what the dK/dV walks read by column.
+template <TileCopy kCopy>
+__device__ __forceinline__ void load_tile_stats(float* lse_to, float* delta_to, const float* lse,
+                                                const float* delta, int b, int h, int q0, int T, int NH, int tid) {
+  for (int i = tid; i < 2 * kTile; i += kThreads) {
+    const int r = i % kTile;
+    const bool valid = q0 + r < T;
+    const std::size_t from = stat_index(b, h, valid ? q0 + r : 0, T, NH);
+    if (i < kTile) {
+      copy_4<kCopy>(&lse_to[r], lse + from, valid);
+    } else {
+      copy_4<kCopy>(&delta_to[r], delta + from, valid);
+    }
+  }
 }
 
 // Two adjacent 16-bit outputs (4-byte aligned: even channel, even C).
@@ -257,6 +275,64 @@ __device__ __forceinline__ float quad_max(float x) {
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
+// The backward's softmax lines, shared by the mma.sync and wgmma kernels (the same accumulator
+// layout, so the same code gives the same bits). kMasked adds the per-score causal and end tests,
+// which only a walk's diagonal tile and a last, partial one need.
+//
+// dK/dV walk, query tile [q0, q0 + 64) against this warp's keys key[0] (rows g) and key[1]
+// (rows g + 8): S^T into P^T = exp(S^T - L) and dP^T into dS^T = P^T (dP^T - D), in place, with
+// the tile's L and D by column (tile_lse, tile_delta: shared, 64 each).
+template <bool kMasked>
+__device__ __forceinline__ void key_rows_softmax_backward(float (&pt)[8][4], float (&dst)[8][4], int q0,
+                                                          const int (&key)[2], int T, int t4, float scale_log2,
+                                                          const float* tile_lse, const float* tile_delta) {
+  if constexpr (kMasked) {
+    for (int j = 0; j < 8; j++) {
+      for (int i = 0; i < 4; i++) {
+        const int t = q0 + fragment_column(j, i, t4);
+        if (t < key[i / 2] || t >= T) pt[j][i] = -INFINITY;  // causal (key <= t), a real query
+      }
+    }
+  }
+  for (int j = 0; j < 8; j++) {
+    for (int i = 0; i < 4; i++) {
+      const int column = fragment_column(j, i, t4);
+      pt[j][i] = exp2_ftz(fmaf(pt[j][i], scale_log2, -tile_lse[column] * kLog2e));  // masked: 0
+      dst[j][i] = pt[j][i] * (dst[j][i] - tile_delta[column]);
+    }
+  }
+}
+
+// dQ walk: L (in log2 units) and D of this warp's query rows row[0] and row[1] (zeros past T).
+__device__ __forceinline__ void load_row_stats(float (&row_lse)[2], float (&row_delta)[2], const float* lse,
+                                               const float* delta, const int (&row)[2], int b, int h, int T,
+                                               int NH) {
+  for (int r = 0; r < 2; r++) {
+    row_lse[r] = row[r] < T ? lse[stat_index(b, h, row[r], T, NH)] * kLog2e : 0.0f;
+    row_delta[r] = row[r] < T ? delta[stat_index(b, h, row[r], T, NH)] : 0.0f;
+  }
+}
+// dQ walk, key tile [k0, k0 + 64) against rows row[0] and row[1]: S into dS = P (dP - D) in
+// place, P = exp(S - L).
+template <bool kMasked>
+__device__ __forceinline__ void query_rows_softmax_backward(float (&ds)[8][4], const float (&dp)[8][4], int k0,
+                                                            const int (&row)[2], int T, int t4, float scale_log2,
+                                                            const float (&row_lse)[2], const float (&row_delta)[2]) {
+  if constexpr (kMasked) {
+    for (int j = 0; j < 8; j++) {
+      for (int i = 0; i < 4; i++) {
+        const int k = k0 + fragment_column(j, i, t4);
+        if (k > row[i / 2] || k >= T) ds[j][i] = -INFINITY;  // P = exp2(-inf) = 0
+      }
+    }
+  }
+  for (int j = 0; j < 8; j++) {
+    for (int i = 0; i < 4; i++) {
+      ds[j][i] = exp2_ftz(fmaf(ds[j][i], scale_log2, -row_lse[i / 2])) * (dp[j][i] - row_delta[i / 2]);
+    }
+  }
+}
+
 // Stores the lane's part of one row of an accumulator (r = 0: row g, 1: row g + 8) into dst,
 // times `factor`, rounded to S.
 template <class S>
@@ -264,6 +340,46 @@ __device__ __forceinline__ void store_accumulator_row(uint16_t* dst, const float
                                                       float factor) {
   for (int j = 0; j < 8; j++) {
     store_pair(dst + 8 * j + 2 * t4, mma::pack<S>(acc[j][2 * r] * factor, acc[j][2 * r + 1] * factor));
+  }
+}
+
+// The backward walks' order of tiles, step(start, slot, masked) for each with its shared buffer
+// (0, 1, 0, ...) and masked a std::true_type where the causal and end tests are needed.
+// dK/dV, key tile k0: the diagonal query tile; then whole tiles, every query real and after every
+// key of the block; then a partial last tile.
+template <class Step>
+__device__ __forceinline__ void walk_query_tiles(int k0, int T, Step&& step) {
+  step(k0, 0, std::true_type{});
+  int q0 = k0 + kTile, slot = 1;
+  for (; q0 + kTile <= T; q0 += kTile, slot ^= 1) step(q0, slot, std::false_type{});
+  if (q0 < T) step(q0, slot, std::true_type{});
+}
+// dQ, query tile q0: the key tiles before it, every key real and before every row of the block;
+// then the diagonal.
+template <class Step>
+__device__ __forceinline__ void walk_key_tiles(int q0, Step&& step) {
+  int k0 = 0, slot = 0;
+  for (; k0 < q0; k0 += kTile, slot ^= 1) step(k0, slot, std::false_type{});
+  step(k0, slot, std::true_type{});
+}
+
+// The backward's stores of this warp's rows (those before T): dK (times scale) and dV of keys
+// key[0] and key[1]; dQ (times scale) of queries row[0] and row[1].
+template <class S>
+__device__ __forceinline__ void store_key_rows(uint16_t* dqkv, const float (&dk)[8][4], const float (&dv)[8][4],
+                                               const int (&key)[2], int b, int h, int T, int C, int t4, float scale) {
+  for (int r = 0; r < 2; r++) {
+    if (key[r] >= T) continue;
+    store_accumulator_row<S>(dqkv + qkv_index(b, key[r], flash::kPartK, h, T, C), dk, r, t4, scale);
+    store_accumulator_row<S>(dqkv + qkv_index(b, key[r], flash::kPartV, h, T, C), dv, r, t4, 1.0f);
+  }
+}
+template <class S>
+__device__ __forceinline__ void store_query_rows(uint16_t* dqkv, const float (&dq)[8][4], const int (&row)[2], int b,
+                                                 int h, int T, int C, int t4, float scale) {
+  for (int r = 0; r < 2; r++) {
+    if (row[r] >= T) continue;
+    store_accumulator_row<S>(dqkv + qkv_index(b, row[r], flash::kPartQ, h, T, C), dq, r, t4, scale);
   }
 }
 
@@ -342,9 +458,9 @@ void with_policies(Precision storage, TileCopy copy, F&& f) {
 }
 
 // Calls f(policy, copying, ordering) with all three of the above as constants: what the two
-// forwards' launchers (mma.sync and wgmma) instantiate their kernels over.
+// forwards' launchers (mma.sync and wgmma) and the wgmma backward's instantiate their kernels over.
 template <class F>
-void with_forward_choices(Precision storage, TileCopy copy, FlashBlockOrder order, F&& f) {
+void with_kernel_choices(Precision storage, TileCopy copy, FlashBlockOrder order, F&& f) {
   with_policies(storage, copy, [&](auto policy, auto copying) {
     with_block_order(order, [&](auto ordering) { f(policy, copying, ordering); });
   });

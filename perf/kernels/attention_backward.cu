@@ -77,7 +77,13 @@
 //      (tests/gpu); a model of the schedule, not a measurement, puts the saving at 10 to 20% at
 //      B = 8 (perf/kernels/block_order_model.py). Whichever is faster in whole steps
 //      (run.flash_block_order) becomes the default.
-//   Variants 3 to 12 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
+//  13  variant 3 on Hopper's warpgroup products (FlashMmaOptions::backward_products =
+//      FlashProducts::kWarpgroup, kernels/cuda/flash_attention_wgmma_backward.cu): both walks'
+//      products by wgmma, which reads each B tile once for the block's 4 warps where mma.sync makes
+//      each warp load its own fragments; each product group waited for at once (no overlap with
+//      the softmax yet). Within the format's rounding of 3 (tests/gpu), the same bits on the
+//      emulation. Compute capability 9.0 and a build for sm_90a only; "unsupported" elsewhere.
+//   Variants 3 to 13 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
 //   forward (out rounded) and backward on them, at kBf16Tolerance (reasons at its definition).
 //
 //   playground_attention_backward replay   (no GPU needed) runs variant 4's kernels on the host
@@ -108,6 +114,7 @@
 #include "kernels/cpu/attention.h"      // cpu::attention_forward/backward (the reference)
 #include "kernels/cuda/attention.cuh"   // cuda::attention_forward/backward (variant 1)
 #include "kernels/cuda/flash_attention.cuh"  // cuda::flash_attention_forward/backward (variant 2)
+#include "kernels/cuda/flash_attention_mma.cuh"  // FlashProducts, flash_attention_wgmma_available (13)
 #include "perf/kernels/flash_tensor_core_backward.cuh"  // flash_tc::backward, replay_backward (variant 4)
 #include "perf/kernels/playground.cuh"  // harness
 
@@ -415,6 +422,9 @@ int main(int argc, char** argv) {
   auto unsupported = [hs](int) {
     return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");
   };
+  auto no_warpgroup_products = [](int) {
+    return pg::unsupported_shape("wgmma needs a build for sm_90a and a compute capability 9.0 GPU (or hs != 64)");
+  };
 
   // The bf16 variants: validated on the bf16 cases from the twin's forward state, then timed at
   // the timed shape after the production bf16 flash forward has made out and lse.
@@ -511,6 +521,10 @@ int main(int argc, char** argv) {
        tk::cuda::flash_attention_supported(C, NH)
            ? Run(measure16(flash16_with({.block_order = tk::FlashBlockOrder::kLongestFirst})))
            : Run(unsupported)},
+      {"variant 3 on Hopper's warpgroup products (wgmma, both walks)",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(flash16_with({.backward_products = tk::cuda::FlashProducts::kWarpgroup})))
+           : Run(no_warpgroup_products)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 8.0 * B * NH * static_cast<double>(hs) * causal_pairs;

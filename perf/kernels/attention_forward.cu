@@ -55,7 +55,7 @@
 //      of the schedule, not a measurement, puts the saving near 20% at B = 8
 //      (perf/kernels/block_order_model.py).
 //  13  variant 3 on Hopper's warpgroup products (FlashMmaOptions::forward_products =
-//      FlashForwardProducts::kWarpgroup, kernels/cuda/flash_attention_wgmma.cu): wgmma reads K
+//      FlashProducts::kWarpgroup, kernels/cuda/flash_attention_wgmma.cu): wgmma reads K
 //      and V once for the block's 4 warps where mma.sync makes each warp load its own fragments;
 //      64 queries a block, each product group waited for at once (no overlap with the softmax
 //      yet). Within the format's rounding of 11 (tests/gpu), the same bits on the emulation.
@@ -85,7 +85,7 @@
 #include "kernels/cpu/attention.h"      // cpu::attention_forward (the reference)
 #include "kernels/cuda/attention.cuh"   // cuda::attention_forward (variant 1)
 #include "kernels/cuda/flash_attention.cuh"  // cuda::flash_attention_forward (variant 2)
-#include "kernels/cuda/flash_attention_mma.cuh"  // FlashForwardProducts, flash_attention_wgmma_available (13)
+#include "kernels/cuda/flash_attention_mma.cuh"  // FlashProducts, flash_attention_wgmma_available (13)
 #include "perf/kernels/flash_tensor_core.cuh"  // flash_tc::forward, replay_forward (variant 4)
 #include "perf/kernels/playground.cuh"  // harness
 
@@ -304,7 +304,7 @@ int main(int argc, char** argv) {
            : Run(unsupported)},
       {"variant 3 on Hopper's warpgroup products (wgmma, 64 queries a block)",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.forward_products = tk::cuda::FlashForwardProducts::kWarpgroup})))
+           ? Run(measure16(flash16_with({.forward_products = tk::cuda::FlashProducts::kWarpgroup})))
            : Run(no_warpgroup_products)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;

@@ -1,0 +1,208 @@
+// Flash attention's backward on Hopper's warpgroup products (FlashMmaOptions::backward_products =
+// FlashProducts::kWarpgroup, not the default: untimed), hs = 64: the mma.sync backward's two
+// walks (flash_attention_mma_backward.cu, dQ in its own walk) with their products made by wgmma
+// (kernels/cuda/warpgroup_mma.cuh; the forms and tiles: flash_wgmma_tiles.cuh). One block is one
+// warpgroup, each warp 16 of the block's 64 rows, the softmax lines the mma.sync kernels' own.
+//   dK, dV (a block per 64 keys, walking the query tiles at or after the diagonal):
+//     S^T = K Q^T, dP^T = V dO^T  (scores: the block's K and V tiles as A, the query tile's Q
+//                                  and dO as B), one group;
+//     dV += P^T dO, dK += dS^T Q  (accumulate: P^T and dS^T from registers, dO and Q as B), one group.
+//   dQ (a block per 64 queries, walking the key tiles up to the diagonal):
+//     S = Q K^T, dP = dO V^T      (scores: the block's Q and dO as A, the key tile's K and V);
+//     dQ += dS K                  (accumulate: the K tile read again, now as k-rows).
+// Why: the backward is most of attention's time (16.2 of 20.8 ms at GPT-2 774M, H100,
+// docs/performance.md), and mma.sync makes every warp load its own copy of each B fragment from
+// shared memory; wgmma reads B once for the warpgroup. What this does not do yet
+// (FlashAttention-3 does): overlap a tile's softmax with the next tile's products, dQ in the
+// key walk (its dS^T from shared memory as an MN-major A: a third form), producer warps with TMA.
+//
+// Six 64-row swizzled tiles a block (the own two, two buffers of the walked two) on 1024 bytes,
+// and the dK/dV walk's L and D of two query tiles: 50,176 and 51,200 bytes of dynamic shared
+// memory, over the 48 KiB a block gets unasked, so the launcher opts in.
+//
+// Every warp takes part in every product (they belong to the warpgroup), even one whose rows all
+// lie past T: those rows read zero-filled tiles and masked scores, P = 0 or dS = 0, and are never
+// stored. On the emulation the same bits as the mma.sync backward (the two models add each
+// 16-wide k-step in the same order); tests/gpu's FlashMmaOptions.Warpgroup* hold them within the
+// format's rounding on a GPU.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"             // CUDA_CHECK, CUDA_CHECK_LAUNCH
+#include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions
+#include "kernels/cuda/flash_wgmma_tiles.cuh"    // swizzled tiles, issue_scores/accumulate, Place, softmax helpers
+
+namespace trident::kernels::cuda {
+
+namespace {
+
+using namespace flash_wgmma;
+
+constexpr std::size_t kTilesBytes = wg::kTileAlignment + 6 * kSwizzledTileBytes;
+constexpr std::size_t kDkdvSharedBytes = kTilesBytes + 4 * kTile * sizeof(float);  // + L and D, two buffers
+constexpr std::size_t kDqSharedBytes = kTilesBytes;
+
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
+__global__ void __launch_bounds__(kThreads)
+    wgmma_dkdv_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
+                      const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
+                      float scale) {
+  extern __shared__ float walk_shared[];  // kDkdvSharedBytes
+  uint16_t* const k_tile = wg::align_tiles(reinterpret_cast<uint16_t*>(walk_shared));
+  uint16_t* const v_tile = k_tile + kSwizzledTileElements;
+  uint16_t* const q_tiles = k_tile + 2 * kSwizzledTileElements;   // two buffers
+  uint16_t* const do_tiles = k_tile + 4 * kSwizzledTileElements;  // two buffers
+  float* const lse_tiles = reinterpret_cast<float*>(k_tile + 6 * kSwizzledTileElements);  // [2][kTile]
+  float* const delta_tiles = lse_tiles + 2 * kTile;                                        // [2][kTile]
+  const Place at = place<kOrder>();
+  const int k0 = key_tile_of(at) * kTile;
+  const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
+  const std::size_t stride = 3 * static_cast<std::size_t>(C);
+  const uint16_t* q_first = qkv + qkv_index(0, 0, flash::kPartQ, h, T, C);
+  const uint16_t* do_first = dout + row_index(0, 0, h, T, C);
+  auto load_queries = [&](int q0, int slot) {
+    load_swizzled_tile<kCopy>(q_tiles + slot * kSwizzledTileElements, q_first, stride, b, q0, T, tid);
+    load_swizzled_tile<kCopy>(do_tiles + slot * kSwizzledTileElements, do_first, static_cast<std::size_t>(C), b, q0,
+                              T, tid);
+    load_tile_stats<kCopy>(lse_tiles + slot * kTile, delta_tiles + slot * kTile, lse, delta, b, h, q0, T, NH, tid);
+  };
+  load_swizzled_key_tile<kCopy>(k_tile, v_tile, qkv, b, h, k0, T, C, tid);
+  load_queries(k0, 0);
+
+  const float scale_log2 = scale * kLog2e;
+  const int key[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
+  float dk[8][4] = {};
+  float dv[8][4] = {};
+  // One query tile of the walk. `masked` (std::true_type) adds the per-score causal and end
+  // tests, which only the diagonal tile and a last, partial one need.
+  auto query_tile = [&](int q0, int slot, auto masked) {
+    wait_for_swizzled_tiles<kCopy>();  // this query tile is whole; the other buffer is free
+    if (q0 + kTile < T) load_queries(q0 + kTile, slot ^ 1);
+    const uint16_t* q_tile = q_tiles + slot * kSwizzledTileElements;
+    const uint16_t* do_tile = do_tiles + slot * kSwizzledTileElements;
+
+    float pt[8][4] = {};   // S^T, then P^T: [this warp's 16 keys][64 queries]
+    float dst[8][4] = {};  // dP^T, then dS^T
+    wg::fence_operands(pt);
+    wg::fence_operands(dst);
+    wg::fence();
+    issue_scores<S>(pt, k_tile, q_tile);
+    issue_scores<S>(dst, v_tile, do_tile);
+    wg::commit();
+    wg::wait<0>();
+    wg::fence_operands(pt);
+    wg::fence_operands(dst);
+
+    key_rows_softmax_backward<decltype(masked)::value>(pt, dst, q0, key, T, t4, scale_log2,
+                                                       lse_tiles + slot * kTile, delta_tiles + slot * kTile);
+
+    uint32_t pa[4][4];
+    uint32_t dsa[4][4];
+    accumulator_as_fragments<S>(pa, pt);
+    accumulator_as_fragments<S>(dsa, dst);
+    wg::fence_operands(dv);
+    wg::fence_operands(dk);
+    wg::fence();
+    issue_accumulate<S>(dv, pa, do_tile);
+    issue_accumulate<S>(dk, dsa, q_tile);
+    wg::commit();
+    wg::wait<0>();  // before the next tile's barrier lets its loads overwrite this tile's buffer
+    wg::fence_operands(dv);
+    wg::fence_operands(dk);
+  };
+  walk_query_tiles(k0, T, query_tile);
+  store_key_rows<S>(dqkv, dk, dv, key, b, h, T, C, t4, scale);
+}
+
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
+__global__ void __launch_bounds__(kThreads)
+    wgmma_dq_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
+                    const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
+                    float scale) {
+  extern __shared__ float walk_shared[];  // kDqSharedBytes
+  uint16_t* const q_tile = wg::align_tiles(reinterpret_cast<uint16_t*>(walk_shared));
+  uint16_t* const do_tile = q_tile + kSwizzledTileElements;
+  uint16_t* const k_tiles = q_tile + 2 * kSwizzledTileElements;  // two buffers
+  uint16_t* const v_tiles = q_tile + 4 * kSwizzledTileElements;  // two buffers
+  const Place at = place<kOrder>();
+  const int q0 = query_tile_of<kOrder>(at) * kTile;
+  const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
+  auto load_keys = [&](int k0, int slot) {
+    load_swizzled_key_tile<kCopy>(k_tiles + slot * kSwizzledTileElements, v_tiles + slot * kSwizzledTileElements, qkv,
+                                  b, h, k0, T, C, tid);
+  };
+  load_swizzled_tile<kCopy>(q_tile, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), 3 * static_cast<std::size_t>(C),
+                            b, q0, T, tid);
+  load_swizzled_tile<kCopy>(do_tile, dout + row_index(0, 0, h, T, C), static_cast<std::size_t>(C), b, q0, T, tid);
+  load_keys(0, 0);
+
+  const float scale_log2 = scale * kLog2e;
+  const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  float row_lse[2];
+  float row_delta[2];
+  load_row_stats(row_lse, row_delta, lse, delta, row, b, h, T, NH);
+  float dq[8][4] = {};
+  const int last_query = min(q0 + kTile, T) - 1;
+  // One key tile of the walk. `masked` (std::true_type) adds the per-score causal and end
+  // tests, which only the diagonal tile needs.
+  auto key_tile = [&](int k0, int slot, auto masked) {
+    wait_for_swizzled_tiles<kCopy>();  // this key tile is whole; the other buffer is free
+    if (k0 + kTile <= last_query) load_keys(k0 + kTile, slot ^ 1);
+    const uint16_t* k_tile = k_tiles + slot * kSwizzledTileElements;
+    const uint16_t* v_tile = v_tiles + slot * kSwizzledTileElements;
+
+    float ds[8][4] = {};  // S, then dS
+    float dp[8][4] = {};
+    wg::fence_operands(ds);
+    wg::fence_operands(dp);
+    wg::fence();
+    issue_scores<S>(ds, q_tile, k_tile);
+    issue_scores<S>(dp, do_tile, v_tile);
+    wg::commit();
+    wg::wait<0>();
+    wg::fence_operands(ds);
+    wg::fence_operands(dp);
+
+    query_rows_softmax_backward<decltype(masked)::value>(ds, dp, k0, row, T, t4, scale_log2, row_lse, row_delta);
+
+    uint32_t dsa[4][4];
+    accumulator_as_fragments<S>(dsa, ds);
+    wg::fence_operands(dq);
+    wg::fence();
+    issue_accumulate<S>(dq, dsa, k_tile);
+    wg::commit();
+    wg::wait<0>();  // before the next tile's barrier lets its loads overwrite this tile's buffer
+    wg::fence_operands(dq);
+  };
+  walk_key_tiles(q0, key_tile);
+  store_query_rows<S>(dqkv, dq, row, b, h, T, C, t4, scale);
+}
+
+}  // namespace
+
+void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
+                                    const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
+                                    const FlashMmaOptions& options) {
+  auto* dqkv_s = static_cast<uint16_t*>(dqkv.get());
+  const auto* dout_s = static_cast<const uint16_t*>(dout.get());
+  const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
+  with_kernel_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
+    using S = decltype(policy);
+    constexpr TileCopy kCopy = decltype(copying)::value;
+    constexpr FlashBlockOrder kOrder = decltype(ordering)::value;
+    const dim3 grid = tile_grid(B, T, NH, kOrder);
+    CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, kOrder>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kDkdvSharedBytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(wgmma_dq_kernel<S, kCopy, kOrder>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kDqSharedBytes)));
+    wgmma_dkdv_kernel<S, kCopy, kOrder><<<grid, kThreads, kDkdvSharedBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse,
+                                                                                      delta, T, C, NH, scale);
+    CUDA_CHECK_LAUNCH();
+    wgmma_dq_kernel<S, kCopy, kOrder><<<grid, kThreads, kDqSharedBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
+                                                                                  T, C, NH, scale);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trident::kernels::cuda

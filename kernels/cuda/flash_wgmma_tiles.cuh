@@ -1,0 +1,94 @@
+// The tile machinery of the flash kernels on Hopper's warpgroup products (wgmma,
+// kernels/cuda/warpgroup_mma.cuh): flash_attention_wgmma.cu (the forward) and
+// flash_attention_wgmma_backward.cu (dK/dV and dQ). Device code for those two files only; the
+// rest (tile sizes, Place, the softmax's exp2, stores) is flash_mma_tiles.cuh's.
+//
+// One block is one warpgroup: 4 warps, each owning 16 rows of the block's 64, the accumulators'
+// layout mma.sync's, so the kernels' fragment loops are those of the mma.sync kernels. Every
+// product a flash attention makes at head size 64 takes one of two forms over 64 x 64 tiles:
+//   scores:     acc = A B^T, both tiles K-major (their rows are acc's rows and columns, k along
+//               them): S = Q K^T, dP = dO V^T, S^T = K Q^T, dP^T = V dO^T;
+//   accumulate: acc += A B, A an accumulator turned into A fragments in registers, B a tile whose
+//               rows are k (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.
+// The same tile in shared memory serves both (K is B of S = Q K^T and of dQ += dS K): the
+// descriptor, not the storage, says how it is read. tests/support/warpgroup_products.h checks
+// both forms (and a third) against exact integers on a GPU and on the emulation.
+//
+// Tiles are copied by cp.async (or through registers) 16 bytes, one swizzle chunk, at a time into
+// the 128-byte swizzled layout; after each wait and before the barrier, every thread's
+// fence.proxy.async makes its copies visible to wgmma (which reads through the async proxy).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/flash_mma_tiles.cuh"  // load_tile_rows, kTile, kHeadSize, TileCopy
+#include "kernels/cuda/warpgroup_mma.cuh"    // wgmma::multiply_shared/registers, descriptors, fences
+
+namespace trident::kernels::cuda::flash_wgmma {
+
+using namespace flash_mma;
+namespace wg = wgmma;
+
+static_assert(wg::kTileRows == kTile && wg::kTileRowElements == kHeadSize, "a flash tile is a wgmma tile");
+// A swizzled tile's elements and bytes (flash_mma::kTileElements counts the kLd-padded tiles).
+constexpr int kSwizzledTileElements = wg::kTileElements;
+constexpr std::size_t kSwizzledTileBytes = kSwizzledTileElements * sizeof(uint16_t);
+
+// Rows [row0, row0 + 64) of a [B, T, ...] buffer (as load_tile) into a swizzled tile: 16 bytes
+// (one swizzle chunk) a thread and step; rows at or past T are zeros.
+template <TileCopy kCopy>
+__device__ __forceinline__ void load_swizzled_tile(uint16_t* tile, const uint16_t* first, std::size_t stride, int b,
+                                                   int row0, int T, int tid) {
+  load_tile_rows<kCopy>(tile, [](int r, int c) { return wg::swizzled_offset(r, c); }, first, stride, b, row0, T, tid);
+}
+
+// K and V of key tile [k0, k0 + 64) into swizzled k_tile and v_tile (as load_key_tile).
+template <TileCopy kCopy>
+__device__ __forceinline__ void load_swizzled_key_tile(uint16_t* k_tile, uint16_t* v_tile, const uint16_t* qkv, int b,
+                                                       int h, int k0, int T, int C, int tid) {
+  const std::size_t stride = 3 * static_cast<std::size_t>(C);
+  load_swizzled_tile<kCopy>(k_tile, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride, b, k0, T, tid);
+  load_swizzled_tile<kCopy>(v_tile, qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
+}
+
+// Until every thread's copies have landed and are visible to the warpgroup's products (the async
+// proxy) and to every thread: wait, fence, barrier.
+template <TileCopy kCopy>
+__device__ __forceinline__ void wait_for_swizzled_tiles() {
+  if constexpr (kCopy == TileCopy::kAsynchronous) async_copy::wait_all();
+  wg::fence_shared_for_async();
+  __syncthreads();
+}
+
+// Issues acc = A B^T (the scores form) over the 4 k-steps of head size 64, the first overwriting
+// acc. The caller fences before (wg::fence) and commits and waits after: several products may
+// share one group. Straight-line code between the products (no branch), so that ptxas need not
+// wait for the warpgroup between them (warpgroup_mma.cuh, C7519).
+template <class S>
+__device__ __forceinline__ void issue_scores(float (&acc)[8][4], const uint16_t* a_tile, const uint16_t* b_tile) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ks++) {
+    wg::multiply_shared<S, wg::Major::kK, wg::Major::kK>(acc, wg::descriptor<wg::Major::kK>(a_tile, ks),
+                                                         wg::descriptor<wg::Major::kK>(b_tile, ks), ks > 0);
+  }
+}
+
+// Issues acc += A B (the accumulate form): a[ks] the A fragments of k-step ks (accumulator_as_a,
+// written before the caller's wg::fence), B the MN-major tile whose rows are k.
+template <class S>
+__device__ __forceinline__ void issue_accumulate(float (&acc)[8][4], const uint32_t (&a)[4][4],
+                                                 const uint16_t* b_tile) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ks++) {
+    wg::multiply_registers<S, wg::Major::kMN>(acc, a[ks], wg::descriptor<wg::Major::kMN>(b_tile, ks), true);
+  }
+}
+
+// An accumulator (this warp's 16 rows by 64 columns) as the A fragments of the 4 k-steps of the
+// next product, rounded to S.
+template <class S>
+__device__ __forceinline__ void accumulator_as_fragments(uint32_t (&a)[4][4], const float (&acc)[8][4]) {
+  for (int ks = 0; ks < 4; ks++) accumulator_as_a<S>(a[ks], acc, ks);
+}
+
+}  // namespace trident::kernels::cuda::flash_wgmma
