@@ -25,8 +25,7 @@ enum class TileCopy { kAsynchronous, kSynchronous };
 //   kWarp:      mma.sync, each warp its own products (kernels/cuda/warp_mma.cuh); the default.
 //   kWarpgroup: Hopper's wgmma, a warpgroup's products with B read from shared memory once
 //               (kernels/cuda/flash_attention_wgmma.cu, flash_attention_wgmma_backward.cu);
-//               64 queries a block in the forward whatever forward_rows_per_warp says; the
-//               backward's dQ in its own walk only (FlashDq::kSeparateWalk). Needs a build for
+//               64 queries a block in the forward whatever forward_rows_per_warp says. Needs a build for
 //               sm_90a (CMAKE_CUDA_ARCHITECTURES with 90) and a compute capability 9.0 GPU: the
 //               launchers refuse it otherwise. Not yet timed; its results differ from kWarp's
 //               only by the tensor cores' order of addition inside a 16-wide step (the same bits
@@ -71,8 +70,8 @@ void flash_attention_wgmma_forward(ActPtr out, float* lse, ConstActPtr qkv, int 
 // flash_attention_mma_backward's kWarpgroup kernels (flash_attention_wgmma_backward.cu), its
 // checks made.
 void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
-                                    const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
-                                    const FlashMmaOptions& options);
+                                    const float* delta, float* dq_sums, int B, int T, int C, int NH, float scale,
+                                    cudaStream_t stream, const FlashMmaOptions& options);
 
 // Whether the launchers can run FlashProducts::kWarpgroup here: built for
 // sm_90a (or the emulation), and the current device of compute capability 9.0.
@@ -83,7 +82,7 @@ bool flash_attention_wgmma_available();
 // device memory, 16-byte aligned, contents undefined on entry and exit (the counters in it are
 // zeroed on the stream first); unused (may be null) otherwise.
 // std::invalid_argument when options.backward_products = kWarpgroup where this build or this GPU
-// cannot run it, or with options.dq = kInKeyWalk.
+// cannot run it, or options.dq = kInKeyWalk without dq_sums.
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
                                   const float* delta, float* dq_sums, int B, int T, int C, int NH, float scale,
                                   cudaStream_t stream, const FlashMmaOptions& options = {});

@@ -24,8 +24,8 @@
 #include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"        // CUDA_CHECK, CUDA_CHECK_LAUNCH
+#include "kernels/cuda/flash_dq_sums.cuh"   // DqSums, start_dq_sums, key_tile_by_ticket, add_dq_share
 #include "kernels/cuda/flash_mma_tiles.cuh" // the tiles, copies and fragment products
-#include "kernels/cuda/ordered_turns.cuh"   // turns::take_ticket, wait_for_turn, pass_turn
 #include "kernels/cuda/shared_slices.h"     // SharedSlices, shared_slice_bytes
 
 namespace trident::kernels::cuda {
@@ -33,8 +33,6 @@ namespace trident::kernels::cuda {
 namespace {
 
 using namespace flash_mma;
-
-static_assert(kWarps == 4, "kernels::flash_attention_scratch_floats counts 4 dQ turn counters a query tile");
 
 // The backward blocks' shared tiles, two buffers of each (tile j in buffer j % 2): 37,888 bytes,
 // under the 48 KiB of static shared memory.
@@ -72,20 +70,6 @@ __device__ __forceinline__ void load_query_tile(BackwardTiles& tiles, int slot, 
   load_tile_stats<kCopy>(tiles.lse[slot], tiles.delta[slot], lse, delta, b, h, q0, T, NH, tid);
 }
 
-// Where dQ in the key walk (FlashDq::kInKeyWalk) adds up: the dQ sums [B, NH, T, 64] in fp32, a
-// turn counter per (batch, head, query tile, warp), and the ticket counter that orders the blocks
-// (kernels/cuda/ordered_turns.cuh). Null pointers with FlashDq::kSeparateWalk.
-struct DqSums {
-  float* sums = nullptr;
-  unsigned* turns = nullptr;
-  unsigned* ticket = nullptr;
-};
-DqSums carve_dq_sums(float* work, int B, int T, int NH) {
-  const std::size_t rows = static_cast<std::size_t>(B) * NH * T;
-  const std::size_t tiles = static_cast<std::size_t>(B) * NH * ((T + kTile - 1) / kTile);
-  auto* turns = reinterpret_cast<unsigned*>(work + rows * kHeadSize);
-  return DqSums{work, turns, turns + tiles * kWarps};
-}
 // The dK/dV kernel's dynamic shared memory with dQ in the key walk: its own K tile (kept for
 // dS K; the static buffers take the query tiles) and the dS^T tile, each a slice of its own.
 constexpr std::size_t kTileFloats = kTileElements * sizeof(uint16_t) / sizeof(float);
@@ -103,17 +87,8 @@ __global__ void __launch_bounds__(kThreads)
   Place at = place<kOrder>();
   int tile = key_tile_of(at);  // key tile 0 walks every query tile: first
   if constexpr (kDqInWalk) {
-    // The blocks' order from tickets: per (batch, head) the last key tile first, so that the
-    // diagonal's key tile adds first into each query tile and every adder's predecessor started
-    // before it (ordered_turns.cuh).
     __shared__ unsigned ticket;
-    if (at.tid == 0) ticket = turns::take_ticket(dq_sums.ticket);
-    __syncthreads();
-    const int head_tiles = tiles_per_head<kOrder>();
-    const int head = static_cast<int>(ticket / static_cast<unsigned>(head_tiles));
-    tile = head_tiles - 1 - static_cast<int>(ticket % static_cast<unsigned>(head_tiles));
-    at.h = head % NH;
-    at.b = head / NH;
+    tile = key_tile_by_ticket(at, ticket, dq_sums, NH);  // flash_dq_sums.cuh: the order of the adds
   }
   const int k0 = tile * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, lane = at.lane, g = at.g, t4 = at.t4;
@@ -179,41 +154,7 @@ __global__ void __launch_bounds__(kThreads)
       float dq[8][4] = {};
       multiply_transposed_by_rows<S>(dq, ds_tile, 16 * warp, own_k, lane);
 
-      // Into the sums, in turn: for query tile i, the key tiles from the diagonal's (i) down to 0.
-      // The diagonal's stores the sums, the others add to them, key tile 0 writes dQ itself.
-      const int i = q0 / kTile;
-      const bool first = tile == i, last = tile == 0;
-      const std::size_t head = static_cast<std::size_t>(b) * NH + h;
-      unsigned* turn = dq_sums.turns + (head * tiles_per_head<kOrder>() + i) * kWarps + warp;
-      if (!first) {
-        if (lane == 0) turns::wait_for_turn(turn, static_cast<unsigned>(i - tile));
-        __syncwarp();
-      }
-      for (int r = 0; r < 2; r++) {
-        const int t = q0 + 16 * warp + g + 8 * r;
-        if (t >= T) continue;
-        float* sum_row = dq_sums.sums + (head * T + t) * kHeadSize;
-        for (int j = 0; j < 8; j++) {
-          const int c = 8 * j + 2 * t4;
-          float x = dq[j][2 * r], y = dq[j][2 * r + 1];
-          if (!first) {
-            float sx, sy;
-            turns::load_pair(sum_row + c, sx, sy);
-            x = sx + x;
-            y = sy + y;
-          }
-          if (last) {
-            store_pair(dqkv + qkv_index(b, t, flash::kPartQ, h, T, C) + c, mma::pack<S>(x * scale, y * scale));
-          } else {
-            turns::store_pair(sum_row + c, x, y);
-          }
-        }
-      }
-      if (!last) {
-        turns::fence_stores();
-        __syncwarp();
-        if (lane == 0) turns::pass_turn(turn, static_cast<unsigned>(i - tile + 1));
-      }
+      add_dq_share<S>(dq, dq_sums, dqkv, tile, q0, at, T, C, NH, scale);
     }
   };
   walk_query_tiles(k0, T, query_tile);
@@ -279,31 +220,20 @@ void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv
                                   cudaStream_t stream, const FlashMmaOptions& options) {
   if (B == 0 || T == 0) return;
   const bool dq_in_walk = options.dq == FlashDq::kInKeyWalk;
+  if (dq_in_walk && dq_sums == nullptr) {
+    throw std::invalid_argument("flash_attention_mma_backward: dQ in the key walk needs dq_sums");
+  }
   if (options.backward_products == FlashProducts::kWarpgroup) {
-    if (dq_in_walk) {
-      throw std::invalid_argument(
-          "flash_attention_mma_backward: warpgroup products (wgmma) make dQ in its own walk only "
-          "(FlashDq::kSeparateWalk), not in the key walk");
-    }
     if (!flash_attention_wgmma_available()) {
       throw std::invalid_argument(
           "flash_attention_mma_backward: warpgroup products (wgmma) need a build for sm_90a (CMAKE_CUDA_ARCHITECTURES "
           "with 90) and a compute capability 9.0 GPU");
     }
-    flash_attention_wgmma_backward(dqkv, dout, qkv, lse, delta, B, T, C, NH, scale, stream, options);
+    flash_attention_wgmma_backward(dqkv, dout, qkv, lse, delta, dq_sums, B, T, C, NH, scale, stream, options);
     return;
   }
   DqSums sums;
-  if (dq_in_walk) {
-    if (dq_sums == nullptr) {
-      throw std::invalid_argument("flash_attention_mma_backward: dQ in the key walk needs dq_sums");
-    }
-    sums = carve_dq_sums(dq_sums, B, T, NH);
-    // The turn counters and the ticket start at zero; the sums need no clearing (the diagonal's
-    // key tile stores before anyone adds).
-    const std::size_t counters = static_cast<std::size_t>(sums.ticket - sums.turns) + 1;
-    CUDA_CHECK(cudaMemsetAsync(sums.turns, 0, counters * sizeof(unsigned), stream));
-  }
+  if (dq_in_walk) sums = start_dq_sums(dq_sums, B, T, NH, stream);
   with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
     using S = decltype(policy);
     using Copy = decltype(copying);

@@ -1,36 +1,42 @@
 // Flash attention's backward on Hopper's warpgroup products (FlashMmaOptions::backward_products =
-// FlashProducts::kWarpgroup, not the default: untimed), hs = 64: the mma.sync backward's two
-// walks (flash_attention_mma_backward.cu, dQ in its own walk) with their products made by wgmma
-// (kernels/cuda/warpgroup_mma.cuh; the forms and tiles: flash_wgmma_tiles.cuh). One block is one
-// warpgroup, each warp 16 of the block's 64 rows, the softmax lines the mma.sync kernels' own.
+// FlashProducts::kWarpgroup, not the default: untimed), hs = 64: the mma.sync backward
+// (flash_attention_mma_backward.cu) with its products made by wgmma (kernels/cuda/warpgroup_mma.cuh;
+// the forms and tiles: flash_wgmma_tiles.cuh). One block is one warpgroup, each warp 16 of the
+// block's 64 rows, the softmax lines the mma.sync kernels' own (flash_mma_tiles.cuh).
 //   dK, dV (a block per 64 keys, walking the query tiles at or after the diagonal):
 //     S^T = K Q^T, dP^T = V dO^T  (scores: the block's K and V tiles as A, the query tile's Q
 //                                  and dO as B), one group;
-//     dV += P^T dO, dK += dS^T Q  (accumulate: P^T and dS^T from registers, dO and Q as B), one group.
-//   dQ (a block per 64 queries, walking the key tiles up to the diagonal):
+//     dV += P^T dO, dK += dS^T Q  (accumulate: P^T and dS^T from registers, dO and Q as B), one
+//                                  group, with dQ's share when dQ is made in this walk
+//                                  (FlashDq::kInKeyWalk): dS^T stored to shared memory, then
+//                                  dS K (transposed: dS^T and the K tile both MN-major), added
+//                                  into the fp32 sums in turn (flash_dq_sums.cuh).
+//   dQ (FlashDq::kSeparateWalk; a block per 64 queries, walking the key tiles up to the diagonal):
 //     S = Q K^T, dP = dO V^T      (scores: the block's Q and dO as A, the key tile's K and V);
 //     dQ += dS K                  (accumulate: the K tile read again, now as k-rows).
 // Why: the backward is most of attention's time (16.2 of 20.8 ms at GPT-2 774M, H100,
 // docs/performance.md), and mma.sync makes every warp load its own copy of each B fragment from
 // shared memory; wgmma reads B once for the warpgroup. What this does not do yet
-// (FlashAttention-3 does): overlap a tile's softmax with the next tile's products, dQ in the
-// key walk (its dS^T from shared memory as an MN-major A: a third form), producer warps with TMA.
+// (FlashAttention-3 does): overlap a tile's softmax with the next tile's products, producer warps
+// with TMA.
 //
-// Six 64-row swizzled tiles a block (the own two, two buffers of the walked two) on 1024 bytes,
-// and the dK/dV walk's L and D of two query tiles: 50,176 and 51,200 bytes of dynamic shared
-// memory, over the 48 KiB a block gets unasked, so the launcher opts in.
+// Six 64-row swizzled tiles a block (the own two, two buffers of the walked two; a seventh for
+// dS^T with dQ in the walk) on 1024 bytes, and the dK/dV walk's L and D of two query tiles:
+// 51,200 bytes (dK/dV), 59,392 (dK/dV with dQ) and 50,176 (dQ) of dynamic shared memory, over
+// the 48 KiB a block gets unasked, so the launcher opts in.
 //
 // Every warp takes part in every product (they belong to the warpgroup), even one whose rows all
-// lie past T: those rows read zero-filled tiles and masked scores, P = 0 or dS = 0, and are never
-// stored. On the emulation the same bits as the mma.sync backward (the two models add each
-// 16-wide k-step in the same order); tests/gpu's FlashMmaOptions.Warpgroup* hold them within the
-// format's rounding on a GPU.
+// lie past T: those rows read zero-filled tiles and masked scores, P = 0 and dS = 0, and are
+// never stored. On the emulation the same bits as the mma.sync backward with the same dQ option
+// (the two models add each 16-wide k-step in the same order); tests/gpu's
+// FlashMmaOptions.Warpgroup* hold them within the format's rounding on a GPU.
 #include <cuda_runtime.h>
 
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"             // CUDA_CHECK, CUDA_CHECK_LAUNCH
 #include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions
+#include "kernels/cuda/flash_dq_sums.cuh"        // DqSums, start_dq_sums, key_tile_by_ticket, add_dq_share
 #include "kernels/cuda/flash_wgmma_tiles.cuh"    // swizzled tiles, issue_scores/accumulate, Place, softmax helpers
 
 namespace trident::kernels::cuda {
@@ -39,24 +45,36 @@ namespace {
 
 using namespace flash_wgmma;
 
-constexpr std::size_t kTilesBytes = wg::kTileAlignment + 6 * kSwizzledTileBytes;
-constexpr std::size_t kDkdvSharedBytes = kTilesBytes + 4 * kTile * sizeof(float);  // + L and D, two buffers
-constexpr std::size_t kDqSharedBytes = kTilesBytes;
+// The dK/dV kernel's tiles: K, V, two buffers each of Q and dO, (dQ in the walk) dS^T; then L and
+// D, two buffers each.
+__host__ __device__ constexpr int dkdv_tiles(FlashDq dq) { return dq == FlashDq::kInKeyWalk ? 7 : 6; }
+constexpr std::size_t dkdv_shared_bytes(FlashDq dq) {
+  return wg::kTileAlignment + dkdv_tiles(dq) * kSwizzledTileBytes + 4 * kTile * sizeof(float);
+}
+constexpr std::size_t kDqSharedBytes = wg::kTileAlignment + 6 * kSwizzledTileBytes;
 
-template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
+template <class S, TileCopy kCopy, FlashDq kDq, FlashBlockOrder kOrder>
 __global__ void __launch_bounds__(kThreads)
     wgmma_dkdv_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                       const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
-                      float scale) {
-  extern __shared__ float walk_shared[];  // kDkdvSharedBytes
+                      float scale, DqSums dq_sums) {
+  constexpr bool kDqInWalk = kDq == FlashDq::kInKeyWalk;
+  static_assert(!kDqInWalk || kOrder == FlashBlockOrder::kHeadByHead, "dQ in the key walk orders its blocks by ticket");
+  extern __shared__ float walk_shared[];  // dkdv_shared_bytes(kDq)
   uint16_t* const k_tile = wg::align_tiles(reinterpret_cast<uint16_t*>(walk_shared));
   uint16_t* const v_tile = k_tile + kSwizzledTileElements;
   uint16_t* const q_tiles = k_tile + 2 * kSwizzledTileElements;   // two buffers
   uint16_t* const do_tiles = k_tile + 4 * kSwizzledTileElements;  // two buffers
-  float* const lse_tiles = reinterpret_cast<float*>(k_tile + 6 * kSwizzledTileElements);  // [2][kTile]
-  float* const delta_tiles = lse_tiles + 2 * kTile;                                        // [2][kTile]
-  const Place at = place<kOrder>();
-  const int k0 = key_tile_of(at) * kTile;
+  uint16_t* const ds_tile = k_tile + 6 * kSwizzledTileElements;   // dQ in the walk: dS^T [64 keys][64 queries]
+  float* const lse_tiles = reinterpret_cast<float*>(k_tile + dkdv_tiles(kDq) * kSwizzledTileElements);  // [2][kTile]
+  float* const delta_tiles = lse_tiles + 2 * kTile;                                                     // [2][kTile]
+  Place at = place<kOrder>();
+  int tile = key_tile_of(at);  // key tile 0 walks every query tile: first
+  if constexpr (kDqInWalk) {
+    __shared__ unsigned ticket;
+    tile = key_tile_by_ticket(at, ticket, dq_sums, NH);  // flash_dq_sums.cuh: the order of the adds
+  }
+  const int k0 = tile * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
   const uint16_t* q_first = qkv + qkv_index(0, 0, flash::kPartQ, h, T, C);
@@ -101,15 +119,34 @@ __global__ void __launch_bounds__(kThreads)
     uint32_t dsa[4][4];
     accumulator_as_fragments<S>(pa, pt);
     accumulator_as_fragments<S>(dsa, dst);
+    [[maybe_unused]] float dq[8][4] = {};  // dQ in the walk: this warp's 16 queries' share over the 64 keys
+    if constexpr (kDqInWalk) {
+      // dS^T into shared memory as the dK product rounds it, for dQ's share dS K; the previous
+      // tile's product read it before this tile's first barrier.
+      for (int r = 0; r < 2; r++) {
+        for (int j = 0; j < 8; j++) {
+          store_pair(ds_tile + wg::swizzled_offset(16 * warp + g + 8 * r, 8 * j + 2 * t4),
+                     mma::pack<S>(dst[j][2 * r], dst[j][2 * r + 1]));
+        }
+      }
+      wg::fence_shared_for_async();
+      __syncthreads();  // dS^T whole, and visible to the products
+      wg::fence_operands(dq);
+    }
     wg::fence_operands(dv);
     wg::fence_operands(dk);
     wg::fence();
     issue_accumulate<S>(dv, pa, do_tile);
     issue_accumulate<S>(dk, dsa, q_tile);
+    if constexpr (kDqInWalk) issue_transposed_by_rows<S>(dq, ds_tile, k_tile);
     wg::commit();
     wg::wait<0>();  // before the next tile's barrier lets its loads overwrite this tile's buffer
     wg::fence_operands(dv);
     wg::fence_operands(dk);
+    if constexpr (kDqInWalk) {
+      wg::fence_operands(dq);
+      add_dq_share<S>(dq, dq_sums, dqkv, tile, q0, at, T, C, NH, scale);
+    }
   };
   walk_query_tiles(k0, T, query_tile);
   store_key_rows<S>(dqkv, dk, dv, key, b, h, T, C, t4, scale);
@@ -182,22 +219,39 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
-                                    const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream,
-                                    const FlashMmaOptions& options) {
+                                    const float* delta, float* dq_sums, int B, int T, int C, int NH, float scale,
+                                    cudaStream_t stream, const FlashMmaOptions& options) {
   auto* dqkv_s = static_cast<uint16_t*>(dqkv.get());
   const auto* dout_s = static_cast<const uint16_t*>(dout.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
+  if (options.dq == FlashDq::kInKeyWalk) {
+    const DqSums sums = start_dq_sums(dq_sums, B, T, NH, stream);
+    with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
+      using S = decltype(policy);
+      constexpr TileCopy kCopy = decltype(copying)::value;
+      constexpr FlashBlockOrder kByTicket = FlashBlockOrder::kHeadByHead;  // the grid's shape; tickets order it
+      constexpr std::size_t kBytes = dkdv_shared_bytes(FlashDq::kInKeyWalk);
+      CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)));
+      wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket><<<tile_grid(B, T, NH, kByTicket), kThreads, kBytes,
+                                                                    stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C,
+                                                                              NH, scale, sums);
+    });
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   with_kernel_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
     using S = decltype(policy);
     constexpr TileCopy kCopy = decltype(copying)::value;
     constexpr FlashBlockOrder kOrder = decltype(ordering)::value;
+    constexpr std::size_t kDkdvBytes = dkdv_shared_bytes(FlashDq::kSeparateWalk);
     const dim3 grid = tile_grid(B, T, NH, kOrder);
-    CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, kOrder>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kDkdvSharedBytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDkdvBytes)));
     CUDA_CHECK(cudaFuncSetAttribute(wgmma_dq_kernel<S, kCopy, kOrder>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(kDqSharedBytes)));
-    wgmma_dkdv_kernel<S, kCopy, kOrder><<<grid, kThreads, kDkdvSharedBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse,
-                                                                                      delta, T, C, NH, scale);
+    wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder><<<grid, kThreads, kDkdvBytes, stream>>>(
+        dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, DqSums{});
     CUDA_CHECK_LAUNCH();
     wgmma_dq_kernel<S, kCopy, kOrder><<<grid, kThreads, kDqSharedBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
                                                                                   T, C, NH, scale);

@@ -5,14 +5,16 @@
 //
 // One block is one warpgroup: 4 warps, each owning 16 rows of the block's 64, the accumulators'
 // layout mma.sync's, so the kernels' fragment loops are those of the mma.sync kernels. Every
-// product a flash attention makes at head size 64 takes one of two forms over 64 x 64 tiles:
+// product a flash attention makes at head size 64 takes one of three forms over 64 x 64 tiles:
 //   scores:     acc = A B^T, both tiles K-major (their rows are acc's rows and columns, k along
 //               them): S = Q K^T, dP = dO V^T, S^T = K Q^T, dP^T = V dO^T;
 //   accumulate: acc += A B, A an accumulator turned into A fragments in registers, B a tile whose
-//               rows are k (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.
-// The same tile in shared memory serves both (K is B of S = Q K^T and of dQ += dS K): the
+//               rows are k (MN-major): O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K;
+//   transposed: acc = A B, A from a tile holding A^T (MN-major), B MN-major: dQ's share dS K in
+//               the dK/dV walk, from the dS^T the walk stores (FlashDq::kInKeyWalk).
+// The same tile in shared memory serves several (K is B of S = Q K^T and of dQ += dS K): the
 // descriptor, not the storage, says how it is read. tests/support/warpgroup_products.h checks
-// both forms (and a third) against exact integers on a GPU and on the emulation.
+// the three forms against exact integers on a GPU and on the emulation.
 //
 // Tiles are copied by cp.async (or through registers) 16 bytes, one swizzle chunk, at a time into
 // the 128-byte swizzled layout; after each wait and before the barrier, every thread's
@@ -81,6 +83,19 @@ __device__ __forceinline__ void issue_accumulate(float (&acc)[8][4], const uint3
 #pragma unroll
   for (int ks = 0; ks < 4; ks++) {
     wg::multiply_registers<S, wg::Major::kMN>(acc, a[ks], wg::descriptor<wg::Major::kMN>(b_tile, ks), true);
+  }
+}
+
+// Issues acc = A B (the transposed form: dQ's share dS K in the dK/dV walk), A from a tile that
+// holds it transposed (its rows are k: MN-major; dS^T), B an MN-major tile; the first k-step
+// overwrites acc.
+template <class S>
+__device__ __forceinline__ void issue_transposed_by_rows(float (&acc)[8][4], const uint16_t* at_tile,
+                                                         const uint16_t* b_tile) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ks++) {
+    wg::multiply_shared<S, wg::Major::kMN, wg::Major::kMN>(acc, wg::descriptor<wg::Major::kMN>(at_tile, ks),
+                                                           wg::descriptor<wg::Major::kMN>(b_tile, ks), ks > 0);
   }
 }
 

@@ -2,7 +2,7 @@
 // waits for its turn on a counter, adds, and passes the turn on. So the sum comes out with the
 // same bits on every run, which atomicAdd on floats would not give (its order is whatever order
 // the blocks reach it in). Used by the flash attention backward's dQ in the key walk
-// (kernels/cuda/flash_attention_mma_backward.cu, FlashDq::kInKeyWalk).
+// (kernels/cuda/flash_dq_sums.cuh, FlashDq::kInKeyWalk; the mma.sync and wgmma backwards).
 //
 // Why waiting cannot deadlock: a block may only wait for blocks that started before it. A block
 // takes its place in the order from a ticket counter when it starts (take_ticket), not from

@@ -83,7 +83,10 @@
 //      each warp load its own fragments; each product group waited for at once (no overlap with
 //      the softmax yet). Within the format's rounding of 3 (tests/gpu), the same bits on the
 //      emulation. Compute capability 9.0 and a build for sm_90a only; "unsupported" elsewhere.
-//   Variants 3 to 13 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
+//  14  variant 13 with dQ in the key walk (11's schedule on wgmma, as FlashAttention-3's backward
+//      but with the key tiles adding in turn instead of atomics): dS^T stored to shared memory and
+//      read back as the transposed operand of dQ's share dS K. Within the format's rounding of 11.
+//   Variants 3 to 14 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
 //   forward (out rounded) and backward on them, at kBf16Tolerance (reasons at its definition).
 //
 //   playground_attention_backward replay   (no GPU needed) runs variant 4's kernels on the host
@@ -524,6 +527,11 @@ int main(int argc, char** argv) {
       {"variant 3 on Hopper's warpgroup products (wgmma, both walks)",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
            ? Run(measure16(flash16_with({.backward_products = tk::cuda::FlashProducts::kWarpgroup})))
+           : Run(no_warpgroup_products)},
+      {"variant 13 with dQ in the key walk",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(flash16_with(
+                 {.dq = tk::FlashDq::kInKeyWalk, .backward_products = tk::cuda::FlashProducts::kWarpgroup})))
            : Run(no_warpgroup_products)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;

@@ -23,7 +23,6 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +71,18 @@ class FlashMmaOptions : public TwinBackends {
     std::vector<float> host(floats);
     gpu_->copy_to_host(host.data(), b.get(), floats);
     return host;
+  }
+  // The wgmma tests' cases: f(shape, precision) for kOptionShapes in bf16 and fp16; under the race
+  // checker 3 of the 6, each shape in one precision (kRaceChecker).
+  template <class F>
+  void for_warpgroup_cases(F&& f) {
+    const Precision precisions[] = {Precision::kBf16, Precision::kFp16};
+    for (std::size_t si = 0; si < std::size(kOptionShapes); ++si) {
+      for (std::size_t pi = 0; pi < std::size(precisions); ++pi) {
+        if (kRaceChecker && si % std::size(precisions) != pi) continue;
+        f(kOptionShapes[si], precisions[pi]);
+      }
+    }
   }
   // One case's sizes and inputs on the device: qkv, dout (16-bit), and D = rowsum(dout * out),
   // which the backward reads as given (any values do for a comparison).
@@ -172,147 +183,131 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsForward) {
   if (!cuda::flash_attention_wgmma_available()) {
     GTEST_SKIP() << "wgmma needs a build for sm_90a and a compute capability 9.0 GPU";
   }
-  for (const Shape s : kOptionShapes) {
-    for (const Precision p : {Precision::kBf16, Precision::kFp16}) {
-      SCOPED_TRACE(case_name(s, p));
-      const Inputs in = inputs(s, p);
-      auto forward = [&](const cuda::FlashMmaOptions& options) {
-        auto out = nan_words(in.n_out / 2);
-        auto lse = nan_words(in.n_stat);
-        cuda::flash_attention_mma_forward(sixteen_bit_at(*out, p), lse->get(), ConstActPtr(sixteen_bit_at(*in.qkv, p)),
-                                          s.B, s.T, s.C, s.NH, kScale, nullptr, options);
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        return std::make_pair(words_of(*out, in.n_out / 2), words_of(*lse, in.n_stat));
-      };
-      const auto warp = forward({});
+  for_warpgroup_cases([&](const Shape s, const Precision p) {
+    SCOPED_TRACE(case_name(s, p));
+    const Inputs in = inputs(s, p);
+    auto forward = [&](const cuda::FlashMmaOptions& options) {
+      auto out = nan_words(in.n_out / 2);
+      auto lse = nan_words(in.n_stat);
+      cuda::flash_attention_mma_forward(sixteen_bit_at(*out, p), lse->get(), ConstActPtr(sixteen_bit_at(*in.qkv, p)),
+                                        s.B, s.T, s.C, s.NH, kScale, nullptr, options);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      return std::make_pair(words_of(*out, in.n_out / 2), words_of(*lse, in.n_stat));
+    };
+    const auto warp = forward({});
 #ifndef TRIDENT_CUDA_EMULATION
-      std::vector<uint16_t> warp_bits(in.n_out);
-      std::memcpy(warp_bits.data(), warp.first.data(), warp_bits.size() * sizeof(uint16_t));
-      double max_out = 0.0;
-      for (uint16_t b : warp_bits) max_out = std::fmax(max_out, std::fabs(decode_16bit(b, p)));
-      const double tolerance = 2.0 * (p == Precision::kBf16 ? 0x1p-7 : 0x1p-10) * max_out;
+    std::vector<uint16_t> warp_bits(in.n_out);
+    std::memcpy(warp_bits.data(), warp.first.data(), warp_bits.size() * sizeof(uint16_t));
+    double max_out = 0.0;
+    for (uint16_t b : warp_bits) max_out = std::fmax(max_out, std::fabs(decode_16bit(b, p)));
+    const double tolerance = 2.0 * (p == Precision::kBf16 ? 0x1p-7 : 0x1p-10) * max_out;
 #endif
-      const struct {
-        const char* name;
-        cuda::FlashMmaOptions options;
-      } runs[] = {{"cp.async", {.forward_products = cuda::FlashProducts::kWarpgroup}},
-                  {"synchronous tile copies",
-                   {.copy = cuda::TileCopy::kSynchronous, .forward_products = cuda::FlashProducts::kWarpgroup}},
-                  {"longest walks first",
-                   {.block_order = FlashBlockOrder::kLongestFirst,
-                    .forward_products = cuda::FlashProducts::kWarpgroup}}};
-      for (const auto& run : runs) {
-        SCOPED_TRACE(run.name);
-        const auto group = forward(run.options);
-        EXPECT_EQ(not_finite(group.first, p), 0);
+    const struct {
+      const char* name;
+      cuda::FlashMmaOptions options;
+    } runs[] = {{"cp.async", {.forward_products = cuda::FlashProducts::kWarpgroup}},
+                {"synchronous tile copies",
+                 {.copy = cuda::TileCopy::kSynchronous, .forward_products = cuda::FlashProducts::kWarpgroup}},
+                {"longest walks first",
+                 {.block_order = FlashBlockOrder::kLongestFirst,
+                  .forward_products = cuda::FlashProducts::kWarpgroup}}};
+    for (const auto& run : runs) {
+      SCOPED_TRACE(run.name);
+      const auto group = forward(run.options);
+      EXPECT_EQ(not_finite(group.first, p), 0);
 #ifdef TRIDENT_CUDA_EMULATION
-        EXPECT_EQ(first_difference(group.first, warp.first), -1) << "out: first differing pair of values";
-        EXPECT_EQ(first_difference(group.second, warp.second), -1) << "lse";
+      EXPECT_EQ(first_difference(group.first, warp.first), -1) << "out: first differing pair of values";
+      EXPECT_EQ(first_difference(group.second, warp.second), -1) << "lse";
 #else
-        std::vector<uint16_t> bits(in.n_out);
-        std::memcpy(bits.data(), group.first.data(), bits.size() * sizeof(uint16_t));
-        for (std::size_t i = 0; i < bits.size(); ++i) {
-          ASSERT_LE(std::fabs(decode_16bit(bits[i], p) - decode_16bit(warp_bits[i], p)), tolerance)
-              << "out value " << i;
-        }
-        for (std::size_t i = 0; i < group.second.size(); ++i) {
-          ASSERT_LE(std::fabs(group.second[i] - warp.second[i]), 1e-5 * std::fabs(warp.second[i])) << "lse " << i;
-        }
-#endif
+      std::vector<uint16_t> bits(in.n_out);
+      std::memcpy(bits.data(), group.first.data(), bits.size() * sizeof(uint16_t));
+      for (std::size_t i = 0; i < bits.size(); ++i) {
+        ASSERT_LE(std::fabs(decode_16bit(bits[i], p) - decode_16bit(warp_bits[i], p)), tolerance)
+            << "out value " << i;
       }
+      for (std::size_t i = 0; i < group.second.size(); ++i) {
+        ASSERT_LE(std::fabs(group.second[i] - warp.second[i]), 1e-5 * std::fabs(warp.second[i])) << "lse " << i;
+      }
+#endif
     }
-  }
+  });
 }
 
-// The backward on warpgroup products (FlashMmaOptions::backward_products = kWarpgroup: both walks
-// on wgmma) against the default's mma.sync, with each tile copy and block order, L from the
-// default forward. As the forward's test above: on the emulation the same bits; on a GPU within
-// two steps of the format relative to the largest |dQ|, |dK| or |dV| (each part its own scale).
-// A tile read through a wrong descriptor, L or D of another query tile, a warp whose rows lie past
-// T left out of a product, or a product read before its wait differ by O(1); an unwritten value
-// stays NaN.
+// The backward on warpgroup products (FlashMmaOptions::backward_products = kWarpgroup) against
+// the mma.sync one with the same dQ option, L from the default forward: each tile copy and block
+// order with dQ in its own walk, and dQ in the key walk (the dS^T tile read back as a transposed
+// operand, the key tiles taking turns). As the forward's test above: on the emulation the same
+// bits; on a GPU within two steps of the format relative to the largest |dQ|, |dK| or |dV| (each
+// part its own scale). A tile read through a wrong descriptor, L or D of another query tile, a
+// warp whose rows lie past T left out of a product, or a product read before its wait differ by
+// O(1); an unwritten value stays NaN.
 TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsBackward) {
   if (!cuda::flash_attention_wgmma_available()) {
     GTEST_SKIP() << "wgmma needs a build for sm_90a and a compute capability 9.0 GPU";
   }
-  const Precision precisions[] = {Precision::kBf16, Precision::kFp16};
-  for (std::size_t si = 0; si < std::size(kOptionShapes); ++si) {
-    for (std::size_t pi = 0; pi < std::size(precisions); ++pi) {
-      // Under the race checker, 3 of the 6 cases: each shape in one precision (kRaceChecker).
-      if (kRaceChecker && si % std::size(precisions) != pi) continue;
-      const Shape s = kOptionShapes[si];
-      const Precision p = precisions[pi];
-      SCOPED_TRACE(case_name(s, p));
-      const Inputs in = inputs(s, p);
-      auto out = nan_words(in.n_out / 2);
-      auto lse = nan_words(in.n_stat);
-      cuda::flash_attention_mma_forward(sixteen_bit_at(*out, p), lse->get(), ConstActPtr(sixteen_bit_at(*in.qkv, p)),
-                                        s.B, s.T, s.C, s.NH, kScale, nullptr);
-      auto backward = [&](const cuda::FlashMmaOptions& options) {
-        auto dqkv = nan_words(in.n_qkv / 2);
-        cuda::flash_attention_mma_backward(sixteen_bit_at(*dqkv, p), ConstActPtr(sixteen_bit_at(*in.dout, p)),
-                                           ConstActPtr(sixteen_bit_at(*in.qkv, p)), lse->get(), in.delta->get(),
-                                           nullptr, s.B, s.T, s.C, s.NH, kScale, nullptr, options);
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        const std::vector<float> words = words_of(*dqkv, in.n_qkv / 2);
-        std::vector<uint16_t> bits(in.n_qkv);
-        std::memcpy(bits.data(), words.data(), bits.size() * sizeof(uint16_t));
-        return bits;
-      };
-      const std::vector<uint16_t> warp = backward({});
-      // The part (0: dQ, 1: dK, 2: dV) of dqkv value i, and each part's largest magnitude.
-      auto part = [&](std::size_t i) { return static_cast<int>(i % (3 * static_cast<std::size_t>(s.C)) / s.C); };
+  for_warpgroup_cases([&](const Shape s, const Precision p) {
+    SCOPED_TRACE(case_name(s, p));
+    const Inputs in = inputs(s, p);
+    auto out = nan_words(in.n_out / 2);
+    auto lse = nan_words(in.n_stat);
+    cuda::flash_attention_mma_forward(sixteen_bit_at(*out, p), lse->get(), ConstActPtr(sixteen_bit_at(*in.qkv, p)),
+                                      s.B, s.T, s.C, s.NH, kScale, nullptr);
+    auto sums = nan_words(cuda::flash_attention_mma_dq_sums_floats(s.B, s.T, s.NH));
+    auto backward = [&](const cuda::FlashMmaOptions& options) {
+      auto dqkv = nan_words(in.n_qkv / 2);
+      cuda::flash_attention_mma_backward(sixteen_bit_at(*dqkv, p), ConstActPtr(sixteen_bit_at(*in.dout, p)),
+                                         ConstActPtr(sixteen_bit_at(*in.qkv, p)), lse->get(), in.delta->get(),
+                                         sums->get(), s.B, s.T, s.C, s.NH, kScale, nullptr, options);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> words = words_of(*dqkv, in.n_qkv / 2);
+      std::vector<uint16_t> bits(in.n_qkv);
+      std::memcpy(bits.data(), words.data(), bits.size() * sizeof(uint16_t));
+      return bits;
+    };
+    // The part (0: dQ, 1: dK, 2: dV) of dqkv value i.
+    auto part = [&](std::size_t i) { return static_cast<int>(i % (3 * static_cast<std::size_t>(s.C)) / s.C); };
+    const double step = p == Precision::kBf16 ? 0x1p-7 : 0x1p-10;
+#ifdef TRIDENT_CUDA_EMULATION
+    constexpr bool emulated = true;  // the models add in the same order: the same bits
+#else
+    constexpr bool emulated = false;
+#endif
+    constexpr cuda::FlashProducts kGroup = cuda::FlashProducts::kWarpgroup;
+    const struct {
+      const char* name;
+      FlashDq dq;
+      cuda::FlashMmaOptions options;
+    } runs[] = {{"cp.async", FlashDq::kSeparateWalk, {.backward_products = kGroup}},
+                {"synchronous tile copies", FlashDq::kSeparateWalk,
+                 {.copy = cuda::TileCopy::kSynchronous, .backward_products = kGroup}},
+                {"longest walks first", FlashDq::kSeparateWalk,
+                 {.block_order = FlashBlockOrder::kLongestFirst, .backward_products = kGroup}},
+                {"dQ in the key walk", FlashDq::kInKeyWalk,
+                 {.dq = FlashDq::kInKeyWalk, .backward_products = kGroup}}};
+    FlashDq reference_dq = FlashDq::kSeparateWalk;
+    std::vector<uint16_t> warp = backward({});
+    for (const auto& run : runs) {
+      SCOPED_TRACE(run.name);
+      if (run.dq != reference_dq) {
+        reference_dq = run.dq;
+        warp = backward({.dq = run.dq});
+      }
       double max_part[3] = {0.0, 0.0, 0.0};
       for (std::size_t i = 0; i < warp.size(); ++i) {
         max_part[part(i)] = std::fmax(max_part[part(i)], std::fabs(decode_16bit(warp[i], p)));
       }
-      const double step = p == Precision::kBf16 ? 0x1p-7 : 0x1p-10;
-#ifdef TRIDENT_CUDA_EMULATION
-      constexpr bool emulated = true;  // the models add in the same order: the same bits
-#else
-      constexpr bool emulated = false;
-#endif
-      const struct {
-        const char* name;
-        cuda::FlashMmaOptions options;
-      } runs[] = {{"cp.async", {.backward_products = cuda::FlashProducts::kWarpgroup}},
-                  {"synchronous tile copies",
-                   {.copy = cuda::TileCopy::kSynchronous, .backward_products = cuda::FlashProducts::kWarpgroup}},
-                  {"longest walks first",
-                   {.block_order = FlashBlockOrder::kLongestFirst,
-                    .backward_products = cuda::FlashProducts::kWarpgroup}}};
-      for (const auto& run : runs) {
-        SCOPED_TRACE(run.name);
-        const std::vector<uint16_t> group = backward(run.options);
-        for (std::size_t i = 0; i < group.size(); ++i) {
-          const double got = decode_16bit(group[i], p), want = decode_16bit(warp[i], p);
-          ASSERT_TRUE(std::isfinite(got)) << "dqkv value " << i << " not written or not finite";
-          const double tolerance = emulated ? 0.0 : 2.0 * step * max_part[part(i)];
-          ASSERT_LE(std::fabs(got - want), tolerance) << "dqkv value " << i << " (part " << part(i) << ")";
-          if (emulated) {
-            ASSERT_EQ(group[i], warp[i]) << "dqkv value " << i << " (part " << part(i) << "): -0 against +0";
-          }
+      const std::vector<uint16_t> group = backward(run.options);
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        const double got = decode_16bit(group[i], p), want = decode_16bit(warp[i], p);
+        ASSERT_TRUE(std::isfinite(got)) << "dqkv value " << i << " not written or not finite";
+        const double tolerance = emulated ? 0.0 : 2.0 * step * max_part[part(i)];
+        ASSERT_LE(std::fabs(got - want), tolerance) << "dqkv value " << i << " (part " << part(i) << ")";
+        if (emulated) {
+          ASSERT_EQ(group[i], warp[i]) << "dqkv value " << i << " (part " << part(i) << "): -0 against +0";
         }
       }
     }
-  }
-}
-
-// The warpgroup backward makes dQ in its own walk only: asked for it in the key walk, the
-// launcher says so (before it asks whether this GPU has wgmma at all).
-TEST_F(FlashMmaOptions, WarpgroupBackwardRefusesDqInTheKeyWalk) {
-  const Shape s = kShapes[1];
-  const Precision p = Precision::kBf16;
-  const Inputs in = inputs(s, p);
-  auto lse = nan_words(in.n_stat);
-  auto dqkv = nan_words(in.n_qkv / 2);
-  auto sums = nan_words(cuda::flash_attention_mma_dq_sums_floats(s.B, s.T, s.NH));
-  EXPECT_THROW(cuda::flash_attention_mma_backward(
-                   sixteen_bit_at(*dqkv, p), ConstActPtr(sixteen_bit_at(*in.dout, p)),
-                   ConstActPtr(sixteen_bit_at(*in.qkv, p)), lse->get(), in.delta->get(), sums->get(), s.B, s.T, s.C,
-                   s.NH, kScale, nullptr,
-                   {.dq = FlashDq::kInKeyWalk, .backward_products = cuda::FlashProducts::kWarpgroup}),
-               std::invalid_argument);
+  });
 }
 
 TEST_F(FlashMmaOptions, DqInTheKeyWalkKeepsDkAndDvAndRepeatsItsOwnBits) {
