@@ -69,15 +69,23 @@ if(TRIDENT_CUDA)
   enable_language(CUDA)
   # trident_use_hopper_features(target): the target's CUDA code built with Hopper's
   # architecture-specific instructions (wgmma: kernels/cuda/warpgroup_mma.cuh), which only code
-  # built for sm_90a may use: each 90 of CMAKE_CUDA_ARCHITECTURES becomes 90a there (an sm_90a
-  # binary runs on compute capability 9.0 alone, H100 and H200, which is what 90 names; other
-  # architectures stay as they are and compile those instructions out), and the target's code
-  # sees TRIDENT_HOPPER_FEATURES when one did.
+  # built for sm_90a may use: the machine code for 90 in CMAKE_CUDA_ARCHITECTURES becomes sm_90a's
+  # there (an sm_90a binary runs on compute capability 9.0 alone, H100 and H200, which is what 90
+  # names), while the PTX that 90 also asks for stays compute_90's: PTX for 90a could be compiled
+  # for no later GPU, compute_90's can (without those instructions, which the code then leaves
+  # out: flash_attention_wgmma_available). So 90 becomes 90a-real and 90-virtual, 90-real
+  # becomes 90a-real, and the rest stays as it is. The target's code sees
+  # TRIDENT_HOPPER_FEATURES when one changed.
   function(trident_use_hopper_features target)
     set(_architectures "")
     foreach(_architecture IN LISTS CMAKE_CUDA_ARCHITECTURES)
-      string(REGEX REPLACE "^90(-real|-virtual|)$" "90a\\1" _architecture "${_architecture}")
-      list(APPEND _architectures "${_architecture}")
+      if(_architecture STREQUAL "90")
+        list(APPEND _architectures 90a-real 90-virtual)
+      elseif(_architecture STREQUAL "90-real")
+        list(APPEND _architectures 90a-real)
+      else()
+        list(APPEND _architectures "${_architecture}")
+      endif()
     endforeach()
     set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${_architectures}")
     if(NOT _architectures STREQUAL CMAKE_CUDA_ARCHITECTURES)

@@ -6,15 +6,17 @@
 # compare two versions in one sitting (the libraries are shared, so the second costs ~7 MiB).
 #
 #   here:   bash perf/gpu_pack.sh [BUILD_DIR [OTHER_NAME OTHER_BUILD_DIR]]
-#           (BUILD_DIR: build; both built with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
+#           (BUILD_DIR: build; both built with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real:
+#           machine code for H100/H200 only, without the PTX that plain 90 adds for later GPUs,
+#           which the lent machines never need; the programs pack 40% smaller)
 #           -> .gpu/pack.tgz  (git-ignored; carry ".gpu")
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_check.sh /tmp/devpack
 #           and, for the second build, the same scripts with /tmp/devpack-OTHER_NAME
 #
 # PACK_PLAYGROUND=PATTERN packs only the playground programs whose name matches the extended
 # regular expression (as perf/kernels/run.sh's PLAYGROUND): each one carries the whole kernel
-# library (~6 MiB compressed), so all of them no longer fit beside the rest (68 MiB on
-# 2026-11-23). PACK_PLAYGROUND=none packs none.
+# library (~3 MiB compressed with 90-real, ~5 with 90), so all of them no longer fit beside the
+# rest (64 MiB with 90-real on 2026-11-24; 7 of them, 49 MiB). PACK_PLAYGROUND=none packs none.
 #
 # The second pack holds only its programs and an env.sh that sources the first one's (same
 # libraries: both builds link the same system packages) and puts its own bin/ first on PATH.
@@ -64,6 +66,7 @@ tar czf .gpu/pack.tgz -C "$stage" .
 size=$(du -m .gpu/pack.tgz | cut -f1)
 echo "gpu_pack.sh: .gpu/pack.tgz, $size MiB with ${#selected[@]} playground programs (carry \".gpu\"; the working tree and every carry: 64 MiB in all)"
 if [ "$size" -gt 60 ]; then
-  echo "gpu_pack.sh: $size MiB leaves too little room under the 64 MiB a run may carry: choose the playground programs with PACK_PLAYGROUND=PATTERN (or none)" >&2
+  echo "gpu_pack.sh: $size MiB leaves too little room under the 64 MiB a run may carry: choose the playground" \
+    "programs with PACK_PLAYGROUND=PATTERN (or none), and build with -DCMAKE_CUDA_ARCHITECTURES=90-real" >&2
   exit 1
 fi
