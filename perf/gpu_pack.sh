@@ -8,15 +8,16 @@
 #   here:   bash perf/gpu_pack.sh [BUILD_DIR [OTHER_NAME OTHER_BUILD_DIR]]
 #           (BUILD_DIR: build; both built with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real:
 #           machine code for H100/H200 only, without the PTX that plain 90 adds for later GPUs,
-#           which the lent machines never need; the programs pack 40% smaller)
+#           which the lent machines never need: the sitting's pack of 7 playground programs is
+#           49 MiB instead of 67, 2026-11-24)
 #           -> .gpu/pack.tgz  (git-ignored; carry ".gpu")
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_check.sh /tmp/devpack
 #           and, for the second build, the same scripts with /tmp/devpack-OTHER_NAME
 #
 # PACK_PLAYGROUND=PATTERN packs only the playground programs whose name matches the extended
 # regular expression (as perf/kernels/run.sh's PLAYGROUND): each one carries the whole kernel
-# library (~3 MiB compressed with 90-real, ~5 with 90), so all of them no longer fit beside the
-# rest (64 MiB with 90-real on 2026-11-24; 7 of them, 49 MiB). PACK_PLAYGROUND=none packs none.
+# library (~2.4 MiB compressed with 90-real: 32 MiB with none, 49 with 7), so all of them no
+# longer fit beside the rest (64 MiB with the 13 of 2026-11-24). PACK_PLAYGROUND=none packs none.
 #
 # The second pack holds only its programs and an env.sh that sources the first one's (same
 # libraries: both builds link the same system packages) and puts its own bin/ first on PATH.

@@ -41,8 +41,8 @@
 // built on this header should compile without that line.
 //
 // Where this runs: on the GPU, the PTX, when compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL:
-// CMAKE_CUDA_ARCHITECTURES' 90 becomes 90a for the targets that use this header,
-// trident_use_hopper_features). In the CUDA emulation, a host model: each warp computes its 16
+// the machine code of CMAKE_CUDA_ARCHITECTURES' 90 is sm_90a's for the targets that use this
+// header, trident_use_hopper_features; their compute_90 PTX, for later GPUs, leaves it out). In the CUDA emulation, a host model: each warp computes its 16
 // rows from the descriptors decoded as above (the shared window of tests/emulation) and its
 // lanes' A fragments, summing k in order in fp32, at the call (the model has no asynchrony: a
 // kernel that reads accumulators before wait() is not caught here). Like warp_mma.cuh's model, it
