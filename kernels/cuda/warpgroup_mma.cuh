@@ -5,9 +5,10 @@
 // instruction, which at head size 64 keeps the flash kernels near the shared memory's bandwidth;
 // wgmma reads B once for the warpgroup's four warps, straight from shared memory, and runs
 // asynchronously beside the softmax's instructions. FlashAttention-3 and cuBLAS's Hopper kernels
-// are built on it. Only a forward that is not the default uses it so far
-// (flash_attention_wgmma.cu); this header's check (tests/support/warpgroup_products.h) is there
-// so that a GPU sitting says whether the layouts below are read right before more depends on them.
+// are built on it. Only options that are not the default use it so far (FlashProducts::kWarpgroup:
+// flash_attention_wgmma.cu and flash_attention_wgmma_backward.cu); this header's check
+// (tests/support/warpgroup_products.h) is there so that a GPU sitting says whether the layouts
+// below are read right before more depends on them.
 //
 // The layouts (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"; read, with
 // CUTLASS's cute/atom/mma_traits_sm90_gmma.hpp for the canonical shared layouts, not copied):
@@ -42,12 +43,14 @@
 //
 // Where this runs: on the GPU, the PTX, when compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL:
 // the machine code of CMAKE_CUDA_ARCHITECTURES' 90 is sm_90a's for the targets that use this
-// header, trident_use_hopper_features; their compute_90 PTX, for later GPUs, leaves it out). In the CUDA emulation, a host model: each warp computes its 16
-// rows from the descriptors decoded as above (the shared window of tests/emulation) and its
-// lanes' A fragments, summing k in order in fp32, at the call (the model has no asynchrony: a
-// kernel that reads accumulators before wait() is not caught here). Like warp_mma.cuh's model, it
-// holds to the layouts as read above; tests/gpu's WarpgroupMatrixProducts is what holds them to
-// the hardware.
+// header, trident_use_hopper_features; their compute_90 PTX, for later GPUs, leaves it out). In
+// the CUDA emulation, a host model: at the issue each lane reads its operands through the
+// descriptors decoded as above (the shared window of tests/emulation) or from its warp's A
+// fragments; the product is computed at the wait that covers its group, summing k in order in
+// fp32, and until then the accumulators hold a NaN, a write to them or to the shared operands is
+// reported, and so is an issue with no fence since the last wait
+// (tests/emulation/emulated_warpgroup.h). Like warp_mma.cuh's model, it holds to the layouts as
+// read above; tests/gpu's WarpgroupMatrixProducts is what holds them to the hardware.
 #pragma once
 
 #include <cstdint>
@@ -125,10 +128,10 @@ TRIDENT_MMA_DEVICE uint64_t descriptor(const uint16_t* tile, int ks) {
 #if defined(TRIDENT_CUDA_EMULATION)
 namespace emulated {
 
-// Operand element (row, k) of a k-step: `row` its M or N index, `k` in [0, 16), read through
-// the descriptor as the hardware would (128-byte swizzle only; any other mode is not modelled).
-template <class S>
-inline float operand_at(uint64_t desc, Major major, int row, int k) {
+// The shared window address of operand element (row, k) of a k-step: `row` its M or N index,
+// `k` in [0, 16), through the descriptor as the hardware reads it (128-byte swizzle only; any
+// other mode is not modelled).
+inline uint32_t operand_address(uint64_t desc, Major major, int row, int k) {
   const uint32_t start = static_cast<uint32_t>(desc & 0x3fffu) << 4;
   const uint32_t leading = static_cast<uint32_t>((desc >> 16) & 0x3fffu) << 4;
   const uint32_t stride = static_cast<uint32_t>((desc >> 32) & 0x3fffu) << 4;
@@ -137,9 +140,18 @@ inline float operand_at(uint64_t desc, Major major, int row, int k) {
   uint32_t address = major == Major::kK
                          ? start + (r % 8) * 128 + (r / 8) * stride + kk * 2
                          : start + (r % 64) * 2 + (r / 64) * leading + (kk % 8) * 128 + (kk / 8) * stride;
-  address ^= ((address >> 7) & 7u) << 4;
+  return address ^ (((address >> 7) & 7u) << 4);
+}
+
+// The element at (row, k), read as the issue reads it and noted in `product` for its wait.
+template <class S>
+inline float read_operand(::cuda_emu::WarpgroupProduct& product, uint64_t desc, Major major, int row, int k) {
+  const uint32_t address = operand_address(desc, major, row, k);
   uint16_t bits;
   std::memcpy(&bits, ::cuda_emu::shared_window_pointer(address, sizeof bits), sizeof bits);
+  product.read_address[product.reads] = address;
+  product.read_bits[product.reads] = bits;
+  ++product.reads;
   return S::load(bits);
 }
 
@@ -149,21 +161,39 @@ inline int warp_in_warpgroup() {
   return static_cast<int>(linear / 32 % 4);
 }
 
-// This lane's 8 x 4 accumulators of a 64 x 64 x 16 product, A(row, k) from `a_at`, B from `b`.
+// A product's arithmetic, at its wait: each accumulator plus its row of A times its column of B,
+// k in order in fp32. Internal to each kernel source, so that it is compiled as the kernels are
+// (with nvcc's contractions, tests/emulation/CMakeLists.txt), whichever source the linker met first.
+static inline void finish_product(const ::cuda_emu::WarpgroupProduct& product, float* values) {
+  for (int j = 0; j < 8; j++) {
+    for (int i = 0; i < 4; i++) {
+      float sum = values[4 * j + i];
+      for (int k = 0; k < 16; k++) sum += product.a[i / 2][k] * product.b[2 * j + i % 2][k];
+      values[4 * j + i] = sum;
+    }
+  }
+}
+
+// Issues this lane's share of a 64 x 64 x 16 product: A's two rows from `a_at` (which notes its
+// shared reads, if any), B's 16 columns from descriptor `b`; finished at the wait. Not inlined:
+// the record is 3 KB, and under AddressSanitizer (no stack slot shared between scopes) a kernel
+// with tens of inlined issues outgrew its fiber's 256 KiB stack.
 template <class S, class AAt>
-inline void multiply(float (&d)[8][4], AAt&& a_at, uint64_t b, Major b_major, bool accumulate) {
+__attribute__((noinline)) void issue(float (&d)[8][4], AAt&& a_at, uint64_t b, Major b_major, bool accumulate) {
+  ::cuda_emu::WarpgroupProduct product;
+  product.d = &d[0][0];
+  product.accumulate = accumulate;
+  product.finish = &finish_product;
   const int warp = warp_in_warpgroup();
   const int lane = ::cuda_emu::lane_of_current_thread();
   const int g = lane / 4, t = lane % 4;
-  for (int j = 0; j < 8; j++) {
-    for (int i = 0; i < 4; i++) {
-      const int row = 16 * warp + g + 8 * (i / 2);
-      const int col = 8 * j + 2 * t + i % 2;
-      float sum = accumulate ? d[j][i] : 0.0f;
-      for (int k = 0; k < 16; k++) sum += a_at(row, k) * operand_at<S>(b, b_major, col, k);
-      d[j][i] = sum;
-    }
+  for (int r = 0; r < 2; r++) {
+    for (int k = 0; k < 16; k++) product.a[r][k] = a_at(product, 16 * warp + g + 8 * r, k);
   }
+  for (int c = 0; c < 16; c++) {
+    for (int k = 0; k < 16; k++) product.b[c][k] = read_operand<S>(product, b, b_major, 8 * (c / 2) + 2 * t + c % 2, k);
+  }
+  ::cuda_emu::record_warpgroup_product(product);
 }
 
 }  // namespace emulated
@@ -213,8 +243,12 @@ TRIDENT_MMA_DEVICE void multiply_shared(float (&d)[8][4], uint64_t a, uint64_t b
   (void)d, (void)a, (void)b, (void)accumulate;
   __trap();  // not built for sm_90a: callers check kAvailable
 #elif defined(TRIDENT_CUDA_EMULATION)
-  emulated::multiply<S>(
-      d, [a](int row, int k) { return emulated::operand_at<S>(a, kMajorA, row, k); }, b, kMajorB, accumulate);
+  emulated::issue<S>(
+      d,
+      [a](::cuda_emu::WarpgroupProduct& product, int row, int k) {
+        return emulated::read_operand<S>(product, a, kMajorA, row, k);
+      },
+      b, kMajorB, accumulate);
 #else
   (void)d, (void)a, (void)b, (void)accumulate;  // nvcc's host pass
 #endif
@@ -237,9 +271,12 @@ TRIDENT_MMA_DEVICE void multiply_registers(float (&d)[8][4], const uint32_t (&a)
   uint32_t all_a[32][4];
   mma::emulated::gather(a, all_a);
   const int first = 16 * emulated::warp_in_warpgroup();
-  emulated::multiply<S>(
-      d, [&all_a, first](int row, int k) { return mma::emulated::a_at<S>(all_a, row - first, k); }, b, kMajorB,
-      accumulate);
+  emulated::issue<S>(
+      d,
+      [&all_a, first](::cuda_emu::WarpgroupProduct&, int row, int k) {
+        return mma::emulated::a_at<S>(all_a, row - first, k);
+      },
+      b, kMajorB, accumulate);
 #else
   (void)d, (void)a, (void)b, (void)accumulate;
 #endif
@@ -250,12 +287,16 @@ TRIDENT_MMA_DEVICE void multiply_registers(float (&d)[8][4], const uint32_t (&a)
 TRIDENT_MMA_DEVICE void fence() {
 #if defined(TRIDENT_WGMMA_PTX)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#elif defined(TRIDENT_CUDA_EMULATION)
+  ::cuda_emu::fence_warpgroup_products();
 #endif
 }
 // Closes the group of products issued since the last commit.
 TRIDENT_MMA_DEVICE void commit() {
 #if defined(TRIDENT_WGMMA_PTX)
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#elif defined(TRIDENT_CUDA_EMULATION)
+  ::cuda_emu::commit_warpgroup_products();
 #endif
 }
 // Waits until at most kInFlight committed groups are unfinished.
@@ -263,6 +304,8 @@ template <int kInFlight>
 TRIDENT_MMA_DEVICE void wait() {
 #if defined(TRIDENT_WGMMA_PTX)
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kInFlight) : "memory");
+#elif defined(TRIDENT_CUDA_EMULATION)
+  ::cuda_emu::wait_warpgroup_products(kInFlight);
 #endif
 }
 // This thread's ordinary writes to shared memory made visible to the async proxy (wgmma's

@@ -36,12 +36,16 @@ namespace cuda_emu {
 
 // Where the running fiber is in the grid; set by the scheduler before it resumes a fiber.
 struct Coordinates {
-  uint3 thread;
-  uint3 block;
+  uint3 thread{};
+  uint3 block{};
   dim3 block_dim;
   dim3 grid_dim;
 };
-extern thread_local Coordinates tl_coordinates;
+// constinit: no dynamic initialisation, so that the kernels read it straight from the thread's
+// block, with no call of a TLS wrapper. GCC 12's null check (-fsanitize=null) of that wrapper's
+// result once tested stale flags in an emulated wgmma kernel and stopped every run of it with
+// "member access within null pointer of type 'struct Coordinates'" (2026-11-24).
+extern thread_local constinit Coordinates tl_coordinates;
 
 void sync_block();
 // __syncwarp: a barrier of the running thread's warp that also orders memory between its lanes.
@@ -62,6 +66,25 @@ struct AsyncCopy {
 };
 void record_async_copy(void* to, const void* from, std::size_t bytes);
 bool take_async_copy(AsyncCopy* copy);
+// wgmma's model (kernels/cuda/warpgroup_mma.cuh; the rules it holds kernels to:
+// emulated_warpgroup.h): a product as its issue read it, finished at the wait that covers its
+// group. The issue reads the lane's operands (and notes each 16-bit element of shared memory it
+// read, its window address and bits, for the wait to read again); `finish` adds the product into
+// the 32 accumulator values it is handed, k in order (zeros first where it does not accumulate).
+struct WarpgroupProduct {
+  float* d = nullptr;  // the lane's 32 accumulators
+  bool accumulate = false;
+  void (*finish)(const WarpgroupProduct& product, float* values) = nullptr;
+  float a[2][16];   // the lane's two rows of A (16 w + g and 8 more), k in order
+  float b[16][16];  // its 16 columns of B (8 j + 2 t and 8 j + 2 t + 1 for j in [0, 8)), k in order
+  int reads = 0;
+  std::uint32_t read_address[2 * 16 + 16 * 16];
+  std::uint16_t read_bits[2 * 16 + 16 * 16];
+};
+void fence_warpgroup_products();
+void record_warpgroup_product(const WarpgroupProduct& product);
+void commit_warpgroup_products();
+void wait_warpgroup_products(int in_flight);
 // The shared window, as __cvta_generic_to_shared gives it on the GPU (and wgmma's descriptors
 // carry): the address of `p` (in the block's shared memory, else a kernel fault), and back from an
 // address to the memory of `bytes` there (a fault unless one allocation holds them all). Each

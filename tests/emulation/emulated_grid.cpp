@@ -27,10 +27,11 @@
 #include "tests/emulation/cuda_emulation.h"
 #include "tests/emulation/emulated_racecheck.h"
 #include "tests/emulation/emulated_state.h"
+#include "tests/emulation/emulated_warpgroup.h"
 
 namespace cuda_emu {
 
-thread_local Coordinates tl_coordinates;
+thread_local constinit Coordinates tl_coordinates;
 
 namespace {
 
@@ -64,6 +65,7 @@ struct Fiber {
   // checker, the two not being ordered.
   std::vector<AsyncCopy> async_copies;
   std::size_t async_taken = 0;
+  WarpgroupQueue wgmma;  // its wgmma products not yet waited for (emulated_warpgroup.h)
 };
 
 // Hands out the OS thread's own pooled stacks: no allocation per fiber.
@@ -164,11 +166,14 @@ void wait_for_release(const unsigned* generation, unsigned seen) {
 
 // A copy a thread never waited for may land at any time after it returns, or be read by another
 // thread that the barrier it would have needed never ordered: a kernel bug on the GPU too.
+// Likewise a wgmma product never waited for.
 void check_no_async_copies_left(const Block& b) {
   const Fiber& f = b.fibers[static_cast<std::size_t>(b.current)];
   if (f.async_taken < f.async_copies.size()) {
     kernel_fault(b, "returned with cp.async copies it never waited for (async_copy::wait_all)");
   }
+  const std::string products = f.wgmma.at_return();
+  if (!products.empty()) kernel_fault(b, products);
 }
 
 int linear_thread(const uint3& t, const dim3& d) {
@@ -427,6 +432,23 @@ bool take_async_copy(AsyncCopy* copy) {
   *copy = f.async_copies[f.async_taken++];
   return true;
 }
+
+namespace {
+WarpgroupQueue& current_wgmma_queue() {
+  Block& b = *tl_block;
+  return b.fibers[static_cast<std::size_t>(b.current)].wgmma;
+}
+void fault_unless_empty(const std::string& error) {
+  if (!error.empty()) kernel_fault(*tl_block, error);
+}
+}  // namespace
+
+void fence_warpgroup_products() { current_wgmma_queue().fence(); }
+void record_warpgroup_product(const WarpgroupProduct& product) {
+  fault_unless_empty(current_wgmma_queue().record(product));
+}
+void commit_warpgroup_products() { fault_unless_empty(current_wgmma_queue().commit()); }
+void wait_warpgroup_products(int in_flight) { fault_unless_empty(current_wgmma_queue().wait(in_flight)); }
 
 std::uint32_t shared_window_address(const void* p) {
   const Block& b = *tl_block;

@@ -27,6 +27,7 @@
 #include "tests/emulation/multiply_add_probe.h"
 // After the prelude, as in a translated kernel source.
 #include "kernels/cuda/async_copy.cuh"    // async_copy::copy, wait_all
+#include "kernels/cuda/warpgroup_mma.cuh" // wgmma::multiply_shared, fence, commit, wait
 #include "tests/support/warp_products.h"       // warp_products, expected_warp_product
 #include "tests/support/warpgroup_products.h"  // warpgroup_products, warpgroup_product_mismatches
 
@@ -422,6 +423,101 @@ TEST(WarpgroupMatrixProducts, TheHostModelComputesTheProductsItsLayoutsName) {
     ASSERT_EQ(got.back(), 1.0f);
     for (const auto& line : warpgroup_product_mismatches(got)) ADD_FAILURE() << name << ": " << line;
   }
+}
+
+// wgmma's asynchrony in the model (tests/emulation/emulated_warpgroup.h): one warpgroup issues
+// d1 = A B^T over k in [0, 16) and commits, then d2 over k in [16, 32) and commits, and reads its
+// first accumulator of each before its waits, after wait<1> and after wait<0> (out[4 t + 0..3]).
+// A(r, k) = (r + k) % 5 and B(n, k) = (n + 2 k) % 3 are exact in bf16. `misuse` breaks one rule.
+enum class WgmmaMisuse { kNone, kNoFence, kNoCommit, kWriteShared, kWriteAccumulator, kNoWait };
+constexpr int kWgmmaThreads = 128;
+constexpr std::size_t kWgmmaSharedBytes = 2 * 4096 * sizeof(uint16_t) + 1024;
+float wgmma_a(int r, int k) { return static_cast<float>((r + k) % 5); }
+float wgmma_b(int n, int k) { return static_cast<float>((n + 2 * k) % 3); }
+
+void warpgroup_waits(float* out, WgmmaMisuse misuse) {
+  namespace wg = trident::kernels::cuda::wgmma;
+  using S = trident::kernels::stored::Bf16;
+  using wg::Major;
+  uint16_t* const tiles = wg::align_tiles(static_cast<uint16_t*>(cuda_emu::dynamic_shared_memory()));
+  const int t = static_cast<int>(threadIdx.x);
+  for (int i = t; i < 4096; i += kWgmmaThreads) {
+    tiles[wg::swizzled_offset(i / 64, i % 64)] = S::store(wgmma_a(i / 64, i % 64));
+    tiles[4096 + wg::swizzled_offset(i / 64, i % 64)] = S::store(wgmma_b(i / 64, i % 64));
+  }
+  wg::fence_shared_for_async();
+  __syncthreads();
+  float d1[8][4];
+  float d2[8][4];
+  if (misuse != WgmmaMisuse::kNoFence) wg::fence();
+  wg::multiply_shared<S, Major::kK, Major::kK>(d1, wg::descriptor<Major::kK>(tiles, 0),
+                                               wg::descriptor<Major::kK>(tiles + 4096, 0), false);
+  wg::commit();
+  wg::multiply_shared<S, Major::kK, Major::kK>(d2, wg::descriptor<Major::kK>(tiles, 1),
+                                               wg::descriptor<Major::kK>(tiles + 4096, 1), false);
+  if (misuse == WgmmaMisuse::kNoCommit) {
+    wg::wait<0>();
+    return;
+  }
+  wg::commit();
+  out[4 * t] = d1[0][0];
+  if (misuse == WgmmaMisuse::kWriteShared && t == 0) tiles[4096] = S::store(7.0f);  // B(0, 0), which d1 reads
+  if (misuse == WgmmaMisuse::kWriteAccumulator) d1[0][0] = 0.0f;
+  if (misuse == WgmmaMisuse::kNoWait) return;
+  wg::wait<1>();
+  out[4 * t + 1] = d1[0][0];
+  out[4 * t + 2] = d2[0][0];
+  wg::wait<0>();
+  out[4 * t + 3] = d2[0][0];
+}
+
+std::vector<float> run_warpgroup_waits(WgmmaMisuse misuse) {
+  float* out = nullptr;
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&out), 4 * kWgmmaThreads * sizeof(float)), cudaSuccess);
+  cuda_emu::launch("warpgroup_waits", cuda_emu::LaunchConfig(dim3(1), dim3(kWgmmaThreads), kWgmmaSharedBytes),
+                   [](auto&... a) { warpgroup_waits(a...); }, out, misuse);
+  std::vector<float> host(4 * kWgmmaThreads);
+  EXPECT_EQ(cudaMemcpy(host.data(), out, host.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+  return host;
+}
+
+// A product's accumulators hold a NaN from its issue to the wait that covers its group, then its
+// value; wait<1> finishes every group but the newest. So a kernel that reads them early, or
+// waits for too few groups, computes NaNs here, whatever the GPU's timing would have let pass.
+TEST(WarpgroupMatrixProducts, AccumulatorsHoldTheirValueOnlyAfterTheWaitForTheirGroup) {
+  const std::vector<float> out = run_warpgroup_waits(WgmmaMisuse::kNone);
+  for (int t = 0; t < kWgmmaThreads; ++t) {
+    const int row = 16 * (t / 32) + t % 32 / 4, col = 2 * (t % 4);
+    float first = 0.0f, second = 0.0f;
+    for (int k = 0; k < 16; ++k) {
+      first += wgmma_a(row, k) * wgmma_b(col, k);
+      second += wgmma_a(row, 16 + k) * wgmma_b(col, 16 + k);
+    }
+    const float* got = out.data() + 4 * t;
+    EXPECT_TRUE(std::isnan(got[0])) << "thread " << t << ": d1 before any wait holds " << got[0];
+    EXPECT_EQ(got[1], first) << "thread " << t << ": d1 after wait<1>";
+    EXPECT_TRUE(std::isnan(got[2])) << "thread " << t << ": d2 after wait<1> (its group is the newest) holds "
+                                    << got[2];
+    EXPECT_EQ(got[3], second) << "thread " << t << ": d2 after wait<0>";
+  }
+}
+
+TEST(WarpgroupMatrixProducts, BrokenRulesAreReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork of an MPI one
+  EXPECT_DEATH(run_warpgroup_waits(WgmmaMisuse::kNoFence),
+               "kernel warpgroup_waits.*issued a wgmma product with no wgmma::fence since its last "
+               "wgmma::wait");
+  EXPECT_DEATH(run_warpgroup_waits(WgmmaMisuse::kNoCommit),
+               "kernel warpgroup_waits.*waited \\(wgmma::wait\\) with wgmma products issued since its last "
+               "wgmma::commit");
+  EXPECT_DEATH(run_warpgroup_waits(WgmmaMisuse::kWriteShared),
+               "kernel warpgroup_waits.*thread \\(0,0,0\\): wrote shared memory \\(window address [0-9]+\\) "
+               "that a wgmma product reads, between the product's issue and its wgmma::wait");
+  EXPECT_DEATH(run_warpgroup_waits(WgmmaMisuse::kWriteAccumulator),
+               "kernel warpgroup_waits.*wrote a wgmma product's accumulators between its issue and its wgmma::wait");
+  EXPECT_DEATH(run_warpgroup_waits(WgmmaMisuse::kNoWait),
+               "kernel warpgroup_waits.*returned with wgmma products it never waited for");
 }
 
 // cp.async's model: each of 32 threads copies 4 ints into the block's shared memory (the odd
