@@ -32,6 +32,14 @@ enum class TileCopy { kAsynchronous, kSynchronous };
 //               on the emulation).
 enum class FlashProducts { kWarp, kWarpgroup };
 
+// The wgmma forward's schedule (forward_products = kWarpgroup only): each product group waited
+// for at once (kInTurn, the default), or FlashAttention-3's overlap within the warpgroup
+// (kOverlapped): key tile j's scores issued with tile j - 1's P V behind them, and tile j's
+// softmax run while that P V is in flight (flash_attention_wgmma.cu). The same arithmetic in the
+// same order, so the same bits; three K and V buffers instead of two, in 58,368 bytes of dynamic
+// shared memory. Not yet timed.
+enum class WarpgroupSchedule { kInTurn, kOverlapped };
+
 // The kernels' choices that change their speed and not their results (the same bits either way:
 // tests/gpu/flash_mma_options_test.cpp). The defaults are production's.
 struct FlashMmaOptions {
@@ -51,6 +59,7 @@ struct FlashMmaOptions {
   FlashBlockOrder block_order = FlashBlockOrder::kHeadByHead;
   FlashProducts forward_products = FlashProducts::kWarp;
   FlashProducts backward_products = FlashProducts::kWarp;
+  WarpgroupSchedule forward_schedule = WarpgroupSchedule::kInTurn;
 };
 
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and

@@ -8,10 +8,11 @@
 //               fragments in registers as before), B = the V tile, MN-major (its rows are k).
 // Why it may be faster: each mma.sync loads its B fragment into each warp's registers from
 // shared memory (256 bytes an instruction, the 4 warps 4 times over), where wgmma reads B once
-// for the warpgroup, from shared memory directly (warpgroup_mma.cuh says more). What it does not
-// do yet (FlashAttention-3 does): overlap one tile's softmax with the next tile's products (each
-// product group is waited for at once here), producer warps with TMA, 128 queries a block.
-// Those come after a sitting has timed this against the mma.sync forward
+// for the warpgroup, from shared memory directly (warpgroup_mma.cuh says more). Two schedules
+// (FlashMmaOptions::forward_schedule): each product group waited for at once, or one tile's
+// softmax beside the previous tile's P V (wgmma_forward_overlapped_kernel, below). What it does not
+// do yet (FlashAttention-3 does): producer warps with TMA, 128 queries a block, two warpgroups
+// taking turns. Those come after a sitting has timed these against the mma.sync forward
 // (perf/kernels/attention_forward) and WarpgroupMatrixProducts has passed on the GPU.
 //
 // The tiles live in shared memory with the 128-byte swizzle, copied and made visible to wgmma
@@ -33,6 +34,65 @@ namespace {
 
 using namespace flash_wgmma;
 
+// One key tile's online softmax on its scores s (this warp's 16 rows; kMasked: the causal and end
+// tests, for the diagonal tile and a last, partial one): the running max m and the lane's part of
+// the running sum l move on, s becomes P, and correction[r] is what row r's output accumulators
+// must be multiplied by before this tile's P V is added (rescale_rows).
+template <bool kMasked>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[8][4], float (&m)[2], float (&l)[2],
+                                                    float (&correction)[2], int k0, const int (&row)[2], int T,
+                                                    int t4, float scale_log2) {
+  if constexpr (kMasked) {
+    for (int j = 0; j < 8; j++) {
+      for (int i = 0; i < 4; i++) {
+        const int key = k0 + fragment_column(j, i, t4);
+        if (key > row[i / 2] || key >= T) s[j][i] = -INFINITY;
+      }
+    }
+  }
+  float tile_max[2] = {-INFINITY, -INFINITY};
+  for (int j = 0; j < 8; j++) {
+    for (int i = 0; i < 4; i++) tile_max[i / 2] = fmaxf(tile_max[i / 2], s[j][i]);
+  }
+  float m_use[2];
+  for (int r = 0; r < 2; r++) {
+    const float m_new = fmaxf(m[r], quad_max(tile_max[r]) * scale_log2);
+    m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
+    correction[r] = exp2_ftz(m[r] - m_use[r]);
+    m[r] = m_new;
+    l[r] *= correction[r];
+  }
+  for (int j = 0; j < 8; j++) {
+    for (int i = 0; i < 4; i++) {
+      s[j][i] = exp2_ftz(fmaf(s[j][i], scale_log2, -m_use[i / 2]));
+      l[i / 2] += s[j][i];
+    }
+  }
+}
+
+// o's rows times their corrections (online_softmax_tile).
+__device__ __forceinline__ void rescale_rows(float (&o)[8][4], const float (&correction)[2]) {
+  for (int r = 0; r < 2; r++) {
+    for (int j = 0; j < 8; j++) {
+      o[j][2 * r] *= correction[r];
+      o[j][2 * r + 1] *= correction[r];
+    }
+  }
+}
+
+// The end of both schedules: this warp's rows of O / l into out and their L = m ln 2 + ln l.
+template <class S>
+__device__ __forceinline__ void store_rows(uint16_t* out, float* lse, const float (&o)[8][4], const float (&m)[2],
+                                           const float (&l)[2], const int (&row)[2], int b, int h, int T, int C,
+                                           int NH, int t4) {
+  for (int r = 0; r < 2; r++) {
+    const float sum = quad_sum(l[r]);
+    if (row[r] >= T) continue;
+    store_accumulator_row<S>(out + row_index(b, row[r], h, T, C), o, r, t4, 1.0f / sum);
+    if (t4 == 0) lse[stat_index(b, h, row[r], T, NH)] = m[r] * kLn2 + logf(sum);
+  }
+}
+
 // Q, then K and V two buffers each, with 1024 bytes to align them: 41,984 bytes.
 struct alignas(16) WarpgroupForwardShared {
   uint16_t elements[5 * kSwizzledTileElements + wg::kTileAlignment / sizeof(uint16_t)];
@@ -43,19 +103,11 @@ __global__ void __launch_bounds__(kThreads)
     wgmma_forward_kernel(uint16_t* __restrict__ out, float* __restrict__ lse, const uint16_t* __restrict__ qkv, int T,
                          int C, int NH, float scale) {
   __shared__ WarpgroupForwardShared shared;
-  uint16_t* const q_tile = wg::align_tiles(shared.elements);
-  uint16_t* const k_tiles = q_tile + kSwizzledTileElements;      // two buffers
-  uint16_t* const v_tiles = q_tile + 3 * kSwizzledTileElements;  // two buffers
   const Place at = place<kOrder>();
   const int q0 = query_tile_of<kOrder>(at) * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
-  auto load_keys = [&](int k0, int slot) {
-    load_swizzled_key_tile<kCopy>(k_tiles + slot * kSwizzledTileElements, v_tiles + slot * kSwizzledTileElements, qkv,
-                                  b, h, k0, T, C, tid);
-  };
-  load_swizzled_tile<kCopy>(q_tile, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), 3 * static_cast<std::size_t>(C),
-                            b, q0, T, tid);
-  load_keys(0, 0);
+  const QueryTileBuffers<kCopy> tiles(shared.elements, 2, qkv, b, h, T, C, tid);
+  tiles.start(q0);
 
   const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
   const float scale_log2 = scale * kLog2e;
@@ -69,54 +121,25 @@ __global__ void __launch_bounds__(kThreads)
   const int last_query = min(q0 + kTile, T) - 1;
   auto key_tile = [&](int k0, int slot, auto masked) {
     wait_for_swizzled_tiles<kCopy>();  // this key tile is whole; the other buffer is free
-    if (k0 + kTile <= last_query) load_keys(k0 + kTile, slot ^ 1);
-    const uint16_t* k_tile = k_tiles + slot * kSwizzledTileElements;
-    const uint16_t* v_tile = v_tiles + slot * kSwizzledTileElements;
+    if (k0 + kTile <= last_query) tiles.load_keys(k0 + kTile, slot ^ 1);
 
     float s[8][4] = {};  // overwritten by the first product (not accumulated into)
     wg::fence_operands(s);
     wg::fence();
-    issue_scores<S>(s, q_tile, k_tile);
+    issue_scores<S>(s, tiles.q_tile, tiles.k_tile(slot));
     wg::commit();
     wg::wait<0>();
     wg::fence_operands(s);
 
-    if constexpr (decltype(masked)::value) {
-      for (int j = 0; j < 8; j++) {
-        for (int i = 0; i < 4; i++) {
-          const int key = k0 + fragment_column(j, i, t4);
-          if (key > row[i / 2] || key >= T) s[j][i] = -INFINITY;
-        }
-      }
-    }
-    float tile_max[2] = {-INFINITY, -INFINITY};
-    for (int j = 0; j < 8; j++) {
-      for (int i = 0; i < 4; i++) tile_max[i / 2] = fmaxf(tile_max[i / 2], s[j][i]);
-    }
-    float m_use[2];
-    for (int r = 0; r < 2; r++) {
-      const float m_new = fmaxf(m[r], quad_max(tile_max[r]) * scale_log2);
-      m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
-      const float correction = exp2_ftz(m[r] - m_use[r]);
-      m[r] = m_new;
-      l[r] *= correction;
-      for (int j = 0; j < 8; j++) {
-        o[j][2 * r] *= correction;
-        o[j][2 * r + 1] *= correction;
-      }
-    }
-    for (int j = 0; j < 8; j++) {
-      for (int i = 0; i < 4; i++) {
-        s[j][i] = exp2_ftz(fmaf(s[j][i], scale_log2, -m_use[i / 2]));
-        l[i / 2] += s[j][i];
-      }
-    }
+    float correction[2];
+    online_softmax_tile<decltype(masked)::value>(s, m, l, correction, k0, row, T, t4, scale_log2);
+    rescale_rows(o, correction);
 
     uint32_t pa[4][4];
     accumulator_as_fragments<S>(pa, s);
     wg::fence_operands(o);
     wg::fence();  // o was rescaled above: its registers are ready for the products
-    issue_accumulate<S>(o, pa, v_tile);
+    issue_accumulate<S>(o, pa, tiles.v_tile(slot));
     wg::commit();
     wg::wait<0>();
     wg::fence_operands(o);
@@ -125,12 +148,97 @@ __global__ void __launch_bounds__(kThreads)
   for (; k0 < q0; k0 += kTile, slot ^= 1) key_tile(k0, slot, std::false_type{});
   for (; k0 <= last_query; k0 += kTile, slot ^= 1) key_tile(k0, slot, std::true_type{});
 
-  for (int r = 0; r < 2; r++) {
-    const float sum = quad_sum(l[r]);
-    if (row[r] >= T) continue;
-    store_accumulator_row<S>(out + row_index(b, row[r], h, T, C), o, r, t4, 1.0f / sum);
-    if (t4 == 0) lse[stat_index(b, h, row[r], T, NH)] = m[r] * kLn2 + logf(sum);
+  store_rows<S>(out, lse, o, m, l, row, b, h, T, C, NH, t4);
+}
+
+// WarpgroupSchedule::kOverlapped: FlashAttention-3's overlap within the warpgroup. Key tile j's
+// scores S_j = Q K_j^T are issued with the previous tile's O += P_{j-1} V_{j-1} behind them, the
+// softmax of S_j runs as soon as S_j is done (wait<1>) while P V is still in flight, and O is
+// rescaled by tile j's correction once P V is done (wait<0>). So O still goes
+// O_j = O_{j-1} c_j + P_j V_j, each step the in-turn kernel's: the same bits. P V of tile j-1
+// reads V_{j-1} until the wait<0> of tile j, so the tiles take three buffers (tile j in j % 3):
+// the barrier that opens tile j follows every warp's wait<0> of tile j - 1, after which buffer
+// (j + 1) % 3, tile j - 2's, is free for tile j + 1's copy. Dynamic shared memory (opt-in):
+// Q and 3 K and V buffers, 58,368 bytes.
+constexpr int kOverlapBuffers = 3;
+constexpr std::size_t kOverlappedSharedBytes =
+    (1 + 2 * kOverlapBuffers) * kSwizzledTileBytes + static_cast<std::size_t>(wg::kTileAlignment);
+
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
+__global__ void __launch_bounds__(kThreads)
+    wgmma_forward_overlapped_kernel(uint16_t* __restrict__ out, float* __restrict__ lse,
+                                    const uint16_t* __restrict__ qkv, int T, int C, int NH, float scale) {
+  extern __shared__ float overlap_shared[];  // kOverlappedSharedBytes
+  const Place at = place<kOrder>();
+  const int q0 = query_tile_of<kOrder>(at) * kTile;
+  const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
+  const QueryTileBuffers<kCopy> tiles(reinterpret_cast<uint16_t*>(overlap_shared), kOverlapBuffers, qkv, b, h, T, C,
+                                      tid);
+  tiles.start(q0);
+
+  const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  const float scale_log2 = scale * kLog2e;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  float o[8][4] = {};
+  uint32_t pa[4][4] = {};                         // P of the previous tile as A fragments, for its P V
+  const uint16_t* previous_v = tiles.v_tile(0);  // that tile's V
+
+  // One key tile of the walk: `masked` (std::true_type) as in the in-turn kernel; `behind`
+  // (std::true_type for every tile but the first) issues the previous tile's P V behind the
+  // scores. Compile-time choices, so that no branch separates the products (a branch between
+  // them makes ptxas wait for the warpgroup there, its info C7519).
+  const int last_query = min(q0 + kTile, T) - 1;
+  auto key_tile = [&](int k0, int slot, auto masked, auto behind) {
+    constexpr bool kBehind = decltype(behind)::value;
+    wait_for_swizzled_tiles<kCopy>();  // tile j whole; every warp past tile j - 1's wait<0>
+    if (k0 + kTile <= last_query) tiles.load_keys(k0 + kTile, (slot + 1) % kOverlapBuffers);
+
+    float s[8][4] = {};  // overwritten by the first product (not accumulated into)
+    wg::fence_operands(s);
+    wg::fence_operands(o);
+    wg::fence();  // o rescaled and pa written by the previous tile: ready for the products
+    issue_scores<S>(s, tiles.q_tile, tiles.k_tile(slot));
+    wg::commit();
+    if constexpr (kBehind) {
+      issue_accumulate<S>(o, pa, previous_v);
+      wg::commit();
+      wg::wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+    } else {
+      wg::wait<0>();
+    }
+    wg::fence_operands(s);
+
+    float correction[2];
+    online_softmax_tile<decltype(masked)::value>(s, m, l, correction, k0, row, T, t4, scale_log2);
+
+    if constexpr (kBehind) wg::wait<0>();  // P_{j-1} V_{j-1} done: o rescaled next, pa and V_{j-1} free
+    wg::fence_operands(o);
+    rescale_rows(o, correction);
+    accumulator_as_fragments<S>(pa, s);
+    previous_v = tiles.v_tile(slot);
+  };
+  int k0 = 0, slot = 0;
+  const auto next = [&] {
+    k0 += kTile;
+    slot = (slot + 1) % kOverlapBuffers;
+  };
+  if (q0 == 0) {
+    key_tile(k0, slot, std::true_type{}, std::false_type{});  // the first tile is the diagonal
+  } else {
+    key_tile(k0, slot, std::false_type{}, std::false_type{});
   }
+  for (next(); k0 < q0; next()) key_tile(k0, slot, std::false_type{}, std::true_type{});
+  for (; k0 <= last_query; next()) key_tile(k0, slot, std::true_type{}, std::true_type{});
+  // The last tile's P V.
+  wg::fence_operands(o);
+  wg::fence();
+  issue_accumulate<S>(o, pa, previous_v);
+  wg::commit();
+  wg::wait<0>();
+  wg::fence_operands(o);
+
+  store_rows<S>(out, lse, o, m, l, row, b, h, T, C, NH, t4);
 }
 
 }  // namespace
@@ -154,9 +262,20 @@ void flash_attention_wgmma_forward(ActPtr out, float* lse, ConstActPtr qkv, int 
   auto* out_s = static_cast<uint16_t*>(out.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
   with_kernel_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
-    using Order = decltype(ordering);
-    wgmma_forward_kernel<decltype(policy), decltype(copying)::value, Order::value>
-        <<<tile_grid(B, T, NH, Order::value), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
+    using S = decltype(policy);
+    constexpr TileCopy kCopy = decltype(copying)::value;
+    constexpr FlashBlockOrder kOrder = decltype(ordering)::value;
+    if (options.forward_schedule == WarpgroupSchedule::kOverlapped) {
+      CUDA_CHECK(cudaFuncSetAttribute(wgmma_forward_overlapped_kernel<S, kCopy, kOrder>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kOverlappedSharedBytes)));
+      wgmma_forward_overlapped_kernel<S, kCopy, kOrder>
+          <<<tile_grid(B, T, NH, kOrder), kThreads, kOverlappedSharedBytes, stream>>>(out_s, lse, qkv_s, T, C, NH,
+                                                                                       scale);
+    } else {
+      wgmma_forward_kernel<S, kCopy, kOrder>
+          <<<tile_grid(B, T, NH, kOrder), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
+    }
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -158,21 +158,14 @@ __global__ void __launch_bounds__(kThreads)
                     const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
                     float scale) {
   extern __shared__ float walk_shared[];  // kDqSharedBytes
-  uint16_t* const q_tile = wg::align_tiles(reinterpret_cast<uint16_t*>(walk_shared));
-  uint16_t* const do_tile = q_tile + kSwizzledTileElements;
-  uint16_t* const k_tiles = q_tile + 2 * kSwizzledTileElements;  // two buffers
-  uint16_t* const v_tiles = q_tile + 4 * kSwizzledTileElements;  // two buffers
   const Place at = place<kOrder>();
   const int q0 = query_tile_of<kOrder>(at) * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
-  auto load_keys = [&](int k0, int slot) {
-    load_swizzled_key_tile<kCopy>(k_tiles + slot * kSwizzledTileElements, v_tiles + slot * kSwizzledTileElements, qkv,
-                                  b, h, k0, T, C, tid);
-  };
-  load_swizzled_tile<kCopy>(q_tile, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), 3 * static_cast<std::size_t>(C),
-                            b, q0, T, tid);
+  // Q, K and V two buffers each, then dO.
+  const QueryTileBuffers<kCopy> tiles(reinterpret_cast<uint16_t*>(walk_shared), 2, qkv, b, h, T, C, tid);
+  uint16_t* const do_tile = tiles.v_tiles + 2 * kSwizzledTileElements;
+  tiles.start(q0);
   load_swizzled_tile<kCopy>(do_tile, dout + row_index(0, 0, h, T, C), static_cast<std::size_t>(C), b, q0, T, tid);
-  load_keys(0, 0);
 
   const float scale_log2 = scale * kLog2e;
   const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
@@ -185,16 +178,16 @@ __global__ void __launch_bounds__(kThreads)
   // tests, which only the diagonal tile needs.
   auto key_tile = [&](int k0, int slot, auto masked) {
     wait_for_swizzled_tiles<kCopy>();  // this key tile is whole; the other buffer is free
-    if (k0 + kTile <= last_query) load_keys(k0 + kTile, slot ^ 1);
-    const uint16_t* k_tile = k_tiles + slot * kSwizzledTileElements;
-    const uint16_t* v_tile = v_tiles + slot * kSwizzledTileElements;
+    if (k0 + kTile <= last_query) tiles.load_keys(k0 + kTile, slot ^ 1);
+    const uint16_t* k_tile = tiles.k_tile(slot);
+    const uint16_t* v_tile = tiles.v_tile(slot);
 
     float ds[8][4] = {};  // S, then dS
     float dp[8][4] = {};
     wg::fence_operands(ds);
     wg::fence_operands(dp);
     wg::fence();
-    issue_scores<S>(ds, q_tile, k_tile);
+    issue_scores<S>(ds, tiles.q_tile, k_tile);
     issue_scores<S>(dp, do_tile, v_tile);
     wg::commit();
     wg::wait<0>();

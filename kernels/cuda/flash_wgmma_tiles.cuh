@@ -53,6 +53,36 @@ __device__ __forceinline__ void load_swizzled_key_tile(uint16_t* k_tile, uint16_
   load_swizzled_tile<kCopy>(v_tile, qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
 }
 
+// A query-tile block's tiles (the forward, dQ): its Q tile, then its K and V buffers (`buffers`
+// of each, key tile k0 into buffer `slot` by load_keys), all on `shared` aligned for wgmma.
+// Starting copies Q of query tile q0 and key tile 0 into buffer 0.
+template <TileCopy kCopy>
+struct QueryTileBuffers {
+  uint16_t* q_tile;
+  uint16_t* k_tiles;
+  uint16_t* v_tiles;
+  const uint16_t* qkv;
+  int b, h, T, C, tid;
+
+  __device__ __forceinline__ QueryTileBuffers(uint16_t* shared, int buffers, const uint16_t* qkv_, int b_, int h_,
+                                              int T_, int C_, int tid_)
+      : q_tile(wg::align_tiles(shared)),
+        k_tiles(q_tile + kSwizzledTileElements),
+        v_tiles(k_tiles + buffers * kSwizzledTileElements),
+        qkv(qkv_), b(b_), h(h_), T(T_), C(C_), tid(tid_) {}
+  __device__ __forceinline__ const uint16_t* k_tile(int slot) const { return k_tiles + slot * kSwizzledTileElements; }
+  __device__ __forceinline__ const uint16_t* v_tile(int slot) const { return v_tiles + slot * kSwizzledTileElements; }
+  __device__ __forceinline__ void load_keys(int k0, int slot) const {
+    load_swizzled_key_tile<kCopy>(k_tiles + slot * kSwizzledTileElements, v_tiles + slot * kSwizzledTileElements, qkv,
+                                  b, h, k0, T, C, tid);
+  }
+  __device__ __forceinline__ void start(int q0) const {
+    load_swizzled_tile<kCopy>(q_tile, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), 3 * static_cast<std::size_t>(C),
+                              b, q0, T, tid);
+    load_keys(0, 0);
+  }
+};
+
 // Until every thread's copies have landed and are visible to the warpgroup's products (the async
 // proxy) and to every thread: wait, fence, barrier.
 template <TileCopy kCopy>

@@ -60,7 +60,12 @@
 //      64 queries a block, each product group waited for at once (no overlap with the softmax
 //      yet). Within the format's rounding of 11 (tests/gpu), the same bits on the emulation.
 //      Compute capability 9.0 and a build for sm_90a only; "unsupported" elsewhere.
-//   Variants 3 to 13 read qkv rounded to bf16 and are validated against the twin run on
+//  14  variant 13 with each key tile's softmax beside the previous tile's P V
+//      (FlashMmaOptions::forward_schedule = WarpgroupSchedule::kOverlapped, FlashAttention-3's
+//      overlap within the warpgroup): three K and V buffers, 58,368 bytes of shared memory, so 3
+//      blocks an SM where 13 has 4 (ptxas: 128 registers each). The same bits as 13 on the
+//      emulation, whose wgmma model finishes products only at their waits.
+//   Variants 3 to 14 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
@@ -85,7 +90,7 @@
 #include "kernels/cpu/attention.h"      // cpu::attention_forward (the reference)
 #include "kernels/cuda/attention.cuh"   // cuda::attention_forward (variant 1)
 #include "kernels/cuda/flash_attention.cuh"  // cuda::flash_attention_forward (variant 2)
-#include "kernels/cuda/flash_attention_mma.cuh"  // FlashProducts, flash_attention_wgmma_available (13)
+#include "kernels/cuda/flash_attention_mma.cuh"  // FlashProducts, WarpgroupSchedule, the wgmma check (13, 14)
 #include "perf/kernels/flash_tensor_core.cuh"  // flash_tc::forward, replay_forward (variant 4)
 #include "perf/kernels/playground.cuh"  // harness
 
@@ -305,6 +310,11 @@ int main(int argc, char** argv) {
       {"variant 3 on Hopper's warpgroup products (wgmma, 64 queries a block)",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
            ? Run(measure16(flash16_with({.forward_products = tk::cuda::FlashProducts::kWarpgroup})))
+           : Run(no_warpgroup_products)},
+      {"variant 13 with each tile's softmax beside the previous tile's P V",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(flash16_with({.forward_products = tk::cuda::FlashProducts::kWarpgroup,
+                                         .forward_schedule = tk::cuda::WarpgroupSchedule::kOverlapped})))
            : Run(no_warpgroup_products)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;

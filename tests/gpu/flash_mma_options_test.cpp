@@ -173,8 +173,11 @@ TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
 }
 
 // The forward on warpgroup products (FlashProducts::kWarpgroup, wgmma) against the
-// default's mma.sync, with each tile copy and block order. The same sums in the same 16-wide
-// steps: on the emulation, whose models of the two instructions add in the same order, the same
+// default's mma.sync, with each tile copy and block order, and with the softmax of each key tile
+// beside the previous tile's P V (WarpgroupSchedule::kOverlapped: on the emulation, whose wgmma
+// model finishes a product only at its wait and fills its accumulators with NaN until then, a
+// wait too few or a buffer reused too soon changes the bits or stops the run). The same sums in
+// the same 16-wide steps: on the emulation, whose models of the two instructions add in the same order, the same
 // bits; on a GPU, where the order inside a step is the tensor cores' own, within two steps of the
 // format relative to the largest |out| (the twin tests hold the default to the CPU at that
 // scale), and lse within 1e-5 relative. A tile read through a wrong descriptor or swizzle, a
@@ -210,7 +213,14 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsForward) {
                  {.copy = cuda::TileCopy::kSynchronous, .forward_products = cuda::FlashProducts::kWarpgroup}},
                 {"longest walks first",
                  {.block_order = FlashBlockOrder::kLongestFirst,
-                  .forward_products = cuda::FlashProducts::kWarpgroup}}};
+                  .forward_products = cuda::FlashProducts::kWarpgroup}},
+                {"softmax beside the previous tile's P V",
+                 {.forward_products = cuda::FlashProducts::kWarpgroup,
+                  .forward_schedule = cuda::WarpgroupSchedule::kOverlapped}},
+                {"softmax beside P V, longest walks first",
+                 {.block_order = FlashBlockOrder::kLongestFirst,
+                  .forward_products = cuda::FlashProducts::kWarpgroup,
+                  .forward_schedule = cuda::WarpgroupSchedule::kOverlapped}}};
     for (const auto& run : runs) {
       SCOPED_TRACE(run.name);
       const auto group = forward(run.options);
