@@ -32,12 +32,14 @@ enum class TileCopy { kAsynchronous, kSynchronous };
 //               on the emulation).
 enum class FlashProducts { kWarp, kWarpgroup };
 
-// The wgmma forward's schedule (forward_products = kWarpgroup only): each product group waited
-// for at once (kInTurn, the default), or FlashAttention-3's overlap within the warpgroup
-// (kOverlapped): key tile j's scores issued with tile j - 1's P V behind them, and tile j's
-// softmax run while that P V is in flight (flash_attention_wgmma.cu). The same arithmetic in the
-// same order, so the same bits; three K and V buffers instead of two, in 58,368 bytes of dynamic
-// shared memory. Not yet timed.
+// The wgmma kernels' schedule (with kWarpgroup products only): each product group waited for at
+// once (kInTurn, the default), or FlashAttention-3's overlap within the warpgroup (kOverlapped):
+// a walked tile's scores issued with the previous tile's accumulating products behind them, and
+// this tile's softmax run while those are in flight; the forward's P V
+// (flash_attention_wgmma.cu), the backward's dV and dK, and dQ in its own walk
+// (flash_attention_wgmma_backward.cu; not with dQ in the key walk, nor with synchronous tile
+// copies: the launcher refuses those). The same arithmetic in the same order, so the same bits;
+// three buffers of the walked tiles instead of two. Not yet timed.
 enum class WarpgroupSchedule { kInTurn, kOverlapped };
 
 // The kernels' choices that change their speed and not their results (the same bits either way:
@@ -60,6 +62,7 @@ struct FlashMmaOptions {
   FlashProducts forward_products = FlashProducts::kWarp;
   FlashProducts backward_products = FlashProducts::kWarp;
   WarpgroupSchedule forward_schedule = WarpgroupSchedule::kInTurn;
+  WarpgroupSchedule backward_schedule = WarpgroupSchedule::kInTurn;
 };
 
 // Whether the tensor-core kernels take these operands: all 16-bit of one format (not fp32), and
@@ -91,7 +94,8 @@ bool flash_attention_wgmma_available();
 // device memory, 16-byte aligned, contents undefined on entry and exit (the counters in it are
 // zeroed on the stream first); unused (may be null) otherwise.
 // std::invalid_argument when options.backward_products = kWarpgroup where this build or this GPU
-// cannot run it, or options.dq = kInKeyWalk without dq_sums.
+// cannot run it, or options.dq = kInKeyWalk without dq_sums, or backward_schedule = kOverlapped
+// with dq = kInKeyWalk or synchronous tile copies.
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
                                   const float* delta, float* dq_sums, int B, int T, int C, int NH, float scale,
                                   cudaStream_t stream, const FlashMmaOptions& options = {});

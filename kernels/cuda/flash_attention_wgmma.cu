@@ -218,18 +218,7 @@ __global__ void __launch_bounds__(kThreads)
     accumulator_as_fragments<S>(pa, s);
     previous_v = tiles.v_tile(slot);
   };
-  int k0 = 0, slot = 0;
-  const auto next = [&] {
-    k0 += kTile;
-    slot = (slot + 1) % kOverlapBuffers;
-  };
-  if (q0 == 0) {
-    key_tile(k0, slot, std::true_type{}, std::false_type{});  // the first tile is the diagonal
-  } else {
-    key_tile(k0, slot, std::false_type{}, std::false_type{});
-  }
-  for (next(); k0 < q0; next()) key_tile(k0, slot, std::false_type{}, std::true_type{});
-  for (; k0 <= last_query; next()) key_tile(k0, slot, std::true_type{}, std::true_type{});
+  walk_key_tiles_in_ring<kOverlapBuffers>(q0, key_tile);
   // The last tile's P V.
   wg::fence_operands(o);
   wg::fence();

@@ -16,14 +16,18 @@
 //     dQ += dS K                  (accumulate: the K tile read again, now as k-rows).
 // Why: the backward is most of attention's time (16.2 of 20.8 ms at GPT-2 774M, H100,
 // docs/performance.md), and mma.sync makes every warp load its own copy of each B fragment from
-// shared memory; wgmma reads B once for the warpgroup. What this does not do yet
-// (FlashAttention-3 does): overlap a tile's softmax with the next tile's products, producer warps
-// with TMA.
+// shared memory; wgmma reads B once for the warpgroup. Two schedules (FlashMmaOptions::
+// backward_schedule): each product group waited for at once, or, with dQ in its own walk, each
+// walked tile's softmax beside the previous tile's accumulating products (kOverlapped: the scores
+// of tile j issued with tile j - 1's dV and dK, or dQ, behind them; wait<1>, the softmax of tile
+// j, wait<0>). The sums run in the same order either way: the same bits. What this does not do
+// yet (FlashAttention-3 does): producer warps with TMA, two warpgroups a block.
 //
 // Six 64-row swizzled tiles a block (the own two, two buffers of the walked two; a seventh for
 // dS^T with dQ in the walk) on 1024 bytes, and the dK/dV walk's L and D of two query tiles:
 // 51,200 bytes (dK/dV), 59,392 (dK/dV with dQ) and 50,176 (dQ) of dynamic shared memory, over
-// the 48 KiB a block gets unasked, so the launcher opts in.
+// the 48 KiB a block gets unasked, so the launcher opts in. Overlapped, three buffers of the
+// walked tiles: 68,096 (dK/dV) and 66,560 bytes (dQ).
 //
 // Every warp takes part in every product (they belong to the warpgroup), even one whose rows all
 // lie past T: those rows read zero-filled tiles and masked scores, P = 0 and dS = 0, and are
@@ -33,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "kernels/cuda/cuda_check.h"             // CUDA_CHECK, CUDA_CHECK_LAUNCH
 #include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions
@@ -45,29 +50,45 @@ namespace {
 
 using namespace flash_wgmma;
 
-// The dK/dV kernel's tiles: K, V, two buffers each of Q and dO, (dQ in the walk) dS^T; then L and
-// D, two buffers each.
-__host__ __device__ constexpr int dkdv_tiles(FlashDq dq) { return dq == FlashDq::kInKeyWalk ? 7 : 6; }
-constexpr std::size_t dkdv_shared_bytes(FlashDq dq) {
-  return wg::kTileAlignment + dkdv_tiles(dq) * kSwizzledTileBytes + 4 * kTile * sizeof(float);
+// The walked tiles' buffers: two, or three when a tile's products still run behind the next
+// tile's scores (WarpgroupSchedule::kOverlapped: the buffer of tile j - 1 is read until tile j's
+// wait<0>, so tile j + 1 goes to a third).
+__host__ __device__ constexpr int walk_buffers(WarpgroupSchedule schedule) {
+  return schedule == WarpgroupSchedule::kOverlapped ? 3 : 2;
 }
-constexpr std::size_t kDqSharedBytes = wg::kTileAlignment + 6 * kSwizzledTileBytes;
+// The dK/dV kernel's tiles: K, V, the buffers of Q and dO, (dQ in the walk) dS^T; then L and D,
+// as many buffers each.
+__host__ __device__ constexpr int dkdv_tiles(FlashDq dq, WarpgroupSchedule schedule) {
+  return 2 + 2 * walk_buffers(schedule) + (dq == FlashDq::kInKeyWalk ? 1 : 0);
+}
+constexpr std::size_t dkdv_shared_bytes(FlashDq dq, WarpgroupSchedule schedule) {
+  return wg::kTileAlignment + dkdv_tiles(dq, schedule) * kSwizzledTileBytes +
+         2 * walk_buffers(schedule) * kTile * sizeof(float);
+}
+// The dQ kernel's: Q, the buffers of K and V, dO.
+constexpr std::size_t dq_shared_bytes(WarpgroupSchedule schedule) {
+  return wg::kTileAlignment + (2 + 2 * walk_buffers(schedule)) * kSwizzledTileBytes;
+}
 
-template <class S, TileCopy kCopy, FlashDq kDq, FlashBlockOrder kOrder>
+template <class S, TileCopy kCopy, FlashDq kDq, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule>
 __global__ void __launch_bounds__(kThreads)
     wgmma_dkdv_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                       const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
                       float scale, DqSums dq_sums) {
   constexpr bool kDqInWalk = kDq == FlashDq::kInKeyWalk;
+  constexpr bool kOverlapped = kSchedule == WarpgroupSchedule::kOverlapped;
+  constexpr int kBuffers = walk_buffers(kSchedule);
   static_assert(!kDqInWalk || kOrder == FlashBlockOrder::kHeadByHead, "dQ in the key walk orders its blocks by ticket");
-  extern __shared__ float walk_shared[];  // dkdv_shared_bytes(kDq)
+  static_assert(!kDqInWalk || !kOverlapped, "the overlapped schedule walks with dQ apart");
+  extern __shared__ float walk_shared[];  // dkdv_shared_bytes(kDq, kSchedule)
   uint16_t* const k_tile = wg::align_tiles(reinterpret_cast<uint16_t*>(walk_shared));
   uint16_t* const v_tile = k_tile + kSwizzledTileElements;
-  uint16_t* const q_tiles = k_tile + 2 * kSwizzledTileElements;   // two buffers
-  uint16_t* const do_tiles = k_tile + 4 * kSwizzledTileElements;  // two buffers
-  uint16_t* const ds_tile = k_tile + 6 * kSwizzledTileElements;   // dQ in the walk: dS^T [64 keys][64 queries]
-  float* const lse_tiles = reinterpret_cast<float*>(k_tile + dkdv_tiles(kDq) * kSwizzledTileElements);  // [2][kTile]
-  float* const delta_tiles = lse_tiles + 2 * kTile;                                                     // [2][kTile]
+  uint16_t* const q_tiles = v_tile + kSwizzledTileElements;                // kBuffers
+  uint16_t* const do_tiles = q_tiles + kBuffers * kSwizzledTileElements;  // kBuffers
+  uint16_t* const ds_tile = do_tiles + kBuffers * kSwizzledTileElements;  // dQ in the walk: dS^T [64 keys][64 queries]
+  float* const lse_tiles =
+      reinterpret_cast<float*>(k_tile + dkdv_tiles(kDq, kSchedule) * kSwizzledTileElements);  // [kBuffers][kTile]
+  float* const delta_tiles = lse_tiles + kBuffers * kTile;                                     // [kBuffers][kTile]
   Place at = place<kOrder>();
   int tile = key_tile_of(at);  // key tile 0 walks every query tile: first
   if constexpr (kDqInWalk) {
@@ -92,11 +113,19 @@ __global__ void __launch_bounds__(kThreads)
   const int key[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
   float dk[8][4] = {};
   float dv[8][4] = {};
+  uint32_t pa[4][4] = {};   // P^T as A fragments (overlapped: of the previous tile)
+  uint32_t dsa[4][4] = {};  // dS^T likewise
+  const uint16_t* previous_q = q_tiles;   // overlapped: the previous tile's Q and dO
+  const uint16_t* previous_do = do_tiles;
   // One query tile of the walk. `masked` (std::true_type) adds the per-score causal and end
-  // tests, which only the diagonal tile and a last, partial one need.
-  auto query_tile = [&](int q0, int slot, auto masked) {
-    wait_for_swizzled_tiles<kCopy>();  // this query tile is whole; the other buffer is free
-    if (q0 + kTile < T) load_queries(q0 + kTile, slot ^ 1);
+  // tests, which only the diagonal tile and a last, partial one need. Overlapped, `behind`
+  // (std::true_type from the second tile on) issues the previous tile's dV and dK products behind
+  // this tile's scores, and this tile's run at the next tile (or after the walk). Compile-time
+  // choices, so that no branch separates the products (ptxas's C7519).
+  auto query_tile = [&](int q0, int slot, auto masked, auto behind) {
+    constexpr bool kBehind = decltype(behind)::value;
+    wait_for_swizzled_tiles<kCopy>();  // this query tile is whole; every warp past the last reuse of the next buffer
+    if (q0 + kTile < T) load_queries(q0 + kTile, (slot + 1) % kBuffers);
     const uint16_t* q_tile = q_tiles + slot * kSwizzledTileElements;
     const uint16_t* do_tile = do_tiles + slot * kSwizzledTileElements;
 
@@ -104,19 +133,38 @@ __global__ void __launch_bounds__(kThreads)
     float dst[8][4] = {};  // dP^T, then dS^T
     wg::fence_operands(pt);
     wg::fence_operands(dst);
+    if constexpr (kOverlapped) {
+      wg::fence_operands(dv);
+      wg::fence_operands(dk);
+    }
     wg::fence();
     issue_scores<S>(pt, k_tile, q_tile);
     issue_scores<S>(dst, v_tile, do_tile);
     wg::commit();
-    wg::wait<0>();
+    if constexpr (kBehind) {
+      issue_accumulate<S>(dv, pa, previous_do);
+      issue_accumulate<S>(dk, dsa, previous_q);
+      wg::commit();
+      wg::wait<1>();  // the scores done; the previous tile's dV and dK products may still run
+    } else {
+      wg::wait<0>();
+    }
     wg::fence_operands(pt);
     wg::fence_operands(dst);
 
     key_rows_softmax_backward<decltype(masked)::value>(pt, dst, q0, key, T, t4, scale_log2,
                                                        lse_tiles + slot * kTile, delta_tiles + slot * kTile);
 
-    uint32_t pa[4][4];
-    uint32_t dsa[4][4];
+    if constexpr (kOverlapped) {
+      if constexpr (kBehind) wg::wait<0>();  // the previous tile's products done: pa, dsa and its buffer free
+      wg::fence_operands(dv);
+      wg::fence_operands(dk);
+      accumulator_as_fragments<S>(pa, pt);
+      accumulator_as_fragments<S>(dsa, dst);
+      previous_q = q_tile;
+      previous_do = do_tile;
+      return;
+    }
     accumulator_as_fragments<S>(pa, pt);
     accumulator_as_fragments<S>(dsa, dst);
     [[maybe_unused]] float dq[8][4] = {};  // dQ in the walk: this warp's 16 queries' share over the 64 keys
@@ -148,22 +196,38 @@ __global__ void __launch_bounds__(kThreads)
       add_dq_share<S>(dq, dq_sums, dqkv, tile, q0, at, T, C, NH, scale);
     }
   };
-  walk_query_tiles(k0, T, query_tile);
+  if constexpr (kOverlapped) {
+    walk_query_tiles_in_ring<kBuffers>(k0, T, query_tile);
+    // The last tile's dV and dK products.
+    wg::fence_operands(dv);
+    wg::fence_operands(dk);
+    wg::fence();
+    issue_accumulate<S>(dv, pa, previous_do);
+    issue_accumulate<S>(dk, dsa, previous_q);
+    wg::commit();
+    wg::wait<0>();
+    wg::fence_operands(dv);
+    wg::fence_operands(dk);
+  } else {
+    walk_query_tiles(k0, T, [&](int q0, int slot, auto masked) { query_tile(q0, slot, masked, std::false_type{}); });
+  }
   store_key_rows<S>(dqkv, dk, dv, key, b, h, T, C, t4, scale);
 }
 
-template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule>
 __global__ void __launch_bounds__(kThreads)
     wgmma_dq_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                     const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
                     float scale) {
-  extern __shared__ float walk_shared[];  // kDqSharedBytes
+  constexpr bool kOverlapped = kSchedule == WarpgroupSchedule::kOverlapped;
+  constexpr int kBuffers = walk_buffers(kSchedule);
+  extern __shared__ float walk_shared[];  // dq_shared_bytes(kSchedule)
   const Place at = place<kOrder>();
   const int q0 = query_tile_of<kOrder>(at) * kTile;
   const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
-  // Q, K and V two buffers each, then dO.
-  const QueryTileBuffers<kCopy> tiles(reinterpret_cast<uint16_t*>(walk_shared), 2, qkv, b, h, T, C, tid);
-  uint16_t* const do_tile = tiles.v_tiles + 2 * kSwizzledTileElements;
+  // Q, K and V kBuffers each, then dO.
+  const QueryTileBuffers<kCopy> tiles(reinterpret_cast<uint16_t*>(walk_shared), kBuffers, qkv, b, h, T, C, tid);
+  uint16_t* const do_tile = tiles.v_tiles + kBuffers * kSwizzledTileElements;
   tiles.start(q0);
   load_swizzled_tile<kCopy>(do_tile, dout + row_index(0, 0, h, T, C), static_cast<std::size_t>(C), b, q0, T, tid);
 
@@ -173,12 +237,16 @@ __global__ void __launch_bounds__(kThreads)
   float row_delta[2];
   load_row_stats(row_lse, row_delta, lse, delta, row, b, h, T, NH);
   float dq[8][4] = {};
+  uint32_t dsa[4][4] = {};                     // dS as A fragments (overlapped: of the previous tile)
+  const uint16_t* previous_k = tiles.k_tile(0);  // overlapped: the previous tile's K
   const int last_query = min(q0 + kTile, T) - 1;
   // One key tile of the walk. `masked` (std::true_type) adds the per-score causal and end
-  // tests, which only the diagonal tile needs.
-  auto key_tile = [&](int k0, int slot, auto masked) {
-    wait_for_swizzled_tiles<kCopy>();  // this key tile is whole; the other buffer is free
-    if (k0 + kTile <= last_query) tiles.load_keys(k0 + kTile, slot ^ 1);
+  // tests, which only the diagonal tile needs. Overlapped, `behind` (std::true_type from the
+  // second tile on) issues the previous tile's dQ product behind this tile's scores.
+  auto key_tile = [&](int k0, int slot, auto masked, auto behind) {
+    constexpr bool kBehind = decltype(behind)::value;
+    wait_for_swizzled_tiles<kCopy>();  // this key tile is whole; every warp past the last reuse of the next buffer
+    if (k0 + kTile <= last_query) tiles.load_keys(k0 + kTile, (slot + 1) % kBuffers);
     const uint16_t* k_tile = tiles.k_tile(slot);
     const uint16_t* v_tile = tiles.v_tile(slot);
 
@@ -186,17 +254,30 @@ __global__ void __launch_bounds__(kThreads)
     float dp[8][4] = {};
     wg::fence_operands(ds);
     wg::fence_operands(dp);
+    if constexpr (kOverlapped) wg::fence_operands(dq);
     wg::fence();
     issue_scores<S>(ds, tiles.q_tile, k_tile);
     issue_scores<S>(dp, do_tile, v_tile);
     wg::commit();
-    wg::wait<0>();
+    if constexpr (kBehind) {
+      issue_accumulate<S>(dq, dsa, previous_k);
+      wg::commit();
+      wg::wait<1>();  // the scores done; the previous tile's dQ product may still run
+    } else {
+      wg::wait<0>();
+    }
     wg::fence_operands(ds);
     wg::fence_operands(dp);
 
     query_rows_softmax_backward<decltype(masked)::value>(ds, dp, k0, row, T, t4, scale_log2, row_lse, row_delta);
 
-    uint32_t dsa[4][4];
+    if constexpr (kOverlapped) {
+      if constexpr (kBehind) wg::wait<0>();  // the previous tile's product done: dsa and its buffer free
+      wg::fence_operands(dq);
+      accumulator_as_fragments<S>(dsa, ds);
+      previous_k = k_tile;
+      return;
+    }
     accumulator_as_fragments<S>(dsa, ds);
     wg::fence_operands(dq);
     wg::fence();
@@ -205,8 +286,36 @@ __global__ void __launch_bounds__(kThreads)
     wg::wait<0>();  // before the next tile's barrier lets its loads overwrite this tile's buffer
     wg::fence_operands(dq);
   };
-  walk_key_tiles(q0, key_tile);
+  if constexpr (kOverlapped) {
+    walk_key_tiles_in_ring<kBuffers>(q0, key_tile);
+    wg::fence_operands(dq);  // the last tile's dQ product
+    wg::fence();
+    issue_accumulate<S>(dq, dsa, previous_k);
+    wg::commit();
+    wg::wait<0>();
+    wg::fence_operands(dq);
+  } else {
+    walk_key_tiles(q0, [&](int k0, int slot, auto masked) { key_tile(k0, slot, masked, std::false_type{}); });
+  }
   store_query_rows<S>(dqkv, dq, row, b, h, T, C, t4, scale);
+}
+
+// dQ in its own walk: the dK/dV kernel, then the dQ kernel, with one schedule.
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule>
+void launch_separate_walks(uint16_t* dqkv_s, const uint16_t* qkv_s, const uint16_t* dout_s, const float* lse,
+                           const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream) {
+  constexpr std::size_t kDkdvBytes = dkdv_shared_bytes(FlashDq::kSeparateWalk, kSchedule);
+  constexpr std::size_t kDqBytes = dq_shared_bytes(kSchedule);
+  const dim3 grid = tile_grid(B, T, NH, kOrder);
+  CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder, kSchedule>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDkdvBytes)));
+  CUDA_CHECK(cudaFuncSetAttribute(wgmma_dq_kernel<S, kCopy, kOrder, kSchedule>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDqBytes)));
+  wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder, kSchedule><<<grid, kThreads, kDkdvBytes, stream>>>(
+      dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, DqSums{});
+  CUDA_CHECK_LAUNCH();
+  wgmma_dq_kernel<S, kCopy, kOrder, kSchedule><<<grid, kThreads, kDqBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
+                                                                                     T, C, NH, scale);
 }
 
 }  // namespace
@@ -217,18 +326,25 @@ void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr q
   auto* dqkv_s = static_cast<uint16_t*>(dqkv.get());
   const auto* dout_s = static_cast<const uint16_t*>(dout.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
+  const bool overlapped = options.backward_schedule == WarpgroupSchedule::kOverlapped;
+  if (overlapped && (options.dq != FlashDq::kSeparateWalk || options.copy != TileCopy::kAsynchronous)) {
+    throw std::invalid_argument(
+        "flash_attention_mma_backward: the overlapped wgmma schedule takes dQ in a walk of its own and cp.async tile "
+        "copies");
+  }
   if (options.dq == FlashDq::kInKeyWalk) {
     const DqSums sums = start_dq_sums(dq_sums, B, T, NH, stream);
     with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
       using S = decltype(policy);
       constexpr TileCopy kCopy = decltype(copying)::value;
       constexpr FlashBlockOrder kByTicket = FlashBlockOrder::kHeadByHead;  // the grid's shape; tickets order it
-      constexpr std::size_t kBytes = dkdv_shared_bytes(FlashDq::kInKeyWalk);
-      CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket>,
+      constexpr WarpgroupSchedule kInTurn = WarpgroupSchedule::kInTurn;
+      constexpr std::size_t kBytes = dkdv_shared_bytes(FlashDq::kInKeyWalk, kInTurn);
+      CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket, kInTurn>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)));
-      wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket><<<tile_grid(B, T, NH, kByTicket), kThreads, kBytes,
-                                                                    stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C,
-                                                                              NH, scale, sums);
+      wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket, kInTurn>
+          <<<tile_grid(B, T, NH, kByTicket), kThreads, kBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
+                                                                         scale, sums);
     });
     CUDA_CHECK_LAUNCH();
     return;
@@ -237,17 +353,13 @@ void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr q
     using S = decltype(policy);
     constexpr TileCopy kCopy = decltype(copying)::value;
     constexpr FlashBlockOrder kOrder = decltype(ordering)::value;
-    constexpr std::size_t kDkdvBytes = dkdv_shared_bytes(FlashDq::kSeparateWalk);
-    const dim3 grid = tile_grid(B, T, NH, kOrder);
-    CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDkdvBytes)));
-    CUDA_CHECK(cudaFuncSetAttribute(wgmma_dq_kernel<S, kCopy, kOrder>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kDqSharedBytes)));
-    wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder><<<grid, kThreads, kDkdvBytes, stream>>>(
-        dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, DqSums{});
-    CUDA_CHECK_LAUNCH();
-    wgmma_dq_kernel<S, kCopy, kOrder><<<grid, kThreads, kDqSharedBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
-                                                                                  T, C, NH, scale);
+    if (!overlapped) {
+      launch_separate_walks<S, kCopy, kOrder, WarpgroupSchedule::kInTurn>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C,
+                                                                          NH, scale, stream);
+    } else if constexpr (kCopy == TileCopy::kAsynchronous) {  // checked above: no overlapped kernels to build else
+      launch_separate_walks<S, kCopy, kOrder, WarpgroupSchedule::kOverlapped>(dqkv_s, qkv_s, dout_s, lse, delta, B, T,
+                                                                              C, NH, scale, stream);
+    }
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -363,6 +363,30 @@ __device__ __forceinline__ void walk_key_tiles(int q0, Step&& step) {
   step(k0, slot, std::true_type{});
 }
 
+// The same walks over a ring of kBuffers tile buffers, each step also told whether a tile came
+// before it (`behind`, std::true_type from the second tile on): the overlapped wgmma kernels
+// issue that tile's products behind this one's scores (WarpgroupSchedule::kOverlapped).
+template <int kBuffers, class Step>
+__device__ __forceinline__ void walk_query_tiles_in_ring(int k0, int T, Step&& step) {
+  step(k0, 0, std::true_type{}, std::false_type{});
+  int q0 = k0 + kTile, slot = 1 % kBuffers;
+  for (; q0 + kTile <= T; q0 += kTile, slot = (slot + 1) % kBuffers) {
+    step(q0, slot, std::false_type{}, std::true_type{});
+  }
+  if (q0 < T) step(q0, slot, std::true_type{}, std::true_type{});
+}
+template <int kBuffers, class Step>
+__device__ __forceinline__ void walk_key_tiles_in_ring(int q0, Step&& step) {
+  if (q0 == 0) {
+    step(0, 0, std::true_type{}, std::false_type{});  // the first tile is the diagonal
+    return;
+  }
+  step(0, 0, std::false_type{}, std::false_type{});
+  int k0 = kTile, slot = 1 % kBuffers;
+  for (; k0 < q0; k0 += kTile, slot = (slot + 1) % kBuffers) step(k0, slot, std::false_type{}, std::true_type{});
+  step(k0, slot, std::true_type{}, std::true_type{});
+}
+
 // The backward's stores of this warp's rows (those before T): dK (times scale) and dV of keys
 // key[0] and key[1]; dQ (times scale) of queries row[0] and row[1].
 template <class S>

@@ -86,7 +86,12 @@
 //  14  variant 13 with dQ in the key walk (11's schedule on wgmma, as FlashAttention-3's backward
 //      but with the key tiles adding in turn instead of atomics): dS^T stored to shared memory and
 //      read back as the transposed operand of dQ's share dS K. Within the format's rounding of 11.
-//   Variants 3 to 14 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
+//  15  variant 13 with each walked tile's softmax beside the previous tile's dV and dK (or dQ)
+//      products (FlashMmaOptions::backward_schedule = WarpgroupSchedule::kOverlapped,
+//      FlashAttention-3's overlap within the warpgroup): three buffers of the walked tiles
+//      (68,096 and 66,560 bytes of shared memory), ptxas 227 registers for dK/dV (2 blocks an SM,
+//      as 13's 177) and 148 for dQ (3, as 13's 135). The same bits as 13 on the emulation.
+//   Variants 3 to 15 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
 //   forward (out rounded) and backward on them, at kBf16Tolerance (reasons at its definition).
 //
 //   playground_attention_backward replay   (no GPU needed) runs variant 4's kernels on the host
@@ -532,6 +537,11 @@ int main(int argc, char** argv) {
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
            ? Run(measure16(flash16_with(
                  {.dq = tk::FlashDq::kInKeyWalk, .backward_products = tk::cuda::FlashProducts::kWarpgroup})))
+           : Run(no_warpgroup_products)},
+      {"variant 13 with each tile's softmax beside the previous tile's products",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(flash16_with({.backward_products = tk::cuda::FlashProducts::kWarpgroup,
+                                         .backward_schedule = tk::cuda::WarpgroupSchedule::kOverlapped})))
            : Run(no_warpgroup_products)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;

@@ -63,7 +63,7 @@
 //  14  variant 13 with each key tile's softmax beside the previous tile's P V
 //      (FlashMmaOptions::forward_schedule = WarpgroupSchedule::kOverlapped, FlashAttention-3's
 //      overlap within the warpgroup): three K and V buffers, 58,368 bytes of shared memory, so 3
-//      blocks an SM where 13 has 4 (ptxas: 128 registers each). The same bits as 13 on the
+//      blocks an SM where 13 has 4 (ptxas: 128 registers each with cp.async). The same bits as 13 on the
 //      emulation, whose wgmma model finishes products only at their waits.
 //   Variants 3 to 14 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -243,7 +244,9 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsForward) {
   });
 }
 
-// The backward on warpgroup products (FlashMmaOptions::backward_products = kWarpgroup) against
+// The backward on warpgroup products (FlashMmaOptions::backward_products = kWarpgroup; with
+// backward_schedule = kOverlapped too, each tile's dV, dK or dQ products behind the next tile's
+// scores, checked as the overlapped forward is) against
 // the mma.sync one with the same dQ option, L from the default forward: each tile copy and block
 // order with dQ in its own walk, and dQ in the key walk (the dS^T tile read back as a transposed
 // operand, the key tiles taking turns). As the forward's test above: on the emulation the same
@@ -292,6 +295,12 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsBackward) {
                  {.copy = cuda::TileCopy::kSynchronous, .backward_products = kGroup}},
                 {"longest walks first", FlashDq::kSeparateWalk,
                  {.block_order = FlashBlockOrder::kLongestFirst, .backward_products = kGroup}},
+                {"the softmax beside the previous tile's products", FlashDq::kSeparateWalk,
+                 {.backward_products = kGroup, .backward_schedule = cuda::WarpgroupSchedule::kOverlapped}},
+                {"the softmax beside the products, longest walks first", FlashDq::kSeparateWalk,
+                 {.block_order = FlashBlockOrder::kLongestFirst,
+                  .backward_products = kGroup,
+                  .backward_schedule = cuda::WarpgroupSchedule::kOverlapped}},
                 {"dQ in the key walk", FlashDq::kInKeyWalk,
                  {.dq = FlashDq::kInKeyWalk, .backward_products = kGroup}}};
     FlashDq reference_dq = FlashDq::kSeparateWalk;
@@ -317,6 +326,13 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsBackward) {
         }
       }
     }
+    // The overlapped schedule has no kernels for dQ in the key walk or for synchronous copies.
+    constexpr cuda::WarpgroupSchedule kOverlap = cuda::WarpgroupSchedule::kOverlapped;
+    EXPECT_THROW(backward({.dq = FlashDq::kInKeyWalk, .backward_products = kGroup, .backward_schedule = kOverlap}),
+                 std::invalid_argument);
+    EXPECT_THROW(backward({.copy = cuda::TileCopy::kSynchronous, .backward_products = kGroup,
+                           .backward_schedule = kOverlap}),
+                 std::invalid_argument);
   });
 }
 
