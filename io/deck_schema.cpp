@@ -102,6 +102,19 @@ std::vector<KeySpec> make_schema() {
                  "before any head's next, so that the grid ends on its shortest blocks. The same bits either "
                  "way; not yet timed on a GPU. dQ in the key walk keeps its own order; the CPU and the GEMM "
                  "attention ignore it."),
+      choice_key("run.flash_forward", "mma_sync", {"mma_sync", "wgmma", "wgmma_overlapped"},
+                 "Flash attention's 16-bit forward on CUDA: its products on mma.sync, each warp its own "
+                 "(mma_sync), or on Hopper's warpgroup products (wgmma: K and V read from shared memory once "
+                 "for the warpgroup; wgmma_overlapped: each key tile's scores issued with the previous tile's "
+                 "P V behind them, its softmax run while P V is in flight). wgmma needs a compute capability "
+                 "9.0 GPU and a build with sm_90 code. Results agree to rounding; not yet timed on a GPU. The "
+                 "CPU, fp32 and the GEMM attention ignore it."),
+      choice_key("run.flash_backward", "mma_sync", {"mma_sync", "wgmma", "wgmma_overlapped"},
+                 "Flash attention's 16-bit backward on CUDA: its products on mma.sync (mma_sync) or on Hopper's "
+                 "warpgroup products (wgmma; wgmma_overlapped: each walked tile's scores issued with the previous "
+                 "tile's dV and dK, or dQ, products behind them; not with run.flash_dq = key_walk). wgmma needs a "
+                 "compute capability 9.0 GPU and a build with sm_90 code. Results agree to rounding; not yet "
+                 "timed on a GPU. The CPU, fp32 and the GEMM attention ignore it."),
       choice_key("run.layernorm_sums", "separate", {"separate", "row_walk"},
                  "LayerNorm's backward on CUDA: its weight and bias gradients summed in a pass of their own "
                  "(separate) or while each row's input gradient is made (row_walk: one read of the gradient "

@@ -79,6 +79,13 @@ void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
                     std::to_string(std::max(1, config.model.hidden / kFlashHeadSize)) + ")");
   }
   check_micro_batch_divides_global(deck, config.train);
+  if (config.run.flash_backward == "wgmma_overlapped" && config.run.flash_dq == "key_walk") {
+    // The overlapped backward keeps dQ in its own walk: the in-walk kernel has no registers for
+    // a third product group in flight (kernels/cuda/flash_attention_wgmma_backward.cu).
+    throw UserError(quoted(deck, "run.flash_backward") + " makes dQ in its own walk, but " +
+                    quoted(deck, "run.flash_dq") +
+                    " (use run.flash_dq = separate, or run.flash_backward = wgmma)");
+  }
   if (config.train.seq_len > config.model.context) {
     throw UserError(quoted(deck, "train.seq_len") + " is larger than " +
                     quoted(deck, "model.context") + " (use train.seq_len <= " +
@@ -114,6 +121,8 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.attention_batching = deck.value("run.attention_batching");
   config.run.flash_dq = deck.value("run.flash_dq");
   config.run.flash_block_order = deck.value("run.flash_block_order");
+  config.run.flash_forward = deck.value("run.flash_forward");
+  config.run.flash_backward = deck.value("run.flash_backward");
   config.run.layernorm_sums = deck.value("run.layernorm_sums");
   config.run.cross_entropy_loads = deck.value("run.cross_entropy_loads");
   config.run.adamw_loads = deck.value("run.adamw_loads");

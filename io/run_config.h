@@ -24,6 +24,9 @@ struct RunSection {
   std::string attention_batching;   // run.attention_batching: strided | pointers (kernels::AttentionBatching)
   std::string flash_dq;             // run.flash_dq: separate | key_walk (kernels::FlashDq)
   std::string flash_block_order;    // run.flash_block_order: head_by_head | longest_first (kernels::FlashBlockOrder)
+  std::string flash_forward;        // run.flash_forward: mma_sync | wgmma | wgmma_overlapped (kernels::FlashProducts,
+                                    // kernels::WarpgroupSchedule)
+  std::string flash_backward;       // run.flash_backward: the same three
   std::string layernorm_sums;       // run.layernorm_sums: separate | row_walk (kernels::LayerNormParameterSums)
   std::string cross_entropy_loads;  // run.cross_entropy_loads: values | packs (kernels::CrossEntropyLoads)
   std::string adamw_loads;          // run.adamw_loads: values | packs (kernels::AdamWLoads)

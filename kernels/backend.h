@@ -355,6 +355,29 @@ enum class FlashDq { kSeparateWalk, kInKeyWalk };
 // run.flash_block_order = head_by_head | longest_first.
 enum class FlashBlockOrder { kHeadByHead, kLongestFirst };
 
+// Which tensor-core instructions the CUDA flash attention's 16-bit kernels make their products
+// with, the forward's and the backward's each (run.flash_forward and run.flash_backward: mma_sync,
+// wgmma or wgmma_overlapped):
+//   kWarp:      mma.sync, each warp its own products (kernels/cuda/warp_mma.cuh); the default.
+//   kWarpgroup: Hopper's wgmma, a warpgroup's products with B read from shared memory once
+//               (kernels/cuda/flash_attention_wgmma.cu, flash_attention_wgmma_backward.cu);
+//               64 queries a block in the forward, whatever its rows a warp. Needs a build for
+//               sm_90a (CMAKE_CUDA_ARCHITECTURES with 90) and a compute capability 9.0 GPU: the
+//               CUDA backend and the launchers refuse it otherwise. Not yet timed; its results
+//               differ from kWarp's only by the tensor cores' order of addition inside a 16-wide
+//               step (the same bits on the emulation).
+enum class FlashProducts { kWarp, kWarpgroup };
+
+// The wgmma kernels' schedule (with kWarpgroup products only): each product group waited for at
+// once (kInTurn, the default; run.flash_forward = wgmma), or FlashAttention-3's overlap within the
+// warpgroup (kOverlapped; wgmma_overlapped): a walked tile's scores issued with the previous
+// tile's accumulating products behind them, and this tile's softmax run while those are in
+// flight; the forward's P V (flash_attention_wgmma.cu), the backward's dV and dK, and dQ in its
+// own walk (flash_attention_wgmma_backward.cu; not with dQ in the key walk, nor with synchronous
+// tile copies: the deck and the launcher refuse those). The same arithmetic in the same order, so
+// the same bits; three buffers of the walked tiles instead of two. Not yet timed.
+enum class WarpgroupSchedule { kInTurn, kOverlapped };
+
 // How the CUDA LayerNorm backward makes dweight and dbias (run.layernorm_sums = separate |
 // row_walk; kernels/cuda/layernorm.cuh says how each works): kSeparatePass, the default, sums the
 // columns of dout and dout * xhat in a pass of their own (a second read of dout and the input);
@@ -442,6 +465,10 @@ struct BackendOptions {
   // them): deck keys, so that one GPU sitting can time whole steps each way without a rebuild.
   FlashDq flash_dq = FlashDq::kSeparateWalk;
   FlashBlockOrder flash_block_order = FlashBlockOrder::kHeadByHead;
+  FlashProducts flash_forward_products = FlashProducts::kWarp;  // run.flash_forward
+  WarpgroupSchedule flash_forward_schedule = WarpgroupSchedule::kInTurn;
+  FlashProducts flash_backward_products = FlashProducts::kWarp;  // run.flash_backward
+  WarpgroupSchedule flash_backward_schedule = WarpgroupSchedule::kInTurn;
   LayerNormParameterSums layernorm_sums = LayerNormParameterSums::kSeparatePass;
   CrossEntropyLoads cross_entropy_loads = CrossEntropyLoads::kValues;
   AdamWLoads adamw_loads = AdamWLoads::kValues;

@@ -30,12 +30,15 @@
 #   =candidates times whole steps with the kernel choices that wait for a GPU's timing
 #   (run.flash_dq = key_walk, run.flash_block_order = longest_first, run.layernorm_sums = row_walk,
 #   run.cross_entropy_loads = packs, run.adamw_loads = packs, run.matmul_backward_streams = two,
-#   run.matmul_bias_gradients = epilogue): GPT-2 774M at micro-batch 8 with the defaults, each
-#   choice alone, all seven and the defaults again (their spread), then 124M with the defaults
-#   and all seven (bf16, flash; 12 runs). A choice that wins becomes the default. The summary
-#   ends with the choices faster at 774M by 1% (or twice the defaults' spread, when more) and
-#   the BENCH_OPTIONS line that runs =mfu with them (tests/mpi/gpu_bench_rehearsal_test.sh
-#   rehearses it on the CPU).
+#   run.matmul_bias_gradients = epilogue; and flash attention on Hopper's wgmma,
+#   run.flash_forward and run.flash_backward = wgmma or wgmma_overlapped): GPT-2 774M at
+#   micro-batch 8 with the defaults, each of the eleven choices alone, the first seven together
+#   and the defaults again (their spread), then 124M with the defaults and those seven (bf16,
+#   flash; 16 runs). A choice that wins becomes the default. The summary ends with the choices
+#   faster at 774M by 1% (or twice the defaults' spread, when more) and the BENCH_OPTIONS line
+#   that runs =mfu with them: the fastest first, leaving out a choice that a faster one excludes
+#   (a direction's other wgmma way; dQ in the key walk against the overlapped wgmma backward)
+#   (tests/mpi/gpu_bench_rehearsal_test.sh rehearses it on the CPU).
 # BENCH_OPTIONS: deck flags every row adds (say --run.flash_dq=key_walk), named in its attention
 # column; e.g. BENCH_ROWS=mfu with the choices =candidates found faster.
 #
@@ -199,9 +202,28 @@ if [ "$rows" = profile ]; then
   cat "$summary"
   exit 0
 fi
+# excluded_by CHOICE OPTIONS: the flag among OPTIONS that CHOICE cannot join (the same key, or
+# the overlapped wgmma backward and dQ in the key walk, which the deck refuses together); empty
+# when none.
+excluded_by() {
+  local choice=$1 option
+  for option in $2; do
+    case "$choice $option" in
+      "${option%%=*}="*) echo "$option"; return ;;
+      "--run.flash_dq=key_walk --run.flash_backward=wgmma_overlapped" \
+        | "--run.flash_backward=wgmma_overlapped --run.flash_dq=key_walk") echo "$option"; return ;;
+    esac
+  done
+}
 if [ "$rows" = candidates ]; then
   choices="--run.flash_dq=key_walk --run.flash_block_order=longest_first --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs
     --run.matmul_backward_streams=two --run.matmul_bias_gradients=epilogue"
+  # Flash attention on Hopper's warpgroup products, each alone only: a direction's two ways
+  # exclude each other, and the overlapped backward excludes dQ in the key walk (the deck refuses
+  # it), so they stay out of the run with all seven. Their rows mean something only where step 1's
+  # WarpgroupMatrixProducts passed.
+  warpgroup_choices="--run.flash_forward=wgmma --run.flash_forward=wgmma_overlapped --run.flash_backward=wgmma
+    --run.flash_backward=wgmma_overlapped"
   # The defaults run first and again after the choices, so that the sitting measures its own
   # run-to-run spread instead of assuming one. A choice whose median ms/step at 774M beats the
   # faster of the two defaults rows by the margin (1%, or twice the spread when that is more) is
@@ -210,7 +232,7 @@ if [ "$rows" = candidates ]; then
   run 774m bf16 8 flash
   first_ms=$row_ms
   declare -A choice_ms=()
-  for choice in $choices; do
+  for choice in $choices $warpgroup_choices; do
     with_flags "$choice" run 774m bf16 8 flash
     choice_ms[$choice]=$row_ms
   done
@@ -227,17 +249,30 @@ if [ "$rows" = candidates ]; then
       margin = 2 * spread > 0.01 ? 2 * spread : 0.01
       printf "%.6g %.6g %.6g\n", lo, margin, spread }')
     winners=""
-    for choice in $choices; do
+    for choice in $choices $warpgroup_choices; do
       ms=${choice_ms[$choice]}
       if [ -n "$ms" ] && awk -v a="$ms" -v b="$base_ms" -v m="$margin" 'BEGIN { exit !(a > 0 && a <= (1 - m) * b) }'; then
         winners="$winners $choice"
       fi
     done
     winners=${winners# }
+    # The options for the next rows: the winners, fastest first, each kept unless a faster one
+    # already set its key or excludes it (the overlapped backward and dQ in the key walk).
+    options="" left_out=""
+    for choice in $(for c in $winners; do echo "${choice_ms[$c]} $c"; done | sort -g | cut -d' ' -f2); do
+      if [ -n "$(excluded_by "$choice" "$options")" ]; then
+        left_out="$left_out $choice"
+      else
+        options="$options $choice"
+      fi
+    done
+    options=${options# } left_out=${left_out# }
     defaults=$(awk -v a="$first_ms" -v b="$second_ms" -v s="$spread" -v m="$margin" \
       'BEGIN { printf "the defaults ran %.2f and %.2f ms a step, %.1f%% apart; the margin: %.1f%%", a, b, 100 * s, 100 * m }')
     if [ -n "$winners" ]; then
-      verdict="Faster than the defaults at 774M by the margin ($defaults): $winners. Next: BENCH_OPTIONS='$winners' BENCH_ROWS=mfu"
+      verdict="Faster than the defaults at 774M by the margin ($defaults): $winners."
+      [ -n "$left_out" ] && verdict="$verdict Left out, as a faster one excludes them: $left_out."
+      verdict="$verdict Next: BENCH_OPTIONS='$options' BENCH_ROWS=mfu"
     else
       verdict="No choice was faster than the defaults at 774M by the margin ($defaults)."
     fi

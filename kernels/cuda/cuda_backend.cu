@@ -26,6 +26,7 @@
 #include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
 #include "kernels/cuda/column_sums_math.h"  // columns::sum_scratch_floats, pair_scratch_floats
 #include "kernels/cuda/flash_attention.cuh"  // flash_attention_forward/backward, its scratch size
+#include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions, flash_attention_wgmma_available
 #include "kernels/cuda/cross_entropy.cuh"  // cross_entropy_forward/backward, sharded pieces
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cublas_library.h"  // cublas_problem
@@ -88,6 +89,26 @@ void copy_and_wait(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// ", flash forward on wgmma" (and ", overlapped") for the backend's name when flash attention's
+// `direction` takes warpgroup products. Those need sm_90a code and a compute capability 9.0 GPU:
+// where this GPU (`arch`, "sm_80") or this build has none, the deck's choice is refused here,
+// naming which, rather than by the first launch.
+std::string warpgroup_choice(const char* direction, FlashProducts products, WarpgroupSchedule schedule,
+                             const std::string& arch) {
+  if (products != FlashProducts::kWarpgroup) return "";
+  const std::string choice = schedule == WarpgroupSchedule::kOverlapped ? "wgmma_overlapped" : "wgmma";
+  if (!cuda::flash_attention_wgmma_available()) {
+    const std::string missing = arch == "sm_90" ? "this build has no sm_90a code (configure it with 90 in "
+                                                  "CMAKE_CUDA_ARCHITECTURES)"
+                                                : "this GPU is " + arch + ", not compute capability 9.0 (H100, H200)";
+    throw std::runtime_error(std::string("run.flash_") + direction + " = " + choice +
+                             " needs Hopper's warpgroup products, but " + missing + "; use run.flash_" + direction +
+                             " = mma_sync");
+  }
+  return std::string(", flash ") + direction + " on wgmma" +
+         (schedule == WarpgroupSchedule::kOverlapped ? ", overlapped" : "");
+}
+
 // The one 16-bit precision of a native 16-bit call's operands (null ones aside); a mix of
 // formats, or an fp32 operand among them, is a caller's bug (RoundedStorageBackend widens
 // those calls instead).
@@ -112,6 +133,10 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
       attention_(options.attention),
       flash_dq_(options.flash_dq),
       flash_block_order_(options.flash_block_order),
+      flash_forward_products_(options.flash_forward_products),
+      flash_forward_schedule_(options.flash_forward_schedule),
+      flash_backward_products_(options.flash_backward_products),
+      flash_backward_schedule_(options.flash_backward_schedule),
       layernorm_sums_(options.layernorm_sums),
       cross_entropy_loads_(options.cross_entropy_loads),
       adamw_loads_(options.adamw_loads),
@@ -152,6 +177,10 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   if (attention_ == AttentionKernel::kFlash && flash_dq_ == FlashDq::kInKeyWalk) candidates += ", dQ in the key walk";
   if (attention_ == AttentionKernel::kFlash && flash_block_order_ == FlashBlockOrder::kLongestFirst) {
     candidates += ", flash blocks longest walk first";
+  }
+  if (attention_ == AttentionKernel::kFlash) {
+    candidates += warpgroup_choice("forward", flash_forward_products_, flash_forward_schedule_, arch);
+    candidates += warpgroup_choice("backward", flash_backward_products_, flash_backward_schedule_, arch);
   }
   if (layernorm_sums_ == LayerNormParameterSums::kInRowWalk) candidates += ", LayerNorm parameter sums in the row walk";
   if (cross_entropy_loads_ == CrossEntropyLoads::kPacks) candidates += ", cross-entropy backward on 16-byte loads";
@@ -463,7 +492,7 @@ void CudaBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, 
 void CudaBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv,
                                     int B, int T, int C, int NH) {
   if (attention_ == AttentionKernel::kFlash) {
-    cuda::flash_attention_forward(out, lse, qkv, B, T, C, NH, stream_, {.block_order = flash_block_order_});
+    cuda::flash_attention_forward(out, lse, qkv, B, T, C, NH, stream_, flash_options());
     return;
   }
   cuda::attention_forward(out, lse, scratch, qkv, B, T, C, NH, cublas_, stream_, gemm_attention_options(B, NH));
@@ -474,12 +503,20 @@ void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr do
                                      int B, int T, int C, int NH) {
   if (attention_ == AttentionKernel::kFlash) {
     // The flash identity rowsum(P * dP) = dout . out needs the forward's out.
-    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_,
-                                   {.dq = flash_dq_, .block_order = flash_block_order_});
+    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_, flash_options());
     return;
   }
   cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_,
                            gemm_attention_options(B, NH));
+}
+
+cuda::FlashMmaOptions CudaBackend::flash_options() const {
+  return {.dq = flash_dq_,
+          .block_order = flash_block_order_,
+          .forward_products = flash_forward_products_,
+          .backward_products = flash_backward_products_,
+          .forward_schedule = flash_forward_schedule_,
+          .backward_schedule = flash_backward_schedule_};
 }
 
 GemmAttentionOptions CudaBackend::gemm_attention_options(int B, int NH) {

@@ -28,6 +28,7 @@ namespace trident::kernels::cuda {
 class LtMatmul;  // kernels/cuda/lt_matmul.cuh: cuBLASLt GEMMs with epilogues
 class SideStream;  // kernels/cuda/side_stream.cuh: a second stream forked from and joined into stream_
 struct GemmAttentionOptions;  // kernels/cuda/attention.cuh: the GEMM attention's schedule
+struct FlashMmaOptions;  // kernels/cuda/flash_attention_mma.cuh: the 16-bit flash kernels' choices
 
 class CudaBackend final : public Backend {
  public:
@@ -43,9 +44,11 @@ class CudaBackend final : public Backend {
   // options.attention_blocks and attention_batching: the GEMM path's schedule (its
   // GemmAttentionOptions; the pointer arrays live in the workspace below). A block count below
   // 1 throws std::invalid_argument here.
-  // options.flash_dq, flash_block_order, layernorm_sums, cross_entropy_loads, adamw_loads,
+  // options.flash_dq, flash_block_order, flash_forward_products and _schedule,
+  // flash_backward_products and _schedule, layernorm_sums, cross_entropy_loads, adamw_loads,
   // matmul_backward_streams and matmul_bias_gradients: kernel choices waiting for a GPU's timing
-  // (kernels/backend.h);
+  // (kernels/backend.h); wgmma products with flash attention where this build or GPU has none
+  // (cuda::flash_attention_wgmma_available) throw std::runtime_error here;
   // matmul_backward_streams = kTwo makes the side stream and its cuBLAS handle here.
   // The device is made current once, here: use the backend from the thread that built it
   // (Trident runs one rank per process on one thread; allocations and launches go to the
@@ -163,6 +166,10 @@ class CudaBackend final : public Backend {
   AttentionKernel attention_;              // GEMM path or flash attention (run.attention)
   FlashDq flash_dq_;                       // how flash attention's 16-bit backward makes dQ (run.flash_dq)
   FlashBlockOrder flash_block_order_;      // which blocks take which flash tiles (run.flash_block_order)
+  FlashProducts flash_forward_products_;   // mma.sync or wgmma in flash's 16-bit forward (run.flash_forward)
+  WarpgroupSchedule flash_forward_schedule_;  // and the wgmma forward's schedule
+  FlashProducts flash_backward_products_;  // the same for its backward (run.flash_backward)
+  WarpgroupSchedule flash_backward_schedule_;
   LayerNormParameterSums layernorm_sums_;  // where LayerNorm's backward sums dweight, dbias (run.layernorm_sums)
   CrossEntropyLoads cross_entropy_loads_;  // how the cross-entropy backward reads a row (run.cross_entropy_loads)
   AdamWLoads adamw_loads_;                 // how AdamW walks its arrays (run.adamw_loads)
@@ -224,6 +231,8 @@ class CudaBackend final : public Backend {
   // The GEMM attention's options for a call of B x NH matrices (pointer arrays in the workspace
   // under AttentionBatching::kPointers).
   GemmAttentionOptions gemm_attention_options(int B, int NH);
+  // The flash kernels' choices of run.flash_dq, flash_block_order, flash_forward and flash_backward.
+  FlashMmaOptions flash_options() const;
 };
 
 }  // namespace trident::kernels::cuda

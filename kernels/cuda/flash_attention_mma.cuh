@@ -8,7 +8,7 @@
 #include <initializer_list>
 
 #include "kernels/act_ptr.h"  // ActPtr, ConstActPtr
-#include "kernels/backend.h"  // FlashDq, FlashBlockOrder
+#include "kernels/backend.h"  // FlashDq, FlashBlockOrder, FlashProducts, WarpgroupSchedule
 
 namespace trident::kernels::cuda {
 
@@ -21,26 +21,6 @@ namespace trident::kernels::cuda {
 // both, and the default follows the faster.
 enum class TileCopy { kAsynchronous, kSynchronous };
 
-// Which tensor-core instructions the products use (the forward's and the backward's each):
-//   kWarp:      mma.sync, each warp its own products (kernels/cuda/warp_mma.cuh); the default.
-//   kWarpgroup: Hopper's wgmma, a warpgroup's products with B read from shared memory once
-//               (kernels/cuda/flash_attention_wgmma.cu, flash_attention_wgmma_backward.cu);
-//               64 queries a block in the forward whatever forward_rows_per_warp says. Needs a build for
-//               sm_90a (CMAKE_CUDA_ARCHITECTURES with 90) and a compute capability 9.0 GPU: the
-//               launchers refuse it otherwise. Not yet timed; its results differ from kWarp's
-//               only by the tensor cores' order of addition inside a 16-wide step (the same bits
-//               on the emulation).
-enum class FlashProducts { kWarp, kWarpgroup };
-
-// The wgmma kernels' schedule (with kWarpgroup products only): each product group waited for at
-// once (kInTurn, the default), or FlashAttention-3's overlap within the warpgroup (kOverlapped):
-// a walked tile's scores issued with the previous tile's accumulating products behind them, and
-// this tile's softmax run while those are in flight; the forward's P V
-// (flash_attention_wgmma.cu), the backward's dV and dK, and dQ in its own walk
-// (flash_attention_wgmma_backward.cu; not with dQ in the key walk, nor with synchronous tile
-// copies: the launcher refuses those). The same arithmetic in the same order, so the same bits;
-// three buffers of the walked tiles instead of two. Not yet timed.
-enum class WarpgroupSchedule { kInTurn, kOverlapped };
 
 // The kernels' choices that change their speed and not their results (the same bits either way:
 // tests/gpu/flash_mma_options_test.cpp). The defaults are production's.

@@ -531,17 +531,17 @@ int main(int argc, char** argv) {
            : Run(unsupported)},
       {"variant 3 on Hopper's warpgroup products (wgmma, both walks)",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.backward_products = tk::cuda::FlashProducts::kWarpgroup})))
+           ? Run(measure16(flash16_with({.backward_products = tk::FlashProducts::kWarpgroup})))
            : Run(no_warpgroup_products)},
       {"variant 13 with dQ in the key walk",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
            ? Run(measure16(flash16_with(
-                 {.dq = tk::FlashDq::kInKeyWalk, .backward_products = tk::cuda::FlashProducts::kWarpgroup})))
+                 {.dq = tk::FlashDq::kInKeyWalk, .backward_products = tk::FlashProducts::kWarpgroup})))
            : Run(no_warpgroup_products)},
       {"variant 13 with each tile's softmax beside the previous tile's products",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.backward_products = tk::cuda::FlashProducts::kWarpgroup,
-                                         .backward_schedule = tk::cuda::WarpgroupSchedule::kOverlapped})))
+           ? Run(measure16(flash16_with({.backward_products = tk::FlashProducts::kWarpgroup,
+                                         .backward_schedule = tk::WarpgroupSchedule::kOverlapped})))
            : Run(no_warpgroup_products)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;

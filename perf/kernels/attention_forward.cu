@@ -309,12 +309,12 @@ int main(int argc, char** argv) {
            : Run(unsupported)},
       {"variant 3 on Hopper's warpgroup products (wgmma, 64 queries a block)",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.forward_products = tk::cuda::FlashProducts::kWarpgroup})))
+           ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup})))
            : Run(no_warpgroup_products)},
       {"variant 13 with each tile's softmax beside the previous tile's P V",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.forward_products = tk::cuda::FlashProducts::kWarpgroup,
-                                         .forward_schedule = tk::cuda::WarpgroupSchedule::kOverlapped})))
+           ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup,
+                                         .forward_schedule = tk::WarpgroupSchedule::kOverlapped})))
            : Run(no_warpgroup_products)},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;

@@ -22,6 +22,16 @@ kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::De
   options.flash_dq = config.run.flash_dq == "key_walk" ? kernels::FlashDq::kInKeyWalk : kernels::FlashDq::kSeparateWalk;
   options.flash_block_order = config.run.flash_block_order == "longest_first" ? kernels::FlashBlockOrder::kLongestFirst
                                                                               : kernels::FlashBlockOrder::kHeadByHead;
+  const auto products = [](const std::string& choice) {
+    return choice == "mma_sync" ? kernels::FlashProducts::kWarp : kernels::FlashProducts::kWarpgroup;
+  };
+  const auto schedule = [](const std::string& choice) {
+    return choice == "wgmma_overlapped" ? kernels::WarpgroupSchedule::kOverlapped : kernels::WarpgroupSchedule::kInTurn;
+  };
+  options.flash_forward_products = products(config.run.flash_forward);
+  options.flash_forward_schedule = schedule(config.run.flash_forward);
+  options.flash_backward_products = products(config.run.flash_backward);
+  options.flash_backward_schedule = schedule(config.run.flash_backward);
   options.layernorm_sums = config.run.layernorm_sums == "row_walk" ? kernels::LayerNormParameterSums::kInRowWalk
                                                                    : kernels::LayerNormParameterSums::kSeparatePass;
   options.cross_entropy_loads =

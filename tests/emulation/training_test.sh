@@ -10,9 +10,10 @@
 #   kernels; the GEMM attention in its default schedule (4 causal
 #   blocks, pointer-array products) and with 1 block and strided calls;
 #   run.profile on bf16 flash: the same losses, the fused MLP pairs timed whole; the kernel
-#   choices waiting for a GPU's timing (run.flash_dq, run.flash_block_order, run.layernorm_sums,
-#   run.cross_entropy_loads, run.adamw_loads, run.matmul_backward_streams) on bf16 flash within
-#   1e-2 of the CPU's bf16, and
+#   choices waiting for a GPU's timing (run.flash_dq, run.flash_block_order, run.flash_forward and
+#   run.flash_backward on wgmma, run.layernorm_sums, run.cross_entropy_loads, run.adamw_loads,
+#   run.matmul_backward_streams) on bf16 flash within 1e-2 of the CPU's bf16; flash on wgmma
+#   with both directions overlapped giving mma.sync's losses exactly (T = 160), and
 #   the matmul parameter gradients on a second stream giving one stream's losses exactly, fp32 and
 #   bf16; the bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients) on bf16
 #   flash within 1e-2 of the CPU's bf16;
@@ -54,9 +55,10 @@ if grep -q "^  matmul_gelu_forward 128->512 " profiled16/profile-rank0.txt &&
 else
   fail "run.profile on the emulated GPU: $(cat profiled16/profile-rank0.txt 2>/dev/null || echo 'no profile-rank0.txt')"
 fi
-# The kernel choices waiting for a GPU's timing, all six at once (run.flash_dq = key_walk:
+# The kernel choices waiting for a GPU's timing, all eight at once (run.flash_dq = key_walk:
 # flash's dQ made in the dK/dV walk, in turns; run.flash_block_order = longest_first, which the
-# forward takes; run.layernorm_sums = row_walk; run.cross_entropy_loads
+# forward takes; run.flash_forward and run.flash_backward = wgmma, in turn; run.layernorm_sums =
+# row_walk; run.cross_entropy_loads
 # = packs; run.adamw_loads = packs; run.matmul_backward_streams = two): named on the backend line,
 # within 1e-2 of the CPU's bf16 as the default kernels are.
 # Sequences of 160 tokens, so that three key tiles of 64 (the last one partial) take turns
@@ -64,11 +66,22 @@ fi
 long="$wide --model.context=160 --train.seq_len=160 --train.global_batch=2 --train.precision=bf16"
 train lcpu16 --run.device=cpu $long
 train candidates16 $gpu $long --run.flash_dq=key_walk --run.flash_block_order=longest_first \
-  --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs --run.matmul_backward_streams=two
-grep -q "^backend.*dQ in the key walk, flash blocks longest walk first, LayerNorm parameter sums in the row walk, cross-entropy backward on 16-byte loads, AdamW on 16-byte loads, matmul parameter gradients on a second stream" \
+  --run.flash_forward=wgmma --run.flash_backward=wgmma --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs \
+  --run.adamw_loads=packs --run.matmul_backward_streams=two
+grep -q "^backend.*dQ in the key walk, flash blocks longest walk first, flash forward on wgmma, flash backward on wgmma, LayerNorm parameter sums in the row walk, cross-entropy backward on 16-byte loads, AdamW on 16-byte loads, matmul parameter gradients on a second stream" \
   candidates16.log || { grep '^backend' candidates16.log; fail "the backend line does not name the waiting kernel choices"; }
-matches "dQ in the key walk, the longest flash walks first, LayerNorm sums in the row walk, cross-entropy and AdamW on 16-byte loads, two matmul streams, bf16, T = 160, against the CPU's bf16" \
+matches "dQ in the key walk, the longest flash walks first, wgmma in turn, LayerNorm sums in the row walk, cross-entropy and AdamW on 16-byte loads, two matmul streams, bf16, T = 160, against the CPU's bf16" \
   lcpu16 candidates16 1e-2
+# Flash attention on Hopper's warpgroup products (run.flash_forward, run.flash_backward = wgmma or
+# wgmma_overlapped, waiting for a GPU's timing): the emulation's wgmma model sums each product
+# as mma.sync's does, so the default kernels' losses exactly, at T = 160 (three key tiles through
+# the overlapped walks' ring of buffers), both directions overlapped; named on the backend line.
+# (In turn, with dQ in the key walk: the candidates run above.)
+train flashlong16 $gpu $long
+train wgmma16 $gpu $long --run.flash_forward=wgmma_overlapped --run.flash_backward=wgmma_overlapped
+grep -q "^backend.*flash forward on wgmma, overlapped, flash backward on wgmma, overlapped" wgmma16.log \
+  || { grep '^backend' wgmma16.log; fail "the backend line does not name the overlapped wgmma kernels"; }
+matches "flash on wgmma, both directions overlapped, bf16, T = 160, against mma.sync" flashlong16 wgmma16 0
 # The parameter gradients on a second stream are the same kernels on the same operands: one
 # stream's losses exactly, in fp32 (cuBLAS GEMMs) and in bf16 (cuBLASLt's DGELU beside them). The
 # emulation runs a stream's work only when something waits for it, so a missing fork or join

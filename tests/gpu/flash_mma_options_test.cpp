@@ -209,19 +209,19 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsForward) {
     const struct {
       const char* name;
       cuda::FlashMmaOptions options;
-    } runs[] = {{"cp.async", {.forward_products = cuda::FlashProducts::kWarpgroup}},
+    } runs[] = {{"cp.async", {.forward_products = FlashProducts::kWarpgroup}},
                 {"synchronous tile copies",
-                 {.copy = cuda::TileCopy::kSynchronous, .forward_products = cuda::FlashProducts::kWarpgroup}},
+                 {.copy = cuda::TileCopy::kSynchronous, .forward_products = FlashProducts::kWarpgroup}},
                 {"longest walks first",
                  {.block_order = FlashBlockOrder::kLongestFirst,
-                  .forward_products = cuda::FlashProducts::kWarpgroup}},
+                  .forward_products = FlashProducts::kWarpgroup}},
                 {"softmax beside the previous tile's P V",
-                 {.forward_products = cuda::FlashProducts::kWarpgroup,
-                  .forward_schedule = cuda::WarpgroupSchedule::kOverlapped}},
+                 {.forward_products = FlashProducts::kWarpgroup,
+                  .forward_schedule = WarpgroupSchedule::kOverlapped}},
                 {"softmax beside P V, longest walks first",
                  {.block_order = FlashBlockOrder::kLongestFirst,
-                  .forward_products = cuda::FlashProducts::kWarpgroup,
-                  .forward_schedule = cuda::WarpgroupSchedule::kOverlapped}}};
+                  .forward_products = FlashProducts::kWarpgroup,
+                  .forward_schedule = WarpgroupSchedule::kOverlapped}}};
     for (const auto& run : runs) {
       SCOPED_TRACE(run.name);
       const auto group = forward(run.options);
@@ -285,7 +285,7 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsBackward) {
 #else
     constexpr bool emulated = false;
 #endif
-    constexpr cuda::FlashProducts kGroup = cuda::FlashProducts::kWarpgroup;
+    constexpr FlashProducts kGroup = FlashProducts::kWarpgroup;
     const struct {
       const char* name;
       FlashDq dq;
@@ -296,11 +296,11 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsBackward) {
                 {"longest walks first", FlashDq::kSeparateWalk,
                  {.block_order = FlashBlockOrder::kLongestFirst, .backward_products = kGroup}},
                 {"the softmax beside the previous tile's products", FlashDq::kSeparateWalk,
-                 {.backward_products = kGroup, .backward_schedule = cuda::WarpgroupSchedule::kOverlapped}},
+                 {.backward_products = kGroup, .backward_schedule = WarpgroupSchedule::kOverlapped}},
                 {"the softmax beside the products, longest walks first", FlashDq::kSeparateWalk,
                  {.block_order = FlashBlockOrder::kLongestFirst,
                   .backward_products = kGroup,
-                  .backward_schedule = cuda::WarpgroupSchedule::kOverlapped}},
+                  .backward_schedule = WarpgroupSchedule::kOverlapped}},
                 {"dQ in the key walk", FlashDq::kInKeyWalk,
                  {.dq = FlashDq::kInKeyWalk, .backward_products = kGroup}}};
     FlashDq reference_dq = FlashDq::kSeparateWalk;
@@ -327,7 +327,7 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsBackward) {
       }
     }
     // The overlapped schedule has no kernels for dQ in the key walk or for synchronous copies.
-    constexpr cuda::WarpgroupSchedule kOverlap = cuda::WarpgroupSchedule::kOverlapped;
+    constexpr WarpgroupSchedule kOverlap = WarpgroupSchedule::kOverlapped;
     EXPECT_THROW(backward({.dq = FlashDq::kInKeyWalk, .backward_products = kGroup, .backward_schedule = kOverlap}),
                  std::invalid_argument);
     EXPECT_THROW(backward({.copy = cuda::TileCopy::kSynchronous, .backward_products = kGroup,

@@ -16,7 +16,9 @@
 #   bf16 losses exactly; the kernel choices waiting for a GPU's timing (run.flash_dq,
 #   run.flash_block_order, run.layernorm_sums, run.cross_entropy_loads, run.adamw_loads,
 #   run.matmul_backward_streams) on bf16 flash within 1e-2 of the CPU's bf16, and the matmul parameter gradients on a second stream giving one
-#   stream's bf16 losses exactly;
+#   stream's bf16 losses exactly; flash on Hopper's warpgroup products (run.flash_forward,
+#   run.flash_backward), overlapped and in turn, at T = 256 within 1e-2 of the CPU's bf16 (where
+#   the GPU or build has none, their refusal in words instead);
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
 #   GPU, against one rank on it: within 1e-4 (cuBLAS may pick other kernels, with other
@@ -143,6 +145,35 @@ grep -q "^backend.*dQ in the key walk, flash blocks longest walk first, LayerNor
 out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl cgpu16/metrics.jsonl loss 1e-2) \
   && pass "dQ in the key walk, the longest flash walks first, LayerNorm sums in the row walk, cross-entropy and AdamW on 16-byte loads, two matmul streams, bf16 GPU against bf16 CPU: $out" \
   || fail "the waiting kernel choices, bf16: $out"
+# Flash attention on Hopper's warpgroup products (run.flash_forward and run.flash_backward =
+# wgmma or wgmma_overlapped, waiting for a GPU's timing), at sequences of 256 tokens so that each
+# walk passes up to four key tiles through its ring of buffers: named on the backend line, within
+# 1e-2 of the bf16 CPU at that length (the tensor cores add inside a 16-wide step in their own
+# order, so not mma.sync's bits; on the emulation they are). Both overlapped; then both in turn,
+# with dQ in the key walk. A GPU that is not compute capability 9.0, or a build without sm_90a
+# code, refuses the choice naming which: that refusal is checked instead, and the wgmma check is
+# said to be not made.
+hopper="$flash --model.context=256 --train.seq_len=256 --train.precision=bf16"
+mpi 1 train quick.ini $hopper --run.device=cpu --run.dir=hcpu16 > hcpu16.log 2>&1 \
+  || { tail -20 hcpu16.log; fail "bf16 on the CPU, T = 256"; }
+warpgroup_run() {  # warpgroup_run NAME EXPECTED_BACKEND_TEXT DECK_FLAGS...
+  local name=$1 named=$2; shift 2
+  mpi 1 train quick.ini $hopper --run.device=cuda "$@" --run.dir="$name" > "$name.log" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ] && grep -q "needs Hopper's warpgroup products, but" "$name.log"; then
+    pass "$* refused in words here: $(grep -o "needs Hopper's warpgroup products, but [^;]*" "$name.log")"
+    echo "not checked: $* (no wgmma on this GPU or build)"
+    return
+  fi
+  [ $rc -eq 0 ] || { tail -20 "$name.log"; fail "$*, bf16 on the GPU: exit $rc"; return; }
+  grep -q "^backend.*$named" "$name.log" || { grep '^backend' "$name.log"; fail "the backend line does not say $named"; }
+  out=$("$CHECK_METRICS" compare hcpu16/metrics.jsonl "$name/metrics.jsonl" loss 1e-2) \
+    && pass "$*, bf16 GPU against bf16 CPU, T = 256: $out" || fail "$*, bf16: $out"
+}
+warpgroup_run wgpu16 "flash forward on wgmma, overlapped, flash backward on wgmma, overlapped" \
+  --run.flash_forward=wgmma_overlapped --run.flash_backward=wgmma_overlapped
+warpgroup_run wkgpu16 "dQ in the key walk, flash forward on wgmma, flash backward on wgmma" \
+  --run.flash_forward=wgmma --run.flash_backward=wgmma --run.flash_dq=key_walk
 # The parameter gradients on a second stream (its own cuBLAS handle) are the same kernels on the
 # same operands: the one-stream run's losses exactly.
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.matmul_backward_streams=two \

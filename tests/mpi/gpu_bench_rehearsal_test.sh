@@ -8,13 +8,16 @@
 # deck in place of inputs/gpt2-*.ini (run.device = cuda -> cpu, run.attention = flash -> gemm:
 # the CPU backend has no flash kernels), and its `nvidia-smi` prints a made-up GPU. So the
 # figures mean nothing; what is checked is what the script makes of them:
-# - candidates: 10 rows at 774M (the defaults, each of the seven choices alone, all seven, the
-#   defaults again) and 2 at 124M, each naming its flags. The stand-in writes the step times the
-#   script reads (the real ones here would hang on this machine's load): 100 ms, 97 with
-#   run.layernorm_sums = row_walk, the second defaults' row 100.4. So the verdict must name that
-#   choice alone, with the defaults' two times and the margin (1%), and its BENCH_OPTIONS line
-#   must be one that =mfu takes as given; with the defaults' rows 10% apart, the margin is 20%
-#   and no choice is named;
+# - candidates: 14 rows at 774M (the defaults, each of the eleven choices alone, the first seven
+#   together, the defaults again) and 2 at 124M, each naming its flags. The stand-in writes the
+#   step times the script reads (the real ones here would hang on this machine's load): 100 ms,
+#   94 with run.flash_dq = key_walk, 95 with run.flash_backward = wgmma_overlapped, 96 and 98
+#   with run.flash_forward = wgmma_overlapped and wgmma, 97 with run.layernorm_sums = row_walk,
+#   the second defaults' row 100.4. So the verdict must name those five, with the defaults' two
+#   times and the margin (1%), and leave out of its BENCH_OPTIONS line the two that a faster one
+#   excludes (the overlapped backward, by dQ in the key walk; the forward's other wgmma way), a
+#   line that =mfu takes as given; with the defaults' rows 10% apart, the margin is 20% and no
+#   choice is named;
 # - mfu with that line: 7 rows naming the option, the last three accumulating 8, 8 and 16 passes;
 # - profile: 4 rows and a kernel table under each, and a run that fails (the stand-in refuses
 #   124M there) costs its own row, not the rows after it;
@@ -48,13 +51,17 @@ for a in "\$@"; do
 done
 "$TRIDENT" "\${args[@]}" || exit
 # The step time the script reads, made up so that its verdict does not hang on this machine's
-# load: 100 ms, 97 with run.layernorm_sums = row_walk, and the second run with the defaults at
-# 774M REHEARSAL_SECOND_DEFAULTS_MS (100.4).
+# load: 100 ms, 94 to 98 with the choices the verdict must name (tests/mpi/gpu_bench_rehearsal_test.sh),
+# and the second run with the defaults at 774M REHEARSAL_SECOND_DEFAULTS_MS (100.4).
 ms=100
 case " \$* " in
+  *" --run.flash_dq=key_walk "*) ms=94 ;;
+  *" --run.flash_backward=wgmma_overlapped "*) ms=95 ;;
+  *" --run.flash_forward=wgmma_overlapped "*) ms=96 ;;
   *" --run.layernorm_sums=row_walk "*) ms=97 ;;
+  *" --run.flash_forward=wgmma "*) ms=98 ;;
   *"flash_dq="* | *"flash_block_order="* | *"cross_entropy_loads="* | *"adamw_loads="* | *"matmul_backward_streams="* \\
-    | *"matmul_bias_gradients="*) ;;
+    | *"matmul_bias_gradients="* | *"flash_forward="* | *"flash_backward="*) ;;
   *" inputs/gpt2-774m.ini "*)
     count=\$((\$(cat "$WORK_DIR/defaults-runs" 2>/dev/null || echo 0) + 1))
     echo \$count > "$WORK_DIR/defaults-runs"
@@ -96,17 +103,24 @@ rm -f defaults-runs
 OUT=$WORK_DIR/out TAG=rehearsal BENCH_ROWS=candidates bash "$bench" "$pack" $steps > candidates.md 2> candidates.err
 rc=$?
 [ $rc -eq 0 ] && pass "candidates: exit 0" || fail "candidates: exit $rc: $(tail -5 candidates.err)"
-[ "$(rows candidates.md gpt2-774m)" = 10 ] && [ "$(rows candidates.md gpt2-124m)" = 2 ] \
-  && pass "candidates: 10 rows at 774M, 2 at 124M" || fail "candidates: rows: $(grep '^| gpt2-' candidates.md)"
+[ "$(rows candidates.md gpt2-774m)" = 14 ] && [ "$(rows candidates.md gpt2-124m)" = 2 ] \
+  && pass "candidates: 14 rows at 774M, 2 at 124M" || fail "candidates: rows: $(grep '^| gpt2-' candidates.md)"
 no_failed_rows candidates candidates.md
 for choice in $choices; do
   [ "$(rows candidates.md "$choice")" = 3 ] && pass "candidates: $choice alone and among all seven at 774M and 124M" \
     || fail "candidates: $choice in $(rows candidates.md "$choice") rows, not 3"
 done
+for choice in flash_forward=wgmma flash_forward=wgmma_overlapped flash_backward=wgmma flash_backward=wgmma_overlapped; do
+  [ "$(rows candidates.md "$choice ")" = 1 ] && pass "candidates: $choice alone at 774M" \
+    || fail "candidates: $choice in $(rows candidates.md "$choice ") rows, not 1"
+done
 want="Faster than the defaults at 774M by the margin (the defaults ran 100.00 and 100.40 ms a step, 0.4% apart; \
-the margin: 1.0%): --run.layernorm_sums=row_walk. Next: BENCH_OPTIONS='--run.layernorm_sums=row_walk' BENCH_ROWS=mfu"
+the margin: 1.0%): --run.flash_dq=key_walk --run.layernorm_sums=row_walk --run.flash_forward=wgmma \
+--run.flash_forward=wgmma_overlapped --run.flash_backward=wgmma_overlapped. Left out, as a faster one excludes them: \
+--run.flash_backward=wgmma_overlapped --run.flash_forward=wgmma. Next: BENCH_OPTIONS='--run.flash_dq=key_walk \
+--run.flash_forward=wgmma_overlapped --run.layernorm_sums=row_walk' BENCH_ROWS=mfu"
 verdict=$(tail -1 candidates.md)
-[ "$verdict" = "$want" ] && pass "candidates: the verdict names the one choice 3% faster" \
+[ "$verdict" = "$want" ] && pass "candidates: the verdict names the five faster choices, the options the three that go together" \
   || fail "candidates: the verdict is '$verdict', not '$want'"
 options=$(sed -n "s/.* Next: BENCH_OPTIONS='\([^']*\)' BENCH_ROWS=mfu$/\1/p" <<< "$verdict")
 for file in bench-rehearsal.md bench-rehearsal-logs.tgz; do
@@ -115,7 +129,7 @@ done
 [ -n "$verdict" ] && grep -q -F "$verdict" out/bench-rehearsal.md && pass "candidates: \$OUT's summary has the verdict" \
   || fail "candidates: \$OUT's summary lacks the verdict"
 
-# The defaults' own spread sets the margin: 10% apart, so a choice must gain 20%, and 3% is not named.
+# The defaults' own spread sets the margin: 10% apart, so a choice must gain 20%, and 6% is not named.
 rm -f defaults-runs
 REHEARSAL_SECOND_DEFAULTS_MS=110 BENCH_ROWS=candidates bash "$bench" "$pack" $steps > spread.md 2> spread.err
 want="No choice was faster than the defaults at 774M by the margin (the defaults ran 100.00 and 110.00 ms a step, \

@@ -126,8 +126,23 @@ TEST(RunConfig, KernelChoicesWaitingForTheirTiming) {
   EXPECT_EQ(config_of({"--run.matmul_backward_streams=two"}).run.matmul_backward_streams, "two");
   EXPECT_EQ(config_of({}).run.matmul_bias_gradients, "column_sums");
   EXPECT_EQ(config_of({"--run.matmul_bias_gradients=epilogue"}).run.matmul_bias_gradients, "epilogue");
+  EXPECT_EQ(config_of({}).run.flash_forward, "mma_sync");
+  EXPECT_EQ(config_of({}).run.flash_backward, "mma_sync");
+  EXPECT_EQ(config_of({"--run.flash_forward=wgmma_overlapped"}).run.flash_forward, "wgmma_overlapped");
+  EXPECT_EQ(config_of({"--run.flash_backward=wgmma"}).run.flash_backward, "wgmma");
   const std::string message = config_error({"--run.flash_dq=atomic"});
   EXPECT_EQ(message, "run.flash_dq = 'atomic' is not one of: separate, key_walk");
+  EXPECT_EQ(config_error({"--run.flash_forward=wmma"}),
+            "run.flash_forward = 'wmma' is not one of: mma_sync, wgmma, wgmma_overlapped");
+}
+
+// The overlapped wgmma backward makes dQ in its own walk: the deck says so before a GPU does.
+TEST(RunConfig, OverlappedWarpgroupBackwardRefusesDqInTheKeyWalk) {
+  EXPECT_EQ(config_error({"--run.flash_backward=wgmma_overlapped", "--run.flash_dq=key_walk"}),
+            "run.flash_backward = wgmma_overlapped makes dQ in its own walk, but run.flash_dq = key_walk (use "
+            "run.flash_dq = separate, or run.flash_backward = wgmma)");
+  EXPECT_EQ(config_of({"--run.flash_backward=wgmma", "--run.flash_dq=key_walk"}).run.flash_dq, "key_walk");
+  EXPECT_EQ(config_of({"--run.flash_backward=wgmma_overlapped"}).run.flash_dq, "separate");
 }
 
 TEST(RunConfig, MicroBatchMustDivideGlobalBatch) {

@@ -28,6 +28,10 @@ TEST(BackendOptions, DefaultsAreTheBackendsDefaults) {
   EXPECT_EQ(deck.attention_batching, plain.attention_batching);
   EXPECT_EQ(deck.flash_dq, plain.flash_dq);
   EXPECT_EQ(deck.flash_block_order, plain.flash_block_order);
+  EXPECT_EQ(deck.flash_forward_products, plain.flash_forward_products);
+  EXPECT_EQ(deck.flash_forward_schedule, plain.flash_forward_schedule);
+  EXPECT_EQ(deck.flash_backward_products, plain.flash_backward_products);
+  EXPECT_EQ(deck.flash_backward_schedule, plain.flash_backward_schedule);
   EXPECT_EQ(deck.layernorm_sums, plain.layernorm_sums);
   EXPECT_EQ(deck.cross_entropy_loads, plain.cross_entropy_loads);
   EXPECT_EQ(deck.adamw_loads, plain.adamw_loads);
@@ -39,8 +43,9 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   const kernels::BackendOptions options =
       options_of({"--train.precision=bf16", "--run.attention=flash", "--run.matmul_epilogues=separate",
                   "--run.attention_blocks=4", "--run.attention_batching=pointers", "--run.flash_dq=key_walk",
-                  "--run.flash_block_order=longest_first", "--run.layernorm_sums=row_walk",
-                  "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs", "--run.matmul_backward_streams=two",
+                  "--run.flash_block_order=longest_first", "--run.flash_forward=wgmma_overlapped",
+                  "--run.flash_backward=wgmma", "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs",
+                  "--run.adamw_loads=packs", "--run.matmul_backward_streams=two",
                   "--run.matmul_bias_gradients=epilogue"});
   EXPECT_EQ(options.attention, kernels::AttentionKernel::kFlash);
   EXPECT_EQ(options.matmul_epilogues, kernels::MatmulEpilogues::kSeparate);
@@ -48,6 +53,10 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(options.attention_batching, kernels::AttentionBatching::kPointers);
   EXPECT_EQ(options.flash_dq, kernels::FlashDq::kInKeyWalk);
   EXPECT_EQ(options.flash_block_order, kernels::FlashBlockOrder::kLongestFirst);
+  EXPECT_EQ(options.flash_forward_products, kernels::FlashProducts::kWarpgroup);
+  EXPECT_EQ(options.flash_forward_schedule, kernels::WarpgroupSchedule::kOverlapped);
+  EXPECT_EQ(options.flash_backward_products, kernels::FlashProducts::kWarpgroup);
+  EXPECT_EQ(options.flash_backward_schedule, kernels::WarpgroupSchedule::kInTurn);
   EXPECT_EQ(options.layernorm_sums, kernels::LayerNormParameterSums::kInRowWalk);
   EXPECT_EQ(options.cross_entropy_loads, kernels::CrossEntropyLoads::kPacks);
   EXPECT_EQ(options.adamw_loads, kernels::AdamWLoads::kPacks);
@@ -55,11 +64,18 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(options.matmul_bias_gradients, kernels::MatmulBiasGradients::kEpilogue);
   // The other way of each, named, is the default.
   const kernels::BackendOptions named = options_of(
-      {"--run.flash_dq=separate", "--run.flash_block_order=head_by_head", "--run.layernorm_sums=separate",
-       "--run.cross_entropy_loads=values", "--run.adamw_loads=values", "--run.matmul_backward_streams=one",
-       "--run.matmul_bias_gradients=column_sums"});
+      {"--run.flash_dq=separate", "--run.flash_block_order=head_by_head", "--run.flash_forward=mma_sync",
+       "--run.flash_backward=mma_sync", "--run.layernorm_sums=separate", "--run.cross_entropy_loads=values",
+       "--run.adamw_loads=values", "--run.matmul_backward_streams=one", "--run.matmul_bias_gradients=column_sums"});
   EXPECT_EQ(named.flash_dq, kernels::FlashDq::kSeparateWalk);
   EXPECT_EQ(named.flash_block_order, kernels::FlashBlockOrder::kHeadByHead);
+  EXPECT_EQ(named.flash_forward_products, kernels::FlashProducts::kWarp);
+  EXPECT_EQ(named.flash_backward_products, kernels::FlashProducts::kWarp);
+  // The backward's overlap, the other way round.
+  const kernels::BackendOptions overlapped = options_of({"--run.flash_backward=wgmma_overlapped"});
+  EXPECT_EQ(overlapped.flash_backward_products, kernels::FlashProducts::kWarpgroup);
+  EXPECT_EQ(overlapped.flash_backward_schedule, kernels::WarpgroupSchedule::kOverlapped);
+  EXPECT_EQ(overlapped.flash_forward_products, kernels::FlashProducts::kWarp);
   EXPECT_EQ(named.layernorm_sums, kernels::LayerNormParameterSums::kSeparatePass);
   EXPECT_EQ(named.cross_entropy_loads, kernels::CrossEntropyLoads::kValues);
   EXPECT_EQ(named.adamw_loads, kernels::AdamWLoads::kValues);
