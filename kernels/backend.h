@@ -361,7 +361,8 @@ enum class FlashBlockOrder { kHeadByHead, kLongestFirst };
 //   kWarp:      mma.sync, each warp its own products (kernels/cuda/warp_mma.cuh); the default.
 //   kWarpgroup: Hopper's wgmma, a warpgroup's products with B read from shared memory once
 //               (kernels/cuda/flash_attention_wgmma.cu, flash_attention_wgmma_backward.cu);
-//               64 queries a block in the forward, whatever its rows a warp. Needs a build for
+//               64 queries a block in the forward (128 with FlashMmaOptions::forward_warpgroups
+//               = 2), whatever its rows a warp. Needs a build for
 //               sm_90a (CMAKE_CUDA_ARCHITECTURES with 90) and a compute capability 9.0 GPU: the
 //               CUDA backend and the launchers refuse it otherwise. Not yet timed; its results
 //               differ from kWarp's only by the tensor cores' order of addition inside a 16-wide

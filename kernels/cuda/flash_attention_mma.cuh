@@ -40,6 +40,10 @@ struct FlashMmaOptions {
   // longest walk first. The same tiles computed the same way, so the same bits.
   FlashBlockOrder block_order = FlashBlockOrder::kHeadByHead;
   FlashProducts forward_products = FlashProducts::kWarp;
+  // The wgmma forward's warpgroups a block (kWarpgroup only; 1 or 2, others throw
+  // std::invalid_argument): 64 or 128 queries sharing the block's K and V tiles. 1, the default,
+  // until a GPU times 2 (perf/kernels' attention_forward 16 and 17).
+  int forward_warpgroups = 1;
   FlashProducts backward_products = FlashProducts::kWarp;
   WarpgroupSchedule forward_schedule = WarpgroupSchedule::kInTurn;
   WarpgroupSchedule backward_schedule = WarpgroupSchedule::kInTurn;

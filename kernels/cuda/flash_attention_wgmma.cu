@@ -1,8 +1,10 @@
 // Flash attention's forward on Hopper's warpgroup products (FlashProducts::kWarpgroup,
 // not the default: untimed), hs = 64: the mma.sync forward (flash_attention_mma.cu) with its two
 // products per key tile made by wgmma (kernels/cuda/warpgroup_mma.cuh) instead of 64 mma.sync a
-// warp. One block is one warpgroup: 4 warps, 64 queries, each warp 16 rows (the accumulators'
-// layout is mma.sync's, so the softmax below is the mma.sync forward's, line for line).
+// warp. A block is one warpgroup (4 warps, 64 queries, each warp 16 rows; the accumulators'
+// layout is mma.sync's, so the softmax below is the mma.sync forward's, line for line), or two
+// (FlashMmaOptions::forward_warpgroups = 2: 128 queries sharing each K and V tile, as the mma.sync
+// forward's default 32 rows a warp shares them; WarpgroupRows below).
 //   S = Q K^T:  A = the Q tile, B = the K tile, both in shared memory, K-major (4 k-steps);
 //   O += P V:   A = P in registers (each warp its 16 rows, the accumulator turned into A
 //               fragments in registers as before), B = the V tile, MN-major (its rows are k).
@@ -11,8 +13,8 @@
 // for the warpgroup, from shared memory directly (warpgroup_mma.cuh says more). Two schedules
 // (FlashMmaOptions::forward_schedule): each product group waited for at once, or one tile's
 // softmax beside the previous tile's P V (wgmma_forward_overlapped_kernel, below). What it does not
-// do yet (FlashAttention-3 does): producer warps with TMA, 128 queries a block, two warpgroups
-// taking turns. Those come after a sitting has timed these against the mma.sync forward
+// do yet (FlashAttention-3 does): producer warps with TMA, two warpgroups taking turns by named
+// barriers. Those come after a sitting has timed these against the mma.sync forward
 // (perf/kernels/attention_forward) and WarpgroupMatrixProducts has passed on the GPU.
 //
 // The tiles live in shared memory with the 128-byte swizzle, copied and made visible to wgmma
@@ -23,6 +25,10 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"          // CUDA_CHECK_LAUNCH
 #include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions
@@ -93,23 +99,54 @@ __device__ __forceinline__ void store_rows(uint16_t* out, float* lse, const floa
   }
 }
 
-// Q, then K and V two buffers each, with 1024 bytes to align them: 41,984 bytes.
-struct alignas(16) WarpgroupForwardShared {
-  uint16_t elements[5 * kSwizzledTileElements + wg::kTileAlignment / sizeof(uint16_t)];
+// A block of kGroups warpgroups (1, or 2: FlashMmaOptions::forward_warpgroups) takes 64 kGroups
+// queries; warpgroup w the 64 from q0 + 64 w, each warp of it 16 rows, every warpgroup walking
+// the block's key tiles from the same shared K and V buffers, read from memory once for all.
+// With two, warpgroup 0 also walks key tile q0 + 64, which lies wholly after its rows: every
+// score masked, so P is zero, the correction 1 and O, m and l keep their bits (each row has
+// seen its own key by then: m is finite); one tile in about 17 more work at T = 1024, where a
+// branch would leave a warpgroup's products out of the block's straight line.
+struct WarpgroupRows {
+  int q0;          // the block's first query
+  int group;       // this thread's warpgroup
+  int row[2];      // this lane's query rows (its warp's g and g + 8)
+  int last_query;  // the block's last query row before T
 };
+template <int kGroups>
+__device__ __forceinline__ WarpgroupRows warpgroup_rows(const Place& at, int query_tile, int T) {
+  WarpgroupRows r;
+  r.q0 = query_tile * kGroups * kTile;
+  r.group = at.tid / kThreads;
+  const int first = r.q0 + kTile * r.group + 16 * (at.warp % kWarps) + at.g;
+  r.row[0] = first;
+  r.row[1] = first + 8;
+  r.last_query = min(r.q0 + kGroups * kTile, T) - 1;
+  return r;
+}
 
-template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
-__global__ void __launch_bounds__(kThreads)
+// Dynamic shared memory (opt-in past 48 KB): the Q tiles, K and V two buffers each, with 1024
+// bytes to align them: 41,984 bytes (one warpgroup), 50,176 (two).
+// Two warpgroups ask ptxas for 2 blocks an SM (128 registers: left to itself it took 132 in the
+// overlapped kernel, one block of 8 warps an SM); one warpgroup asks nothing (0), as a minimum of
+// 1 or 2 blocks made ptxas take 152 to 168 registers (sm_90a, 2026-11-24). ptxas, sm_90a, with
+// cp.async: one warpgroup 122 (overlapped 128), two 128 (128), no spills, no C7519.
+template <int kGroups>
+constexpr std::size_t kInTurnSharedBytes = QueryTileBuffers<TileCopy::kAsynchronous, kGroups>::shared_bytes(2);
+
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder, int kGroups>
+__global__ void __launch_bounds__(kGroups * kThreads, kGroups == 2 ? 2 : 0)
     wgmma_forward_kernel(uint16_t* __restrict__ out, float* __restrict__ lse, const uint16_t* __restrict__ qkv, int T,
                          int C, int NH, float scale) {
-  __shared__ WarpgroupForwardShared shared;
+  extern __shared__ float in_turn_shared[];  // kInTurnSharedBytes<kGroups>
   const Place at = place<kOrder>();
-  const int q0 = query_tile_of<kOrder>(at) * kTile;
-  const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
-  const QueryTileBuffers<kCopy> tiles(shared.elements, 2, qkv, b, h, T, C, tid);
+  const WarpgroupRows rows = warpgroup_rows<kGroups>(at, query_tile_of<kOrder>(at), T);
+  const int q0 = rows.q0;
+  const int h = at.h, b = at.b, tid = at.tid, t4 = at.t4;
+  const QueryTileBuffers<kCopy, kGroups> tiles(reinterpret_cast<uint16_t*>(in_turn_shared), 2, qkv, b, h, T, C, tid);
   tiles.start(q0);
+  const uint16_t* q_tile = tiles.q_tile_of(rows.group);
 
-  const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  const int(&row)[2] = rows.row;
   const float scale_log2 = scale * kLog2e;
   float m[2] = {-INFINITY, -INFINITY};  // running row max, log2 units
   float l[2] = {0.0f, 0.0f};            // this lane's part of the running row sum
@@ -118,7 +155,7 @@ __global__ void __launch_bounds__(kThreads)
   // One key tile of the walk (masked: the causal and end tests, for the diagonal tile and a
   // last, partial one). Every warp takes part in every tile, even one whose rows all lie past T:
   // the products belong to the whole warpgroup (such rows see finite scores, never stored).
-  const int last_query = min(q0 + kTile, T) - 1;
+  const int last_query = rows.last_query;
   auto key_tile = [&](int k0, int slot, auto masked) {
     wait_for_swizzled_tiles<kCopy>();  // this key tile is whole; the other buffer is free
     if (k0 + kTile <= last_query) tiles.load_keys(k0 + kTile, slot ^ 1);
@@ -126,7 +163,7 @@ __global__ void __launch_bounds__(kThreads)
     float s[8][4] = {};  // overwritten by the first product (not accumulated into)
     wg::fence_operands(s);
     wg::fence();
-    issue_scores<S>(s, tiles.q_tile, tiles.k_tile(slot));
+    issue_scores<S>(s, q_tile, tiles.k_tile(slot));
     wg::commit();
     wg::wait<0>();
     wg::fence_operands(s);
@@ -159,24 +196,27 @@ __global__ void __launch_bounds__(kThreads)
 // reads V_{j-1} until the wait<0> of tile j, so the tiles take three buffers (tile j in j % 3):
 // the barrier that opens tile j follows every warp's wait<0> of tile j - 1, after which buffer
 // (j + 1) % 3, tile j - 2's, is free for tile j + 1's copy. Dynamic shared memory (opt-in):
-// Q and 3 K and V buffers, 58,368 bytes.
+// the Q tiles and 3 K and V buffers, 58,368 bytes (one warpgroup), 66,560 (two).
 constexpr int kOverlapBuffers = 3;
+template <int kGroups>
 constexpr std::size_t kOverlappedSharedBytes =
-    (1 + 2 * kOverlapBuffers) * kSwizzledTileBytes + static_cast<std::size_t>(wg::kTileAlignment);
+    QueryTileBuffers<TileCopy::kAsynchronous, kGroups>::shared_bytes(kOverlapBuffers);
 
-template <class S, TileCopy kCopy, FlashBlockOrder kOrder>
-__global__ void __launch_bounds__(kThreads)
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder, int kGroups>
+__global__ void __launch_bounds__(kGroups * kThreads, kGroups == 2 ? 2 : 0)
     wgmma_forward_overlapped_kernel(uint16_t* __restrict__ out, float* __restrict__ lse,
                                     const uint16_t* __restrict__ qkv, int T, int C, int NH, float scale) {
-  extern __shared__ float overlap_shared[];  // kOverlappedSharedBytes
+  extern __shared__ float overlap_shared[];  // kOverlappedSharedBytes<kGroups>
   const Place at = place<kOrder>();
-  const int q0 = query_tile_of<kOrder>(at) * kTile;
-  const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
-  const QueryTileBuffers<kCopy> tiles(reinterpret_cast<uint16_t*>(overlap_shared), kOverlapBuffers, qkv, b, h, T, C,
-                                      tid);
+  const WarpgroupRows rows = warpgroup_rows<kGroups>(at, query_tile_of<kOrder>(at), T);
+  const int q0 = rows.q0;
+  const int h = at.h, b = at.b, tid = at.tid, t4 = at.t4;
+  const QueryTileBuffers<kCopy, kGroups> tiles(reinterpret_cast<uint16_t*>(overlap_shared), kOverlapBuffers, qkv, b,
+                                               h, T, C, tid);
   tiles.start(q0);
+  const uint16_t* q_tile = tiles.q_tile_of(rows.group);
 
-  const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  const int(&row)[2] = rows.row;
   const float scale_log2 = scale * kLog2e;
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
@@ -188,7 +228,7 @@ __global__ void __launch_bounds__(kThreads)
   // (std::true_type for every tile but the first) issues the previous tile's P V behind the
   // scores. Compile-time choices, so that no branch separates the products (a branch between
   // them makes ptxas wait for the warpgroup there, its info C7519).
-  const int last_query = min(q0 + kTile, T) - 1;
+  const int last_query = rows.last_query;
   auto key_tile = [&](int k0, int slot, auto masked, auto behind) {
     constexpr bool kBehind = decltype(behind)::value;
     wait_for_swizzled_tiles<kCopy>();  // tile j whole; every warp past tile j - 1's wait<0>
@@ -198,7 +238,7 @@ __global__ void __launch_bounds__(kThreads)
     wg::fence_operands(s);
     wg::fence_operands(o);
     wg::fence();  // o rescaled and pa written by the previous tile: ready for the products
-    issue_scores<S>(s, tiles.q_tile, tiles.k_tile(slot));
+    issue_scores<S>(s, q_tile, tiles.k_tile(slot));
     wg::commit();
     if constexpr (kBehind) {
       issue_accumulate<S>(o, pa, previous_v);
@@ -218,7 +258,7 @@ __global__ void __launch_bounds__(kThreads)
     accumulator_as_fragments<S>(pa, s);
     previous_v = tiles.v_tile(slot);
   };
-  walk_key_tiles_in_ring<kOverlapBuffers>(q0, key_tile);
+  walk_key_tiles_in_ring<kOverlapBuffers>(q0, last_query, key_tile);
   // The last tile's P V.
   wg::fence_operands(o);
   wg::fence();
@@ -228,6 +268,27 @@ __global__ void __launch_bounds__(kThreads)
   wg::fence_operands(o);
 
   store_rows<S>(out, lse, o, m, l, row, b, h, T, C, NH, t4);
+}
+
+// The forward's launch for one set of choices (a function template, so that the launches name
+// their kernels by template arguments alone, as the emulation's translation needs).
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder, int kGroups>
+void launch_forward(uint16_t* out, float* lse, const uint16_t* qkv, int B, int T, int C, int NH, float scale,
+                    cudaStream_t stream, WarpgroupSchedule schedule) {
+  const dim3 grid = tile_grid(B, T, NH, kOrder, kGroups * kTile);
+  if (schedule == WarpgroupSchedule::kOverlapped) {
+    constexpr std::size_t kBytes = kOverlappedSharedBytes<kGroups>;
+    CUDA_CHECK(cudaFuncSetAttribute(wgmma_forward_overlapped_kernel<S, kCopy, kOrder, kGroups>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)));
+    wgmma_forward_overlapped_kernel<S, kCopy, kOrder, kGroups>
+        <<<grid, kGroups * kThreads, kBytes, stream>>>(out, lse, qkv, T, C, NH, scale);
+  } else {
+    constexpr std::size_t kBytes = kInTurnSharedBytes<kGroups>;
+    CUDA_CHECK(cudaFuncSetAttribute(wgmma_forward_kernel<S, kCopy, kOrder, kGroups>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)));
+    wgmma_forward_kernel<S, kCopy, kOrder, kGroups>
+        <<<grid, kGroups * kThreads, kBytes, stream>>>(out, lse, qkv, T, C, NH, scale);
+  }
 }
 
 }  // namespace
@@ -250,22 +311,26 @@ void flash_attention_wgmma_forward(ActPtr out, float* lse, ConstActPtr qkv, int 
                                    cudaStream_t stream, const FlashMmaOptions& options) {
   auto* out_s = static_cast<uint16_t*>(out.get());
   const auto* qkv_s = static_cast<const uint16_t*>(qkv.get());
-  with_kernel_choices(qkv.storage(), options.copy, options.block_order, [&](auto policy, auto copying, auto ordering) {
-    using S = decltype(policy);
-    constexpr TileCopy kCopy = decltype(copying)::value;
-    constexpr FlashBlockOrder kOrder = decltype(ordering)::value;
-    if (options.forward_schedule == WarpgroupSchedule::kOverlapped) {
-      CUDA_CHECK(cudaFuncSetAttribute(wgmma_forward_overlapped_kernel<S, kCopy, kOrder>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(kOverlappedSharedBytes)));
-      wgmma_forward_overlapped_kernel<S, kCopy, kOrder>
-          <<<tile_grid(B, T, NH, kOrder), kThreads, kOverlappedSharedBytes, stream>>>(out_s, lse, qkv_s, T, C, NH,
-                                                                                       scale);
-    } else {
-      wgmma_forward_kernel<S, kCopy, kOrder>
-          <<<tile_grid(B, T, NH, kOrder), kThreads, 0, stream>>>(out_s, lse, qkv_s, T, C, NH, scale);
-    }
-  });
+  if (options.forward_warpgroups != 1 && options.forward_warpgroups != 2) {
+    throw std::invalid_argument("flash_attention_mma_forward: forward_warpgroups is " +
+                                std::to_string(options.forward_warpgroups) + ", not 1 or 2");
+  }
+  auto launch = [&](auto groups) {
+    constexpr int kGroups = decltype(groups)::value;
+    with_kernel_choices(qkv.storage(), options.copy, options.block_order,
+                        [&](auto policy, auto copying, auto ordering) {
+                          using S = decltype(policy);
+                          constexpr TileCopy kCopy = decltype(copying)::value;
+                          constexpr FlashBlockOrder kOrder = decltype(ordering)::value;
+                          launch_forward<S, kCopy, kOrder, kGroups>(out_s, lse, qkv_s, B, T, C, NH, scale, stream,
+                                                                    options.forward_schedule);
+                        });
+  };
+  if (options.forward_warpgroups == 2) {
+    launch(std::integral_constant<int, 2>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
+  }
   CUDA_CHECK_LAUNCH();
 }
 

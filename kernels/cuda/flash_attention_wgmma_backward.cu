@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(kThreads)
     wg::fence_operands(dq);
   };
   if constexpr (kOverlapped) {
-    walk_key_tiles_in_ring<kBuffers>(q0, key_tile);
+    walk_key_tiles_in_ring<kBuffers>(q0, q0, key_tile);  // the diagonal last
     wg::fence_operands(dq);  // the last tile's dQ product
     wg::fence();
     issue_accumulate<S>(dq, dsa, previous_k);

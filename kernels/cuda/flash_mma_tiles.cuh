@@ -99,12 +99,13 @@ __device__ __forceinline__ void wait_for_tiles() {
 // step; rows at or past T are zeros (masked later, never used), their addresses kept inside the
 // buffer (row 0) all the same.
 // `offset(r, c)`: where in the tile row r's channels [c, c + 8) go (kLd-padded rows here; the
-// wgmma forward's swizzled rows, flash_attention_wgmma.cu).
-template <TileCopy kCopy, class Offset>
+// wgmma forward's swizzled rows, flash_attention_wgmma.cu). kLoaders threads share the copy
+// (tid below it): the block's, kThreads, or two warpgroups' in the wgmma forward at 128 queries.
+template <TileCopy kCopy, int kLoaders = kThreads, class Offset>
 __device__ __forceinline__ void load_tile_rows(uint16_t* tile, Offset offset, const uint16_t* first,
                                                std::size_t stride, int b, int row0, int T, int tid) {
   constexpr int kChunks = kHeadSize / 8;
-  for (int id = tid; id < kTile * kChunks; id += kThreads) {
+  for (int id = tid; id < kTile * kChunks; id += kLoaders) {
     const int r = id / kChunks;
     const int c = (id % kChunks) * 8;
     const int t = row0 + r;
@@ -375,16 +376,21 @@ __device__ __forceinline__ void walk_query_tiles_in_ring(int k0, int T, Step&& s
   }
   if (q0 < T) step(q0, slot, std::true_type{}, std::true_type{});
 }
+// The key walk of queries [q0, last_query] (one tile: the diagonal alone; the forward's block of
+// two warpgroups: the two tiles from q0 on, masked, each warpgroup's rows seeing the other's
+// diagonal as a tile it wholly follows or wholly precedes).
 template <int kBuffers, class Step>
-__device__ __forceinline__ void walk_key_tiles_in_ring(int q0, Step&& step) {
+__device__ __forceinline__ void walk_key_tiles_in_ring(int q0, int last_query, Step&& step) {
   if (q0 == 0) {
-    step(0, 0, std::true_type{}, std::false_type{});  // the first tile is the diagonal
-    return;
+    step(0, 0, std::true_type{}, std::false_type{});  // the first tile is a diagonal
+  } else {
+    step(0, 0, std::false_type{}, std::false_type{});
   }
-  step(0, 0, std::false_type{}, std::false_type{});
   int k0 = kTile, slot = 1 % kBuffers;
   for (; k0 < q0; k0 += kTile, slot = (slot + 1) % kBuffers) step(k0, slot, std::false_type{}, std::true_type{});
-  step(k0, slot, std::true_type{}, std::true_type{});
+  for (; k0 <= last_query; k0 += kTile, slot = (slot + 1) % kBuffers) {
+    step(k0, slot, std::true_type{}, std::true_type{});
+  }
 }
 
 // The backward's stores of this warp's rows (those before T): dK (times scale) and dV of keys

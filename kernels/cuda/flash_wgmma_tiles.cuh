@@ -37,48 +37,63 @@ constexpr int kSwizzledTileElements = wg::kTileElements;
 constexpr std::size_t kSwizzledTileBytes = kSwizzledTileElements * sizeof(uint16_t);
 
 // Rows [row0, row0 + 64) of a [B, T, ...] buffer (as load_tile) into a swizzled tile: 16 bytes
-// (one swizzle chunk) a thread and step; rows at or past T are zeros.
-template <TileCopy kCopy>
+// (one swizzle chunk) a thread and step, kLoaders threads; rows at or past T are zeros.
+template <TileCopy kCopy, int kLoaders = kThreads>
 __device__ __forceinline__ void load_swizzled_tile(uint16_t* tile, const uint16_t* first, std::size_t stride, int b,
                                                    int row0, int T, int tid) {
-  load_tile_rows<kCopy>(tile, [](int r, int c) { return wg::swizzled_offset(r, c); }, first, stride, b, row0, T, tid);
+  load_tile_rows<kCopy, kLoaders>(tile, [](int r, int c) { return wg::swizzled_offset(r, c); }, first, stride, b, row0,
+                                  T, tid);
 }
 
 // K and V of key tile [k0, k0 + 64) into swizzled k_tile and v_tile (as load_key_tile).
-template <TileCopy kCopy>
+template <TileCopy kCopy, int kLoaders = kThreads>
 __device__ __forceinline__ void load_swizzled_key_tile(uint16_t* k_tile, uint16_t* v_tile, const uint16_t* qkv, int b,
                                                        int h, int k0, int T, int C, int tid) {
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
-  load_swizzled_tile<kCopy>(k_tile, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride, b, k0, T, tid);
-  load_swizzled_tile<kCopy>(v_tile, qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
+  load_swizzled_tile<kCopy, kLoaders>(k_tile, qkv + qkv_index(0, 0, flash::kPartK, h, T, C), stride, b, k0, T, tid);
+  load_swizzled_tile<kCopy, kLoaders>(v_tile, qkv + qkv_index(0, 0, flash::kPartV, h, T, C), stride, b, k0, T, tid);
 }
 
-// A query-tile block's tiles (the forward, dQ): its Q tile, then its K and V buffers (`buffers`
-// of each, key tile k0 into buffer `slot` by load_keys), all on `shared` aligned for wgmma.
-// Starting copies Q of query tile q0 and key tile 0 into buffer 0.
-template <TileCopy kCopy>
+// A query-tile block's tiles (the forward, dQ): its Q tiles (one a warpgroup, kGroups, each
+// warpgroup's 64 queries), then its K and V buffers (`buffers` of each, key tile k0 into buffer
+// `slot` by load_keys), all on `shared` aligned for wgmma; the block's kGroups warpgroups share
+// the copies. Starting copies Q of queries [q0, q0 + 64 kGroups) and key tile 0 into buffer 0.
+template <TileCopy kCopy, int kGroups = 1>
 struct QueryTileBuffers {
-  uint16_t* q_tile;
+  static constexpr int kLoaders = kGroups * kThreads;
+  uint16_t* q_tile;  // warpgroup 0's; q_tile_of(g) for the others
   uint16_t* k_tiles;
   uint16_t* v_tiles;
   const uint16_t* qkv;
   int b, h, T, C, tid;
 
+  // The dynamic shared memory of a block with `buffers` K and V buffers.
+  static constexpr std::size_t shared_bytes(int buffers) {
+    return (kGroups + 2 * static_cast<std::size_t>(buffers)) * kSwizzledTileBytes +
+           static_cast<std::size_t>(wg::kTileAlignment);
+  }
+
   __device__ __forceinline__ QueryTileBuffers(uint16_t* shared, int buffers, const uint16_t* qkv_, int b_, int h_,
                                               int T_, int C_, int tid_)
       : q_tile(wg::align_tiles(shared)),
-        k_tiles(q_tile + kSwizzledTileElements),
+        k_tiles(q_tile + kGroups * kSwizzledTileElements),
         v_tiles(k_tiles + buffers * kSwizzledTileElements),
         qkv(qkv_), b(b_), h(h_), T(T_), C(C_), tid(tid_) {}
+  __device__ __forceinline__ const uint16_t* q_tile_of(int group) const {
+    return q_tile + group * kSwizzledTileElements;
+  }
   __device__ __forceinline__ const uint16_t* k_tile(int slot) const { return k_tiles + slot * kSwizzledTileElements; }
   __device__ __forceinline__ const uint16_t* v_tile(int slot) const { return v_tiles + slot * kSwizzledTileElements; }
   __device__ __forceinline__ void load_keys(int k0, int slot) const {
-    load_swizzled_key_tile<kCopy>(k_tiles + slot * kSwizzledTileElements, v_tiles + slot * kSwizzledTileElements, qkv,
-                                  b, h, k0, T, C, tid);
+    load_swizzled_key_tile<kCopy, kLoaders>(k_tiles + slot * kSwizzledTileElements,
+                                            v_tiles + slot * kSwizzledTileElements, qkv, b, h, k0, T, C, tid);
   }
   __device__ __forceinline__ void start(int q0) const {
-    load_swizzled_tile<kCopy>(q_tile, qkv + qkv_index(0, 0, flash::kPartQ, h, T, C), 3 * static_cast<std::size_t>(C),
-                              b, q0, T, tid);
+    for (int g = 0; g < kGroups; g++) {
+      load_swizzled_tile<kCopy, kLoaders>(q_tile + g * kSwizzledTileElements,
+                                          qkv + qkv_index(0, 0, flash::kPartQ, h, T, C),
+                                          3 * static_cast<std::size_t>(C), b, q0 + g * kTile, T, tid);
+    }
     load_keys(0, 0);
   }
 };

@@ -65,7 +65,12 @@
 //      overlap within the warpgroup): three K and V buffers, 58,368 bytes of shared memory, so 3
 //      blocks an SM where 13 has 4 (ptxas: 128 registers each with cp.async). The same bits as 13 on the
 //      emulation, whose wgmma model finishes products only at their waits.
-//   Variants 3 to 14 read qkv rounded to bf16 and are validated against the twin run on
+//  15  variant 13 with two warpgroups a block (FlashMmaOptions::forward_warpgroups = 2): 128
+//      queries share each K and V tile, as production's 32 rows a warp (3) shares them, so half
+//      the tile copies of 13; the first warpgroup walks one key tile more than it needs (wholly
+//      masked: the same bits). 256 threads, 50,176 bytes of shared memory.
+//  16  variant 14 with two warpgroups a block: 66,560 bytes.
+//   Variants 3 to 16 read qkv rounded to bf16 and are validated against the twin run on
 //   those rounded values.
 //
 //   playground_attention_forward replay   (no GPU needed) runs variant 4's steps on the host
@@ -314,6 +319,16 @@ int main(int argc, char** argv) {
       {"variant 13 with each tile's softmax beside the previous tile's P V",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
            ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup,
+                                         .forward_schedule = tk::WarpgroupSchedule::kOverlapped})))
+           : Run(no_warpgroup_products)},
+      {"variant 13 with two warpgroups a block (128 queries sharing each K and V tile, as 3)",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup, .forward_warpgroups = 2})))
+           : Run(no_warpgroup_products)},
+      {"variant 14 with two warpgroups a block",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup,
+                                         .forward_warpgroups = 2,
                                          .forward_schedule = tk::WarpgroupSchedule::kOverlapped})))
            : Run(no_warpgroup_products)},
   };

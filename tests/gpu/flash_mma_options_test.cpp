@@ -174,7 +174,9 @@ TEST_F(FlashMmaOptions, AllGiveTheSameBitsAsTheDefaults) {
 }
 
 // The forward on warpgroup products (FlashProducts::kWarpgroup, wgmma) against the
-// default's mma.sync, with each tile copy and block order, and with the softmax of each key tile
+// default's mma.sync, with each tile copy and block order, with two warpgroups a block (128
+// queries: T = 64 leaves the second warpgroup's rows all past T, T = 200 and 130 a first
+// warpgroup walking a key tile wholly after its rows), and with the softmax of each key tile
 // beside the previous tile's P V (WarpgroupSchedule::kOverlapped: on the emulation, whose wgmma
 // model finishes a product only at its wait and fills its accumulators with NaN until then, a
 // wait too few or a buffer reused too soon changes the bits or stops the run). The same sums in
@@ -221,6 +223,15 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsForward) {
                 {"softmax beside P V, longest walks first",
                  {.block_order = FlashBlockOrder::kLongestFirst,
                   .forward_products = FlashProducts::kWarpgroup,
+                  .forward_schedule = WarpgroupSchedule::kOverlapped}},
+                {"two warpgroups a block", {.forward_products = FlashProducts::kWarpgroup, .forward_warpgroups = 2}},
+                {"two warpgroups, synchronous tile copies",
+                 {.copy = cuda::TileCopy::kSynchronous,
+                  .forward_products = FlashProducts::kWarpgroup,
+                  .forward_warpgroups = 2}},
+                {"two warpgroups, softmax beside P V",
+                 {.forward_products = FlashProducts::kWarpgroup,
+                  .forward_warpgroups = 2,
                   .forward_schedule = WarpgroupSchedule::kOverlapped}}};
     for (const auto& run : runs) {
       SCOPED_TRACE(run.name);
@@ -241,6 +252,8 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsForward) {
       }
 #endif
     }
+    EXPECT_THROW(forward({.forward_products = FlashProducts::kWarpgroup, .forward_warpgroups = 3}),
+                 std::invalid_argument);
   });
 }
 
