@@ -45,6 +45,11 @@ struct FlashMmaOptions {
   // until a GPU times 2 (perf/kernels' attention_forward 16 and 17).
   int forward_warpgroups = 1;
   FlashProducts backward_products = FlashProducts::kWarp;
+  // The wgmma backward's warpgroups a block (kWarpgroup only; 1, or 2 with dq = kSeparateWalk:
+  // others throw std::invalid_argument): the dK/dV walk's 64 or 128 keys sharing each Q, dO, L and
+  // D tile, the dQ walk's 64 or 128 queries each K and V tile. 1 until a GPU times 2
+  // (perf/kernels' attention_backward 16 and 17).
+  int backward_warpgroups = 1;
   WarpgroupSchedule forward_schedule = WarpgroupSchedule::kInTurn;
   WarpgroupSchedule backward_schedule = WarpgroupSchedule::kInTurn;
 };
@@ -55,7 +60,8 @@ bool flash_attention_mma_applies(std::initializer_list<ConstActPtr> operands);
 
 // out[B,T,C] and lse[B,NH,T] from qkv[B,T,3C]; C / NH = 64. scale: the scores' factor, 1/sqrt(hs).
 // std::invalid_argument when options.forward_rows_per_warp is neither 16 nor 32, or when
-// options.forward_products = kWarpgroup where this build or this GPU cannot run it.
+// options.forward_products = kWarpgroup where this build or this GPU cannot run it, or (kWarpgroup)
+// with forward_warpgroups neither 1 nor 2.
 void flash_attention_mma_forward(ActPtr out, float* lse, ConstActPtr qkv, int B, int T, int C, int NH, float scale,
                                  cudaStream_t stream, const FlashMmaOptions& options = {});
 
@@ -79,7 +85,8 @@ bool flash_attention_wgmma_available();
 // zeroed on the stream first); unused (may be null) otherwise.
 // std::invalid_argument when options.backward_products = kWarpgroup where this build or this GPU
 // cannot run it, or options.dq = kInKeyWalk without dq_sums, or backward_schedule = kOverlapped
-// with dq = kInKeyWalk or synchronous tile copies.
+// with dq = kInKeyWalk or synchronous tile copies, or (kWarpgroup) backward_warpgroups other than
+// 1, or 2 with dq = kSeparateWalk.
 void flash_attention_mma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr qkv, const float* lse,
                                   const float* delta, float* dq_sums, int B, int T, int C, int NH, float scale,
                                   cudaStream_t stream, const FlashMmaOptions& options = {});

@@ -105,24 +105,8 @@ __device__ __forceinline__ void store_rows(uint16_t* out, float* lse, const floa
 // With two, warpgroup 0 also walks key tile q0 + 64, which lies wholly after its rows: every
 // score masked, so P is zero, the correction 1 and O, m and l keep their bits (each row has
 // seen its own key by then: m is finite); one tile in about 17 more work at T = 1024, where a
-// branch would leave a warpgroup's products out of the block's straight line.
-struct WarpgroupRows {
-  int q0;          // the block's first query
-  int group;       // this thread's warpgroup
-  int row[2];      // this lane's query rows (its warp's g and g + 8)
-  int last_query;  // the block's last query row before T
-};
-template <int kGroups>
-__device__ __forceinline__ WarpgroupRows warpgroup_rows(const Place& at, int query_tile, int T) {
-  WarpgroupRows r;
-  r.q0 = query_tile * kGroups * kTile;
-  r.group = at.tid / kThreads;
-  const int first = r.q0 + kTile * r.group + 16 * (at.warp % kWarps) + at.g;
-  r.row[0] = first;
-  r.row[1] = first + 8;
-  r.last_query = min(r.q0 + kGroups * kTile, T) - 1;
-  return r;
-}
+// branch would leave a warpgroup's products out of the block's straight line (WarpgroupRows,
+// flash_wgmma_tiles.cuh).
 
 // Dynamic shared memory (opt-in past 48 KB): the Q tiles, K and V two buffers each, with 1024
 // bytes to align them: 41,984 bytes (one warpgroup), 50,176 (two).
@@ -258,7 +242,7 @@ __global__ void __launch_bounds__(kGroups * kThreads, kGroups == 2 ? 2 : 0)
     accumulator_as_fragments<S>(pa, s);
     previous_v = tiles.v_tile(slot);
   };
-  walk_key_tiles_in_ring<kOverlapBuffers>(q0, last_query, key_tile);
+  walk_key_tiles_in_ring<kOverlapBuffers, kGroups>(q0, last_query, key_tile);
   // The last tile's P V.
   wg::fence_operands(o);
   wg::fence();

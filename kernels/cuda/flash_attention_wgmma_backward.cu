@@ -38,6 +38,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/cuda_check.h"             // CUDA_CHECK, CUDA_CHECK_LAUNCH
 #include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions
@@ -56,22 +57,27 @@ using namespace flash_wgmma;
 __host__ __device__ constexpr int walk_buffers(WarpgroupSchedule schedule) {
   return schedule == WarpgroupSchedule::kOverlapped ? 3 : 2;
 }
-// The dK/dV kernel's tiles: K, V, the buffers of Q and dO, (dQ in the walk) dS^T; then L and D,
-// as many buffers each.
-__host__ __device__ constexpr int dkdv_tiles(FlashDq dq, WarpgroupSchedule schedule) {
-  return 2 + 2 * walk_buffers(schedule) + (dq == FlashDq::kInKeyWalk ? 1 : 0);
+// The dK/dV kernel's tiles: K and V (one each a warpgroup), the buffers of Q and dO, (dQ in the
+// walk) dS^T; then L and D, as many buffers each.
+__host__ __device__ constexpr int dkdv_tiles(FlashDq dq, WarpgroupSchedule schedule, int groups) {
+  return 2 * groups + 2 * walk_buffers(schedule) + (dq == FlashDq::kInKeyWalk ? 1 : 0);
 }
-constexpr std::size_t dkdv_shared_bytes(FlashDq dq, WarpgroupSchedule schedule) {
-  return wg::kTileAlignment + dkdv_tiles(dq, schedule) * kSwizzledTileBytes +
+constexpr std::size_t dkdv_shared_bytes(FlashDq dq, WarpgroupSchedule schedule, int groups) {
+  return wg::kTileAlignment + dkdv_tiles(dq, schedule, groups) * kSwizzledTileBytes +
          2 * walk_buffers(schedule) * kTile * sizeof(float);
 }
-// The dQ kernel's: Q, the buffers of K and V, dO.
-constexpr std::size_t dq_shared_bytes(WarpgroupSchedule schedule) {
-  return wg::kTileAlignment + (2 + 2 * walk_buffers(schedule)) * kSwizzledTileBytes;
+// The dQ kernel's: Q (one a warpgroup), the buffers of K and V, dO (one a warpgroup).
+constexpr std::size_t dq_shared_bytes(WarpgroupSchedule schedule, int groups) {
+  return wg::kTileAlignment + (2 * groups + 2 * walk_buffers(schedule)) * kSwizzledTileBytes;
 }
 
-template <class S, TileCopy kCopy, FlashDq kDq, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule>
-__global__ void __launch_bounds__(kThreads)
+// A block of kGroups warpgroups (FlashMmaOptions::backward_warpgroups) takes keys [k0, k0 + 64
+// kGroups), warpgroup w those from k0 + 64 w, every warpgroup walking the block's query tiles from
+// the same shared Q, dO, L and D buffers; the second warpgroup's first tile (the first's
+// diagonal) lies wholly before its keys: every score masked, P and dS zero, dK and dV keep
+// their bits. dQ in the key walk takes one warpgroup (its turns are a key tile's).
+template <class S, TileCopy kCopy, FlashDq kDq, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule, int kGroups>
+__global__ void __launch_bounds__(kGroups * kThreads)
     wgmma_dkdv_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                       const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
                       float scale, DqSums dq_sums) {
@@ -80,14 +86,16 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kBuffers = walk_buffers(kSchedule);
   static_assert(!kDqInWalk || kOrder == FlashBlockOrder::kHeadByHead, "dQ in the key walk orders its blocks by ticket");
   static_assert(!kDqInWalk || !kOverlapped, "the overlapped schedule walks with dQ apart");
-  extern __shared__ float walk_shared[];  // dkdv_shared_bytes(kDq, kSchedule)
-  uint16_t* const k_tile = wg::align_tiles(reinterpret_cast<uint16_t*>(walk_shared));
-  uint16_t* const v_tile = k_tile + kSwizzledTileElements;
-  uint16_t* const q_tiles = v_tile + kSwizzledTileElements;                // kBuffers
+  static_assert(kGroups == 1 || !kDqInWalk, "dQ in the key walk takes one warpgroup a block");
+  constexpr int kLoaders = kGroups * kThreads;
+  extern __shared__ float walk_shared[];  // dkdv_shared_bytes(kDq, kSchedule, kGroups)
+  uint16_t* const k_tiles = wg::align_tiles(reinterpret_cast<uint16_t*>(walk_shared));  // kGroups
+  uint16_t* const v_tiles = k_tiles + kGroups * kSwizzledTileElements;                    // kGroups
+  uint16_t* const q_tiles = v_tiles + kGroups * kSwizzledTileElements;                    // kBuffers
   uint16_t* const do_tiles = q_tiles + kBuffers * kSwizzledTileElements;  // kBuffers
   uint16_t* const ds_tile = do_tiles + kBuffers * kSwizzledTileElements;  // dQ in the walk: dS^T [64 keys][64 queries]
   float* const lse_tiles =
-      reinterpret_cast<float*>(k_tile + dkdv_tiles(kDq, kSchedule) * kSwizzledTileElements);  // [kBuffers][kTile]
+      reinterpret_cast<float*>(k_tiles + dkdv_tiles(kDq, kSchedule, kGroups) * kSwizzledTileElements);  // [kBuffers][kTile]
   float* const delta_tiles = lse_tiles + kBuffers * kTile;                                     // [kBuffers][kTile]
   Place at = place<kOrder>();
   int tile = key_tile_of(at);  // key tile 0 walks every query tile: first
@@ -95,22 +103,32 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ unsigned ticket;
     tile = key_tile_by_ticket(at, ticket, dq_sums, NH);  // flash_dq_sums.cuh: the order of the adds
   }
-  const int k0 = tile * kTile;
-  const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
+  const int k0 = tile * kGroups * kTile;  // the block's first key
+  const int h = at.h, b = at.b, tid = at.tid, g = at.g, t4 = at.t4;
+  const int group = kGroups == 1 ? 0 : tid / kThreads;  // (one: known to the compiler)
+  const int warp = kGroups == 1 ? at.warp : at.warp % kWarps;
+  const uint16_t* const k_tile = k_tiles + group * kSwizzledTileElements;
+  const uint16_t* const v_tile = v_tiles + group * kSwizzledTileElements;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
   const uint16_t* q_first = qkv + qkv_index(0, 0, flash::kPartQ, h, T, C);
   const uint16_t* do_first = dout + row_index(0, 0, h, T, C);
   auto load_queries = [&](int q0, int slot) {
-    load_swizzled_tile<kCopy>(q_tiles + slot * kSwizzledTileElements, q_first, stride, b, q0, T, tid);
-    load_swizzled_tile<kCopy>(do_tiles + slot * kSwizzledTileElements, do_first, static_cast<std::size_t>(C), b, q0,
-                              T, tid);
-    load_tile_stats<kCopy>(lse_tiles + slot * kTile, delta_tiles + slot * kTile, lse, delta, b, h, q0, T, NH, tid);
+    load_swizzled_tile<kCopy, kLoaders>(q_tiles + slot * kSwizzledTileElements, q_first, stride, b, q0, T, tid);
+    load_swizzled_tile<kCopy, kLoaders>(do_tiles + slot * kSwizzledTileElements, do_first, static_cast<std::size_t>(C),
+                                        b, q0, T, tid);
+    load_tile_stats<kCopy, kLoaders>(lse_tiles + slot * kTile, delta_tiles + slot * kTile, lse, delta, b, h, q0, T, NH,
+                                     tid);
   };
-  load_swizzled_key_tile<kCopy>(k_tile, v_tile, qkv, b, h, k0, T, C, tid);
+  for (int w = 0; w < kGroups; w++) {
+    load_swizzled_key_tile<kCopy, kLoaders>(k_tiles + w * kSwizzledTileElements, v_tiles + w * kSwizzledTileElements,
+                                            qkv, b, h, k0 + w * kTile, T, C, tid);
+  }
   load_queries(k0, 0);
 
   const float scale_log2 = scale * kLog2e;
-  const int key[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
+  const int first_key = k0 + kTile * group + 16 * warp + g;
+  const int key[2] = {first_key, first_key + 8};
+  const int last_key = min(k0 + kGroups * kTile, T) - 1;
   float dk[8][4] = {};
   float dv[8][4] = {};
   uint32_t pa[4][4] = {};   // P^T as A fragments (overlapped: of the previous tile)
@@ -197,7 +215,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
   if constexpr (kOverlapped) {
-    walk_query_tiles_in_ring<kBuffers>(k0, T, query_tile);
+    walk_query_tiles_in_ring<kBuffers, kGroups>(k0, last_key, T, query_tile);
     // The last tile's dV and dK products.
     wg::fence_operands(dv);
     wg::fence_operands(dk);
@@ -209,37 +227,48 @@ __global__ void __launch_bounds__(kThreads)
     wg::fence_operands(dv);
     wg::fence_operands(dk);
   } else {
-    walk_query_tiles(k0, T, [&](int q0, int slot, auto masked) { query_tile(q0, slot, masked, std::false_type{}); });
+    walk_query_tiles<kGroups>(k0, last_key, T,
+                     [&](int q0, int slot, auto masked) { query_tile(q0, slot, masked, std::false_type{}); });
   }
   store_key_rows<S>(dqkv, dk, dv, key, b, h, T, C, t4, scale);
 }
 
-template <class S, TileCopy kCopy, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule>
-__global__ void __launch_bounds__(kThreads)
+// kGroups warpgroups a block as the forward's (WarpgroupRows): each its 64 queries, all walking
+// the block's key tiles from the same K and V buffers. (Two warpgroups held to 2 blocks an SM,
+// 128 registers, spill 24 to 520 bytes: left at one block of 8 warps, 143 to 174 registers.)
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule, int kGroups>
+__global__ void __launch_bounds__(kGroups * kThreads)
     wgmma_dq_kernel(uint16_t* __restrict__ dqkv, const uint16_t* __restrict__ qkv, const uint16_t* __restrict__ dout,
                     const float* __restrict__ lse, const float* __restrict__ delta, int T, int C, int NH,
                     float scale) {
   constexpr bool kOverlapped = kSchedule == WarpgroupSchedule::kOverlapped;
   constexpr int kBuffers = walk_buffers(kSchedule);
-  extern __shared__ float walk_shared[];  // dq_shared_bytes(kSchedule)
+  extern __shared__ float walk_shared[];  // dq_shared_bytes(kSchedule, kGroups)
   const Place at = place<kOrder>();
-  const int q0 = query_tile_of<kOrder>(at) * kTile;
-  const int h = at.h, b = at.b, tid = at.tid, warp = at.warp, g = at.g, t4 = at.t4;
-  // Q, K and V kBuffers each, then dO.
-  const QueryTileBuffers<kCopy> tiles(reinterpret_cast<uint16_t*>(walk_shared), kBuffers, qkv, b, h, T, C, tid);
-  uint16_t* const do_tile = tiles.v_tiles + kBuffers * kSwizzledTileElements;
+  const WarpgroupRows rows = warpgroup_rows<kGroups>(at, query_tile_of<kOrder>(at), T);
+  const int q0 = rows.q0;
+  const int h = at.h, b = at.b, tid = at.tid, t4 = at.t4;
+  // Q (one a warpgroup), K and V kBuffers each, then dO (one a warpgroup).
+  const QueryTileBuffers<kCopy, kGroups> tiles(reinterpret_cast<uint16_t*>(walk_shared), kBuffers, qkv, b, h, T, C,
+                                               tid);
+  uint16_t* const do_tiles = tiles.v_tiles + kBuffers * kSwizzledTileElements;
   tiles.start(q0);
-  load_swizzled_tile<kCopy>(do_tile, dout + row_index(0, 0, h, T, C), static_cast<std::size_t>(C), b, q0, T, tid);
+  for (int w = 0; w < kGroups; w++) {
+    load_swizzled_tile<kCopy, kGroups * kThreads>(do_tiles + w * kSwizzledTileElements, dout + row_index(0, 0, h, T, C),
+                                                  static_cast<std::size_t>(C), b, q0 + w * kTile, T, tid);
+  }
+  const uint16_t* const q_tile = tiles.q_tile_of(rows.group);
+  const uint16_t* const do_tile = do_tiles + rows.group * kSwizzledTileElements;
 
   const float scale_log2 = scale * kLog2e;
-  const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  const int(&row)[2] = rows.row;
   float row_lse[2];
   float row_delta[2];
   load_row_stats(row_lse, row_delta, lse, delta, row, b, h, T, NH);
   float dq[8][4] = {};
   uint32_t dsa[4][4] = {};                     // dS as A fragments (overlapped: of the previous tile)
   const uint16_t* previous_k = tiles.k_tile(0);  // overlapped: the previous tile's K
-  const int last_query = min(q0 + kTile, T) - 1;
+  const int last_query = rows.last_query;
   // One key tile of the walk. `masked` (std::true_type) adds the per-score causal and end
   // tests, which only the diagonal tile needs. Overlapped, `behind` (std::true_type from the
   // second tile on) issues the previous tile's dQ product behind this tile's scores.
@@ -256,7 +285,7 @@ __global__ void __launch_bounds__(kThreads)
     wg::fence_operands(dp);
     if constexpr (kOverlapped) wg::fence_operands(dq);
     wg::fence();
-    issue_scores<S>(ds, tiles.q_tile, k_tile);
+    issue_scores<S>(ds, q_tile, k_tile);
     issue_scores<S>(dp, do_tile, v_tile);
     wg::commit();
     if constexpr (kBehind) {
@@ -287,7 +316,7 @@ __global__ void __launch_bounds__(kThreads)
     wg::fence_operands(dq);
   };
   if constexpr (kOverlapped) {
-    walk_key_tiles_in_ring<kBuffers>(q0, q0, key_tile);  // the diagonal last
+    walk_key_tiles_in_ring<kBuffers, kGroups>(q0, last_query, key_tile);
     wg::fence_operands(dq);  // the last tile's dQ product
     wg::fence();
     issue_accumulate<S>(dq, dsa, previous_k);
@@ -295,27 +324,29 @@ __global__ void __launch_bounds__(kThreads)
     wg::wait<0>();
     wg::fence_operands(dq);
   } else {
-    walk_key_tiles(q0, [&](int k0, int slot, auto masked) { key_tile(k0, slot, masked, std::false_type{}); });
+    walk_key_tiles<kGroups>(q0, last_query,
+                   [&](int k0, int slot, auto masked) { key_tile(k0, slot, masked, std::false_type{}); });
   }
   store_query_rows<S>(dqkv, dq, row, b, h, T, C, t4, scale);
 }
 
-// dQ in its own walk: the dK/dV kernel, then the dQ kernel, with one schedule.
-template <class S, TileCopy kCopy, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule>
+// dQ in its own walk: the dK/dV kernel, then the dQ kernel, with one schedule and kGroups
+// warpgroups a block.
+template <class S, TileCopy kCopy, FlashBlockOrder kOrder, WarpgroupSchedule kSchedule, int kGroups>
 void launch_separate_walks(uint16_t* dqkv_s, const uint16_t* qkv_s, const uint16_t* dout_s, const float* lse,
                            const float* delta, int B, int T, int C, int NH, float scale, cudaStream_t stream) {
-  constexpr std::size_t kDkdvBytes = dkdv_shared_bytes(FlashDq::kSeparateWalk, kSchedule);
-  constexpr std::size_t kDqBytes = dq_shared_bytes(kSchedule);
-  const dim3 grid = tile_grid(B, T, NH, kOrder);
-  CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder, kSchedule>,
+  constexpr std::size_t kDkdvBytes = dkdv_shared_bytes(FlashDq::kSeparateWalk, kSchedule, kGroups);
+  constexpr std::size_t kDqBytes = dq_shared_bytes(kSchedule, kGroups);
+  const dim3 grid = tile_grid(B, T, NH, kOrder, kGroups * kTile);
+  CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder, kSchedule, kGroups>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDkdvBytes)));
-  CUDA_CHECK(cudaFuncSetAttribute(wgmma_dq_kernel<S, kCopy, kOrder, kSchedule>,
+  CUDA_CHECK(cudaFuncSetAttribute(wgmma_dq_kernel<S, kCopy, kOrder, kSchedule, kGroups>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDqBytes)));
-  wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder, kSchedule><<<grid, kThreads, kDkdvBytes, stream>>>(
-      dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, DqSums{});
+  wgmma_dkdv_kernel<S, kCopy, FlashDq::kSeparateWalk, kOrder, kSchedule, kGroups>
+      <<<grid, kGroups * kThreads, kDkdvBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale, DqSums{});
   CUDA_CHECK_LAUNCH();
-  wgmma_dq_kernel<S, kCopy, kOrder, kSchedule><<<grid, kThreads, kDqBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta,
-                                                                                     T, C, NH, scale);
+  wgmma_dq_kernel<S, kCopy, kOrder, kSchedule, kGroups>
+      <<<grid, kGroups * kThreads, kDqBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH, scale);
 }
 
 }  // namespace
@@ -332,6 +363,12 @@ void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr q
         "flash_attention_mma_backward: the overlapped wgmma schedule takes dQ in a walk of its own and cp.async tile "
         "copies");
   }
+  if (options.backward_warpgroups != 1 &&
+      (options.backward_warpgroups != 2 || options.dq != FlashDq::kSeparateWalk)) {
+    throw std::invalid_argument("flash_attention_mma_backward: backward_warpgroups is " +
+                                std::to_string(options.backward_warpgroups) +
+                                "; 1, or 2 with dQ in a walk of its own");
+  }
   if (options.dq == FlashDq::kInKeyWalk) {
     const DqSums sums = start_dq_sums(dq_sums, B, T, NH, stream);
     with_policies(qkv.storage(), options.copy, [&](auto policy, auto copying) {
@@ -339,10 +376,10 @@ void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr q
       constexpr TileCopy kCopy = decltype(copying)::value;
       constexpr FlashBlockOrder kByTicket = FlashBlockOrder::kHeadByHead;  // the grid's shape; tickets order it
       constexpr WarpgroupSchedule kInTurn = WarpgroupSchedule::kInTurn;
-      constexpr std::size_t kBytes = dkdv_shared_bytes(FlashDq::kInKeyWalk, kInTurn);
-      CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket, kInTurn>,
+      constexpr std::size_t kBytes = dkdv_shared_bytes(FlashDq::kInKeyWalk, kInTurn, 1);
+      CUDA_CHECK(cudaFuncSetAttribute(wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket, kInTurn, 1>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)));
-      wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket, kInTurn>
+      wgmma_dkdv_kernel<S, kCopy, FlashDq::kInKeyWalk, kByTicket, kInTurn, 1>
           <<<tile_grid(B, T, NH, kByTicket), kThreads, kBytes, stream>>>(dqkv_s, qkv_s, dout_s, lse, delta, T, C, NH,
                                                                          scale, sums);
     });
@@ -353,12 +390,20 @@ void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr q
     using S = decltype(policy);
     constexpr TileCopy kCopy = decltype(copying)::value;
     constexpr FlashBlockOrder kOrder = decltype(ordering)::value;
-    if (!overlapped) {
-      launch_separate_walks<S, kCopy, kOrder, WarpgroupSchedule::kInTurn>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C,
-                                                                          NH, scale, stream);
+    constexpr WarpgroupSchedule kInTurn = WarpgroupSchedule::kInTurn, kOverlap = WarpgroupSchedule::kOverlapped;
+    const bool two = options.backward_warpgroups == 2;
+    if (!overlapped && !two) {
+      launch_separate_walks<S, kCopy, kOrder, kInTurn, 1>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale, stream);
+    } else if (!overlapped) {
+      launch_separate_walks<S, kCopy, kOrder, kInTurn, 2>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale, stream);
     } else if constexpr (kCopy == TileCopy::kAsynchronous) {  // checked above: no overlapped kernels to build else
-      launch_separate_walks<S, kCopy, kOrder, WarpgroupSchedule::kOverlapped>(dqkv_s, qkv_s, dout_s, lse, delta, B, T,
-                                                                              C, NH, scale, stream);
+      if (two) {
+        launch_separate_walks<S, kCopy, kOrder, kOverlap, 2>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale,
+                                                             stream);
+      } else {
+        launch_separate_walks<S, kCopy, kOrder, kOverlap, 1>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale,
+                                                             stream);
+      }
     }
   });
   CUDA_CHECK_LAUNCH();

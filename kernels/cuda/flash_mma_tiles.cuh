@@ -130,11 +130,11 @@ __device__ __forceinline__ void load_key_tile(uint16_t* k_tile, uint16_t* v_tile
 }
 
 // L and D of query rows [q0, q0 + 64) of head h, batch element b, into lse_to[64] and
-// delta_to[64] (shared; zeros past T): what the dK/dV walks read by column.
-template <TileCopy kCopy>
+// delta_to[64] (shared; zeros past T): what the dK/dV walks read by column. kLoaders threads.
+template <TileCopy kCopy, int kLoaders = kThreads>
 __device__ __forceinline__ void load_tile_stats(float* lse_to, float* delta_to, const float* lse,
                                                 const float* delta, int b, int h, int q0, int T, int NH, int tid) {
-  for (int i = tid; i < 2 * kTile; i += kThreads) {
+  for (int i = tid; i < 2 * kTile; i += kLoaders) {
     const int r = i % kTile;
     const bool valid = q0 + r < T;
     const std::size_t from = stat_index(b, h, valid ? q0 + r : 0, T, NH);
@@ -345,51 +345,80 @@ __device__ __forceinline__ void store_accumulator_row(uint16_t* dst, const float
 }
 
 // The backward walks' order of tiles, step(start, slot, masked) for each with its shared buffer
-// (0, 1, 0, ...) and masked a std::true_type where the causal and end tests are needed.
-// dK/dV, key tile k0: the diagonal query tile; then whole tiles, every query real and after every
-// key of the block; then a partial last tile.
-template <class Step>
-__device__ __forceinline__ void walk_query_tiles(int k0, int T, Step&& step) {
+// (0, 1, 0, ...) and masked a std::true_type where the causal and end tests are needed. A block
+// of kGroups warpgroups (the wgmma kernels: 1 or 2) holds kGroups tiles of keys (dK/dV) or
+// queries (dQ), so its walk has kGroups diagonal tiles, all masked: the second only where it
+// holds a key or query before T (last_key, last_query: the block's last before T).
+// dK/dV, keys from k0: the diagonal query tiles; then whole tiles, every query real and after
+// every key of the block; then a partial last tile.
+template <int kGroups = 1, class Step>
+__device__ __forceinline__ void walk_query_tiles(int k0, int last_key, int T, Step&& step) {
   step(k0, 0, std::true_type{});
   int q0 = k0 + kTile, slot = 1;
+  if constexpr (kGroups == 2) {
+    if (q0 <= last_key) {
+      step(q0, slot, std::true_type{});
+      q0 += kTile;
+      slot ^= 1;
+    }
+  }
   for (; q0 + kTile <= T; q0 += kTile, slot ^= 1) step(q0, slot, std::false_type{});
   if (q0 < T) step(q0, slot, std::true_type{});
 }
-// dQ, query tile q0: the key tiles before it, every key real and before every row of the block;
-// then the diagonal.
 template <class Step>
-__device__ __forceinline__ void walk_key_tiles(int q0, Step&& step) {
+__device__ __forceinline__ void walk_query_tiles(int k0, int T, Step&& step) {
+  walk_query_tiles<1>(k0, k0, T, step);
+}
+// dQ, queries from q0: the key tiles before them, every key real and before every row of the
+// block; then the diagonal tiles.
+template <int kGroups = 1, class Step>
+__device__ __forceinline__ void walk_key_tiles(int q0, int last_query, Step&& step) {
   int k0 = 0, slot = 0;
   for (; k0 < q0; k0 += kTile, slot ^= 1) step(k0, slot, std::false_type{});
   step(k0, slot, std::true_type{});
+  if constexpr (kGroups == 2) {
+    if (k0 + kTile <= last_query) step(k0 + kTile, slot ^ 1, std::true_type{});
+  }
+}
+template <class Step>
+__device__ __forceinline__ void walk_key_tiles(int q0, Step&& step) {
+  walk_key_tiles<1>(q0, q0, step);
 }
 
 // The same walks over a ring of kBuffers tile buffers, each step also told whether a tile came
 // before it (`behind`, std::true_type from the second tile on): the overlapped wgmma kernels
 // issue that tile's products behind this one's scores (WarpgroupSchedule::kOverlapped).
-template <int kBuffers, class Step>
-__device__ __forceinline__ void walk_query_tiles_in_ring(int k0, int T, Step&& step) {
+template <int kBuffers, int kGroups = 1, class Step>
+__device__ __forceinline__ void walk_query_tiles_in_ring(int k0, int last_key, int T, Step&& step) {
   step(k0, 0, std::true_type{}, std::false_type{});
   int q0 = k0 + kTile, slot = 1 % kBuffers;
+  if constexpr (kGroups == 2) {
+    if (q0 <= last_key) {
+      step(q0, slot, std::true_type{}, std::true_type{});
+      q0 += kTile;
+      slot = (slot + 1) % kBuffers;
+    }
+  }
   for (; q0 + kTile <= T; q0 += kTile, slot = (slot + 1) % kBuffers) {
     step(q0, slot, std::false_type{}, std::true_type{});
   }
   if (q0 < T) step(q0, slot, std::true_type{}, std::true_type{});
 }
-// The key walk of queries [q0, last_query] (one tile: the diagonal alone; the forward's block of
-// two warpgroups: the two tiles from q0 on, masked, each warpgroup's rows seeing the other's
-// diagonal as a tile it wholly follows or wholly precedes).
-template <int kBuffers, class Step>
+template <int kBuffers, int kGroups = 1, class Step>
 __device__ __forceinline__ void walk_key_tiles_in_ring(int q0, int last_query, Step&& step) {
   if (q0 == 0) {
-    step(0, 0, std::true_type{}, std::false_type{});  // the first tile is a diagonal
-  } else {
-    step(0, 0, std::false_type{}, std::false_type{});
+    step(0, 0, std::true_type{}, std::false_type{});  // the first tile is the diagonal
+    if constexpr (kGroups == 2) {
+      if (kTile <= last_query) step(kTile, 1 % kBuffers, std::true_type{}, std::true_type{});
+    }
+    return;
   }
+  step(0, 0, std::false_type{}, std::false_type{});
   int k0 = kTile, slot = 1 % kBuffers;
   for (; k0 < q0; k0 += kTile, slot = (slot + 1) % kBuffers) step(k0, slot, std::false_type{}, std::true_type{});
-  for (; k0 <= last_query; k0 += kTile, slot = (slot + 1) % kBuffers) {
-    step(k0, slot, std::true_type{}, std::true_type{});
+  step(k0, slot, std::true_type{}, std::true_type{});
+  if constexpr (kGroups == 2) {
+    if (k0 + kTile <= last_query) step(k0 + kTile, (slot + 1) % kBuffers, std::true_type{}, std::true_type{});
   }
 }
 

@@ -98,6 +98,28 @@ struct QueryTileBuffers {
   }
 };
 
+// Where a thread's rows are in a query-tile block of kGroups warpgroups (the forward, dQ): the
+// block takes queries [q0, q0 + 64 kGroups), warpgroup w those from q0 + 64 w, each of its warps
+// 16 rows; the block's key walk runs to its last query, so each warpgroup but the last also walks
+// tiles wholly after its own rows (every score masked: P and dS zero, its sums' bits kept).
+struct WarpgroupRows {
+  int q0;          // the block's first query
+  int group;       // this thread's warpgroup
+  int row[2];      // this lane's query rows (its warp's g and g + 8)
+  int last_query;  // the block's last query row before T
+};
+template <int kGroups>
+__device__ __forceinline__ WarpgroupRows warpgroup_rows(const Place& at, int query_tile, int T) {
+  WarpgroupRows r;
+  r.q0 = query_tile * kGroups * kTile;
+  r.group = kGroups == 1 ? 0 : at.tid / kThreads;  // (one: known to the compiler)
+  const int first = r.q0 + kTile * r.group + 16 * (kGroups == 1 ? at.warp : at.warp % kWarps) + at.g;
+  r.row[0] = first;
+  r.row[1] = first + 8;
+  r.last_query = min(r.q0 + kGroups * kTile, T) - 1;
+  return r;
+}
+
 // Until every thread's copies have landed and are visible to the warpgroup's products (the async
 // proxy) and to every thread: wait, fence, barrier.
 template <TileCopy kCopy>

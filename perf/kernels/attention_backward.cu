@@ -91,7 +91,15 @@
 //      FlashAttention-3's overlap within the warpgroup): three buffers of the walked tiles
 //      (68,096 and 66,560 bytes of shared memory), ptxas 227 registers for dK/dV (2 blocks an SM,
 //      as 13's 177) and 148 for dQ (3, as 13's 135). The same bits as 13 on the emulation.
-//   Variants 3 to 15 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
+//  16  variant 13 with two warpgroups a block (FlashMmaOptions::backward_warpgroups = 2): the
+//      dK/dV walk's 128 keys share each Q, dO, L and D tile, the dQ walk's 128 queries each K and
+//      V tile: half the tile copies of 13. A warpgroup's first tile may lie wholly past its
+//      rows (masked: the same bits as 13 on the emulation). ptxas (sm_90a, cp.async): dK/dV 210
+//      registers, 67,584 bytes (one block of 8 warps an SM, as 13's two of 4), dQ 157, 66,560
+//      bytes (one block of 8 warps, where 13's dQ has 3 of 4).
+//  17  variant 15 with two warpgroups a block: dK/dV 237 registers, 84,480 bytes; dQ 174,
+//      82,944 bytes (one block of 8 warps each).
+//   Variants 3 to 17 are validated on bf16 cases: qkv and dout rounded to bf16, the twin's
 //   forward (out rounded) and backward on them, at kBf16Tolerance (reasons at its definition).
 //
 //   playground_attention_backward replay   (no GPU needed) runs variant 4's kernels on the host
@@ -541,6 +549,17 @@ int main(int argc, char** argv) {
       {"variant 13 with each tile's softmax beside the previous tile's products",
        tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
            ? Run(measure16(flash16_with({.backward_products = tk::FlashProducts::kWarpgroup,
+                                         .backward_schedule = tk::WarpgroupSchedule::kOverlapped})))
+           : Run(no_warpgroup_products)},
+      {"variant 13 with two warpgroups a block (128 keys, 128 queries)",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(
+                 flash16_with({.backward_products = tk::FlashProducts::kWarpgroup, .backward_warpgroups = 2})))
+           : Run(no_warpgroup_products)},
+      {"variant 15 with two warpgroups a block",
+       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
+           ? Run(measure16(flash16_with({.backward_products = tk::FlashProducts::kWarpgroup,
+                                         .backward_warpgroups = 2,
                                          .backward_schedule = tk::WarpgroupSchedule::kOverlapped})))
            : Run(no_warpgroup_products)},
   };

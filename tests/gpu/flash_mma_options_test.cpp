@@ -259,7 +259,8 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsForward) {
 
 // The backward on warpgroup products (FlashMmaOptions::backward_products = kWarpgroup; with
 // backward_schedule = kOverlapped too, each tile's dV, dK or dQ products behind the next tile's
-// scores, checked as the overlapped forward is) against
+// scores, checked as the overlapped forward is; with two warpgroups a block, 128 keys and 128
+// queries, whose first tiles lie wholly past one warpgroup's rows) against
 // the mma.sync one with the same dQ option, L from the default forward: each tile copy and block
 // order with dQ in its own walk, and dQ in the key walk (the dS^T tile read back as a transposed
 // operand, the key tiles taking turns). As the forward's test above: on the emulation the same
@@ -314,6 +315,14 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsBackward) {
                  {.block_order = FlashBlockOrder::kLongestFirst,
                   .backward_products = kGroup,
                   .backward_schedule = WarpgroupSchedule::kOverlapped}},
+                {"two warpgroups a block", FlashDq::kSeparateWalk,
+                 {.backward_products = kGroup, .backward_warpgroups = 2}},
+                {"two warpgroups, synchronous tile copies", FlashDq::kSeparateWalk,
+                 {.copy = cuda::TileCopy::kSynchronous, .backward_products = kGroup, .backward_warpgroups = 2}},
+                {"two warpgroups, the softmax beside the products", FlashDq::kSeparateWalk,
+                 {.backward_products = kGroup,
+                  .backward_warpgroups = 2,
+                  .backward_schedule = WarpgroupSchedule::kOverlapped}},
                 {"dQ in the key walk", FlashDq::kInKeyWalk,
                  {.dq = FlashDq::kInKeyWalk, .backward_products = kGroup}}};
     FlashDq reference_dq = FlashDq::kSeparateWalk;
@@ -346,6 +355,10 @@ TEST_F(FlashMmaOptions, WarpgroupProductsGiveTheWarpProductsBackward) {
     EXPECT_THROW(backward({.copy = cuda::TileCopy::kSynchronous, .backward_products = kGroup,
                            .backward_schedule = kOverlap}),
                  std::invalid_argument);
+    // Two warpgroups a block take dQ in its own walk; three are none of the choices.
+    EXPECT_THROW(backward({.dq = FlashDq::kInKeyWalk, .backward_products = kGroup, .backward_warpgroups = 2}),
+                 std::invalid_argument);
+    EXPECT_THROW(backward({.backward_products = kGroup, .backward_warpgroups = 3}), std::invalid_argument);
   });
 }
 
