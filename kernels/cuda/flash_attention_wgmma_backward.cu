@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kGroups * kThreads)
   uint16_t* const q_tiles = v_tiles + kGroups * kSwizzledTileElements;                    // kBuffers
   uint16_t* const do_tiles = q_tiles + kBuffers * kSwizzledTileElements;  // kBuffers
   uint16_t* const ds_tile = do_tiles + kBuffers * kSwizzledTileElements;  // dQ in the walk: dS^T [64 keys][64 queries]
-  float* const lse_tiles =
-      reinterpret_cast<float*>(k_tiles + dkdv_tiles(kDq, kSchedule, kGroups) * kSwizzledTileElements);  // [kBuffers][kTile]
+  float* const lse_tiles =  // [kBuffers][kTile]
+      reinterpret_cast<float*>(k_tiles + dkdv_tiles(kDq, kSchedule, kGroups) * kSwizzledTileElements);
   float* const delta_tiles = lse_tiles + kBuffers * kTile;                                     // [kBuffers][kTile]
   Place at = place<kOrder>();
   int tile = key_tile_of(at);  // key tile 0 walks every query tile: first
@@ -393,9 +393,11 @@ void flash_attention_wgmma_backward(ActPtr dqkv, ConstActPtr dout, ConstActPtr q
     constexpr WarpgroupSchedule kInTurn = WarpgroupSchedule::kInTurn, kOverlap = WarpgroupSchedule::kOverlapped;
     const bool two = options.backward_warpgroups == 2;
     if (!overlapped && !two) {
-      launch_separate_walks<S, kCopy, kOrder, kInTurn, 1>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale, stream);
+      launch_separate_walks<S, kCopy, kOrder, kInTurn, 1>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale,
+                                                          stream);
     } else if (!overlapped) {
-      launch_separate_walks<S, kCopy, kOrder, kInTurn, 2>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale, stream);
+      launch_separate_walks<S, kCopy, kOrder, kInTurn, 2>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale,
+                                                          stream);
     } else if constexpr (kCopy == TileCopy::kAsynchronous) {  // checked above: no overlapped kernels to build else
       if (two) {
         launch_separate_walks<S, kCopy, kOrder, kOverlap, 2>(dqkv_s, qkv_s, dout_s, lse, delta, B, T, C, NH, scale,
