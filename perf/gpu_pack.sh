@@ -9,7 +9,8 @@
 #           (BUILD_DIR: build; both built with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real:
 #           machine code for H100/H200 only, without the PTX that plain 90 adds for later GPUs,
 #           which the lent machines never need: the sitting's pack of 7 playground programs is
-#           49 MiB instead of 67, 2026-11-24; 52 MiB since the overlapped wgmma kernels)
+#           49 MiB instead of 67, 2026-11-24; 52 MiB with the overlapped wgmma kernels, 59 with
+#           the two-warpgroup ones at de49f71: with the working tree's 3, 62 of the 64 MiB)
 #           -> .gpu/pack.tgz  (git-ignored; carry ".gpu")
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_check.sh /tmp/devpack
 #           and, for the second build, the same scripts with /tmp/devpack-OTHER_NAME
