@@ -202,18 +202,18 @@ if [ "$rows" = profile ]; then
   cat "$summary"
   exit 0
 fi
-# excluded_by CHOICE OPTIONS: the flag among OPTIONS that CHOICE cannot join (the same key, or
-# the overlapped wgmma backward and dQ in the key walk, which the deck refuses together); empty
-# when none.
-excluded_by() {
+# excluded CHOICE OPTIONS: true when CHOICE cannot join a flag among OPTIONS: one of the same key
+# (CHOICE begins with that flag's "key="), or the overlapped wgmma backward beside dQ in the key
+# walk, which the deck refuses together.
+excluded() {
   local choice=$1 option
   for option in $2; do
     case "$choice $option" in
-      "${option%%=*}="*) echo "$option"; return ;;
-      "--run.flash_dq=key_walk --run.flash_backward=wgmma_overlapped" \
-        | "--run.flash_backward=wgmma_overlapped --run.flash_dq=key_walk") echo "$option"; return ;;
+      "${option%%=*}="* | "--run.flash_dq=key_walk --run.flash_backward=wgmma_overlapped" \
+        | "--run.flash_backward=wgmma_overlapped --run.flash_dq=key_walk") return 0 ;;
     esac
   done
+  return 1
 }
 if [ "$rows" = candidates ]; then
   choices="--run.flash_dq=key_walk --run.flash_block_order=longest_first --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs
@@ -260,7 +260,7 @@ if [ "$rows" = candidates ]; then
     # already set its key or excludes it (the overlapped backward and dQ in the key walk).
     options="" left_out=""
     for choice in $(for c in $winners; do echo "${choice_ms[$c]} $c"; done | sort -g | cut -d' ' -f2); do
-      if [ -n "$(excluded_by "$choice" "$options")" ]; then
+      if excluded "$choice" "$options"; then
         left_out="$left_out $choice"
       else
         options="$options $choice"

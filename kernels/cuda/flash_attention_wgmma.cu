@@ -113,7 +113,8 @@ __device__ __forceinline__ void store_rows(uint16_t* out, float* lse, const floa
 // Two warpgroups ask ptxas for 2 blocks an SM (128 registers: left to itself it took 132 in the
 // overlapped kernel, one block of 8 warps an SM); one warpgroup asks nothing (0), as a minimum of
 // 1 or 2 blocks made ptxas take 152 to 168 registers (sm_90a, 2026-11-24). ptxas, sm_90a, with
-// cp.async: one warpgroup 122 (overlapped 128), two 128 (128), no spills, no C7519.
+// cp.async: one warpgroup 128 in turn and overlapped (its counts before this option), two 128 in
+// turn and 125 overlapped, no spills, no C7519.
 template <int kGroups>
 constexpr std::size_t kInTurnSharedBytes = QueryTileBuffers<TileCopy::kAsynchronous, kGroups>::shared_bytes(2);
 

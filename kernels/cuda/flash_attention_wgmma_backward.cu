@@ -105,8 +105,7 @@ __global__ void __launch_bounds__(kGroups * kThreads)
   }
   const int k0 = tile * kGroups * kTile;  // the block's first key
   const int h = at.h, b = at.b, tid = at.tid, g = at.g, t4 = at.t4;
-  const int group = kGroups == 1 ? 0 : tid / kThreads;  // (one: known to the compiler)
-  const int warp = kGroups == 1 ? at.warp : at.warp % kWarps;
+  const int group = block_warpgroup<kGroups>(at), warp = warpgroup_warp<kGroups>(at);
   const uint16_t* const k_tile = k_tiles + group * kSwizzledTileElements;
   const uint16_t* const v_tile = v_tiles + group * kSwizzledTileElements;
   const std::size_t stride = 3 * static_cast<std::size_t>(C);
@@ -228,7 +227,7 @@ __global__ void __launch_bounds__(kGroups * kThreads)
     wg::fence_operands(dk);
   } else {
     walk_query_tiles<kGroups>(k0, last_key, T,
-                     [&](int q0, int slot, auto masked) { query_tile(q0, slot, masked, std::false_type{}); });
+                              [&](int q0, int slot, auto masked) { query_tile(q0, slot, masked, std::false_type{}); });
   }
   store_key_rows<S>(dqkv, dk, dv, key, b, h, T, C, t4, scale);
 }

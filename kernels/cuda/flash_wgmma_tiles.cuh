@@ -98,6 +98,18 @@ struct QueryTileBuffers {
   }
 };
 
+// A thread's warpgroup in a block of kGroups, and its warp within that warpgroup; with one
+// warpgroup, 0 and the block's warp, so that the compiler folds them (tid / 128 it cannot: the
+// wgmma backward's one-warpgroup kernels took 10 to 30 more registers with it).
+template <int kGroups>
+__device__ __forceinline__ int block_warpgroup(const Place& at) {
+  return kGroups == 1 ? 0 : at.tid / kThreads;
+}
+template <int kGroups>
+__device__ __forceinline__ int warpgroup_warp(const Place& at) {
+  return kGroups == 1 ? at.warp : at.warp % kWarps;
+}
+
 // Where a thread's rows are in a query-tile block of kGroups warpgroups (the forward, dQ): the
 // block takes queries [q0, q0 + 64 kGroups), warpgroup w those from q0 + 64 w, each of its warps
 // 16 rows; the block's key walk runs to its last query, so each warpgroup but the last also walks
@@ -112,8 +124,8 @@ template <int kGroups>
 __device__ __forceinline__ WarpgroupRows warpgroup_rows(const Place& at, int query_tile, int T) {
   WarpgroupRows r;
   r.q0 = query_tile * kGroups * kTile;
-  r.group = kGroups == 1 ? 0 : at.tid / kThreads;  // (one: known to the compiler)
-  const int first = r.q0 + kTile * r.group + 16 * (kGroups == 1 ? at.warp : at.warp % kWarps) + at.g;
+  r.group = block_warpgroup<kGroups>(at);
+  const int first = r.q0 + kTile * r.group + 16 * warpgroup_warp<kGroups>(at) + at.g;
   r.row[0] = first;
   r.row[1] = first + 8;
   r.last_query = min(r.q0 + kGroups * kTile, T) - 1;
