@@ -9,7 +9,8 @@
 # the GEMM attention's other schedules (run.attention_blocks, run.attention_batching) at 8 and
 # 32 against the default (4 blocks, pointer arrays: the fastest of the 2026-11-22 sitting).
 #
-#   here:   build with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, pack (perf/gpu_pack.sh)
+#   here:   build with -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DTRIDENT_SHARED_KERNELS=ON,
+#           pack (perf/gpu_pack.sh)
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_bench.sh /tmp/devpack [STEPS]
 #           (writes $OUT/bench.md when OUT is set; see TAG below)
 #   BENCH_ROWS=core runs only the table (124M at 8, 16, 32; fp32; 350M; 774M), =variants

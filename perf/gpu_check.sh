@@ -2,7 +2,8 @@
 # The CUDA backend against its CPU twin, on a lent GPU machine (docs/gpu-machines in ../shared,
 # and the note in docs/performance.md). Prepare here, then run there in one command:
 #
-#   here:   cmake -S . -B build -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j2
+#   here:   cmake -S . -B build -DTRIDENT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DTRIDENT_SHARED_KERNELS=ON
+#           cmake --build build -j2
 #           PACK_PLAYGROUND=none bash perf/gpu_pack.sh build   (.gpu/pack.tgz; carry ".gpu")
 #   there:  tar xzf .gpu/pack.tgz -C /tmp && bash perf/gpu_check.sh /tmp/devpack
 #
