@@ -115,6 +115,12 @@ std::vector<KeySpec> make_schema() {
                  "tile's dV and dK, or dQ, products behind them; not with run.flash_dq = key_walk). wgmma needs a "
                  "compute capability 9.0 GPU and a build with sm_90 code. Results agree to rounding; not yet "
                  "timed on a GPU. The CPU, fp32 and the GEMM attention ignore it."),
+      int_key("run.flash_warpgroups", "1", 1, 2,
+              "The warpgroups a block of flash attention's wgmma kernels on CUDA (run.flash_forward or "
+              "run.flash_backward = wgmma or wgmma_overlapped): 1 (64 queries, or keys, a block) or 2 (128, "
+              "sharing each tile read into shared memory: half the tile copies). 2 needs run.flash_dq = "
+              "separate where the backward takes wgmma. Results agree to rounding; not yet timed on a GPU. "
+              "mma_sync, the CPU, fp32 and the GEMM attention ignore it."),
       choice_key("run.layernorm_sums", "separate", {"separate", "row_walk"},
                  "LayerNorm's backward on CUDA: its weight and bias gradients summed in a pass of their own "
                  "(separate) or while each row's input gradient is made (row_walk: one read of the gradient "

@@ -69,6 +69,24 @@ void check_micro_batch_divides_global(const ResolvedDeck& deck, const TrainSecti
                   std::to_string(train.global_batch) + ")");
 }
 
+// run.flash_warpgroups = 2 sets the wgmma kernels' blocks: a deck asking for it without a wgmma
+// kernel would time or train something other than it says. The backward's two warpgroups make dQ
+// in its own walk (kernels/cuda/flash_attention_wgmma_backward.cu).
+void check_flash_warpgroups(const ResolvedDeck& deck, const RunSection& run) {
+  if (run.flash_warpgroups == 1) return;
+  const bool forward = run.flash_forward != "mma_sync";
+  const bool backward = run.flash_backward != "mma_sync";
+  if (!forward && !backward) {
+    throw UserError(quoted(deck, "run.flash_warpgroups") + " sets the wgmma kernels' blocks, but " +
+                    quoted(deck, "run.flash_forward") + " and " + quoted(deck, "run.flash_backward") +
+                    " (use run.flash_forward or run.flash_backward = wgmma, or run.flash_warpgroups = 1)");
+  }
+  if (backward && run.flash_dq == "key_walk") {
+    throw UserError(quoted(deck, "run.flash_warpgroups") + " makes the wgmma backward's dQ in its own walk, but " +
+                    quoted(deck, "run.flash_dq") + " (use run.flash_dq = separate, or run.flash_warpgroups = 1)");
+  }
+}
+
 void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
   check_heads_divide_hidden(deck, config.model);
   if (config.run.attention == "flash" && config.model.hidden / config.model.heads != kFlashHeadSize) {
@@ -86,6 +104,7 @@ void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
                     quoted(deck, "run.flash_dq") +
                     " (use run.flash_dq = separate, or run.flash_backward = wgmma)");
   }
+  check_flash_warpgroups(deck, config.run);
   if (config.train.seq_len > config.model.context) {
     throw UserError(quoted(deck, "train.seq_len") + " is larger than " +
                     quoted(deck, "model.context") + " (use train.seq_len <= " +
@@ -123,6 +142,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.flash_block_order = deck.value("run.flash_block_order");
   config.run.flash_forward = deck.value("run.flash_forward");
   config.run.flash_backward = deck.value("run.flash_backward");
+  config.run.flash_warpgroups = int_value(deck, "run.flash_warpgroups");
   config.run.layernorm_sums = deck.value("run.layernorm_sums");
   config.run.cross_entropy_loads = deck.value("run.cross_entropy_loads");
   config.run.adamw_loads = deck.value("run.adamw_loads");

@@ -27,6 +27,7 @@ struct RunSection {
   std::string flash_forward;        // run.flash_forward: mma_sync | wgmma | wgmma_overlapped (kernels::FlashProducts,
                                     // kernels::WarpgroupSchedule)
   std::string flash_backward;       // run.flash_backward: the same three
+  int flash_warpgroups = 1;         // run.flash_warpgroups: the wgmma kernels' warpgroups a block, 1 or 2
   std::string layernorm_sums;       // run.layernorm_sums: separate | row_walk (kernels::LayerNormParameterSums)
   std::string cross_entropy_loads;  // run.cross_entropy_loads: values | packs (kernels::CrossEntropyLoads)
   std::string adamw_loads;          // run.adamw_loads: values | packs (kernels::AdamWLoads)

@@ -470,6 +470,10 @@ struct BackendOptions {
   WarpgroupSchedule flash_forward_schedule = WarpgroupSchedule::kInTurn;
   FlashProducts flash_backward_products = FlashProducts::kWarp;  // run.flash_backward
   WarpgroupSchedule flash_backward_schedule = WarpgroupSchedule::kInTurn;
+  // The wgmma kernels' warpgroups a block (run.flash_warpgroups: 1 or 2; kWarpgroup only, and 2
+  // with the backward's dQ in its own walk): FlashMmaOptions::forward_warpgroups and
+  // backward_warpgroups (kernels/cuda/flash_attention_mma.cuh).
+  int flash_warpgroups = 1;
   LayerNormParameterSums layernorm_sums = LayerNormParameterSums::kSeparatePass;
   CrossEntropyLoads cross_entropy_loads = CrossEntropyLoads::kValues;
   AdamWLoads adamw_loads = AdamWLoads::kValues;

@@ -137,6 +137,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
       flash_forward_schedule_(options.flash_forward_schedule),
       flash_backward_products_(options.flash_backward_products),
       flash_backward_schedule_(options.flash_backward_schedule),
+      flash_warpgroups_(options.flash_warpgroups),
       layernorm_sums_(options.layernorm_sums),
       cross_entropy_loads_(options.cross_entropy_loads),
       adamw_loads_(options.adamw_loads),
@@ -148,6 +149,15 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   if (attention_blocks_ < 1) {
     throw std::invalid_argument("the GEMM attention's causal row blocks must be at least 1, not " +
                                 std::to_string(attention_blocks_));
+  }
+  // The deck refuses these (io/run_config.cpp); here for callers that build the options in code,
+  // before a launcher would refuse them at the first step.
+  if (flash_warpgroups_ != 1 && flash_warpgroups_ != 2) {
+    throw std::invalid_argument("the wgmma kernels' warpgroups a block must be 1 or 2, not " +
+                                std::to_string(flash_warpgroups_));
+  }
+  if (flash_warpgroups_ == 2 && flash_backward_products_ == FlashProducts::kWarpgroup && flash_dq_ == FlashDq::kInKeyWalk) {
+    throw std::invalid_argument("two warpgroups a block in the wgmma backward make dQ in its own walk, not the key walk");
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -181,6 +191,9 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   if (attention_ == AttentionKernel::kFlash) {
     candidates += warpgroup_choice("forward", flash_forward_products_, flash_forward_schedule_, arch);
     candidates += warpgroup_choice("backward", flash_backward_products_, flash_backward_schedule_, arch);
+    const bool wgmma = flash_forward_products_ == FlashProducts::kWarpgroup ||
+                       flash_backward_products_ == FlashProducts::kWarpgroup;
+    if (wgmma && flash_warpgroups_ == 2) candidates += ", two warpgroups a wgmma block";
   }
   if (layernorm_sums_ == LayerNormParameterSums::kInRowWalk) candidates += ", LayerNorm parameter sums in the row walk";
   if (cross_entropy_loads_ == CrossEntropyLoads::kPacks) candidates += ", cross-entropy backward on 16-byte loads";
@@ -514,7 +527,9 @@ cuda::FlashMmaOptions CudaBackend::flash_options() const {
   return {.dq = flash_dq_,
           .block_order = flash_block_order_,
           .forward_products = flash_forward_products_,
+          .forward_warpgroups = flash_forward_products_ == FlashProducts::kWarpgroup ? flash_warpgroups_ : 1,
           .backward_products = flash_backward_products_,
+          .backward_warpgroups = flash_backward_products_ == FlashProducts::kWarpgroup ? flash_warpgroups_ : 1,
           .forward_schedule = flash_forward_schedule_,
           .backward_schedule = flash_backward_schedule_};
 }

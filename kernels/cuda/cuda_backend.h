@@ -170,6 +170,7 @@ class CudaBackend final : public Backend {
   WarpgroupSchedule flash_forward_schedule_;  // and the wgmma forward's schedule
   FlashProducts flash_backward_products_;  // the same for its backward (run.flash_backward)
   WarpgroupSchedule flash_backward_schedule_;
+  int flash_warpgroups_;  // the wgmma kernels' warpgroups a block, 1 or 2 (run.flash_warpgroups)
   LayerNormParameterSums layernorm_sums_;  // where LayerNorm's backward sums dweight, dbias (run.layernorm_sums)
   CrossEntropyLoads cross_entropy_loads_;  // how the cross-entropy backward reads a row (run.cross_entropy_loads)
   AdamWLoads adamw_loads_;                 // how AdamW walks its arrays (run.adamw_loads)

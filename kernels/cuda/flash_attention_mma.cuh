@@ -42,13 +42,13 @@ struct FlashMmaOptions {
   FlashProducts forward_products = FlashProducts::kWarp;
   // The wgmma forward's warpgroups a block (kWarpgroup only; 1 or 2, others throw
   // std::invalid_argument): 64 or 128 queries sharing the block's K and V tiles. 1, the default,
-  // until a GPU times 2 (perf/kernels' attention_forward 16 and 17).
+  // until a GPU times 2 (perf/kernels' attention_forward 15 and 16; run.flash_warpgroups).
   int forward_warpgroups = 1;
   FlashProducts backward_products = FlashProducts::kWarp;
   // The wgmma backward's warpgroups a block (kWarpgroup only; 1, or 2 with dq = kSeparateWalk:
   // others throw std::invalid_argument): the dK/dV walk's 64 or 128 keys sharing each Q, dO, L and
   // D tile, the dQ walk's 64 or 128 queries each K and V tile. 1 until a GPU times 2
-  // (perf/kernels' attention_backward 16 and 17).
+  // (perf/kernels' attention_backward 16 and 17; run.flash_warpgroups).
   int backward_warpgroups = 1;
   WarpgroupSchedule forward_schedule = WarpgroupSchedule::kInTurn;
   WarpgroupSchedule backward_schedule = WarpgroupSchedule::kInTurn;

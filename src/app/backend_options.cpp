@@ -32,6 +32,7 @@ kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::De
   options.flash_forward_schedule = schedule(config.run.flash_forward);
   options.flash_backward_products = products(config.run.flash_backward);
   options.flash_backward_schedule = schedule(config.run.flash_backward);
+  options.flash_warpgroups = config.run.flash_warpgroups;
   options.layernorm_sums = config.run.layernorm_sums == "row_walk" ? kernels::LayerNormParameterSums::kInRowWalk
                                                                    : kernels::LayerNormParameterSums::kSeparatePass;
   options.cross_entropy_loads =

@@ -13,7 +13,8 @@
 #   choices waiting for a GPU's timing (run.flash_dq, run.flash_block_order, run.flash_forward and
 #   run.flash_backward on wgmma, run.layernorm_sums, run.cross_entropy_loads, run.adamw_loads,
 #   run.matmul_backward_streams) on bf16 flash within 1e-2 of the CPU's bf16; flash on wgmma
-#   with both directions overlapped giving mma.sync's losses exactly (T = 160), and
+#   with both directions overlapped, two warpgroups a block (run.flash_warpgroups), giving
+#   mma.sync's losses exactly (T = 160), and
 #   the matmul parameter gradients on a second stream giving one stream's losses exactly, fp32 and
 #   bf16; the bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients) on bf16
 #   flash within 1e-2 of the CPU's bf16;
@@ -75,13 +76,17 @@ matches "dQ in the key walk, the longest flash walks first, wgmma in turn, Layer
 # Flash attention on Hopper's warpgroup products (run.flash_forward, run.flash_backward = wgmma or
 # wgmma_overlapped, waiting for a GPU's timing): the emulation's wgmma model sums each product
 # as mma.sync's does, so the default kernels' losses exactly, at T = 160 (three key tiles through
-# the overlapped walks' ring of buffers), both directions overlapped; named on the backend line.
-# (In turn, with dQ in the key walk: the candidates run above.)
+# the overlapped walks' ring of buffers), both directions overlapped with two warpgroups a block
+# (run.flash_warpgroups = 2: the second warpgroup's rows of the last tile all past T); named on
+# the backend line. (In turn, one warpgroup, with dQ in the key walk: the candidates run above;
+# one warpgroup overlapped: tests/gpu's FlashMmaOptions on the emulation, and gpu.training.)
 train flashlong16 $gpu $long
-train wgmma16 $gpu $long --run.flash_forward=wgmma_overlapped --run.flash_backward=wgmma_overlapped
-grep -q "^backend.*flash forward on wgmma, overlapped, flash backward on wgmma, overlapped" wgmma16.log \
-  || { grep '^backend' wgmma16.log; fail "the backend line does not name the overlapped wgmma kernels"; }
-matches "flash on wgmma, both directions overlapped, bf16, T = 160, against mma.sync" flashlong16 wgmma16 0
+train wgmma16 $gpu $long --run.flash_forward=wgmma_overlapped --run.flash_backward=wgmma_overlapped \
+  --run.flash_warpgroups=2
+grep -q "^backend.*flash forward on wgmma, overlapped, flash backward on wgmma, overlapped, two warpgroups a wgmma block" \
+  wgmma16.log || { grep '^backend' wgmma16.log; fail "the backend line does not name the overlapped wgmma kernels"; }
+matches "flash on wgmma, both directions overlapped, two warpgroups a block, bf16, T = 160, against mma.sync" \
+  flashlong16 wgmma16 0
 # The parameter gradients on a second stream are the same kernels on the same operands: one
 # stream's losses exactly, in fp32 (cuBLAS GEMMs) and in bf16 (cuBLASLt's DGELU beside them). The
 # emulation runs a stream's work only when something waits for it, so a missing fork or join

@@ -17,7 +17,8 @@
 #   run.flash_block_order, run.layernorm_sums, run.cross_entropy_loads, run.adamw_loads,
 #   run.matmul_backward_streams) on bf16 flash within 1e-2 of the CPU's bf16, and the matmul parameter gradients on a second stream giving one
 #   stream's bf16 losses exactly; flash on Hopper's warpgroup products (run.flash_forward,
-#   run.flash_backward), overlapped and in turn, at T = 256 within 1e-2 of the CPU's bf16 (where
+#   run.flash_backward), overlapped and in turn, one and two warpgroups a block
+#   (run.flash_warpgroups), at T = 256 within 1e-2 of the CPU's bf16 (where
 #   the GPU or build has none, their refusal in words instead);
 #   (and the fp32 run within 10% of the data's loss floor; a missing or non-finite loss fails);
 # - tp = 2, pp = 2, dp = 2 and dp = 2 with ZeRO-1, parallel.comm = mpi, two ranks sharing one
@@ -150,7 +151,7 @@ out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl cgpu16/metrics.jsonl loss 1e
 # walk passes up to four key tiles through its ring of buffers: named on the backend line, within
 # 1e-2 of the bf16 CPU at that length (the tensor cores add inside a 16-wide step in their own
 # order, so not mma.sync's bits; on the emulation they are). Both overlapped; then both in turn,
-# with dQ in the key walk. A GPU that is not compute capability 9.0, or a build without sm_90a
+# with dQ in the key walk; then both in turn with two warpgroups a block (run.flash_warpgroups). A GPU that is not compute capability 9.0, or a build without sm_90a
 # code, refuses the choice naming which: that refusal is checked instead, and the wgmma check is
 # said to be not made.
 hopper="$flash --model.context=256 --train.seq_len=256 --train.precision=bf16"
@@ -174,6 +175,8 @@ warpgroup_run wgpu16 "flash forward on wgmma, overlapped, flash backward on wgmm
   --run.flash_forward=wgmma_overlapped --run.flash_backward=wgmma_overlapped
 warpgroup_run wkgpu16 "dQ in the key walk, flash forward on wgmma, flash backward on wgmma" \
   --run.flash_forward=wgmma --run.flash_backward=wgmma --run.flash_dq=key_walk
+warpgroup_run w2gpu16 "flash forward on wgmma, flash backward on wgmma, two warpgroups a wgmma block" \
+  --run.flash_forward=wgmma --run.flash_backward=wgmma --run.flash_warpgroups=2
 # The parameter gradients on a second stream (its own cuBLAS handle) are the same kernels on the
 # same operands: the one-stream run's losses exactly.
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.matmul_backward_streams=two \

@@ -143,6 +143,22 @@ TEST(RunConfig, OverlappedWarpgroupBackwardRefusesDqInTheKeyWalk) {
             "run.flash_dq = separate, or run.flash_backward = wgmma)");
   EXPECT_EQ(config_of({"--run.flash_backward=wgmma", "--run.flash_dq=key_walk"}).run.flash_dq, "key_walk");
   EXPECT_EQ(config_of({"--run.flash_backward=wgmma_overlapped"}).run.flash_dq, "separate");
+  // run.flash_warpgroups: the wgmma kernels' blocks; 1 by default, 2 only with a wgmma kernel and,
+  // where the backward takes wgmma, dQ in its own walk.
+  EXPECT_EQ(config_of({}).run.flash_warpgroups, 1);
+  EXPECT_EQ(config_of({"--run.flash_forward=wgmma", "--run.flash_warpgroups=2"}).run.flash_warpgroups, 2);
+  EXPECT_EQ(config_of({"--run.flash_forward=wgmma", "--run.flash_warpgroups=2", "--run.flash_dq=key_walk"})
+                .run.flash_warpgroups,
+            2);  // the forward's blocks, with the mma.sync backward's dQ in the key walk
+  EXPECT_EQ(config_error({"--run.flash_warpgroups=2"}),
+            "run.flash_warpgroups = 2 sets the wgmma kernels' blocks, but run.flash_forward = mma_sync and "
+            "run.flash_backward = mma_sync (use run.flash_forward or run.flash_backward = wgmma, or "
+            "run.flash_warpgroups = 1)");
+  EXPECT_EQ(config_error({"--run.flash_backward=wgmma", "--run.flash_warpgroups=2", "--run.flash_dq=key_walk"}),
+            "run.flash_warpgroups = 2 makes the wgmma backward's dQ in its own walk, but run.flash_dq = key_walk "
+            "(use run.flash_dq = separate, or run.flash_warpgroups = 1)");
+  EXPECT_NE(config_error({"--run.flash_forward=wgmma", "--run.flash_warpgroups=3"}).find("run.flash_warpgroups"),
+            std::string::npos);
 }
 
 TEST(RunConfig, MicroBatchMustDivideGlobalBatch) {

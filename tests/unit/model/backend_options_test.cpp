@@ -32,6 +32,7 @@ TEST(BackendOptions, DefaultsAreTheBackendsDefaults) {
   EXPECT_EQ(deck.flash_forward_schedule, plain.flash_forward_schedule);
   EXPECT_EQ(deck.flash_backward_products, plain.flash_backward_products);
   EXPECT_EQ(deck.flash_backward_schedule, plain.flash_backward_schedule);
+  EXPECT_EQ(deck.flash_warpgroups, plain.flash_warpgroups);
   EXPECT_EQ(deck.layernorm_sums, plain.layernorm_sums);
   EXPECT_EQ(deck.cross_entropy_loads, plain.cross_entropy_loads);
   EXPECT_EQ(deck.adamw_loads, plain.adamw_loads);
@@ -76,6 +77,8 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(overlapped.flash_backward_products, kernels::FlashProducts::kWarpgroup);
   EXPECT_EQ(overlapped.flash_backward_schedule, kernels::WarpgroupSchedule::kOverlapped);
   EXPECT_EQ(overlapped.flash_forward_products, kernels::FlashProducts::kWarp);
+  // Two warpgroups a wgmma block (not with dQ in the key walk, so not in the run above).
+  EXPECT_EQ(options_of({"--run.flash_backward=wgmma", "--run.flash_warpgroups=2"}).flash_warpgroups, 2);
   EXPECT_EQ(named.layernorm_sums, kernels::LayerNormParameterSums::kSeparatePass);
   EXPECT_EQ(named.cross_entropy_loads, kernels::CrossEntropyLoads::kValues);
   EXPECT_EQ(named.adamw_loads, kernels::AdamWLoads::kValues);

@@ -37,7 +37,7 @@ TEST(RestartCompatibility, KernelChoicesMayChange) {
       saved, deck({"--run.attention=flash", "--run.matmul_epilogues=separate", "--run.attention_blocks=4",
                    "--run.attention_batching=pointers", "--run.flash_dq=key_walk", "--run.layernorm_sums=row_walk",
                    "--run.flash_block_order=longest_first", "--run.flash_forward=wgmma",
-                   "--run.flash_backward=wgmma_overlapped",
+                   "--run.flash_backward=wgmma_overlapped", "--run.flash_warpgroups=2",
                    "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs",
                    "--run.matmul_backward_streams=two", "--run.matmul_bias_gradients=epilogue",
                    "--run.device=auto"}),
