@@ -626,6 +626,15 @@ TEST_F(AttentionTwins, AttentionSchedulesMatchCpu) {
   BackendOptions none;
   none.attention_blocks = 0;
   EXPECT_THROW(make_backend(Device::kCuda, kCpuThreads, 0, none), std::invalid_argument);
+  // The flash options the deck refuses (io/run_config.cpp) are refused here too, for callers that
+  // build them in code: a warpgroup count other than 1 or 2, and two warpgroups in the wgmma
+  // backward with dQ in the key walk.
+  BackendOptions three;
+  three.flash_warpgroups = 3;
+  EXPECT_THROW(make_backend(Device::kCuda, kCpuThreads, 0, three), std::invalid_argument);
+  const BackendOptions two_in_key_walk{.attention = AttentionKernel::kFlash, .flash_dq = FlashDq::kInKeyWalk,
+                                 .flash_backward_products = FlashProducts::kWarpgroup, .flash_warpgroups = 2};
+  EXPECT_THROW(make_backend(Device::kCuda, kCpuThreads, 0, two_in_key_walk), std::invalid_argument);
 }
 
 // Flash attention (run.attention = flash): the same contract, another algorithm (online
