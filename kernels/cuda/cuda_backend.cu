@@ -156,8 +156,10 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     throw std::invalid_argument("the wgmma kernels' warpgroups a block must be 1 or 2, not " +
                                 std::to_string(flash_warpgroups_));
   }
-  if (flash_warpgroups_ == 2 && flash_backward_products_ == FlashProducts::kWarpgroup && flash_dq_ == FlashDq::kInKeyWalk) {
-    throw std::invalid_argument("two warpgroups a block in the wgmma backward make dQ in its own walk, not the key walk");
+  if (flash_warpgroups_ == 2 && flash_backward_products_ == FlashProducts::kWarpgroup &&
+      flash_dq_ == FlashDq::kInKeyWalk) {
+    throw std::invalid_argument(
+        "two warpgroups a block in the wgmma backward make dQ in its own walk, not the key walk");
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
