@@ -438,9 +438,6 @@ int main(int argc, char** argv) {
   auto unsupported = [hs](int) {
     return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");
   };
-  auto no_warpgroup_products = [](int) {
-    return pg::unsupported_shape("wgmma needs a build for sm_90a and a compute capability 9.0 GPU (or hs != 64)");
-  };
 
   // The bf16 variants: validated on the bf16 cases from the twin's forward state, then timed at
   // the timed shape after the production bf16 flash forward has made out and lse.
@@ -513,6 +510,17 @@ int main(int argc, char** argv) {
   };
 
   using Run = std::function<pg::Outcome(int)>;
+  // A variant on Hopper's warpgroup products (`options` with backward_products = kWarpgroup): timed
+  // where this build and GPU have them, reported as unsupported where not.
+  auto on_warpgroups = [&](tk::cuda::FlashMmaOptions options) {
+    if (!tk::cuda::flash_attention_supported(C, NH) || !tk::cuda::flash_attention_wgmma_available()) {
+      return Run([](int) {
+        return pg::unsupported_shape("wgmma needs a build for sm_90a and a compute capability 9.0 GPU (or hs != 64)");
+      });
+    }
+    options.backward_products = tk::FlashProducts::kWarpgroup;
+    return Run(measure16(flash16_with(options)));
+  };
   const std::vector<pg::Variant> variants = {
       {"production cuda::attention_backward (cuBLAS + softmax bwd)", measure(production)},
       {"flash-style backward (recomputed P), fp32, 64x64 tiles",
@@ -538,30 +546,15 @@ int main(int argc, char** argv) {
            ? Run(measure16(flash16_with({.block_order = tk::FlashBlockOrder::kLongestFirst})))
            : Run(unsupported)},
       {"variant 3 on Hopper's warpgroup products (wgmma, both walks)",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.backward_products = tk::FlashProducts::kWarpgroup})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({})},
       {"variant 13 with dQ in the key walk",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with(
-                 {.dq = tk::FlashDq::kInKeyWalk, .backward_products = tk::FlashProducts::kWarpgroup})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({.dq = tk::FlashDq::kInKeyWalk})},
       {"variant 13 with each tile's softmax beside the previous tile's products",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.backward_products = tk::FlashProducts::kWarpgroup,
-                                         .backward_schedule = tk::WarpgroupSchedule::kOverlapped})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({.backward_schedule = tk::WarpgroupSchedule::kOverlapped})},
       {"variant 13 with two warpgroups a block (128 keys, 128 queries)",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(
-                 flash16_with({.backward_products = tk::FlashProducts::kWarpgroup, .backward_warpgroups = 2})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({.backward_warpgroups = 2})},
       {"variant 15 with two warpgroups a block",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.backward_products = tk::FlashProducts::kWarpgroup,
-                                         .backward_warpgroups = 2,
-                                         .backward_schedule = tk::WarpgroupSchedule::kOverlapped})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({.backward_warpgroups = 2, .backward_schedule = tk::WarpgroupSchedule::kOverlapped})},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 8.0 * B * NH * static_cast<double>(hs) * causal_pairs;

@@ -283,11 +283,19 @@ int main(int argc, char** argv) {
   auto unsupported = [hs](int) {
     return pg::unsupported_shape("hs = " + std::to_string(hs) + ": this variant needs hs = 64");
   };
-  auto no_warpgroup_products = [](int) {
-    return pg::unsupported_shape("wgmma needs a build for sm_90a and a compute capability 9.0 GPU (or hs != 64)");
-  };
 
   using Run = std::function<pg::Outcome(int)>;
+  // A variant on Hopper's warpgroup products (`options` with forward_products = kWarpgroup): timed
+  // where this build and GPU have them, reported as unsupported where not.
+  auto on_warpgroups = [&](tk::cuda::FlashMmaOptions options) {
+    if (!tk::cuda::flash_attention_supported(C, NH) || !tk::cuda::flash_attention_wgmma_available()) {
+      return Run([](int) {
+        return pg::unsupported_shape("wgmma needs a build for sm_90a and a compute capability 9.0 GPU (or hs != 64)");
+      });
+    }
+    options.forward_products = tk::FlashProducts::kWarpgroup;
+    return Run(measure16(flash16_with(options)));
+  };
   const std::vector<pg::Variant> variants = {
       {"production cuda::attention_forward (cuBLAS + softmax, fp32)", measure(production)},
       {"flash-style fused causal attention, fp32, 64x64 tiles",
@@ -313,24 +321,13 @@ int main(int argc, char** argv) {
            ? Run(measure16(flash16_with({.block_order = tk::FlashBlockOrder::kLongestFirst})))
            : Run(unsupported)},
       {"variant 3 on Hopper's warpgroup products (wgmma, 64 queries a block)",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({})},
       {"variant 13 with each tile's softmax beside the previous tile's P V",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup,
-                                         .forward_schedule = tk::WarpgroupSchedule::kOverlapped})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({.forward_schedule = tk::WarpgroupSchedule::kOverlapped})},
       {"variant 13 with two warpgroups a block (128 queries sharing each K and V tile, as 3)",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup, .forward_warpgroups = 2})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({.forward_warpgroups = 2})},
       {"variant 14 with two warpgroups a block",
-       tk::cuda::flash_attention_supported(C, NH) && tk::cuda::flash_attention_wgmma_available()
-           ? Run(measure16(flash16_with({.forward_products = tk::FlashProducts::kWarpgroup,
-                                         .forward_warpgroups = 2,
-                                         .forward_schedule = tk::WarpgroupSchedule::kOverlapped})))
-           : Run(no_warpgroup_products)},
+       on_warpgroups({.forward_warpgroups = 2, .forward_schedule = tk::WarpgroupSchedule::kOverlapped})},
   };
   const double causal_pairs = static_cast<double>(T) * (T + 1) / 2.0;
   const double flops = 4.0 * B * NH * static_cast<double>(hs) * causal_pairs;
