@@ -44,9 +44,16 @@ playgrounds() {
   done
   return 0
 }
-# kernel_library EXE: the path of the shared kernel library EXE loads here, empty when linked in.
+# kernel_library EXE: the path of the shared kernel library EXE loads here, empty when linked in;
+# fails, naming it, when EXE needs one that the loader cannot find (a build tree moved).
 kernel_library() {
-  ldd "$1" | awk '$1 == "libtrident_kernels.so" && $3 ~ /^\// {print $3}'
+  local found
+  found=$(ldd "$1" | awk '$1 == "libtrident_kernels.so" {print $3}')
+  if [ "$found" = not ]; then
+    echo "gpu_pack.sh: $1 needs libtrident_kernels.so, which the loader cannot find: rebuild that tree" >&2
+    return 1
+  fi
+  echo "$found"
 }
 mapfile -t selected < <(playgrounds "$build")
 kernels=$(kernel_library "$build/bin/trident")
