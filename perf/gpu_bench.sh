@@ -46,6 +46,8 @@
 # MFU is against log.peak_tflops = 989 (H100 SXM dense bf16; set PEAK_TFLOPS for another GPU).
 # The data is a synthetic token file generated on first use (the speed does not depend on it).
 # llm.c and PyTorch run on the same GPU in the same sitting; docs/performance.md says how.
+# The table's last two columns say where a sitting's minutes go: each run's start-up (trident's
+# "start-up:" line: deck, data, device, NCCL, allocation, initialisation) and its whole wall time.
 # Each run is capped (RUN_CAP_S, default 150 s) within one budget for the script
 # (perf/gpu_budget.sh: GPU_BUDGET_S, default 540 s), and the table goes to $OUT after every
 # run, so a hang costs its own row, not the sitting.
@@ -84,8 +86,8 @@ flags=(--oversubscribe)
 gpu_description "$pack" | tee "$out/gpu.txt"
 table="$out/bench.md"
 { cat "$out/gpu.txt"; echo; } > "$table"  # the GPU and the build above the table
-echo "| model | precision | micro-batch | attention (blocks, batching) | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate | loss (first -> last step) |" >> "$table"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
+echo "| model | precision | micro-batch | attention (blocks, batching) | matmul epilogues | tokens/s (median) | ms/step | MFU | peak GPU memory (nvidia-smi) | held by the backend | estimate | loss (first -> last step) | start-up | run |" >> "$table"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" >> "$table"
 
 # median FILE KEY: the median of KEY over the steps after the first third (warm-up).
 # The table and the logs so far into $OUT (after every run: what is there when a kill comes,
@@ -153,6 +155,7 @@ run() {
   fi
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/$name.mem" &
   local sampler=$!
+  local run_start=$SECONDS
   capped "$run_cap" mpirun "${flags[@]}" -np 1 trident train "inputs/gpt2-$model.ini" --run.device=cuda --train.precision="$precision" \
     --train.micro_batch="$mb" --train.global_batch="$((mb * passes))" --train.steps="$row_steps" --train.eval_batches=0 \
     --run.attention="$attention" --run.matmul_epilogues="$epilogues" \
@@ -161,7 +164,7 @@ run() {
     $flags_here \
     --data.path="$out/synthetic.h5" --data.generate=synthetic --data.synthetic_vocab=50256 \
     --data.synthetic_tokens=4000000 --run.dir="$out/$name" > "$out/$name.log" 2>&1
-  local rc=$?
+  local rc=$? run_s=$((SECONDS - run_start))
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   row_ms=""
   if [ $rc -ne 0 ]; then
@@ -171,7 +174,7 @@ run() {
       125) why="skipped: budget spent" ;;
       *) why="failed (exit $rc): $( (grep -m1 -E 'error' "$out/$name.log" || tail -1 "$out/$name.log") | tr '|' '/')" ;;
     esac
-    echo "| gpt2-$model | $precision | $batch_label | $label | $epilogues | $why | | | | | | |" >> "$table"
+    echo "| gpt2-$model | $precision | $batch_label | $label | $epilogues | $why | | | | | | | | $run_s s |" >> "$table"
     publish
     return
   fi
@@ -182,12 +185,17 @@ run() {
   local held estimate
   held=$(sed -n 's/^memory: device memory held by the backend at most: \([0-9.]*\) MiB.*/\1/p' "$out/$name.log")
   estimate=$(sed -n 's/^memory: rank 0 estimate \([^;]*\);.*/\1/p' "$out/$name.log")
-  printf "| gpt2-%s | %s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s | %s |\n" "$model" "$precision" "$batch_label" \
+  # Where the sitting's minutes go: the run's start-up (trident's own line: deck, data, device,
+  # NCCL, model memory, initialisation) and the whole run as the script waited for it.
+  local startup
+  startup=$(sed -n 's/^start-up: \([0-9.]*\) s to the first step.*/\1/p' "$out/$name.log")
+  printf "| gpt2-%s | %s | %s | %s | %s | %.0f | %.1f | %.1f%% | %.1f GiB | %.1f GiB | %s | %s | %s s | %s s |\n" \
+    "$model" "$precision" "$batch_label" \
     "$label" "$epilogues" \
     "$(median "$metrics" tokens_per_s)" "$row_ms" \
     "$(awk -v m="$(median "$metrics" mfu)" 'BEGIN {print 100 * m}')" \
     "$(awk -v m="${mem_mib:-0}" 'BEGIN {print m / 1024}')" "$(awk -v m="${held:-0}" 'BEGIN {print m / 1024}')" \
-    "${estimate:-?}" "$(loss_span "$metrics")" >> "$table"
+    "${estimate:-?}" "$(loss_span "$metrics")" "${startup:-?}" "$run_s" >> "$table"
   if [ "$profile" = true ]; then
     { echo; echo "gpt2-$model $precision micro-batch $mb, $label:"; echo '```'; cat "$out/$name/profile-rank0.txt"; echo '```'; } \
       >> "$profiles"

@@ -25,6 +25,7 @@
 #include "io/param_file.h"
 #include "src/app/restart_choice.h"
 #include "src/app/restart_compatibility.h"
+#include "src/app/startup_clock.h"
 #include "src/app/startup_report.h"
 #include "src/app/stop_signal.h"
 #include "src/app/threads.h"
@@ -130,6 +131,7 @@ void check_run_fits(const MemoryEstimate& estimate, const DeviceChoice& device, 
 }  // namespace
 
 int train_command(const std::vector<std::string>& args) {
+  StartupClock startup;
   int world_size = 1;
   TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
   MPI_Comm world_dup;
@@ -148,6 +150,7 @@ int train_command(const std::vector<std::string>& args) {
   check_dataset_fits(setup, info.vocab_size, dataset->num_samples(io::Split::kTrain, c.train.seq_len),
                      dataset->num_samples(io::Split::kValidation, c.train.seq_len), c.data.path);
   prepare_run_dir(setup, world);
+  startup.phase_done("deck and data");
 
   // Declared before the groups, made after them (the device is chosen per node-local rank): the
   // groups' NCCL and staging communicators use the backend's memory and stream until they are
@@ -180,6 +183,7 @@ int train_command(const std::vector<std::string>& args) {
   } else if (transport == parallel::CommTransport::kMpiStaged) {
     ctx.stage_device_buffers(*backend_memory);
   }
+  startup.phase_done("device and groups");
   // bf16 / fp16: 16-bit storage semantics (kernels/rounded_storage_backend.h) for the model's
   // 16-bit buffers: the kernels that do not read 16 bits themselves (all of the CPU's; none on
   // CUDA) run on widened fp32 copies.
@@ -236,6 +240,7 @@ int train_command(const std::vector<std::string>& args) {
     world.all_reduce_sum(&peak, 1);
     peak /= world_size;
     if (leader) std::printf("peak: %.1f GFLOP/s per rank (measured sgemm; set log.peak_tflops to override)\n", peak / 1e9);
+    startup.phase_done("sgemm peak");
   }
 
   model::GptLayout layout = train::run_layout(c, setup.stage_layers, ctx.coord().tp_rank, ctx.coord().pp_rank);
@@ -251,12 +256,14 @@ int train_command(const std::vector<std::string>& args) {
   const double resident_before = static_cast<double>(resident_bytes());
   train::Trainer trainer(c, setup.model, layout, ctx, compute, *dataset);
   if (timing) trainer.profile_kernels(*timing);
+  startup.phase_done("model memory");
   const auto start = std::chrono::steady_clock::now();
   trainer.record_deck(setup.deck.to_ini());
   const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());
   int64_t start_step = 0;
   if (restart.empty()) {
     trainer.initialize_parameters();
+    startup.phase_done("parameters");
   } else {
     // Every rank reads the same attribute and compares the same way: the same error everywhere.
     if (const auto saved = io::read_param_file_string_attribute(restart, "deck")) {
@@ -276,6 +283,12 @@ int train_command(const std::vector<std::string>& args) {
                   static_cast<long long>(start_step),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
     }
+    startup.phase_done("checkpoint read");
+  }
+  const std::string startup_line = startup.line(world);
+  if (leader) {
+    std::printf("%s\n", startup_line.c_str());
+    std::fflush(stdout);
   }
   const train::RunSummary summary =
       trainer.run(c.run.dir + "/metrics.jsonl", peak, start_step, [] { return stop_requested(); });

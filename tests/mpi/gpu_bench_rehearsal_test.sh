@@ -106,6 +106,12 @@ rc=$?
 [ "$(rows candidates.md gpt2-774m)" = 14 ] && [ "$(rows candidates.md gpt2-124m)" = 2 ] \
   && pass "candidates: 14 rows at 774M, 2 at 124M" || fail "candidates: rows: $(grep '^| gpt2-' candidates.md)"
 no_failed_rows candidates candidates.md
+# Each row says where the sitting's time went: trident's start-up line and the run's wall time.
+if grep '^| gpt2-' candidates.md | grep -v -q -E '\| [0-9]+\.[0-9]{2} s \| [0-9]+ s \|$'; then
+  fail "candidates: rows without the start-up and run seconds: $(grep '^| gpt2-' candidates.md | head -2)"
+else
+  pass "candidates: every row with its start-up and run seconds"
+fi
 for choice in $choices; do
   [ "$(rows candidates.md "$choice")" = 3 ] && pass "candidates: $choice alone and among all seven at 774M and 124M" \
     || fail "candidates: $choice in $(rows candidates.md "$choice") rows, not 3"
