@@ -41,7 +41,8 @@
 #   (a direction's other wgmma way; dQ in the key walk against the overlapped wgmma backward)
 #   (tests/mpi/gpu_bench_rehearsal_test.sh rehearses it on the CPU).
 # BENCH_OPTIONS: deck flags every row adds (say --run.flash_dq=key_walk), named in its attention
-# column; e.g. BENCH_ROWS=mfu with the choices =candidates found faster.
+# column; e.g. BENCH_ROWS=mfu with the choices =candidates found faster. BENCH_OPTIONS=from-candidates
+# takes them from the pack, where =candidates leaves its verdict's options (none without a verdict).
 #
 # MFU is against log.peak_tflops = 989 (H100 SXM dense bf16; set PEAK_TFLOPS for another GPU).
 # The data is a synthetic token file generated on first use (the speed does not depend on it).
@@ -68,6 +69,17 @@ case $rows in
   *) echo "gpu_bench.sh: BENCH_ROWS = $rows; use core, variants, all, profile, mfu or candidates" >&2; exit 2 ;;
 esac
 bench_options=${BENCH_OPTIONS:-}
+# BENCH_OPTIONS=from-candidates: the options of the last BENCH_ROWS=candidates verdict in this pack
+# (it writes them to $pack/bench-options), so that step 3's command can be written before step 2
+# ends and sent the moment it does, within the machine's 30 s of idleness.
+if [ "$bench_options" = from-candidates ]; then
+  if [ ! -f "$pack/bench-options" ]; then
+    echo "gpu_bench.sh: BENCH_OPTIONS = from-candidates, but $pack/bench-options does not exist: run BENCH_ROWS=candidates with this pack first (on this machine: a fresh one has none), or give the flags" >&2
+    exit 2
+  fi
+  bench_options=$(cat "$pack/bench-options")
+  echo "gpu_bench.sh: BENCH_OPTIONS from the candidates' verdict: '$bench_options'" >&2
+fi
 case " $bench_options" in
   *" "[!-]* | *" -"[!-]*) echo "gpu_bench.sh: BENCH_OPTIONS = '$bench_options'; give deck flags, --key=value" >&2; exit 2 ;;
 esac
@@ -225,6 +237,7 @@ excluded() {
   return 1
 }
 if [ "$rows" = candidates ]; then
+  rm -f "$pack/bench-options"  # an earlier sitting's verdict is not this one's
   choices="--run.flash_dq=key_walk --run.flash_block_order=longest_first --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs
     --run.matmul_backward_streams=two --run.matmul_bias_gradients=epilogue"
   # Flash attention on Hopper's warpgroup products, each alone only: a direction's two ways
@@ -278,6 +291,7 @@ if [ "$rows" = candidates ]; then
     options=${options# } left_out=${left_out# }
     defaults=$(awk -v a="$first_ms" -v b="$second_ms" -v s="$spread" -v m="$margin" \
       'BEGIN { printf "the defaults ran %.2f and %.2f ms a step, %.1f%% apart; the margin: %.1f%%", a, b, 100 * s, 100 * m }')
+    printf '%s\n' "$options" > "$pack/bench-options"  # BENCH_OPTIONS=from-candidates (empty: none won)
     if [ -n "$winners" ]; then
       verdict="Faster than the defaults at 774M by the margin ($defaults): $winners."
       [ -n "$left_out" ] && verdict="$verdict Left out, as a faster one excludes them: $left_out."

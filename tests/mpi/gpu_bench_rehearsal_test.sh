@@ -135,16 +135,10 @@ done
 [ -n "$verdict" ] && grep -q -F "$verdict" out/bench-rehearsal.md && pass "candidates: \$OUT's summary has the verdict" \
   || fail "candidates: \$OUT's summary lacks the verdict"
 
-# The defaults' own spread sets the margin: 10% apart, so a choice must gain 20%, and 6% is not named.
-rm -f defaults-runs
-REHEARSAL_SECOND_DEFAULTS_MS=110 BENCH_ROWS=candidates bash "$bench" "$pack" $steps > spread.md 2> spread.err
-want="No choice was faster than the defaults at 774M by the margin (the defaults ran 100.00 and 110.00 ms a step, \
-10.0% apart; the margin: 20.0%)."
-[ "$(tail -1 spread.md)" = "$want" ] && pass "candidates: a wide spread between the defaults' rows widens the margin" \
-  || fail "candidates: with the defaults 10% apart the verdict is '$(tail -1 spread.md)', not '$want'"
-
-# Step 3: the MFU rows with the options as the verdict printed them.
-BENCH_OPTIONS="$options" BENCH_ROWS=mfu ACCUM_STEPS=2 bash "$bench" "$pack" $steps > mfu.md 2> mfu.err
+# Step 3: the MFU rows with the options of the verdict, as the pack keeps them.
+[ "$(cat "$pack/bench-options" 2>/dev/null)" = "$options" ] && pass "candidates: the pack keeps the verdict's options" \
+  || fail "candidates: \$pack/bench-options is '$(cat "$pack/bench-options" 2>&1)', not '$options'"
+BENCH_OPTIONS=from-candidates BENCH_ROWS=mfu ACCUM_STEPS=2 bash "$bench" "$pack" $steps > mfu.md 2> mfu.err
 rc=$?
 [ $rc -eq 0 ] && pass "mfu: exit 0" || fail "mfu: exit $rc: $(tail -5 mfu.err)"
 [ "$(rows mfu.md)" = 7 ] && [ "$(rows mfu.md layernorm_sums=row_walk)" = 7 ] \
@@ -152,6 +146,16 @@ rc=$?
 no_failed_rows mfu mfu.md
 [ "$(rows mfu.md '| 16, 8 accumulated |')" = 2 ] && [ "$(rows mfu.md '| 8, 16 accumulated |')" = 1 ] \
   && pass "mfu: the three accumulating rows" || fail "mfu: accumulating rows: $(grep accumulated mfu.md)"
+
+# The defaults' own spread sets the margin: 10% apart, so a choice must gain 20%, and 6% is not named.
+rm -f defaults-runs
+REHEARSAL_SECOND_DEFAULTS_MS=110 BENCH_ROWS=candidates bash "$bench" "$pack" $steps > spread.md 2> spread.err
+want="No choice was faster than the defaults at 774M by the margin (the defaults ran 100.00 and 110.00 ms a step, \
+10.0% apart; the margin: 20.0%)."
+[ "$(tail -1 spread.md)" = "$want" ] && pass "candidates: a wide spread between the defaults' rows widens the margin" \
+  || fail "candidates: with the defaults 10% apart the verdict is '$(tail -1 spread.md)', not '$want'"
+[ -f "$pack/bench-options" ] && [ -z "$(cat "$pack/bench-options")" ] && pass "candidates: no winner leaves no options" \
+  || fail "candidates: with no winner \$pack/bench-options is '$(cat "$pack/bench-options" 2>&1)'"
 
 # Step 5: the profile, with 124M refused by the stand-in.
 REHEARSAL_FAIL_MODEL=124m BENCH_ROWS=profile bash "$bench" "$pack" $steps > profile.md 2> profile.err
@@ -177,4 +181,8 @@ for setting in "BENCH_ROWS=everything" "BENCH_OPTIONS=run.flash_dq=key_walk" "BE
   [ $rc -eq 2 ] && grep -q "^gpu_bench.sh: ${setting%%=*} = " bad.out && pass "$setting: refused (exit 2)" \
     || fail "$setting: exit $rc: $(cat bad.out)"
 done
+BENCH_OPTIONS=from-candidates bash "$bench" "$WORK_DIR/no-pack" $steps > bad.out 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "^gpu_bench.sh: BENCH_OPTIONS = from-candidates, but .* does not exist" bad.out \
+  && pass "BENCH_OPTIONS=from-candidates without a verdict: refused (exit 2)" || fail "from-candidates: exit $rc: $(cat bad.out)"
 finish
