@@ -145,6 +145,15 @@ std::vector<KeySpec> make_schema() {
                  "cuBLASLt's bias-gradient epilogue where cuBLASLt offers it, else the column sums; with "
                  "run.matmul_backward_streams = two, 32 MiB more GPU memory for the second stream's cuBLASLt). "
                  "Results agree to rounding; not yet timed on a GPU. fp32 runs and the CPU ignore it."),
+      choice_key("run.matmul_algorithms", "heuristic", {"heuristic", "timed"},
+                 "The kernel of a 16-bit linear layer's cuBLASLt products on CUDA: the first answer of "
+                 "cuBLASLt's heuristic (heuristic; the backward's input and weight gradients then run on "
+                 "cublasGemmEx), or, at each product shape's first call, the fastest of up to 8 of its answers, "
+                 "timed on that call's operands, with the backward's two products on cuBLASLt too (timed; the "
+                 "timing takes milliseconds at start, and a weight gradient's shape a scratch of its size while "
+                 "timed). Results agree to rounding; a restart may time another kernel, so it agrees with the "
+                 "uninterrupted run to rounding rather than bit for bit. Not yet timed on a GPU. fp32 runs, "
+                 "run.matmul_epilogues = separate and the CPU ignore it."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
       bool_key("run.profile", "false",

@@ -148,6 +148,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.adamw_loads = deck.value("run.adamw_loads");
   config.run.matmul_backward_streams = deck.value("run.matmul_backward_streams");
   config.run.matmul_bias_gradients = deck.value("run.matmul_bias_gradients");
+  config.run.matmul_algorithms = deck.value("run.matmul_algorithms");
   config.run.threads = int_value(deck, "run.threads");
   config.run.profile = deck.value("run.profile") == "true";
   config.run.save_final = deck.value("run.save_final") == "true";

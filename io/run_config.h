@@ -33,6 +33,7 @@ struct RunSection {
   std::string adamw_loads;          // run.adamw_loads: values | packs (kernels::AdamWLoads)
   std::string matmul_backward_streams;  // run.matmul_backward_streams: one | two (kernels::MatmulBackwardStreams)
   std::string matmul_bias_gradients;  // run.matmul_bias_gradients: column_sums | epilogue (kernels::MatmulBiasGradients)
+  std::string matmul_algorithms;  // run.matmul_algorithms: heuristic | timed (kernels::MatmulAlgorithms)
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
   bool profile = false;    // run.profile: time each kernel call, print where a step went
   bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end

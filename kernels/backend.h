@@ -420,6 +420,19 @@ enum class MatmulBackwardStreams { kOne, kTwo };
 // it waits for a GPU measurement. fp32 runs (no cuBLASLt there) and the CPU ignore it.
 enum class MatmulBiasGradients { kColumnSums, kEpilogue };
 
+// How the CUDA backend picks the kernel of a 16-bit linear layer's cuBLASLt products
+// (run.matmul_algorithms = heuristic | timed; kernels/cuda/lt_matmul.cuh): kHeuristic, the
+// default, takes cuBLASLt's heuristic's first answer, and the backward's input and weight
+// gradients stay with cublasGemmEx; kTimed asks the heuristic for several answers at each
+// product shape's first call, times each on that call's operands (the weight gradient's
+// accumulation into a scratch, so that nothing is added twice) and keeps the fastest, with the
+// backward's two gradients moved to cuBLASLt too. A shape's answers differ in tiles, split-K and
+// stream-K (their last wave's idle SMs), so in the order of their sums: results agree to
+// rounding, and, as the timing may choose otherwise in another run, a restart is equal to
+// rounding rather than bit for bit. fp32 runs (no cuBLASLt there), run.matmul_epilogues =
+// separate and the CPU ignore it. Not the default: it waits for a GPU's timing.
+enum class MatmulAlgorithms { kHeuristic, kTimed };
+
 // Floats of attention workspace of the flash kernels: one row statistic per (batch, head,
 // query); with dQ in the key walk, after them (from flash_attention_dq_sums_offset, a multiple
 // of 4 floats) fp32 sums of dQ, one
@@ -479,6 +492,7 @@ struct BackendOptions {
   AdamWLoads adamw_loads = AdamWLoads::kValues;
   MatmulBackwardStreams matmul_backward_streams = MatmulBackwardStreams::kOne;
   MatmulBiasGradients matmul_bias_gradients = MatmulBiasGradients::kColumnSums;
+  MatmulAlgorithms matmul_algorithms = MatmulAlgorithms::kHeuristic;
 };
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the

@@ -31,11 +31,11 @@
 #   =candidates times whole steps with the kernel choices that wait for a GPU's timing
 #   (run.flash_dq = key_walk, run.flash_block_order = longest_first, run.layernorm_sums = row_walk,
 #   run.cross_entropy_loads = packs, run.adamw_loads = packs, run.matmul_backward_streams = two,
-#   run.matmul_bias_gradients = epilogue; and flash attention on Hopper's wgmma,
-#   run.flash_forward and run.flash_backward = wgmma or wgmma_overlapped): GPT-2 774M at
-#   micro-batch 8 with the defaults, each of the eleven choices alone, the first seven together
-#   and the defaults again (their spread), then 124M with the defaults and those seven (bf16,
-#   flash; 16 runs). A choice that wins becomes the default. The summary ends with the choices
+#   run.matmul_bias_gradients = epilogue, run.matmul_algorithms = timed; and flash attention on
+#   Hopper's wgmma, run.flash_forward and run.flash_backward = wgmma or wgmma_overlapped): GPT-2
+#   774M at micro-batch 8 with the defaults, each of the twelve choices alone, the first eight
+#   together and the defaults again (their spread), then 124M with the defaults and those eight
+#   (bf16, flash; 17 runs). A choice that wins becomes the default. The summary ends with the choices
 #   faster at 774M by 1% (or twice the defaults' spread, when more) and the BENCH_OPTIONS line
 #   that runs =mfu with them: the fastest first, leaving out a choice that a faster one excludes
 #   (a direction's other wgmma way; dQ in the key walk against the overlapped wgmma backward)
@@ -239,10 +239,10 @@ excluded() {
 if [ "$rows" = candidates ]; then
   rm -f "$pack/bench-options"  # an earlier sitting's verdict is not this one's
   choices="--run.flash_dq=key_walk --run.flash_block_order=longest_first --run.layernorm_sums=row_walk --run.cross_entropy_loads=packs --run.adamw_loads=packs
-    --run.matmul_backward_streams=two --run.matmul_bias_gradients=epilogue"
+    --run.matmul_backward_streams=two --run.matmul_bias_gradients=epilogue --run.matmul_algorithms=timed"
   # Flash attention on Hopper's warpgroup products, each alone only: a direction's two ways
   # exclude each other, and the overlapped backward excludes dQ in the key walk (the deck refuses
-  # it), so they stay out of the run with all seven. Their rows mean something only where step 1's
+  # it), so they stay out of the run with all eight. Their rows mean something only where step 1's
   # WarpgroupMatrixProducts passed.
   warpgroup_choices="--run.flash_forward=wgmma --run.flash_forward=wgmma_overlapped --run.flash_backward=wgmma
     --run.flash_backward=wgmma_overlapped"

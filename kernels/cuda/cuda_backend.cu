@@ -24,6 +24,7 @@
 
 #include "kernels/cuda/adamw.cuh"          // adamw_update
 #include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
+#include "kernels/cuda/column_sums.cuh"  // add_column_sums (the timed weight GEMM's bias sums)
 #include "kernels/cuda/column_sums_math.h"  // columns::sum_scratch_floats, pair_scratch_floats
 #include "kernels/cuda/flash_attention.cuh"  // flash_attention_forward/backward, its scratch size
 #include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions, flash_attention_wgmma_available
@@ -143,6 +144,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
       adamw_loads_(options.adamw_loads),
       matmul_backward_streams_(options.matmul_backward_streams),
       matmul_bias_gradients_(options.matmul_bias_gradients),
+      matmul_algorithms_(options.matmul_algorithms),
       epilogues_(options.matmul_epilogues),
       attention_blocks_(options.attention_blocks),
       attention_batching_(options.attention_batching) {
@@ -206,6 +208,9 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   if (matmul_bias_gradients_ == MatmulBiasGradients::kEpilogue && epilogues_ == MatmulEpilogues::kFused) {
     candidates += ", bias gradients in the weight GEMM's epilogue";
   }
+  if (matmul_algorithms_ == MatmulAlgorithms::kTimed && epilogues_ == MatmulEpilogues::kFused) {
+    candidates += ", cuBLASLt algorithms timed per product shape";
+  }
   name_ = std::string("cuda (") + props.name + ", " + arch +
           (attention_ == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
           (epilogues_ == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + candidates + ")";
@@ -228,13 +233,14 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
         static_cast<double*>(allocate_bytes(kSumSquaresScratch * sizeof(double)));
     // Made now, not at the first 16-bit matmul: its workspace is then taken before the check
     // that the run fits measures the GPU's free memory, and a failure shows at start-up.
-    if (epilogues_ == MatmulEpilogues::kFused) lt_ = std::make_unique<LtMatmul>();
+    const bool timed = matmul_algorithms_ == MatmulAlgorithms::kTimed;
+    if (epilogues_ == MatmulEpilogues::kFused) lt_ = std::make_unique<LtMatmul>(timed);
     if (matmul_backward_streams_ == MatmulBackwardStreams::kTwo) {
       side_ = std::make_unique<SideStream>(stream_, CUBLAS_DEFAULT_MATH);
-      // The side stream's weight GEMMs with the bias sums need a cuBLASLt workspace of their own:
-      // the compute stream's DGELU GEMM may be using lt_'s beside them.
-      if (lt_ != nullptr && matmul_bias_gradients_ == MatmulBiasGradients::kEpilogue) {
-        side_lt_ = std::make_unique<LtMatmul>();
+      // The side stream's cuBLASLt weight GEMMs (with the bias sums, or timed) need a workspace of
+      // their own: the compute stream's GEMMs may be using lt_'s beside them.
+      if (lt_ != nullptr && (matmul_bias_gradients_ == MatmulBiasGradients::kEpilogue || timed)) {
+        side_lt_ = std::make_unique<LtMatmul>(timed);
       }
     }
   } catch (...) {
@@ -352,6 +358,14 @@ void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
 
 LtMatmul* CudaBackend::lt() { return lt_.get(); }
 
+std::vector<TimedMatmulShape> CudaBackend::timed_matmul_shapes() const {
+  std::vector<TimedMatmulShape> shapes;
+  for (const LtMatmul* lt : {lt_.get(), side_lt_.get()}) {
+    if (lt != nullptr) shapes.insert(shapes.end(), lt->timed_shapes().begin(), lt->timed_shapes().end());
+  }
+  return shapes;
+}
+
 void* CudaBackend::workspace(std::size_t bytes) {
   if (bytes > workspace_bytes_) {
     // Queued kernels may still use the old buffer: wait for them before it goes.
@@ -425,6 +439,28 @@ bool CudaBackend::parameter_gradients_in_epilogue(float* dweight, float* dbias, 
   return true;
 }
 
+void CudaBackend::input_gradient_16bit(ActPtr dinp, ConstActPtr dout, ConstActPtr weight, int N, int C, int OC,
+                                       Precision p) {
+  if (matmul_algorithms_ == MatmulAlgorithms::kTimed && lt() != nullptr &&
+      lt()->input_gradient(dinp.get(), dout.get(), weight.get(), N, C, OC, cuda_data_type(p), stream_)) {
+    return;
+  }
+  cuda::matmul_input_gradient_16bit(dinp.get(), dout.get(), weight.get(), N, C, OC, p, cublas_);
+}
+
+void CudaBackend::parameter_gradients_16bit(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp, int N,
+                                            int C, int OC, Precision p, float* column_scratch,
+                                            const GradientLane& lane) {
+  LtMatmul* lt_of_lane = lane.beside ? side_lt_.get() : lt();
+  if (matmul_algorithms_ == MatmulAlgorithms::kTimed && lt_of_lane != nullptr &&
+      lt_of_lane->weight_gradient(dweight, dout.get(), inp.get(), N, C, OC, cuda_data_type(p), lane.stream)) {
+    if (dbias != nullptr) cuda::add_column_sums(dbias, dout, N, OC, column_scratch, lane.stream);
+    return;
+  }
+  cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
+                                         lane.cublas, lane.stream);
+}
+
 void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
                                   ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
   const bool sixteen = !dout.is_fp32();
@@ -434,10 +470,9 @@ void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, Con
   const bool has_dinp = dinp.get() != nullptr;
   const GradientLane lane = parameter_gradient_lane(has_dinp);
   if (sixteen) {
-    if (has_dinp) cuda::matmul_input_gradient_16bit(dinp.get(), dout.get(), weight.get(), N, C, OC, p, cublas_);
+    if (has_dinp) input_gradient_16bit(dinp, dout, weight, N, C, OC, p);
     if (!parameter_gradients_in_epilogue(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane)) {
-      cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
-                                             lane.cublas, lane.stream);
+      parameter_gradients_16bit(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane);
     }
   } else {
     if (has_dinp) cuda::matmul_input_gradient(dinp.f32(), dout.f32(), weight.f32(), N, C, OC, cublas_);
@@ -469,8 +504,7 @@ void CudaBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, floa
                                                     cuda_data_type(p), stream_));
     if (fused && !parameter_gradients_in_epilogue(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane)) {
       // The weight and bias gradients as matmul_backward makes them.
-      cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
-                                             lane.cublas, lane.stream);
+      parameter_gradients_16bit(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane);
     }
     rejoin(lane);  // after a fallback: nothing was queued beside, and the join orders nothing
     if (fused) return;

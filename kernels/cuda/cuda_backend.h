@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/algorithm_timing.h"  // TimedMatmulShape
 
 // The opaque handle types behind cudaStream_t and cublasHandle_t, declared as the CUDA headers
 // declare them, so that C++ files (kernels/backend.cpp) can include this header without the
@@ -46,7 +47,8 @@ class CudaBackend final : public Backend {
   // 1 throws std::invalid_argument here.
   // options.flash_dq, flash_block_order, flash_forward_products and _schedule,
   // flash_backward_products and _schedule, layernorm_sums, cross_entropy_loads, adamw_loads,
-  // matmul_backward_streams and matmul_bias_gradients: kernel choices waiting for a GPU's timing
+  // matmul_backward_streams, matmul_bias_gradients and matmul_algorithms: kernel choices waiting
+  // for a GPU's timing
   // (kernels/backend.h); wgmma products with flash attention where this build or GPU has none
   // (cuda::flash_attention_wgmma_available) throw std::runtime_error here;
   // matmul_backward_streams = kTwo makes the side stream and its cuBLAS handle here.
@@ -67,6 +69,9 @@ class CudaBackend final : public Backend {
     std::size_t fused = 0, fell_back = 0;
   };
   EpilogueCounts epilogue_counts() const { return epilogue_counts_; }
+  // Under MatmulAlgorithms::kTimed, what the timing found at each product shape so far (both
+  // cuBLASLt handles'); empty otherwise. For tests and reports.
+  std::vector<TimedMatmulShape> timed_matmul_shapes() const;
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }
@@ -176,12 +181,13 @@ class CudaBackend final : public Backend {
   AdamWLoads adamw_loads_;                 // how AdamW walks its arrays (run.adamw_loads)
   MatmulBackwardStreams matmul_backward_streams_;  // where matmul parameter gradients go (run.matmul_backward_streams)
   MatmulBiasGradients matmul_bias_gradients_;  // where 16-bit bias gradients are summed (run.matmul_bias_gradients)
+  MatmulAlgorithms matmul_algorithms_;     // heuristic's first or timed cuBLASLt kernels (run.matmul_algorithms)
   MatmulEpilogues epilogues_;              // cuBLASLt epilogues or separate kernels (run.matmul_epilogues)
   int attention_blocks_;                   // the GEMM path's causal row blocks (run.attention_blocks)
   AttentionBatching attention_batching_;   // and how its products batch (run.attention_batching)
   std::unique_ptr<LtMatmul> lt_;           // cuBLASLt, under MatmulEpilogues::kFused only
   std::unique_ptr<SideStream> side_;       // under MatmulBackwardStreams::kTwo only
-  std::unique_ptr<LtMatmul> side_lt_;      // the side stream's cuBLASLt, there with MatmulBiasGradients::kEpilogue
+  std::unique_ptr<LtMatmul> side_lt_;      // the side stream's cuBLASLt, with MatmulBiasGradients::kEpilogue or kTimed
   EpilogueCounts epilogue_counts_;
   std::string name_;                       // "cuda (<device name>, sm_<major><minor>)", for banners
   CUstream_st* stream_ = nullptr;          // every kernel, GEMM and copy of this backend, in order
@@ -221,6 +227,12 @@ class CudaBackend final : public Backend {
   // caller makes them as usual.
   bool parameter_gradients_in_epilogue(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp, int N, int C,
                                        int OC, Precision p, float* column_scratch, const GradientLane& lane);
+  // A 16-bit layer's input gradient (on stream_) and parameter gradients (on the lane, after
+  // parameter_gradients_in_epilogue declined): through the lane's cuBLASLt under
+  // MatmulAlgorithms::kTimed, where it takes the call; otherwise cublasGemmEx and the column sums.
+  void input_gradient_16bit(ActPtr dinp, ConstActPtr dout, ConstActPtr weight, int N, int C, int OC, Precision p);
+  void parameter_gradients_16bit(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp, int N, int C,
+                                 int OC, Precision p, float* column_scratch, const GradientLane& lane);
   // Counts a fused attempt's outcome (ran: cuBLASLt took it) and returns it.
   bool counted(bool ran);
   // workspace_, grown to at least `bytes`; as `floats` floats of column-sum partials; and as a

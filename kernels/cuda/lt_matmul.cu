@@ -19,8 +19,10 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
-#include "kernels/cuda/cuda_check.h"  // CUDA_CHECK, CUBLAS_CHECK
+#include "kernels/cuda/algorithm_timing.h"  // fastest_answer, TimedMatmulShape
+#include "kernels/cuda/cuda_check.h"        // CUDA_CHECK, CUBLAS_CHECK
 #include "kernels/out_of_memory.h"    // OutOfMemory, mib
 
 namespace trident::kernels::cuda {
@@ -56,7 +58,7 @@ struct LtMatmul::Plan {
   }
 };
 
-LtMatmul::LtMatmul() {
+LtMatmul::LtMatmul(bool timed) : timed_(timed) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -72,7 +74,7 @@ LtMatmul::~LtMatmul() {
   (void)cublasLtDestroy(handle_);
 }
 
-LtMatmul::Plan& LtMatmul::plan_for(const Call& call) {
+LtMatmul::Plan& LtMatmul::plan_for(const Call& call, cudaStream_t stream) {
   const Key key{static_cast<int>(call.epilogue), static_cast<int>(call.type), static_cast<int>(call.d_type),
                 static_cast<int>(call.bias_type), call.m, call.n, call.k, call.transa ? 1 : 0, call.transb ? 1 : 0,
                 alignment_of(call.a), alignment_of(call.b), alignment_of(call.d), alignment_of(call.bias),
@@ -123,26 +125,77 @@ LtMatmul::Plan& LtMatmul::plan_for(const Call& call) {
         std::tuple{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<const void*>(&align_d), sizeof align_d}}) {
     if (status == CUBLAS_STATUS_SUCCESS) status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, value, size);
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(timed_ ? kTimedAnswers : 1);
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.d, plan.d, preference, 1, &result,
-                                            &found);
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.d, plan.d, preference,
+                                            static_cast<int>(results.size()), results.data(), &found);
   }
   (void)cublasLtMatmulPreferenceDestroy(preference);
   // No algorithm, or a combination this cuBLASLt refuses (NOT_SUPPORTED, or INVALID_VALUE for an
   // alignment or epilogue it does not take): the separate kernels run, which compute the same
   // thing, and CudaBackend::epilogue_counts says so. A broken device fails there instead.
-  plan.available = status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-  if (plan.available) plan.algo = result.algo;
+  plan.available = status == CUBLAS_STATUS_SUCCESS && found > 0 && results[0].state == CUBLAS_STATUS_SUCCESS;
+  if (plan.available) {
+    plan.algo = results[0].algo;
+    if (timed_ && found > 1) time_answers(plan, call, results.data(), found, stream);
+  }
   return *plans_.emplace(key, std::move(made)).first->second;
+}
+
+void LtMatmul::time_answers(Plan& plan, const Call& call, const cublasLtMatmulHeuristicResult_t* answers, int found,
+                            cudaStream_t stream) {
+  // Where the call adds to D (a weight gradient), the runs go to a zeroed scratch of D's shape, so
+  // that nothing is added more than once; elsewhere to the call's own D (and GELU input), which
+  // the call itself then writes over. The scratch is held only while timing, at the shape's first
+  // call; without the memory for it, the heuristic's first answer stays.
+  void* d = call.d;
+  void* scratch = nullptr;
+  if (call.beta != 0.0f) {
+    const std::size_t bytes =
+        static_cast<std::size_t>(call.m) * static_cast<std::size_t>(call.n) * (call.d_type == CUDA_R_32F ? 4 : 2);
+    if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    CUDA_CHECK(cudaMemsetAsync(scratch, 0, bytes, stream));
+    d = scratch;
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  const float alpha = 1.0f;
+  std::vector<float> ms(static_cast<std::size_t>(found), -1.0f);
+  for (int i = 0; i < found; ++i) {
+    if (answers[i].state != CUBLAS_STATUS_SUCCESS || answers[i].workspaceSize > kWorkspaceBytes) continue;
+    auto launch = [&] {
+      return cublasLtMatmul(handle_, plan.desc, &alpha, call.a, plan.a, call.b, plan.b, &call.beta, d, plan.d, d,
+                            plan.d, &answers[i].algo, workspace_, kWorkspaceBytes, stream);
+    };
+    if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // an answer this call cannot take: not timed
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    bool ran = true;
+    for (int r = 0; r < kTimedRepeats && ran; ++r) ran = launch() == CUBLAS_STATUS_SUCCESS;
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float elapsed = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+    if (ran) ms[static_cast<std::size_t>(i)] = elapsed / kTimedRepeats;
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  if (scratch != nullptr) CUDA_CHECK(cudaFree(scratch));  // after the synchronize: no run still writes it
+  const int chosen = fastest_answer(ms, kTimedMargin);
+  if (chosen < 0) return;  // none ran: the first answer stays, and the call's own run reports why
+  plan.algo = answers[chosen].algo;
+  timed_shapes_.push_back({call.m, call.n, call.k, found, chosen, ms[0], ms[static_cast<std::size_t>(chosen)]});
 }
 
 bool LtMatmul::run(const Call& call, cudaStream_t stream) {
   if (call.m == 0 || call.n == 0) return true;  // nothing to write
   // The GELU input's leading dimension must be a multiple of 8 (cublasLt.h).
   if (call.aux != nullptr && call.m % 8 != 0) return false;
-  Plan& plan = plan_for(call);
+  Plan& plan = plan_for(call, stream);
   if (!plan.available) return false;
   if (call.bias != nullptr) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias,
@@ -173,6 +226,20 @@ bool LtMatmul::forward_gelu(void* out, void* pre, const void* inp, const void* w
 bool LtMatmul::backward_dgelu(void* dpre, const void* dout, const void* weight, const void* pre, int N, int C, int OC,
                               cudaDataType_t type, cudaStream_t stream) {
   return run({CUBLASLT_EPILOGUE_DGELU, type, type, C, N, OC, false, false, 0.0f, weight, dout, dpre, nullptr, type, pre},
+             stream);
+}
+
+bool LtMatmul::input_gradient(void* dinp, const void* dout, const void* weight, int N, int C, int OC,
+                              cudaDataType_t type, cudaStream_t stream) {
+  return run({CUBLASLT_EPILOGUE_DEFAULT, type, type, C, N, OC, false, false, 0.0f, weight, dout, dinp, nullptr, type,
+              nullptr},
+             stream);
+}
+
+bool LtMatmul::weight_gradient(float* dweight, const void* dout, const void* inp, int N, int C, int OC,
+                               cudaDataType_t type, cudaStream_t stream) {
+  return run({CUBLASLT_EPILOGUE_DEFAULT, type, CUDA_R_32F, C, OC, N, false, true, 1.0f, inp, dout, dweight, nullptr,
+              CUDA_R_32F, nullptr},
              stream);
 }
 

@@ -14,6 +14,10 @@
 // 16-bit format (tests/gpu say how much).
 // cuBLASLt's GELU is the tanh approximation, as GPT-2's and the CPU twin's.
 //
+// Under run.matmul_algorithms = timed (LtMatmul(true)) the backward's other two products run here
+// as well (input_gradient, weight_gradient), and each product shape's first call times up to
+// kTimedAnswers of the heuristic's answers on its own operands before it runs
+// (algorithm_timing.h chooses; timed_shapes() says what was found).
 // Each launcher returns false, having queued nothing, when cuBLASLt has no algorithm for the call
 // (a shape or alignment it does not handle or refuses, e.g. a leading dimension of the GELU input
 // that is not a multiple of 8): the caller then runs the separate kernels. The answer is cached per
@@ -29,14 +33,17 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
+
+#include "kernels/cuda/algorithm_timing.h"  // TimedMatmulShape
 
 namespace trident::kernels::cuda {
 
 class LtMatmul {
  public:
   // Makes the cuBLASLt handle and its workspace on the current device; OutOfMemory when the
-  // workspace does not fit.
-  LtMatmul();
+  // workspace does not fit. timed: choose each shape's algorithm by timing (above).
+  explicit LtMatmul(bool timed = false);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
@@ -44,6 +51,14 @@ class LtMatmul {
   // Bytes of device memory the workspace holds: what the heuristic may pick kernels for (32 MiB,
   // as usual on Hopper). Outside the memory estimate, like the other libraries' workspaces.
   static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+  // Answers of the heuristic a timed shape tries, and the margin by which another must beat the
+  // first (the timing's noise between two runs of one kernel, a few percent).
+  static constexpr int kTimedAnswers = 8;
+  static constexpr float kTimedMargin = 0.02f;
+  static constexpr int kTimedRepeats = 3;  // runs timed per answer, after one that warms it
+
+  // What the timing found at each shape so far.
+  const std::vector<TimedMatmulShape>& timed_shapes() const { return timed_shapes_; }
 
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC]; bias not null.
   bool forward_bias(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
@@ -57,6 +72,13 @@ class LtMatmul {
   // dweight[OC,C] += dout[N,OC]^T @ inp[N,C] (fp32, accumulated), and bias_sums[OC] = the sums of
   // dout's N rows (fp32, overwritten: cuBLASLt's BGRADB epilogue writes the sums, it does not add
   // them). dout and inp in `type`.
+  // Under timing only (the backend calls them then; they run the same with the heuristic's
+  // first): dinp[N,C] = dout[N,OC] @ weight[OC,C] (overwritten), and dweight[OC,C] += dout^T @ inp
+  // (fp32, accumulated), every other operand in `type`.
+  bool input_gradient(void* dinp, const void* dout, const void* weight, int N, int C, int OC, cudaDataType_t type,
+                      cudaStream_t stream);
+  bool weight_gradient(float* dweight, const void* dout, const void* inp, int N, int C, int OC, cudaDataType_t type,
+                       cudaStream_t stream);
   bool weight_gradient_bias_sums(float* dweight, float* bias_sums, const void* dout, const void* inp, int N, int C,
                                  int OC, cudaDataType_t type, cudaStream_t stream);
 
@@ -91,8 +113,14 @@ class LtMatmul {
     const void* aux;           // the GELU input (written by forward_gelu, read by backward_dgelu), ld m; null: none
   };
   bool run(const Call& call, cudaStream_t stream);
-  Plan& plan_for(const Call& call);
+  Plan& plan_for(const Call& call, cudaStream_t stream);
+  // Times the heuristic's `found` answers on the call's operands (a scratch D where the call adds
+  // to D) and keeps the fastest in plan.algo.
+  void time_answers(Plan& plan, const Call& call, const cublasLtMatmulHeuristicResult_t* answers, int found,
+                    cudaStream_t stream);
 
+  bool timed_ = false;
+  std::vector<TimedMatmulShape> timed_shapes_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::map<Key, std::unique_ptr<Plan>> plans_;

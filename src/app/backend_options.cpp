@@ -43,6 +43,8 @@ kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::De
   options.matmul_bias_gradients = config.run.matmul_bias_gradients == "epilogue"
                                       ? kernels::MatmulBiasGradients::kEpilogue
                                       : kernels::MatmulBiasGradients::kColumnSums;
+  options.matmul_algorithms = config.run.matmul_algorithms == "timed" ? kernels::MatmulAlgorithms::kTimed
+                                                                      : kernels::MatmulAlgorithms::kHeuristic;
   return options;
 }
 

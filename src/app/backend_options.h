@@ -1,7 +1,7 @@
 // The deck's choices about a backend's kernels (run.attention, run.matmul_epilogues,
 // run.attention_blocks, run.attention_batching, run.flash_dq, run.flash_block_order,
 // run.flash_forward, run.flash_backward, run.layernorm_sums, run.cross_entropy_loads,
-// run.adamw_loads, run.matmul_backward_streams, run.matmul_bias_gradients)
+// run.adamw_loads, run.matmul_backward_streams, run.matmul_bias_gradients, run.matmul_algorithms)
 // as kernels::BackendOptions, for trident train and trident check alike.
 #pragma once
 

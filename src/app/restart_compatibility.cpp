@@ -15,16 +15,16 @@ bool restart_may_change(const std::string& key) {
   // of kernels (run.attention and the GEMM attention's schedule, run.matmul_epilogues, the
   // choices waiting for a GPU's timing: run.flash_dq, flash_block_order, flash_forward,
   // flash_backward, flash_warpgroups, layernorm_sums,
-  // cross_entropy_loads, adamw_loads, matmul_backward_streams, matmul_bias_gradients), which like
-  // run.device changes the results only by rounding (flash_block_order not at all). run.profile
-  // changes no result.
-  constexpr std::array<std::string_view, 28> kKeys = {
+  // cross_entropy_loads, adamw_loads, matmul_backward_streams, matmul_bias_gradients,
+  // matmul_algorithms), which like run.device changes the results only by rounding
+  // (flash_block_order not at all). run.profile changes no result.
+  constexpr std::array<std::string_view, 29> kKeys = {
       "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
       "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
       "train.precision",  "train.loss_scale", "train.loss_scale_window", "run.attention", "run.matmul_epilogues",
       "run.attention_blocks", "run.attention_batching", "run.flash_dq", "run.flash_block_order",
       "run.flash_forward", "run.flash_backward", "run.flash_warpgroups", "run.layernorm_sums", "run.cross_entropy_loads", "run.adamw_loads",
-      "run.matmul_backward_streams", "run.matmul_bias_gradients", "run.profile"};
+      "run.matmul_backward_streams", "run.matmul_bias_gradients", "run.matmul_algorithms", "run.profile"};
   for (std::string_view section : kSections) {
     if (key.rfind(section, 0) == 0) return true;
   }

@@ -541,9 +541,10 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   }
 }
 
-// One algorithm, which remembers the alignments it was chosen for: cublasLtMatmul checks the
-// pointers it gets against them, as a real kernel chosen for aligned operands would misread
-// unaligned ones.
+// Up to three algorithms (as many as asked for), which compute alike and remember the alignments
+// they were chosen for: cublasLtMatmul checks the pointers it gets against them, as a real kernel
+// chosen for aligned operands would misread unaligned ones. Several, so that a timed choice among
+// them (run.matmul_algorithms = timed) runs its timing here too; data[4] numbers them.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t operationDesc,
                                               cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
                                               cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
@@ -557,12 +558,16 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
                          *reinterpret_cast<const LtLayout*>(Cdesc), *reinterpret_cast<const LtLayout*>(Ddesc));
   if (s != CUBLAS_STATUS_SUCCESS) return s;
   const auto& p = *reinterpret_cast<const LtPreference*>(preference);
-  cublasLtMatmulHeuristicResult_t& r = heuristicResultsArray[0];
-  std::memset(&r, 0, sizeof r);
-  for (int i = 0; i < 4; ++i) r.algo.data[i] = p.align[i];
-  r.workspaceSize = 0;
-  r.state = CUBLAS_STATUS_SUCCESS;
-  *returnAlgoCount = 1;
+  const int answers = std::min(requestedAlgoCount, 3);
+  for (int a = 0; a < answers; ++a) {
+    cublasLtMatmulHeuristicResult_t& r = heuristicResultsArray[a];
+    std::memset(&r, 0, sizeof r);
+    for (int i = 0; i < 4; ++i) r.algo.data[i] = p.align[i];
+    r.algo.data[4] = static_cast<uint64_t>(a);
+    r.workspaceSize = 0;
+    r.state = CUBLAS_STATUS_SUCCESS;
+  }
+  *returnAlgoCount = answers;
   return CUBLAS_STATUS_SUCCESS;
 }
 

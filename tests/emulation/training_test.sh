@@ -16,8 +16,9 @@
 #   with both directions overlapped, two warpgroups a block (run.flash_warpgroups), giving
 #   mma.sync's losses exactly (T = 160), and
 #   the matmul parameter gradients on a second stream giving one stream's losses exactly, fp32 and
-#   bf16; the bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients) on bf16
-#   flash within 1e-2 of the CPU's bf16;
+#   bf16; the bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients) with the
+#   cuBLASLt kernels chosen by timing (run.matmul_algorithms) on bf16 flash within 1e-2 of the
+#   CPU's bf16;
 # - a NaN written into the device's gradients stops a bf16 run at that step, exit 3.
 # The parallel layouts and NCCL: training_layouts_test.sh. The GPU runs set parallel.comm = mpi.
 source "$(dirname "$0")/training_lib.sh"
@@ -95,12 +96,16 @@ train streams $gpu --run.matmul_backward_streams=two
 matches "matmul parameter gradients on a second stream, fp32, against one stream" gpu streams 0
 train streams16 $gpu $wide --train.precision=bf16 --run.matmul_backward_streams=two
 matches "matmul parameter gradients on a second stream, bf16 flash, against one stream" flash16 streams16 0
-# The bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients = epilogue, waiting
-# for a GPU's timing): within 1e-2 of the CPU's bf16.
-train bias16 $gpu $wide --train.precision=bf16 --run.matmul_bias_gradients=epilogue
-grep -q "^backend.*bias gradients in the weight GEMM's epilogue" bias16.log \
-  || { grep '^backend' bias16.log; fail "the backend line does not name the bias gradients' epilogue"; }
-matches "bias gradients in the weight GEMM's epilogue, bf16 flash, against the CPU's bf16" wcpu16 bias16 1e-2
+# The bias gradients in the weight GEMM's epilogue (run.matmul_bias_gradients = epilogue) and the
+# cuBLASLt kernels chosen by timing (run.matmul_algorithms = timed: every product shape timed on
+# the emulated cuBLASLt's three answers, the backward's products on cuBLASLt), both waiting for a
+# GPU's timing, in one run (an emulated bf16 flash run costs ~12 s; tests/gpu's MatmulAlgorithms
+# and MatmulBiasGradients check each alone): within 1e-2 of the CPU's bf16.
+train bias16 $gpu $wide --train.precision=bf16 --run.matmul_bias_gradients=epilogue --run.matmul_algorithms=timed
+grep -q "^backend.*bias gradients in the weight GEMM's epilogue, cuBLASLt algorithms timed per product shape" \
+  bias16.log || { grep '^backend' bias16.log; fail "the backend line does not name the epilogue and the timing"; }
+matches "bias gradients in the weight GEMM's epilogue, timed cuBLASLt kernels, bf16 flash, against the CPU's bf16" \
+  wcpu16 bias16 1e-2
 train separate16 $gpu $wide --train.precision=bf16 --run.attention=gemm --run.matmul_epilogues=separate
 matches "separate matmul epilogues, bf16, against the CPU's bf16" wcpu16 separate16 1e-2
 grep -q "^backend.*4 causal attention blocks, pointer-array attention products" separate16.log \

@@ -9,6 +9,11 @@
 // And run.matmul_bias_gradients = epilogue (MatmulBiasGradients::kEpilogue: a 16-bit layer's bias
 // gradient summed in its weight gradient's cuBLASLt GEMM) against the column sums: the same input
 // gradient bits, the weight and bias gradients equal to rounding, accumulated over two calls.
+// And run.matmul_algorithms = timed (MatmulAlgorithms::kTimed: each cuBLASLt product shape's
+// kernel chosen by timing the heuristic's answers on the first call's operands, the backward's
+// two products on cuBLASLt too) against the heuristic's first: every output equal to rounding,
+// the weight gradient accumulated once a call (the timing's runs go to a scratch), and the
+// forward's outputs those of the call (the timing's runs write them first).
 #include <gtest/gtest.h>
 
 #include <cublas_v2.h>     // CUBLAS_DEFAULT_MATH
@@ -91,13 +96,17 @@ std::vector<float> dweight_start(const Case& c) {
 // Two backward calls of `c` (the second accumulating onto the first's parameter gradients, as
 // micro-batches do) on a backend with `streams` and `bias_gradients`; every output's bits: dinp (or
 // dpre), dweight, dbias. `epilogues_run`, when given, counts the calls cuBLASLt took.
+// `algorithms` and `timed` (when given: what the timing found) for run.matmul_algorithms.
 std::vector<std::vector<uint32_t>> backward_bits(const Case& c, MatmulBackwardStreams streams,
                                                  MatmulBiasGradients bias_gradients = MatmulBiasGradients::kColumnSums,
-                                                 std::size_t* epilogues_run = nullptr) {
+                                                 std::size_t* epilogues_run = nullptr,
+                                                 MatmulAlgorithms algorithms = MatmulAlgorithms::kHeuristic,
+                                                 std::vector<cuda::TimedMatmulShape>* timed = nullptr) {
   auto backend = make_backend(Device::kCuda, 1, 0,
                               {.matmul_epilogues = c.epilogues,
                                .matmul_backward_streams = streams,
-                               .matmul_bias_gradients = bias_gradients});
+                               .matmul_bias_gradients = bias_gradients,
+                               .matmul_algorithms = algorithms});
   const Precision p = c.precision;
   Words dout(*backend, stored_values(count_of(c.N, c.OC), -1.0f, 1.0f, p, 1));
   Words inp(*backend, stored_values(count_of(c.N, c.C), -1.0f, 1.0f, p, 2));
@@ -120,6 +129,7 @@ std::vector<std::vector<uint32_t>> backward_bits(const Case& c, MatmulBackwardSt
     }
   }
   if (epilogues_run != nullptr) *epilogues_run = dynamic_cast<cuda::CudaBackend&>(*backend).epilogue_counts().fused;
+  if (timed != nullptr) *timed = dynamic_cast<cuda::CudaBackend&>(*backend).timed_matmul_shapes();
   // No synchronize first: the copies back are queued on the compute stream, so only the join
   // makes them wait for the side stream.
   return {dinp.bits(), dweight.bits(), dbias.bits()};
@@ -193,6 +203,113 @@ TEST(MatmulBiasGradients, TheEpilogueSumsAgreeWithTheColumnSums) {
                 epilogue_run == plain_run + 2 ? "took" : "refused");
 #endif
   }
+}
+
+// max |a - b| / max |b| over 16-bit bf16 patterns, two to a word (the 16-bit outputs' bits).
+double bf16_relative_difference(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  std::vector<uint32_t> wide_a, wide_b;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (int half = 0; half < 2; ++half) {
+      wide_a.push_back(((a[i] >> (16 * half)) & 0xffffu) << 16);
+      wide_b.push_back(((b[i] >> (16 * half)) & 0xffffu) << 16);
+    }
+  }
+  return relative_difference(wide_a, wide_b);
+}
+
+// One bf16 unit of the largest value (2^-7 of max |ref|): two kernels' sums in another order
+// may round a 16-bit output to its neighbour, no more.
+constexpr double kBf16Unit = 1.0 / 128;
+
+// The timing found answers to time at every shape (the emulated cuBLASLt offers three, a GPU's
+// heuristic one or more; a shape with one is not timed) and kept one of them.
+void expect_timed(const std::vector<cuda::TimedMatmulShape>& shapes, std::size_t at_least) {
+#ifdef TRIDENT_CUDA_EMULATION
+  EXPECT_GE(shapes.size(), at_least);
+#else
+  (void)at_least;  // a GPU's heuristic may offer one answer at a shape: nothing to time there
+#endif
+  for (const auto& s : shapes) {
+    EXPECT_GE(s.answers, 2) << s.m << " x " << s.n << " x " << s.k;
+    EXPECT_GE(s.chosen, 0);
+    EXPECT_LT(s.chosen, s.answers);
+    EXPECT_GE(s.first_ms, 0.0f);
+    EXPECT_GE(s.chosen_ms, 0.0f);
+#ifdef TRIDENT_CUDA_EMULATION
+    EXPECT_EQ(s.answers, 3);
+#else
+    std::printf("[ info ] %d x %d x %d: answer %d of %d, %.4f ms against the first's %.4f ms\n", s.m, s.n, s.k,
+                s.chosen + 1, s.answers, static_cast<double>(s.chosen_ms), static_cast<double>(s.first_ms));
+#endif
+  }
+}
+
+TEST(MatmulAlgorithms, TimedBackwardAgreesWithTheHeuristicsFirst) {
+  const MatmulEpilogues fused = MatmulEpilogues::kFused;
+  const Precision bf16 = Precision::kBf16;
+  const MatmulBackwardStreams one = MatmulBackwardStreams::kOne, two = MatmulBackwardStreams::kTwo;
+  const MatmulBiasGradients sums = MatmulBiasGradients::kColumnSums, epilogue = MatmulBiasGradients::kEpilogue;
+  struct Timed {
+    Case c;
+    MatmulBackwardStreams streams;
+    MatmulBiasGradients bias_gradients;
+    std::size_t shapes;  // product shapes timed at least
+  };
+  const Timed cases[] = {
+      {{"bf16, all outputs", bf16, fused, false, true, true, 128, 64, 192}, one, sums, 2},
+      {{"bf16, no input gradient", bf16, fused, false, false, true, 96, 64, 128}, one, sums, 1},
+      {{"bf16 through GELU, cuBLASLt's DGELU epilogue", bf16, fused, true, true, true, 128, 256, 64}, one, sums, 2},
+      {{"bf16, two streams: the weight gradient timed on the side stream", bf16, fused, false, true, true, 128, 64,
+        192},
+       two, sums, 2},
+      {{"bf16, the bias sums in the epilogue, timed", bf16, fused, false, true, true, 128, 64, 192}, one, epilogue, 2},
+  };
+  for (const Timed& t : cases) {
+    SCOPED_TRACE(t.c.name);
+    std::vector<cuda::TimedMatmulShape> shapes;
+    const auto first = backward_bits(t.c, t.streams, t.bias_gradients);
+    const auto timed = backward_bits(t.c, t.streams, t.bias_gradients, nullptr, MatmulAlgorithms::kTimed, &shapes);
+    EXPECT_LE(bf16_relative_difference(timed[0], first[0]), kBf16Unit) << "dinp";
+    EXPECT_LE(relative_difference(timed[1], first[1]), kReductionTolerance) << "dweight";
+    EXPECT_LE(relative_difference(timed[2], first[2]), kReductionTolerance) << "dbias";
+    EXPECT_NE(first[1], bits_of(dweight_start(t.c))) << "dweight was not accumulated";
+    expect_timed(shapes, t.shapes);
+  }
+}
+
+TEST(MatmulAlgorithms, TimedForwardAgreesWithTheHeuristicsFirst) {
+  const int N = 128, C = 64, OC = 192;
+  const Precision p = Precision::kBf16;
+  std::vector<std::vector<uint32_t>> results[2];
+  std::vector<cuda::TimedMatmulShape> shapes;
+  for (int timed = 0; timed < 2; ++timed) {
+    auto backend = make_backend(
+        Device::kCuda, 1, 0, {.matmul_algorithms = timed == 1 ? MatmulAlgorithms::kTimed : MatmulAlgorithms::kHeuristic});
+    Words inp(*backend, stored_values(count_of(N, C), -1.0f, 1.0f, p, 1));
+    Words weight(*backend, stored_values(count_of(OC, C), -0.5f, 0.5f, p, 2));
+    Words bias(*backend, stored_values(count_of(OC, 1), -0.5f, 0.5f, p, 3));
+    Words out(*backend, stored_values(count_of(N, OC), 5.0f, 9.0f, p, 4));  // stale: overwritten
+    Words gelu_out(*backend, stored_values(count_of(N, OC), 5.0f, 9.0f, p, 5));
+    Words pre(*backend, stored_values(count_of(N, OC), 5.0f, 9.0f, p, 6));
+    auto act = [&](Words& w) { return ActPtr(reinterpret_cast<uint16_t*>(w.get()), p); };
+    backend->matmul_forward(act(out), act(inp), act(weight), act(bias), N, C, OC);
+    backend->matmul_gelu_forward(act(gelu_out), act(pre), act(inp), act(weight), act(bias), N, C, OC);
+    results[timed] = {out.bits(), gelu_out.bits(), pre.bits()};
+    if (timed == 1) shapes = dynamic_cast<cuda::CudaBackend&>(*backend).timed_matmul_shapes();
+  }
+  const char* names[] = {"out", "gelu out", "pre"};
+  for (int i = 0; i < 3; ++i) {
+    // Plus 1e-3 for the GELU: another kernel's epilogue may evaluate its tanh otherwise.
+    EXPECT_LE(bf16_relative_difference(results[1][i], results[0][i]), kBf16Unit + (i == 1 ? 1e-3 : 0.0)) << names[i];
+  }
+  expect_timed(shapes, 2);
+}
+
+TEST(MatmulAlgorithms, TheBackendLineNamesTheTiming) {
+  auto timed = make_backend(Device::kCuda, 1, 0, {.matmul_algorithms = MatmulAlgorithms::kTimed});
+  EXPECT_NE(timed->name().find("cuBLASLt algorithms timed per product shape"), std::string::npos) << timed->name();
+  auto first = make_backend(Device::kCuda, 1, 0);
+  EXPECT_EQ(first->name().find("timed"), std::string::npos) << first->name();
 }
 
 TEST(MatmulBiasGradients, TheBackendLineNamesTheEpilogue) {

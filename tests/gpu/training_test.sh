@@ -15,7 +15,8 @@
 #   the flash blocks' other order (run.flash_block_order = longest_first) giving the default's
 #   bf16 losses exactly; the kernel choices waiting for a GPU's timing (run.flash_dq,
 #   run.flash_block_order, run.layernorm_sums, run.cross_entropy_loads, run.adamw_loads,
-#   run.matmul_backward_streams) on bf16 flash within 1e-2 of the CPU's bf16, and the matmul parameter gradients on a second stream giving one
+#   run.matmul_backward_streams, run.matmul_bias_gradients, run.matmul_algorithms) on bf16 flash
+#   within 1e-2 of the CPU's bf16, and the matmul parameter gradients on a second stream giving one
 #   stream's bf16 losses exactly; flash on Hopper's warpgroup products (run.flash_forward,
 #   run.flash_backward), overlapped and in turn, one and two warpgroups a block
 #   (run.flash_warpgroups), at T = 256 within 1e-2 of the CPU's bf16 (where
@@ -193,6 +194,14 @@ grep -q "^backend.*bias gradients in the weight GEMM's epilogue" bgpu16.log \
 out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl bgpu16/metrics.jsonl loss 1e-2) \
   && pass "bias gradients in the weight GEMM's epilogue, bf16 GPU against bf16 CPU: $out" \
   || fail "bias gradients in the epilogue, bf16: $out"
+# The cuBLASLt kernels chosen by timing (run.matmul_algorithms = timed; the backward's products
+# on cuBLASLt too): within 1e-2 of the bf16 CPU.
+mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.matmul_algorithms=timed \
+  --run.dir=mgpu16 > mgpu16.log 2>&1 || { tail -20 mgpu16.log; fail "timed cuBLASLt kernels, bf16 on the GPU"; }
+grep -q "^backend.*cuBLASLt algorithms timed per product shape" mgpu16.log \
+  || { grep '^backend' mgpu16.log; fail "the backend line does not name the timed cuBLASLt kernels"; }
+out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl mgpu16/metrics.jsonl loss 1e-2) \
+  && pass "timed cuBLASLt kernels, bf16 GPU against bf16 CPU: $out" || fail "timed cuBLASLt kernels, bf16: $out"
 # The GEMM attention on the same 16-bit buffers: its products read bf16 and it
 # rounds P and dS to bf16 between them (kernels/cuda/attention_schedule.h).
 mpi 1 train quick.ini $flash --train.precision=bf16 --run.device=cuda --run.attention=gemm --run.dir=ggpu16 \

@@ -8,7 +8,7 @@
 # deck in place of inputs/gpt2-*.ini (run.device = cuda -> cpu, run.attention = flash -> gemm:
 # the CPU backend has no flash kernels), and its `nvidia-smi` prints a made-up GPU. So the
 # figures mean nothing; what is checked is what the script makes of them:
-# - candidates: 14 rows at 774M (the defaults, each of the eleven choices alone, the first seven
+# - candidates: 15 rows at 774M (the defaults, each of the twelve choices alone, the first eight
 #   together, the defaults again) and 2 at 124M, each naming its flags. The stand-in writes the
 #   step times the script reads (the real ones here would hang on this machine's load): 100 ms,
 #   94 with run.flash_dq = key_walk, 95 with run.flash_backward = wgmma_overlapped, 96 and 98
@@ -61,7 +61,7 @@ case " \$* " in
   *" --run.layernorm_sums=row_walk "*) ms=97 ;;
   *" --run.flash_forward=wgmma "*) ms=98 ;;
   *"flash_dq="* | *"flash_block_order="* | *"cross_entropy_loads="* | *"adamw_loads="* | *"matmul_backward_streams="* \\
-    | *"matmul_bias_gradients="* | *"flash_forward="* | *"flash_backward="*) ;;
+    | *"matmul_bias_gradients="* | *"matmul_algorithms="* | *"flash_forward="* | *"flash_backward="*) ;;
   *" inputs/gpt2-774m.ini "*)
     count=\$((\$(cat "$WORK_DIR/defaults-runs" 2>/dev/null || echo 0) + 1))
     echo \$count > "$WORK_DIR/defaults-runs"
@@ -85,7 +85,7 @@ echo "trident rehearsal (tests/mpi/gpu_bench_rehearsal_test.sh)" > "$pack/build.
 bench="$TRIDENT_SOURCE_DIR/perf/gpu_bench.sh"
 steps=3
 choices="flash_dq=key_walk flash_block_order=longest_first layernorm_sums=row_walk cross_entropy_loads=packs
-  adamw_loads=packs matmul_backward_streams=two matmul_bias_gradients=epilogue"
+  adamw_loads=packs matmul_backward_streams=two matmul_bias_gradients=epilogue matmul_algorithms=timed"
 
 # rows SUMMARY [PATTERN]: the summary's table rows (matching PATTERN).
 rows() { grep '^| gpt2-' "$1" | grep -c -- "${2:-}"; }
@@ -103,8 +103,8 @@ rm -f defaults-runs
 OUT=$WORK_DIR/out TAG=rehearsal BENCH_ROWS=candidates bash "$bench" "$pack" $steps > candidates.md 2> candidates.err
 rc=$?
 [ $rc -eq 0 ] && pass "candidates: exit 0" || fail "candidates: exit $rc: $(tail -5 candidates.err)"
-[ "$(rows candidates.md gpt2-774m)" = 14 ] && [ "$(rows candidates.md gpt2-124m)" = 2 ] \
-  && pass "candidates: 14 rows at 774M, 2 at 124M" || fail "candidates: rows: $(grep '^| gpt2-' candidates.md)"
+[ "$(rows candidates.md gpt2-774m)" = 15 ] && [ "$(rows candidates.md gpt2-124m)" = 2 ] \
+  && pass "candidates: 15 rows at 774M, 2 at 124M" || fail "candidates: rows: $(grep '^| gpt2-' candidates.md)"
 no_failed_rows candidates candidates.md
 # Each row says where the sitting's time went: trident's start-up line and the run's wall time.
 if grep '^| gpt2-' candidates.md | grep -v -q -E '\| [0-9]+\.[0-9]{2} s \| [0-9]+ s \|$'; then
@@ -113,7 +113,7 @@ else
   pass "candidates: every row with its start-up and run seconds"
 fi
 for choice in $choices; do
-  [ "$(rows candidates.md "$choice")" = 3 ] && pass "candidates: $choice alone and among all seven at 774M and 124M" \
+  [ "$(rows candidates.md "$choice")" = 3 ] && pass "candidates: $choice alone and among all eight at 774M and 124M" \
     || fail "candidates: $choice in $(rows candidates.md "$choice") rows, not 3"
 done
 for choice in flash_forward=wgmma flash_forward=wgmma_overlapped flash_backward=wgmma flash_backward=wgmma_overlapped; do

@@ -126,6 +126,8 @@ TEST(RunConfig, KernelChoicesWaitingForTheirTiming) {
   EXPECT_EQ(config_of({"--run.matmul_backward_streams=two"}).run.matmul_backward_streams, "two");
   EXPECT_EQ(config_of({}).run.matmul_bias_gradients, "column_sums");
   EXPECT_EQ(config_of({"--run.matmul_bias_gradients=epilogue"}).run.matmul_bias_gradients, "epilogue");
+  EXPECT_EQ(config_of({}).run.matmul_algorithms, "heuristic");
+  EXPECT_EQ(config_of({"--run.matmul_algorithms=timed"}).run.matmul_algorithms, "timed");
   EXPECT_EQ(config_of({}).run.flash_forward, "mma_sync");
   EXPECT_EQ(config_of({}).run.flash_backward, "mma_sync");
   EXPECT_EQ(config_of({"--run.flash_forward=wgmma_overlapped"}).run.flash_forward, "wgmma_overlapped");

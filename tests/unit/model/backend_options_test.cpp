@@ -38,6 +38,7 @@ TEST(BackendOptions, DefaultsAreTheBackendsDefaults) {
   EXPECT_EQ(deck.adamw_loads, plain.adamw_loads);
   EXPECT_EQ(deck.matmul_backward_streams, plain.matmul_backward_streams);
   EXPECT_EQ(deck.matmul_bias_gradients, plain.matmul_bias_gradients);
+  EXPECT_EQ(deck.matmul_algorithms, plain.matmul_algorithms);
 }
 
 TEST(BackendOptions, EveryKeyReachesItsOption) {
@@ -47,7 +48,7 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
                   "--run.flash_block_order=longest_first", "--run.flash_forward=wgmma_overlapped",
                   "--run.flash_backward=wgmma", "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs",
                   "--run.adamw_loads=packs", "--run.matmul_backward_streams=two",
-                  "--run.matmul_bias_gradients=epilogue"});
+                  "--run.matmul_bias_gradients=epilogue", "--run.matmul_algorithms=timed"});
   EXPECT_EQ(options.attention, kernels::AttentionKernel::kFlash);
   EXPECT_EQ(options.matmul_epilogues, kernels::MatmulEpilogues::kSeparate);
   EXPECT_EQ(options.attention_blocks, 4);
@@ -63,11 +64,13 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(options.adamw_loads, kernels::AdamWLoads::kPacks);
   EXPECT_EQ(options.matmul_backward_streams, kernels::MatmulBackwardStreams::kTwo);
   EXPECT_EQ(options.matmul_bias_gradients, kernels::MatmulBiasGradients::kEpilogue);
+  EXPECT_EQ(options.matmul_algorithms, kernels::MatmulAlgorithms::kTimed);
   // The other way of each, named, is the default.
   const kernels::BackendOptions named = options_of(
       {"--run.flash_dq=separate", "--run.flash_block_order=head_by_head", "--run.flash_forward=mma_sync",
        "--run.flash_backward=mma_sync", "--run.layernorm_sums=separate", "--run.cross_entropy_loads=values",
-       "--run.adamw_loads=values", "--run.matmul_backward_streams=one", "--run.matmul_bias_gradients=column_sums"});
+       "--run.adamw_loads=values", "--run.matmul_backward_streams=one", "--run.matmul_bias_gradients=column_sums",
+       "--run.matmul_algorithms=heuristic"});
   EXPECT_EQ(named.flash_dq, kernels::FlashDq::kSeparateWalk);
   EXPECT_EQ(named.flash_block_order, kernels::FlashBlockOrder::kHeadByHead);
   EXPECT_EQ(named.flash_forward_products, kernels::FlashProducts::kWarp);
@@ -84,6 +87,7 @@ TEST(BackendOptions, EveryKeyReachesItsOption) {
   EXPECT_EQ(named.adamw_loads, kernels::AdamWLoads::kValues);
   EXPECT_EQ(named.matmul_backward_streams, kernels::MatmulBackwardStreams::kOne);
   EXPECT_EQ(named.matmul_bias_gradients, kernels::MatmulBiasGradients::kColumnSums);
+  EXPECT_EQ(named.matmul_algorithms, kernels::MatmulAlgorithms::kHeuristic);
 }
 
 TEST(BackendOptions, AutoAttentionIsFlashOnlyOnTheTensorCores) {

@@ -40,7 +40,7 @@ TEST(RestartCompatibility, KernelChoicesMayChange) {
                    "--run.flash_backward=wgmma_overlapped", "--run.flash_warpgroups=2",
                    "--run.cross_entropy_loads=packs", "--run.adamw_loads=packs",
                    "--run.matmul_backward_streams=two", "--run.matmul_bias_gradients=epilogue",
-                   "--run.device=auto"}),
+                   "--run.matmul_algorithms=timed", "--run.device=auto"}),
       "ck.h5"));
 }
 
