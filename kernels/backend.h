@@ -122,6 +122,9 @@ class Backend {
   // (its high-water mark), for comparing the memory estimate with a GPU run. 0 for the CPU,
   // whose memory the resident-set size measures.
   virtual std::size_t device_bytes_high_water() const { return 0; }
+  // Under run.matmul_algorithms = timed, what the timing found (a line, "matmul algorithms: ..."),
+  // for the end of a run; empty where nothing was timed.
+  virtual std::string matmul_algorithm_report() const { return {}; }
   // A promise that from now on every matmul and attention GEMM reads only values representable
   // in `inputs` (bf16 or fp16 storage: activations and the rounded compute copy of the
   // weights). A backend may then use math that is exact on such values with fp32 accumulation:

@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
   // Under MatmulAlgorithms::kTimed, what the timing found at each product shape so far (both
   // cuBLASLt handles'); empty otherwise. For tests and reports.
   std::vector<TimedMatmulShape> timed_matmul_shapes() const;
+  std::string matmul_algorithm_report() const override;
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }

@@ -320,6 +320,8 @@ int train_command(const std::vector<std::string>& args) {
                   "context and library workspaces come on top)\n",
                   static_cast<double>(device_mib));
     }
+    const std::string algorithms = backend->matmul_algorithm_report();
+    if (leader && !algorithms.empty()) std::printf("%s (rank 0)\n", algorithms.c_str());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (leader) {

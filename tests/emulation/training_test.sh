@@ -106,6 +106,8 @@ grep -q "^backend.*bias gradients in the weight GEMM's epilogue, cuBLASLt algori
   bias16.log || { grep '^backend' bias16.log; fail "the backend line does not name the epilogue and the timing"; }
 matches "bias gradients in the weight GEMM's epilogue, timed cuBLASLt kernels, bf16 flash, against the CPU's bf16" \
   wcpu16 bias16 1e-2
+grep -q "^matmul algorithms: [1-9][0-9]* cuBLASLt product shapes timed" bias16.log \
+  && pass "the timed run reports what its timing found" || fail "no timing report: $(grep '^matmul' bias16.log)"
 train separate16 $gpu $wide --train.precision=bf16 --run.attention=gemm --run.matmul_epilogues=separate
 matches "separate matmul epilogues, bf16, against the CPU's bf16" wcpu16 separate16 1e-2
 grep -q "^backend.*4 causal attention blocks, pointer-array attention products" separate16.log \

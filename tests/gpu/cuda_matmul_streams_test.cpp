@@ -295,7 +295,16 @@ TEST(MatmulAlgorithms, TimedForwardAgreesWithTheHeuristicsFirst) {
     backend->matmul_forward(act(out), act(inp), act(weight), act(bias), N, C, OC);
     backend->matmul_gelu_forward(act(gelu_out), act(pre), act(inp), act(weight), act(bias), N, C, OC);
     results[timed] = {out.bits(), gelu_out.bits(), pre.bits()};
-    if (timed == 1) shapes = dynamic_cast<cuda::CudaBackend&>(*backend).timed_matmul_shapes();
+    if (timed == 1) {
+      shapes = dynamic_cast<cuda::CudaBackend&>(*backend).timed_matmul_shapes();
+      const std::string report = backend->matmul_algorithm_report();
+      const std::string want = "matmul algorithms: " + std::to_string(shapes.size()) + " cuBLASLt product shapes timed";
+      if (shapes.empty()) {
+        EXPECT_EQ(report, "");  // a GPU's heuristic with one answer a shape: nothing timed
+      } else {
+        EXPECT_EQ(report.rfind(want, 0), 0u) << report;
+      }
+    }
   }
   const char* names[] = {"out", "gelu out", "pre"};
   for (int i = 0; i < 3; ++i) {
@@ -310,6 +319,7 @@ TEST(MatmulAlgorithms, TheBackendLineNamesTheTiming) {
   EXPECT_NE(timed->name().find("cuBLASLt algorithms timed per product shape"), std::string::npos) << timed->name();
   auto first = make_backend(Device::kCuda, 1, 0);
   EXPECT_EQ(first->name().find("timed"), std::string::npos) << first->name();
+  EXPECT_EQ(first->matmul_algorithm_report(), "");  // nothing timed
 }
 
 TEST(MatmulBiasGradients, TheBackendLineNamesTheEpilogue) {
