@@ -148,13 +148,15 @@ void LtMatmul::time_answers(Plan& plan, const Call& call, const cublasLtMatmulHe
   // Where the call adds to D (a weight gradient), the runs go to a zeroed scratch of D's shape, so
   // that nothing is added more than once; elsewhere to the call's own D (and GELU input), which
   // the call itself then writes over. The scratch is held only while timing, at the shape's first
-  // call; without the memory for it, the heuristic's first answer stays.
+  // call; without the memory for it, the heuristic's first answer stays. Stream-ordered
+  // (cudaMallocAsync, cudaFreeAsync): cudaFree would wait for the whole device, NCCL's streams
+  // included, whose pipeline receives may wait on a peer that waits on this rank.
   void* d = call.d;
   void* scratch = nullptr;
   if (call.beta != 0.0f) {
     const std::size_t bytes =
         static_cast<std::size_t>(call.m) * static_cast<std::size_t>(call.n) * (call.d_type == CUDA_R_32F ? 4 : 2);
-    if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
+    if (cudaMallocAsync(&scratch, bytes, stream) != cudaSuccess) {
       (void)cudaGetLastError();
       return;
     }
@@ -177,14 +179,14 @@ void LtMatmul::time_answers(Plan& plan, const Call& call, const cublasLtMatmulHe
     bool ran = true;
     for (int r = 0; r < kTimedRepeats && ran; ++r) ran = launch() == CUBLAS_STATUS_SUCCESS;
     CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));  // this stream's runs only, as a workspace's growth waits
     float elapsed = 0.0f;
     CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
     if (ran) ms[static_cast<std::size_t>(i)] = elapsed / kTimedRepeats;
   }
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
-  if (scratch != nullptr) CUDA_CHECK(cudaFree(scratch));  // after the synchronize: no run still writes it
+  if (scratch != nullptr) CUDA_CHECK(cudaFreeAsync(scratch, stream));  // after the timed runs, in stream order
   const int chosen = fastest_answer(ms, kTimedMargin);
   if (chosen < 0) return;  // none ran: the first answer stays, and the call's own run reports why
   plan.algo = answers[chosen].algo;

@@ -232,10 +232,9 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   return cudaSuccess;
 }
 
-cudaError_t cudaFree(void* p) {
-  if (p == nullptr) return cudaSuccess;
-  // cudaFree waits for the device: queued work that reads the allocation runs first.
-  cuda_emu::synchronize_device();
+namespace {
+
+void release_allocation(void* p) {
   auto& r = runtime();
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto it = r.allocations.find(static_cast<const unsigned char*>(p));
@@ -246,6 +245,30 @@ cudaError_t cudaFree(void* p) {
   r.allocated -= it->second;
   r.allocations.erase(it);
   std::free(p);
+}
+
+}  // namespace
+
+cudaError_t cudaFree(void* p) {
+  if (p == nullptr) return cudaSuccess;
+  // cudaFree waits for the device: queued work that reads the allocation runs first.
+  cuda_emu::synchronize_device();
+  release_allocation(p);
+  return cudaSuccess;
+}
+
+// Stream-ordered allocation (the timed cuBLASLt choice's scratch, kernels/cuda/lt_matmul.cu): the
+// memory is taken at once, as work queued after the call may use it; the free waits for the work
+// queued before it on that stream only, never for the whole device (which is what keeps a rank
+// from blocking on its own communication streams).
+cudaError_t cudaMallocAsync(void** p, std::size_t bytes, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  return cudaMalloc(p, bytes);
+}
+
+cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
+  cuda_emu::check_stream(stream);
+  if (p != nullptr) cuda_emu::enqueue(stream, [p] { release_allocation(p); });
   return cudaSuccess;
 }
 
