@@ -151,8 +151,10 @@ std::vector<KeySpec> make_schema() {
                  "cublasGemmEx), or, at each product shape's first call, the fastest of up to 8 of its answers, "
                  "timed on that call's operands, with the backward's two products on cuBLASLt too (timed; the "
                  "timing takes milliseconds at start, and a weight gradient's shape a scratch of its size while "
-                 "timed). Results agree to rounding; a restart may time another kernel, so it agrees with the "
-                 "uninterrupted run to rounding rather than bit for bit. Not yet timed on a GPU. fp32 runs, "
+                 "timed). Results agree to rounding. After the first step every rank runs the kernel the ranks "
+                 "agree on at each shape (the lowest rank's), and checkpoints keep them, so that a restart on "
+                 "the same cuBLASLt and GPU runs the same kernels and gives the uninterrupted run's bits (on "
+                 "another, it times anew: rounding). Not yet timed on a GPU. fp32 runs, "
                  "run.matmul_epilogues = separate and the CPU ignore it."),
       int_key("run.threads", "0", 0, kNone,
               "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),

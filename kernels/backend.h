@@ -125,6 +125,13 @@ class Backend {
   // Under run.matmul_algorithms = timed, what the timing found (a line, "matmul algorithms: ..."),
   // for the end of a run; empty where nothing was timed.
   virtual std::string matmul_algorithm_report() const { return {}; }
+  // Under run.matmul_algorithms = timed, the kernel chosen at each product shape so far, as a
+  // choice table (kernels/choice_table.h); empty elsewhere. And the taking of such a table, merged
+  // over the ranks or kept by a checkpoint: every shape in it runs the table's kernel from now
+  // on, untimed, so that the ranks run the same kernels and a restart those of the run it resumes.
+  // Returns false where the table cannot be taken (not timing; another library or GPU made it).
+  virtual std::string matmul_algorithm_choices() const { return {}; }
+  virtual bool adopt_matmul_algorithm_choices(const std::string& /*table*/) { return false; }
   // A promise that from now on every matmul and attention GEMM reads only values representable
   // in `inputs` (bf16 or fp16 storage: activations and the rounded compute copy of the
   // weights). A backend may then use math that is exact on such values with fp32 accumulation:

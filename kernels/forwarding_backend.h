@@ -36,6 +36,11 @@ class ForwardingBackend : public Backend {
   bool is_device_memory(const void* p) const override { return inner_.is_device_memory(p); }
   void* device_stream() const override { return inner_.device_stream(); }
   std::size_t device_bytes_high_water() const override { return inner_.device_bytes_high_water(); }
+  std::string matmul_algorithm_report() const override { return inner_.matmul_algorithm_report(); }
+  std::string matmul_algorithm_choices() const override { return inner_.matmul_algorithm_choices(); }
+  bool adopt_matmul_algorithm_choices(const std::string& table) override {
+    return inner_.adopt_matmul_algorithm_choices(table);
+  }
   void set_gemm_input_precision(Precision inputs) override { inner_.set_gemm_input_precision(inputs); }
   Native16BitKernels native_16bit() const override { return inner_.native_16bit(); }
 

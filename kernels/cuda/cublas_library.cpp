@@ -71,6 +71,7 @@ namespace {
 #define TRIDENT_CUBLASLT_FUNCTIONS(X)         \
   X(cublasLtCreate)                           \
   X(cublasLtDestroy)                          \
+  X(cublasLtGetVersion)                       \
   X(cublasLtMatmul)                           \
   X(cublasLtMatmulAlgoConfigGetAttribute)     \
   X(cublasLtMatmulAlgoGetHeuristic)           \
@@ -180,6 +181,10 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
 }
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   return call(Function::cublasSetMathMode, handle, mode);
+}
+size_t cublasLtGetVersion() {
+  void* address = cublas().functions[static_cast<int>(Function::cublasLtGetVersion)];
+  return address != nullptr ? reinterpret_cast<size_t (*)()>(address)() : 0;  // 0: cuBLASLt not loaded
 }
 const char* cublasGetStatusString(cublasStatus_t status) {
   void* address = cublas().functions[static_cast<int>(Function::cublasGetStatusString)];

@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/choice_table.h"          // merge_choice_tables (both cuBLASLt handles' answers)
 #include "kernels/cuda/adamw.cuh"          // adamw_update
 #include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
 #include "kernels/cuda/column_sums.cuh"  // add_column_sums (the timed weight GEMM's bias sums)
@@ -362,9 +363,28 @@ LtMatmul* CudaBackend::lt() { return lt_.get(); }
 std::vector<TimedMatmulShape> CudaBackend::timed_matmul_shapes() const {
   std::vector<TimedMatmulShape> shapes;
   for (const LtMatmul* lt : {lt_.get(), side_lt_.get()}) {
-    if (lt != nullptr) shapes.insert(shapes.end(), lt->timed_shapes().begin(), lt->timed_shapes().end());
+    if (lt == nullptr) continue;
+    const std::vector<TimedMatmulShape> own = lt->timed_shapes();
+    shapes.insert(shapes.end(), own.begin(), own.end());
   }
   return shapes;
+}
+
+// One table for both cuBLASLt handles: a shape's answer numbers the same kernel on either.
+std::string CudaBackend::matmul_algorithm_choices() const {
+  std::vector<std::string> tables;
+  for (const LtMatmul* lt : {lt_.get(), side_lt_.get()}) {
+    if (lt != nullptr) tables.push_back(lt->chosen_answers());
+  }
+  return merge_choice_tables(tables);
+}
+
+bool CudaBackend::adopt_matmul_algorithm_choices(const std::string& table) {
+  bool adopted = false;
+  for (LtMatmul* lt : {lt_.get(), side_lt_.get()}) {
+    if (lt != nullptr) adopted = lt->adopt_answers(table) || adopted;
+  }
+  return adopted;
 }
 
 void* CudaBackend::workspace(std::size_t bytes) {
@@ -443,19 +463,21 @@ bool CudaBackend::parameter_gradients_in_epilogue(float* dweight, float* dbias, 
 std::string CudaBackend::matmul_algorithm_report() const {
   const std::vector<TimedMatmulShape> shapes = timed_matmul_shapes();
   if (shapes.empty()) return {};
-  int other = 0;
+  int other = 0, adopted = 0;
   double first_ms = 0.0, chosen_ms = 0.0;
   for (const auto& s : shapes) {
     other += s.chosen != 0 ? 1 : 0;
+    adopted += s.adopted ? 1 : 0;
     first_ms += s.first_ms;
     chosen_ms += s.chosen_ms;
   }
   // One call of each shape: the sum says what the choice saves where every shape runs once.
-  char text[256];
+  char text[384];
   std::snprintf(text, sizeof text,
-                "matmul algorithms: %zu cuBLASLt product shapes timed (run.matmul_algorithms = timed), %d of them "
-                "on another answer than the heuristic's first: %.3f ms for one call of each against %.3f ms",
-                shapes.size(), other, chosen_ms, first_ms);
+                "matmul algorithms: %zu cuBLASLt product shapes timed (run.matmul_algorithms = timed; %d of them "
+                "on the answer another rank or the checkpoint chose), %d of them on another answer than the "
+                "heuristic's first: %.3f ms for one call of each against %.3f ms",
+                shapes.size(), adopted, other, chosen_ms, first_ms);
   return text;
 }
 

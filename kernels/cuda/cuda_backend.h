@@ -73,6 +73,8 @@ class CudaBackend final : public Backend {
   // cuBLASLt handles'); empty otherwise. For tests and reports.
   std::vector<TimedMatmulShape> timed_matmul_shapes() const;
   std::string matmul_algorithm_report() const override;
+  std::string matmul_algorithm_choices() const override;
+  bool adopt_matmul_algorithm_choices(const std::string& table) override;
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }

@@ -18,10 +18,12 @@
 #include "kernels/cuda/lt_matmul.cuh"
 
 #include <cstdint>
+#include <cstdio>
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/algorithm_timing.h"  // fastest_answer, TimedMatmulShape
+#include "kernels/choice_table.h"           // choice_table_lines
+#include "kernels/cuda/algorithm_timing.h"  // fastest_answer, TimedMatmulShape, format/parse_chosen_answer
 #include "kernels/cuda/cuda_check.h"        // CUDA_CHECK, CUBLAS_CHECK
 #include "kernels/out_of_memory.h"    // OutOfMemory, mib
 
@@ -48,6 +50,7 @@ struct LtMatmul::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool available = false;
+  std::vector<cublasLtMatmulAlgo_t> answers;  // under timing: the heuristic's, which a table's answer indexes
 
   ~Plan() {
     // Never throws: a failed destroy leaks a descriptor, nothing worse.
@@ -59,6 +62,13 @@ struct LtMatmul::Plan {
 };
 
 LtMatmul::LtMatmul(bool timed) : timed_(timed) {
+  if (timed_) {
+    int device = 0;
+    cudaDeviceProp properties{};
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+    library_ = "cuBLASLt " + std::to_string(cublasLtGetVersion()) + " on " + properties.name;
+  }
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -138,13 +148,81 @@ LtMatmul::Plan& LtMatmul::plan_for(const Call& call, cudaStream_t stream) {
   plan.available = status == CUBLAS_STATUS_SUCCESS && found > 0 && results[0].state == CUBLAS_STATUS_SUCCESS;
   if (plan.available) {
     plan.algo = results[0].algo;
-    if (timed_ && found > 1) time_answers(plan, call, results.data(), found, stream);
+    if (timed_) {
+      for (int i = 0; i < found; ++i) plan.answers.push_back(results[static_cast<std::size_t>(i)].algo);
+    }
+    const auto adopted = adopted_.find(key);
+    if (adopted != adopted_.end() && adopted->second.chosen < found) {
+      // The ranks' or a checkpoint's answer: the kernel the others run, untimed here.
+      plan.algo = plan.answers[static_cast<std::size_t>(adopted->second.chosen)];
+      shapes_[key] = adopted->second;
+    } else if (timed_ && found > 1) {
+      time_answers(key, plan, call, results.data(), found, stream);
+    }
   }
   return *plans_.emplace(key, std::move(made)).first->second;
 }
 
-void LtMatmul::time_answers(Plan& plan, const Call& call, const cublasLtMatmulHeuristicResult_t* answers, int found,
-                            cudaStream_t stream) {
+std::string LtMatmul::key_text(const Key& k) {
+  char text[192];
+  std::snprintf(text, sizeof text,
+                "%d x %d x %d, transposes %d %d, epilogue %d, types %d %d %d, alignments %u %u %u %u %u", k.m, k.n,
+                k.k, k.transa, k.transb, k.epilogue, k.type, k.d_type, k.bias_type, k.align_a, k.align_b, k.align_d,
+                k.align_bias, k.align_aux);
+  return text;
+}
+
+std::optional<LtMatmul::Key> LtMatmul::parse_key(const std::string& text) {
+  Key k{};
+  int consumed = 0;
+  const int read = std::sscanf(text.c_str(),
+                               "%d x %d x %d, transposes %d %d, epilogue %d, types %d %d %d, alignments %u %u %u %u %u%n",
+                               &k.m, &k.n, &k.k, &k.transa, &k.transb, &k.epilogue, &k.type, &k.d_type, &k.bias_type,
+                               &k.align_a, &k.align_b, &k.align_d, &k.align_bias, &k.align_aux, &consumed);
+  if (read != 14 || static_cast<std::size_t>(consumed) != text.size()) return std::nullopt;
+  return k;
+}
+
+std::vector<TimedMatmulShape> LtMatmul::timed_shapes() const {
+  std::vector<TimedMatmulShape> shapes;
+  for (const auto& entry : shapes_) shapes.push_back(entry.second);
+  return shapes;
+}
+
+std::string LtMatmul::chosen_answers() const {
+  if (shapes_.empty()) return {};
+  std::string table = "library | " + library_ + "\n";
+  for (const auto& [key, shape] : shapes_) table += key_text(key) + " | " + format_chosen_answer(shape) + "\n";
+  return table;
+}
+
+bool LtMatmul::adopt_answers(const std::string& table) {
+  if (!timed_) return false;
+  const auto lines = choice_table_lines(table);
+  bool same_library = false;
+  for (const auto& [key, value] : lines) same_library = same_library || (key == "library" && value == library_);
+  if (!same_library) return false;
+  for (const auto& [text, value] : lines) {
+    const std::optional<Key> key = parse_key(text);
+    if (!key) continue;  // the library line
+    std::optional<TimedMatmulShape> answer = parse_chosen_answer(value, {key->m, key->n, key->k, 0, 0, 0.0f, 0.0f});
+    if (!answer) continue;
+    answer->adopted = true;
+    adopted_[*key] = *answer;
+    const auto planned = plans_.find(*key);
+    if (planned == plans_.end() || !planned->second->available) continue;
+    Plan& plan = *planned->second;
+    if (answer->chosen >= static_cast<int>(plan.answers.size())) continue;
+    const auto known = shapes_.find(*key);
+    if (known != shapes_.end() && known->second.chosen == answer->chosen) continue;  // this rank's own answer
+    plan.algo = plan.answers[static_cast<std::size_t>(answer->chosen)];  // queued calls keep theirs
+    shapes_[*key] = *answer;
+  }
+  return true;
+}
+
+void LtMatmul::time_answers(const Key& key, Plan& plan, const Call& call,
+                            const cublasLtMatmulHeuristicResult_t* answers, int found, cudaStream_t stream) {
   // Where the call adds to D (a weight gradient), the runs go to a zeroed scratch of D's shape, so
   // that nothing is added more than once; elsewhere to the call's own D (and GELU input), which
   // the call itself then writes over. The scratch is held only while timing, at the shape's first
@@ -190,7 +268,7 @@ void LtMatmul::time_answers(Plan& plan, const Call& call, const cublasLtMatmulHe
   const int chosen = fastest_answer(ms, kTimedMargin);
   if (chosen < 0) return;  // none ran: the first answer stays, and the call's own run reports why
   plan.algo = answers[chosen].algo;
-  timed_shapes_.push_back({call.m, call.n, call.k, found, chosen, ms[0], ms[static_cast<std::size_t>(chosen)]});
+  shapes_[key] = {call.m, call.n, call.k, found, chosen, ms[0], ms[static_cast<std::size_t>(chosen)]};
 }
 
 bool LtMatmul::run(const Call& call, cudaStream_t stream) {

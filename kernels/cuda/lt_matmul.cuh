@@ -17,7 +17,10 @@
 // Under run.matmul_algorithms = timed (LtMatmul(true)) the backward's other two products run here
 // as well (input_gradient, weight_gradient), and each product shape's first call times up to
 // kTimedAnswers of the heuristic's answers on its own operands before it runs
-// (algorithm_timing.h chooses; timed_shapes() says what was found).
+// (algorithm_timing.h chooses; timed_shapes() says what was found). The answers chosen can be
+// read as a choice table (kernels/choice_table.h) and taken from one, so that every rank runs the
+// answers the ranks agreed on, and a restart those its checkpoint kept (src/train: the table is
+// merged over the ranks after the first step and at each checkpoint, and kept in the checkpoint).
 // Each launcher returns false, having queued nothing, when cuBLASLt has no algorithm for the call
 // (a shape or alignment it does not handle or refuses, e.g. a leading dimension of the GELU input
 // that is not a multiple of 8): the caller then runs the separate kernels. The answer is cached per
@@ -32,6 +35,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -57,8 +62,16 @@ class LtMatmul {
   static constexpr float kTimedMargin = 0.02f;
   static constexpr int kTimedRepeats = 3;  // runs timed per answer, after one that warms it
 
-  // What the timing found at each shape so far.
-  const std::vector<TimedMatmulShape>& timed_shapes() const { return timed_shapes_; }
+  // What the timing found at each shape so far, the answers taken from a table among them (adopted).
+  std::vector<TimedMatmulShape> timed_shapes() const;
+  // The choice table of the shapes timed or adopted so far: a line "library | cuBLASLt VERSION on
+  // DEVICE" (whose kernels the answers' indices number), then one a shape, "SHAPE | answer A of N
+  // (first F ms, chosen C ms)"; empty when none.
+  std::string chosen_answers() const;
+  // Takes a table's answers: a shape met already switches to its answer, one met later takes it
+  // without timing. Nothing when not timing, or when the table names another cuBLASLt or GPU (its
+  // indices would number other kernels): then false.
+  bool adopt_answers(const std::string& table);
 
   // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC]; bias not null.
   bool forward_bias(void* out, const void* inp, const void* weight, const void* bias, int N, int C, int OC,
@@ -97,6 +110,9 @@ class LtMatmul {
                                                         o.align_bias, o.align_aux);
     }
   };
+  // The key as a choice table writes it, and back (nullopt: not one).
+  static std::string key_text(const Key& key);
+  static std::optional<Key> parse_key(const std::string& text);
   struct Plan;
   struct Call {
     cublasLtEpilogue_t epilogue;
@@ -116,11 +132,13 @@ class LtMatmul {
   Plan& plan_for(const Call& call, cudaStream_t stream);
   // Times the heuristic's `found` answers on the call's operands (a scratch D where the call adds
   // to D) and keeps the fastest in plan.algo.
-  void time_answers(Plan& plan, const Call& call, const cublasLtMatmulHeuristicResult_t* answers, int found,
-                    cudaStream_t stream);
+  void time_answers(const Key& key, Plan& plan, const Call& call, const cublasLtMatmulHeuristicResult_t* answers,
+                    int found, cudaStream_t stream);
 
   bool timed_ = false;
-  std::vector<TimedMatmulShape> timed_shapes_;
+  std::string library_;                      // under timing: "cuBLASLt VERSION on DEVICE"
+  std::map<Key, TimedMatmulShape> shapes_;   // each shape timed or adopted, and its answer
+  std::map<Key, TimedMatmulShape> adopted_;  // the answers taken from tables, for shapes met later
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::map<Key, std::unique_ptr<Plan>> plans_;

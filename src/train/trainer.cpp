@@ -323,6 +323,9 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     const StepResult r = step(s);
     if (profile_) profile_->set_measuring(false);
     progress.record(r.seconds);
+    // Every product shape has met its first call: from the next step on, every rank runs the
+    // kernel the ranks agree on at each (run.matmul_algorithms = timed; nothing otherwise).
+    if (s == start_step) settle_matmul_algorithms();
     if (s > start_step) {  // the first step pays for warm-up; validation is outside the window
       const auto comm_after = ctx_.comm_stats();
       if (comm_totals_.empty()) {

@@ -152,6 +152,12 @@ class Trainer {
   LrSchedule schedule_;
   io::BatchLoader loader_;
   parallel::GradientBuckets buckets_;
+  // Collective over the world: every rank's kernel choices made by timing (the backend's
+  // matmul_algorithm_choices, under run.matmul_algorithms = timed) merged in rank order, and
+  // taken by every rank, so that all run the same kernel at a shape from now on; returns the
+  // merged table ("" where nothing was timed). After the first step and at each checkpoint, which
+  // keeps the table for a restart to take (trainer_checkpoint.cpp).
+  std::string settle_matmul_algorithms();
   // ZeRO-1 with parallel.overlap_param_gather: the parameter gather the next forward waits on.
   std::optional<parallel::ParameterGather> gather_;
   // Waits for a pending parameter gather (before the parameters are read other than by forward).

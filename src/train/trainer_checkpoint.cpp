@@ -3,7 +3,8 @@
 // parameter's global name, "optimizer.m.NAME" and "optimizer.v.NAME"; attributes: the steps
 // done, tokens and samples consumed, the seed, the last learning rate, the loss scale (and, from
 // fp16 runs, its clean-step count), the
-// layout that wrote it, the resolved deck ("deck") and the program (docs/checkpoint-format.md).
+// layout that wrote it, the resolved deck ("deck") and the program (docs/checkpoint-format.md),
+// and under run.matmul_algorithms = timed the kernels the ranks agreed on ("matmul_algorithms").
 // The data position and the learning rate follow from (seed, step) (pure functions of them),
 // so nothing else is needed to resume the same stream exactly.
 #include <algorithm>
@@ -17,6 +18,8 @@
 
 #include "io/param_file.h"
 #include "io/user_error.h"
+#include "kernels/choice_table.h"  // merge_choice_tables
+#include "parallel/comm.h"         // all_gather_strings
 #include "src/train/checkpoint_files.h"
 #include "src/train/final_parameters.h"
 #include "src/train/trainer.h"
@@ -59,6 +62,13 @@ std::string Trainer::checkpoint_dir() const {
   return !dir.empty() && dir.front() == '/' ? dir : config_.run.dir + "/" + dir;
 }
 
+std::string Trainer::settle_matmul_algorithms() {
+  const std::string table =
+      kernels::merge_choice_tables(parallel::all_gather_strings(ctx_.world(), backend_.matmul_algorithm_choices()));
+  if (!table.empty()) backend_.adopt_matmul_algorithm_choices(table);
+  return table;
+}
+
 void Trainer::save_checkpoint(int64_t steps_done) {
   const auto started = std::chrono::steady_clock::now();
   finish_parameter_gather();
@@ -98,12 +108,14 @@ void Trainer::save_checkpoint(int64_t steps_done) {
                                {"loss_scale", fp16 ? scaler_.scale() : 1.0}};  // 1: no loss scaling
   // The scaler's other state; present only when an fp16 run wrote the file.
   if (fp16) attributes.emplace_back("loss_scale_clean_steps", scaler_.clean_steps());
+  std::vector<std::pair<std::string, std::string>> strings = {
+      {"deck", deck_text_}, {"program", std::string("trident ") + build::kVersion}, {"commit", build::kGitCommit}};
+  // Shapes first met since the last settling (an evaluation's) are agreed on here too.
+  const std::string algorithms = settle_matmul_algorithms();
+  if (!algorithms.empty()) strings.emplace_back("matmul_algorithms", algorithms);
   const std::string name = checkpoint_name(steps_done);
   const auto writing = std::chrono::steady_clock::now();
-  io::write_param_file(dir + "/" + name, ctx_.world_handle(), slices, attributes,
-                       {{"deck", deck_text_}, {"program", std::string("trident ") + build::kVersion},
-                        {"commit", build::kGitCommit}},
-                       options);
+  io::write_param_file(dir + "/" + name, ctx_.world_handle(), slices, attributes, strings, options);
   const double write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - writing).count();
   if (ctx_.world_rank() == 0) {
     try {
@@ -165,6 +177,18 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
   if (!host) {
     backend_.copy_to_device(optimizer_.first_moment(), m, optimizer_.state_count());
     backend_.copy_to_device(optimizer_.second_moment(), v, optimizer_.state_count());
+  }
+  // The kernels the run chose by timing (run.matmul_algorithms = timed): the same ones again, so
+  // that the restart gives the uninterrupted run's bits. Not taken when this run does not time, or
+  // another cuBLASLt or GPU made them (their indices number other kernels): then it times anew.
+  if (const auto algorithms = io::read_param_file_string_attribute(path, "matmul_algorithms")) {
+    const bool taken = backend_.adopt_matmul_algorithm_choices(*algorithms);
+    if (!taken && ctx_.world_rank() == 0 && config_.run.matmul_algorithms == "timed" &&
+        backend_.device() != kernels::Device::kCpu) {
+      std::printf("restart: the checkpoint's cuBLASLt kernel choices were made with another cuBLASLt or GPU "
+                  "(%s): timing again, so this restart matches the uninterrupted run to rounding only\n",
+                  algorithms->substr(0, algorithms->find('\n')).c_str());
+    }
   }
   // fp16 resumes its loss scale when an fp16 run wrote the checkpoint; from another precision it
   // starts at train.loss_scale.

@@ -414,9 +414,19 @@ cublasStatus_t check_lt(const LtDesc& d, const LtLayout& a, const LtLayout& b, c
   return CUBLAS_STATUS_SUCCESS;
 }
 
-// D = epilogue(alpha op(A) op(B) + beta C), as the queued work runs it.
+// The product as answer `answer` of the heuristic makes it: the first (0) exactly, in double; the
+// others scaled by 1 + answer * 2^-12. Real kernels that sum in another order differ in the last
+// bits only; these differ more, so that which answer ran shows through a few steps of training,
+// past the rounding to 16 bits and AdamW's normalisation (tests/emulation/training_layouts_test.sh).
+void scale_as_answer(std::vector<double>& ab, std::uint64_t answer) {
+  if (answer == 0) return;
+  const double scale = 1.0 + static_cast<double>(answer) * 0x1p-12;
+  for (double& v : ab) v *= scale;
+}
+
+// D = epilogue(alpha op(A) op(B) + beta C), as the queued work runs it with answer `answer`.
 void lt_matmul(const LtDesc& d, const LtLayout& a, const LtLayout& b, const LtLayout& c, const LtLayout& dl,
-               double al, double be, const void* A, const void* B, const void* C, void* D) {
+               double al, double be, const void* A, const void* B, const void* C, void* D, std::uint64_t answer) {
   const bool ta = d.transa != CUBLAS_OP_N;
   const bool tb = d.transb != CUBLAS_OP_N;
   const auto m = static_cast<long long>(dl.rows);
@@ -437,7 +447,8 @@ void lt_matmul(const LtDesc& d, const LtLayout& a, const LtLayout& b, const LtLa
   const bool aux = writes_aux(d.epilogue) || d.epilogue == CUBLASLT_EPILOGUE_DGELU;
   const Stored saux{d.aux, dl.type, m, n, d.aux_ld};
   if (aux) require_device_range(d.aux, saux.bytes(), "cuBLASLt GELU input (aux)");
-  const std::vector<double> ab = product(ta, tb, m, n, k, sa, sb);
+  std::vector<double> ab = product(ta, tb, m, n, k, sa, sb);
+  scale_as_answer(ab, answer);
   if (d.epilogue == CUBLASLT_EPILOGUE_BGRADB) {
     // The bias gradient: op(B) summed over k, one sum per column of D, written (not added).
     require_device_range(d.bias, static_cast<std::size_t>(n) * element_bytes(bias_type), "cuBLASLt bias gradient");
@@ -474,6 +485,8 @@ using cuda_emu::LtPreference;
 extern "C" {
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) { return cuda_emu::create_handle(handle); }
+
+size_t cublasLtGetVersion() { return CUBLAS_VERSION; }  // the headers' (the emulation is built with them)
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) { return cuda_emu::destroy_handle(handle); }
 
@@ -541,8 +554,8 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   }
 }
 
-// Up to three algorithms (as many as asked for), which compute alike and remember the alignments
-// they were chosen for: cublasLtMatmul checks the pointers it gets against them, as a real kernel
+// Up to three algorithms (as many as asked for), which differ in the product (scale_as_answer)
+// and remember the alignments they were chosen for: cublasLtMatmul checks the pointers it gets against them, as a real kernel
 // chosen for aligned operands would misread unaligned ones. Several, so that a timed choice among
 // them (run.matmul_algorithms = timed) runs its timing here too; data[4] numbers them.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t operationDesc,
@@ -593,8 +606,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t computeDesc
   // The descriptors are read at the call: the queued product keeps copies.
   const double al = *static_cast<const float*>(alpha);
   const double be = *static_cast<const float*>(beta);
-  cuda_emu::enqueue(stream, [d, a, b, c, dl, al, be, A, B, C, D] {
-    cuda_emu::lt_matmul(d, a, b, c, dl, al, be, A, B, C, D);
+  const std::uint64_t answer = algo != nullptr ? algo->data[4] : 0;
+  cuda_emu::enqueue(stream, [d, a, b, c, dl, al, be, A, B, C, D, answer] {
+    cuda_emu::lt_matmul(d, a, b, c, dl, al, be, A, B, C, D, answer);
   });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -22,11 +22,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <utility>
 
@@ -311,7 +313,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 // The emulation keeps no device clock: both events are waited for, and the time between them is
-// 0 ms. (The playground's programs time with events; their emulated runs only validate.)
+// 0 ms. (The playground's programs time with events; their emulated runs only validate.) With
+// TRIDENT_CUDA_EMULATION_EVENT_MS=random it is a random time in [0.5, 1.5) ms instead, different in
+// every process: a test of what depends on timings (run.matmul_algorithms = timed) then sees them
+// differ from run to run and from rank to rank, as on GPUs.
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   cuda_emu::Streams& s = cuda_emu::streams();
   std::lock_guard<std::recursive_mutex> lock(s.mutex);
@@ -320,7 +325,12 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
     if (it == s.events.end()) return cudaErrorInvalidResourceHandle;
     cuda_emu::run_until(s, it->second.stream, it->second.position);
   }
-  *ms = 0.0f;
+  static const bool random = [] {
+    const char* value = std::getenv("TRIDENT_CUDA_EMULATION_EVENT_MS");
+    return value != nullptr && std::string(value) == "random";
+  }();
+  static std::mt19937 clock{std::random_device{}()};  // under s.mutex
+  *ms = random ? std::uniform_real_distribution<float>(0.5f, 1.5f)(clock) : 0.0f;
   return cudaSuccess;
 }
 

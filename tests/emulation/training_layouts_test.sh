@@ -8,6 +8,11 @@
 #   ZeRO-1; the bf16 wire buffer as estimated, with and without ZeRO-1 (whose bf16 run gives
 #   plain dp = 2's losses exactly: one addition per element either way, rounded alike); two
 #   ranks on one GPU refused, the GPU named by its bus id;
+# - run.matmul_algorithms = timed with the emulation's random event times
+#   (TRIDENT_CUDA_EMULATION_EVENT_MS=random: each process, each rank, times otherwise and keeps
+#   other kernels, as on GPUs): a restart from a step-3 checkpoint of dp = 2 takes the kernels the
+#   ranks agreed on, kept in it, and gives the uninterrupted run's losses and final parameters bit
+#   for bit;
 # - a model larger than the GPU refused with exit 2, naming it.
 # The reference is the fp32 run on one emulated GPU (also training_test.sh's "gpu").
 source "$(dirname "$0")/training_lib.sh"
@@ -61,6 +66,26 @@ mpi 2 train deck.ini $nccl --parallel.dp=2 --run.dir=same > same.log 2>&1 \
 grep -q -E "node-local ranks 0 and 1 would both take GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9]" same.log \
   && pass "two ranks on one GPU: refused under nccl, the GPU named by bus id" \
   || { tail -5 same.log; fail "two ranks on one GPU: no refusal naming the GPU's bus id"; }
+
+# The timed kernels kept by the checkpoint. Without them the restart would time anew and keep
+# other answers, whose sums the emulated cuBLASLt rounds otherwise: other bits.
+timed="--train.eval_batches=0 --train.precision=bf16 --run.matmul_algorithms=timed --parallel.dp=2 $gpu"
+TRIDENT_CUDA_EMULATION_EVENT_MS=random mpi 2 train deck.ini $timed --train.steps=6 --checkpoint.every=3 \
+  --run.restart=none --run.dir=timed > timed.log 2>&1 || { tail -5 timed.log; fail "timed"; }
+TRIDENT_CUDA_EMULATION_EVENT_MS=random mpi 2 train deck.ini $timed --train.steps=6 \
+  --run.restart="$PWD/timed/checkpoints/step-000000003.h5" --run.dir=timedrestart > timedrestart.log 2>&1 \
+  || { tail -5 timedrestart.log; fail "timed restart"; }
+tail -n 3 timed/metrics.jsonl > timed.ref.jsonl
+"$CHECK_METRICS" compare timed.ref.jsonl timedrestart/metrics.jsonl loss 0 > /dev/null \
+  && "$CHECK_METRICS" compare-params timed/final-params.h5 timedrestart/final-params.h5 0 > /dev/null \
+  && pass "timed cuBLASLt kernels, dp = 2: the restart gives the uninterrupted run's losses and parameters bit for bit" \
+  || fail "timed cuBLASLt kernels, dp = 2: the restart differs from the uninterrupted run"
+shapes=$(sed -n 's/^matmul algorithms: \([0-9]*\) cuBLASLt product shapes timed.*; \([0-9]*\) of them on the answer another.*/\1 \2/p' \
+  timedrestart.log)
+read -r total taken <<< "$shapes"
+[ -n "$total" ] && [ "$total" -gt 0 ] && [ "$taken" = "$total" ] \
+  && pass "the timed restart ran the checkpoint's kernels at all $total shapes" \
+  || fail "the timed restart did not take the checkpoint's kernels: $(grep '^matmul' timedrestart.log)"
 
 mpi 2 train deck.ini $common --parallel.dp=2 --model.hidden=32768 --model.heads=32 --model.layers=200 \
   --run.dir=huge > huge.log 2>&1

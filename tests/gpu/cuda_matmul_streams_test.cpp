@@ -32,6 +32,8 @@
 #include <vector>
 
 #include "kernels/backend.h"              // make_backend, BackendOptions, MatmulBackwardStreams
+#include "kernels/choice_table.h"         // choice_table_lines
+#include "kernels/cuda/algorithm_timing.h"  // parse_chosen_answer, format_chosen_answer
 #include "kernels/cuda/cuda_backend.h"    // cuda::CudaBackend::epilogue_counts
 #include "kernels/cuda/side_stream.cuh"   // cuda::SideStream
 #include "kernels/precision.h"            // Precision, encode_bf16
@@ -320,6 +322,124 @@ TEST(MatmulAlgorithms, TheBackendLineNamesTheTiming) {
   auto first = make_backend(Device::kCuda, 1, 0);
   EXPECT_EQ(first->name().find("timed"), std::string::npos) << first->name();
   EXPECT_EQ(first->matmul_algorithm_report(), "");  // nothing timed
+}
+
+// A timed backend's bf16 linear layer, forward with its bias and backward with both gradients;
+// `table`, when given, taken before the calls (`before`) or between the forward and the backward.
+// The outputs' bits, and what the backend says it chose.
+struct LayerRun {
+  std::vector<std::vector<uint32_t>> bits;  // out, dinp, dweight (fp32, accumulated onto a start)
+  std::vector<cuda::TimedMatmulShape> shapes;
+  std::string table;   // matmul_algorithm_choices() after the calls
+  std::string report;  // matmul_algorithm_report()
+  bool taken = false;
+};
+LayerRun timed_layer(const std::string* table = nullptr, bool before = true) {
+  const int N = 128, C = 64, OC = 192;
+  const Precision p = Precision::kBf16;
+  auto backend = make_backend(Device::kCuda, 1, 0, {.matmul_algorithms = MatmulAlgorithms::kTimed});
+  Words inp(*backend, stored_values(count_of(N, C), -1.0f, 1.0f, p, 1));
+  Words weight(*backend, stored_values(count_of(OC, C), -0.5f, 0.5f, p, 2));
+  Words bias(*backend, stored_values(count_of(OC, 1), -0.5f, 0.5f, p, 3));
+  Words out(*backend, stored_values(count_of(N, OC), 5.0f, 9.0f, p, 4));
+  Words dout(*backend, stored_values(count_of(N, OC), -1.0f, 1.0f, p, 5));
+  Words dinp(*backend, stored_values(count_of(N, C), 5.0f, 9.0f, p, 6));
+  Words dweight(*backend, stored_values(count_of(OC, C), -1.0f, 1.0f, Precision::kFp32, 7));
+  auto act = [&](Words& w) { return ActPtr(reinterpret_cast<uint16_t*>(w.get()), p); };
+  LayerRun run;
+  if (table != nullptr && before) run.taken = backend->adopt_matmul_algorithm_choices(*table);
+  backend->matmul_forward(act(out), act(inp), act(weight), act(bias), N, C, OC);
+  if (table != nullptr && !before) run.taken = backend->adopt_matmul_algorithm_choices(*table);
+  backend->matmul_backward(act(dinp), dweight.get(), nullptr, act(dout), act(inp), act(weight), N, C, OC);
+  run.bits = {out.bits(), dinp.bits(), dweight.bits()};
+  run.shapes = dynamic_cast<cuda::CudaBackend&>(*backend).timed_matmul_shapes();
+  run.table = backend->matmul_algorithm_choices();
+  run.report = backend->matmul_algorithm_report();
+  return run;
+}
+
+// The table with every shape on its last answer (the emulated cuBLASLt's third, whose sums round
+// otherwise than the first's), and the number of shapes changed.
+std::string on_last_answers(const std::string& table, int* changed) {
+  std::string out;
+  *changed = 0;
+  std::size_t begin = 0;
+  while (begin < table.size()) {
+    const std::size_t end = table.find('\n', begin);
+    std::string line = table.substr(begin, end - begin);
+    begin = end + 1;
+    const std::size_t at = line.find(" | answer ");
+    if (at != std::string::npos) {
+      const auto shape = cuda::parse_chosen_answer(line.substr(at + 3));
+      if (shape && shape->chosen != shape->answers - 1) {
+        cuda::TimedMatmulShape last = *shape;
+        last.chosen = shape->answers - 1;
+        line = line.substr(0, at + 3) + cuda::format_chosen_answer(last);
+        ++*changed;
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+// Each shape's answer in a table ("SHAPE: A of N"), without the times, which a shape this run
+// timed itself keeps its own of.
+std::vector<std::string> answers_of(const std::string& table) {
+  std::vector<std::string> answers;
+  for (const auto& [key, value] : choice_table_lines(table)) {
+    const auto shape = cuda::parse_chosen_answer(value);
+    answers.push_back(key + ": " + (shape ? std::to_string(shape->chosen) + " of " + std::to_string(shape->answers)
+                                          : value));
+  }
+  return answers;
+}
+
+// The ranks agree on one table and a restart takes its checkpoint's (src/train): a backend that
+// takes a table runs the table's kernel at each of its shapes, untimed, whether it takes it before
+// the shape's first call or after (the kernel switched); one made by another cuBLASLt or GPU is
+// refused. Without the taking, the emulated run keeps the heuristic's first answer and its bits.
+TEST(MatmulAlgorithms, ATableTakenRunsItsKernels) {
+  const LayerRun timed = timed_layer();
+  ASSERT_FALSE(timed.table.empty()) << "nothing timed";
+  ASSERT_EQ(timed.table.rfind("library | cuBLASLt ", 0), 0u) << timed.table;
+  int changed = 0;
+  const std::string last = on_last_answers(timed.table, &changed);
+  if (changed == 0) GTEST_SKIP() << "every shape timed on its last answer already (a GPU's choice): nothing to switch";
+  for (bool before : {true, false}) {
+    SCOPED_TRACE(before ? "taken before the first calls" : "taken between the forward and the backward");
+    const LayerRun taken = timed_layer(&last, before);
+    EXPECT_TRUE(taken.taken);
+    EXPECT_EQ(answers_of(taken.table), answers_of(last)) << "the backend's choices are not the table's";
+    int adopted = 0;
+    for (const auto& s : taken.shapes) adopted += s.adopted ? 1 : 0;
+    // Taken before: every shape; after the forward: the backward's (the forward's switched too,
+    // unless it was already on that answer).
+    EXPECT_GE(adopted, before ? static_cast<int>(taken.shapes.size()) : 1);
+    EXPECT_NE(taken.report.find("; " + std::to_string(adopted) + " of them on the answer another rank or the "
+                                "checkpoint chose"),
+              std::string::npos)
+        << taken.report;
+    if (before) {
+      // The same kernels as a third backend that took the table: the same bits.
+      const LayerRun again = timed_layer(&last, true);
+      for (std::size_t i = 0; i < again.bits.size(); ++i) EXPECT_EQ(again.bits[i], taken.bits[i]) << i;
+    }
+#ifdef TRIDENT_CUDA_EMULATION
+    // The third answer's fp32 weight gradient rounds otherwise than the first's.
+    EXPECT_NE(taken.bits[2], timed.bits[2]) << "the table's kernels did not run";
+#endif
+  }
+  // Another library's table: refused, the shapes timed here as usual.
+  std::string other = last;
+  other.replace(0, other.find('\n'), "library | cuBLASLt 1 on another GPU");
+  const LayerRun refused = timed_layer(&other, true);
+  EXPECT_FALSE(refused.taken);
+  for (const auto& s : refused.shapes) EXPECT_FALSE(s.adopted);
+#ifdef TRIDENT_CUDA_EMULATION
+  EXPECT_EQ(answers_of(refused.table), answers_of(timed.table));  // the emulation's timing: the first answers
+  EXPECT_EQ(refused.bits, timed.bits);
+#endif
 }
 
 TEST(MatmulBiasGradients, TheBackendLineNamesTheEpilogue) {

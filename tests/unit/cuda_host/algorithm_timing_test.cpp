@@ -22,5 +22,25 @@ TEST(FastestAnswer, SkipsAnswersThatFailed) {
   EXPECT_EQ(fastest_answer({}, 0.02f), -1);
 }
 
+TEST(ChosenAnswer, ReadsBackWhatItWrites) {
+  const TimedMatmulShape shape{1280, 8192, 5120, 8, 3, 0.1234f, 0.1011f};
+  const std::string text = format_chosen_answer(shape);
+  EXPECT_EQ(text, "answer 3 of 8 (first 0.1234 ms, chosen 0.1011 ms)");
+  const auto read = parse_chosen_answer(text);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->chosen, 3);
+  EXPECT_EQ(read->answers, 8);
+  EXPECT_FLOAT_EQ(read->first_ms, 0.1234f);
+  EXPECT_FLOAT_EQ(read->chosen_ms, 0.1011f);
+}
+
+TEST(ChosenAnswer, RefusesWhatIsNotOne) {
+  EXPECT_FALSE(parse_chosen_answer("answer 8 of 8 (first 1.0000 ms, chosen 1.0000 ms)"));   // no such answer
+  EXPECT_FALSE(parse_chosen_answer("answer -1 of 8 (first 1.0000 ms, chosen 1.0000 ms)"));
+  EXPECT_FALSE(parse_chosen_answer("answer 1 of 8"));
+  EXPECT_FALSE(parse_chosen_answer("answer 1 of 8 (first 1.0000 ms, chosen 1.0000 ms) and more"));
+  EXPECT_FALSE(parse_chosen_answer(""));
+}
+
 }  // namespace
 }  // namespace trident::kernels::cuda
