@@ -122,6 +122,12 @@ KeyValues read_overrides(const std::vector<std::string>& overrides,
                       "' is not an override of the form --section.key=value");
     }
     if (option.unregistered) throw UserError(unknown_key_message(source, option.string_key));
+    // "--run.dir --train.steps=5": Boost takes the next override as the value. A value that
+    // starts with "--" must be written --key=--value.
+    if (option.original_tokens.size() == 2 && option.original_tokens[1].rfind("--", 0) == 0) {
+      throw UserError(source + ": --" + option.string_key + " has no value (write --" + option.string_key +
+                      "=VALUE; '" + printable(option.original_tokens[1]) + "' is taken for the next override)");
+    }
     if (values.count(option.string_key) > 0) {
       throw UserError(source + ": --" + option.string_key + " is given twice");
     }

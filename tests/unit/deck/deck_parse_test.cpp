@@ -158,6 +158,16 @@ TEST(DeckParse, OverrideWithoutValueNamesTheKey) {
             "command line: --train.steps has no value (write --train.steps=VALUE)");
   EXPECT_EQ(parse_error("", {"--train.steps="}),
             "command line: --train.steps has no value (write --train.steps=VALUE)");
+  // The next override is not taken for the value, even by a key that takes text.
+  EXPECT_EQ(parse_error("", {"--run.dir", "--train.steps=5"}),
+            "command line: --run.dir has no value (write --run.dir=VALUE; '--train.steps=5' is taken for the next "
+            "override)");
+  EXPECT_NE(parse_error("", {"--train.steps", "--run.dir=x"}).find("--train.steps has no value"), std::string::npos);
+  // The spaced form itself stands, and a value that starts with "--" is written after "=".
+  const ResolvedDeck deck = parse_deck("", "quickstart.ini", {"--run.dir", "out", "--train.steps", "5"});
+  EXPECT_EQ(deck.value("run.dir"), "out");
+  EXPECT_EQ(deck.value("train.steps"), "5");
+  EXPECT_EQ(parse_deck("", "quickstart.ini", {"--run.dir=--odd"}).value("run.dir"), "--odd");
 }
 
 TEST(DeckParse, LineWithoutEqualsIsASyntaxErrorWithItsLineNumber) {
