@@ -8,6 +8,10 @@
 
 namespace trident::app {
 
+std::string missing_dataset_problem(const std::string& path) {
+  return "data.path '" + path + "': no such file (make one with `trident prepare`, or set data.generate = synthetic)";
+}
+
 std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parallel::Comm& world, MPI_Comm mpi_world) {
   const auto& d = setup.config.data;
   std::string error;
@@ -22,6 +26,7 @@ std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parall
       error = e.what();
     }
   }
+  if (error.empty() && world.rank() == 0 && !std::filesystem::exists(d.path)) error = missing_dataset_problem(d.path);
   error = parallel::agree_on_error(world, error);
   if (!error.empty()) throw io::UserError(error);
 

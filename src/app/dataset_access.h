@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "io/token_dataset.h"
 #include "parallel/comm.h"
@@ -9,9 +10,13 @@
 
 namespace trident::app {
 
+// What to say of a data.path that does not exist (and data.generate = none): one line, with what
+// to do about it.
+std::string missing_dataset_problem(const std::string& path);
+
 // When data.path is missing and data.generate = synthetic, rank 0 of `world` writes it (and
-// says so); then every rank opens the file collectively. Any failure on any rank becomes the
-// same UserError on every rank.
+// says so); a missing one without it is refused with missing_dataset_problem; then every rank
+// opens the file collectively. Any failure on any rank becomes the same UserError on every rank.
 std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parallel::Comm& world, MPI_Comm mpi_world);
 
 }  // namespace trident::app

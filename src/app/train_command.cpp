@@ -324,7 +324,12 @@ int train_command(const std::vector<std::string>& args) {
     if (leader && !algorithms.empty()) std::printf("%s (rank 0)\n", algorithms.c_str());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (leader) {
+  if (leader && start_step >= c.train.steps) {
+    // A rerun of a finished run (a requeued job): no step, so no loss to report.
+    std::printf("done: nothing left to train: the checkpoint is at step %lld of train.steps = %lld (raise "
+                "train.steps to train on); metrics in %s/metrics.jsonl\n",
+                static_cast<long long>(start_step), static_cast<long long>(c.train.steps), c.run.dir.c_str());
+  } else if (leader) {
     std::printf("done: %lld steps in %.1f s; final loss %.4f", static_cast<long long>(c.train.steps), seconds,
                 summary.last_loss);
     if (!std::isnan(summary.last_val_loss)) std::printf(", validation loss %.4f", summary.last_val_loss);

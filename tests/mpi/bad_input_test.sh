@@ -59,7 +59,8 @@ expect_user_error interleaved_micro_batches 2 "multiple of parallel.pp" train go
 expect_user_error interleaved_stage_list 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --model.layers=4 \
   --parallel.schedule=interleaved --parallel.stage_layers=2,2
 expect_user_error seq_longer_than_context 2 "train.seq_len" train good.ini --train.seq_len=64
-expect_user_error missing_dataset 2 "absent.h5" train good.ini --data.path=absent.h5 --data.generate=none
+expect_user_error missing_dataset 2 "data.path 'absent.h5': no such file (make one with .trident prepare., or set data.generate = synthetic)" \
+  train good.ini --data.path=absent.h5 --data.generate=none
 echo "not hdf5" > text.h5
 expect_user_error not_a_dataset 2 "text.h5" train good.ini --data.path=text.h5
 expect_user_error vocab_too_large 2 "model.vocab" train good.ini --model.vocab=20
@@ -69,6 +70,12 @@ expect_user_error model_too_large 2 "not enough memory on node .*its 2 ranks nee
   --model.hidden=32768 --model.heads=32 --model.layers=200
 expect_user_error unknown_command 1 "frobnicate" frobnicate
 expect_user_error check_bad_ranks 1 "ranks" check good.ini --ranks=zero
+# check without the dataset: the layout and the memory anyway (they do not depend on it), and a
+# warning that the run would stop (docs/running.md).
+out=$("$TRIDENT" check good.ini --data.path=absent.h5 --data.generate=none 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^warning: data.path 'absent.h5': no such file (make one" <<< "$out" \
+  && grep -q "^memory per rank" <<< "$out" && pass "check without the dataset: layout and memory, and a warning" \
+  || fail "check without the dataset: exit $rc: $out"
 
 # Without the per-rank wrapper: mpirun itself returns 2, and with -q (which silences mpirun's own
 # "a process exited non-zero" notice) the whole output is the one line.

@@ -54,8 +54,11 @@ mpi 1 train deck.ini --train.steps=10 --checkpoint.every=2 --checkpoint.keep=2 -
 [ "$(ls keep/checkpoints | grep -c '^step-')" -eq 2 ] && [ "$(cat keep/checkpoints/latest)" = "step-000000010.h5" ] \
   && pass "checkpoint.keep = 2" || fail "checkpoint.keep: $(ls keep/checkpoints)"
 # A run that is already complete resumes at its end and trains nothing more.
-mpi 1 train deck.ini --train.steps=10 --run.dir=keep $common > again.log 2>&1 && \
-  grep -q "after step 10" again.log && pass "resume of a finished run" || fail "resume of a finished run"
+# It says so rather than report a loss it did not compute.
+mpi 1 train deck.ini --train.steps=10 --run.dir=keep $common > again.log 2>&1 && grep -q "after step 10" again.log \
+  && grep -q "^done: nothing left to train: the checkpoint is at step 10 of train.steps = 10" again.log \
+  && ! grep -q "final loss nan" again.log && pass "resume of a finished run" \
+  || fail "resume of a finished run: $(grep '^done' again.log)"
 # A deck that changes the model or the optimizer against the checkpoint is refused on every rank,
 # naming the key and both values.
 mpi 2 train deck.ini --train.steps=20 --run.dir=l111.split --optim.lr=0.002 $common > changed.log 2>&1; rc=$?
