@@ -152,7 +152,7 @@ LtMatmul::Plan& LtMatmul::plan_for(const Call& call, cudaStream_t stream) {
       for (int i = 0; i < found; ++i) plan.answers.push_back(results[static_cast<std::size_t>(i)].algo);
     }
     const auto adopted = adopted_.find(key);
-    if (adopted != adopted_.end() && adopted->second.chosen < found) {
+    if (adopted != adopted_.end() && adopted->second.answers == found) {
       // The ranks' or a checkpoint's answer: the kernel the others run, untimed here.
       plan.algo = plan.answers[static_cast<std::size_t>(adopted->second.chosen)];
       shapes_[key] = adopted->second;
@@ -212,7 +212,9 @@ bool LtMatmul::adopt_answers(const std::string& table) {
     const auto planned = plans_.find(*key);
     if (planned == plans_.end() || !planned->second->available) continue;
     Plan& plan = *planned->second;
-    if (answer->chosen >= static_cast<int>(plan.answers.size())) continue;
+    // Another count of answers here: the index may number another kernel (parse_chosen_answer
+    // has checked it against the count).
+    if (answer->answers != static_cast<int>(plan.answers.size())) continue;
     const auto known = shapes_.find(*key);
     if (known != shapes_.end() && known->second.chosen == answer->chosen) continue;  // this rank's own answer
     plan.algo = plan.answers[static_cast<std::size_t>(answer->chosen)];  // queued calls keep theirs

@@ -63,6 +63,8 @@ std::string Trainer::checkpoint_dir() const {
 }
 
 std::string Trainer::settle_matmul_algorithms() {
+  // The same deck on every rank: every rank skips the collective alike where nothing is timed.
+  if (config_.run.matmul_algorithms != "timed") return {};
   const std::string table =
       kernels::merge_choice_tables(parallel::all_gather_strings(ctx_.world(), backend_.matmul_algorithm_choices()));
   if (!table.empty()) backend_.adopt_matmul_algorithm_choices(table);

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -363,22 +364,14 @@ LayerRun timed_layer(const std::string* table = nullptr, bool before = true) {
 std::string on_last_answers(const std::string& table, int* changed) {
   std::string out;
   *changed = 0;
-  std::size_t begin = 0;
-  while (begin < table.size()) {
-    const std::size_t end = table.find('\n', begin);
-    std::string line = table.substr(begin, end - begin);
-    begin = end + 1;
-    const std::size_t at = line.find(" | answer ");
-    if (at != std::string::npos) {
-      const auto shape = cuda::parse_chosen_answer(line.substr(at + 3));
-      if (shape && shape->chosen != shape->answers - 1) {
-        cuda::TimedMatmulShape last = *shape;
-        last.chosen = shape->answers - 1;
-        line = line.substr(0, at + 3) + cuda::format_chosen_answer(last);
-        ++*changed;
-      }
+  for (const auto& [key, value] : choice_table_lines(table)) {
+    std::optional<cuda::TimedMatmulShape> shape = cuda::parse_chosen_answer(value);
+    const bool change = shape && shape->chosen != shape->answers - 1;
+    if (change) {
+      shape->chosen = shape->answers - 1;
+      ++*changed;
     }
-    out += line + "\n";
+    out += key + " | " + (change ? cuda::format_chosen_answer(*shape) : value) + "\n";
   }
   return out;
 }
