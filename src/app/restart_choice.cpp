@@ -53,7 +53,7 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
   }
 
   int set_aside =
-      world.rank() == 0 ? static_cast<int>(train::list_checkpoint_files(checkpoint_dir, ".h5.bad").size()) : 0;
+      world.rank() == 0 ? static_cast<int>(train::list_set_aside_files(checkpoint_dir).size()) : 0;
   std::string listing = world.rank() == 0 ? list_newest_first(checkpoint_dir) : "";
   listing = parallel::broadcast_string(world, listing, 0);
   std::istringstream names(listing);
@@ -67,10 +67,11 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
     if (newest_reason.empty()) newest_reason = reason;
     if (world.rank() == 0) {
       std::error_code ec;
-      std::filesystem::rename(path, path + ".bad", ec);
+      const std::string aside = train::set_aside_name(checkpoint_dir, name);
+      std::filesystem::rename(path, checkpoint_dir + "/" + aside, ec);
       std::printf("restart: skipping %s: %s; %s\n", path.c_str(), reason.c_str(),
                   ec ? ("could not set it aside (" + ec.message() + ")").c_str()
-                     : ("set aside as " + name + ".bad; trying the previous checkpoint").c_str());
+                     : ("set aside as " + aside + "; trying the previous checkpoint").c_str());
       std::fflush(stdout);
     }
   }

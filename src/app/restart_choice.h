@@ -4,8 +4,8 @@
 //   PATH  that checkpoint, which must verify (its per-tensor checksums), else exit 2;
 //   auto  the newest checkpoint in checkpoint.dir that verifies. A newer one that does not
 //         (truncated, corrupted, unreadable) is reported with its file and reason and set
-//         aside as NAME.bad, so that it neither counts among checkpoint.keep nor is tried
-//         again; then the one before it is tried. No checkpoint: a fresh start. Only ones
+//         aside as NAME.bad (NAME.bad.2, ... if that step was set aside before), so that it
+//         neither counts among checkpoint.keep nor is tried again; then the one before it is tried. No checkpoint: a fresh start. Only ones
 //         that failed: exit 2 (a fresh start would silently discard the run).
 #pragma once
 

@@ -1,6 +1,7 @@
 #include "src/train/checkpoint_files.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -25,6 +26,31 @@ std::vector<std::string> list_checkpoint_files(const std::string& dir, const std
   }
   std::sort(names.begin(), names.end());  // zero-padded step numbers sort in order
   return names;
+}
+
+std::vector<std::string> list_set_aside_files(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string file = it->path().filename().string();
+    const size_t bad = file.rfind(".h5.bad");
+    if (file.rfind("step-", 0) != 0 || bad == std::string::npos) continue;
+    const std::string tail = file.substr(bad + 7);  // "" or ".N"
+    const bool numbered = tail.size() > 1 && tail[0] == '.' &&
+                          std::all_of(tail.begin() + 1, tail.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (tail.empty() || numbered) names.push_back(file);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string set_aside_name(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  std::string candidate = name + ".bad";
+  for (int n = 2; std::filesystem::exists(dir + "/" + candidate, ec); ++n) {
+    candidate = name + ".bad." + std::to_string(n);
+  }
+  return candidate;
 }
 
 }  // namespace trident::train

@@ -1,6 +1,6 @@
 // The files of a checkpoint directory (docs/checkpoint-format.md): `step-NNNNNNNNN.h5`, zero-padded
 // so that names sort by step, beside `latest`, `*.tmp` of an interrupted write and `*.h5.bad`
-// set aside by a restart. One definition for the writer (pruning) and the restart (choice).
+// (`*.h5.bad.2`, ... when the same step failed before) set aside by a restart. One definition for the writer (pruning) and the restart (choice).
 #pragma once
 
 #include <cstdint>
@@ -15,5 +15,13 @@ std::string checkpoint_name(int64_t steps_done);
 // Names in `dir` that are "step-*" + suffix (".h5": checkpoints; ".h5.bad": set aside), in
 // ascending order (oldest first). Empty when dir cannot be read.
 std::vector<std::string> list_checkpoint_files(const std::string& dir, const std::string& suffix = ".h5");
+
+// Names in `dir` set aside by a restart: "step-*.h5.bad" and "step-*.h5.bad.N", ascending.
+std::vector<std::string> list_set_aside_files(const std::string& dir);
+
+// The name under which checkpoint `name` in `dir` is set aside: "NAME.bad", or "NAME.bad.N" with
+// the smallest N >= 2 that is free, so that an earlier failure of the same step (a rerun wrote it
+// again and it failed again) is kept for inspection rather than overwritten.
+std::string set_aside_name(const std::string& dir, const std::string& name);
 
 }  // namespace trident::train

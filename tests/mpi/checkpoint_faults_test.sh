@@ -1,7 +1,8 @@
 # Checkpoints that go wrong (docs/checkpoint-format.md), on 2 ranks (dp = 2):
 # - a flipped byte inside a tensor of the newest checkpoint, and a truncated newest checkpoint:
-#   each reported (file and reason), set aside as .bad, and the previous checkpoint used; the
-#   continued run's losses are bit-identical to an uninterrupted run;
+#   each reported (file and reason), set aside as .bad (as .bad.2 where a .bad of that step is
+#   already there, which is kept), and the previous checkpoint used; the continued run's losses
+#   are bit-identical to an uninterrupted run;
 # - kill -9 of one rank halfway through writing a checkpoint: the next run resumes from the
 #   previous complete checkpoint and finishes with the same losses;
 # - a checkpoint with a missing tensor, and one of another model: exit 2 on every rank naming
@@ -26,20 +27,22 @@ mpi 2 train deck.ini --train.steps=15 --checkpoint.every=5 --checkpoint.keep=5 -
   || { tail -5 base.log; fail "base run"; }
 newest=checkpoints/step-000000015.h5
 
-# A flipped byte in the middle of a tensor's data.
-cp -r base flip && flip_byte "flip/$newest" block0.mlp.up.weight 301
+# A flipped byte in the middle of a tensor's data, where an earlier copy of the same step was set
+# aside before (a rerun wrote step 15 again and it went bad again): that one must be kept.
+cp -r base flip && flip_byte "flip/$newest" block0.mlp.up.weight 301 && echo earlier > "flip/$newest.bad"
 mpi 2 train deck.ini --train.steps=20 --run.dir=flip $common > flip.log 2>&1; rc=$?
-[ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*tensor 'block0.mlp.up.weight' fails its checksum" flip.log \
-  && resumed_from flip.log 10 && [ -f "flip/$newest.bad" ] && same_tail flip flip \
-  && pass "flipped byte: reported, set aside, resumed from step 10, losses bit-identical" \
-  || fail "flipped byte: rc $rc: $(grep -m3 'restart\|error' flip.log)"
+[ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*tensor 'block0.mlp.up.weight' fails its checksum.*set aside as step-000000015.h5.bad.2;" flip.log \
+  && resumed_from flip.log 10 && [ -f "flip/$newest.bad.2" ] && [ "$(cat "flip/$newest.bad")" = earlier ] && same_tail flip flip \
+  && pass "flipped byte: reported, set aside as .bad.2 beside the earlier .bad, resumed from step 10, losses bit-identical" \
+  || fail "flipped byte: rc $rc: $(grep -m3 '^restart\|error' flip.log)"
 
 # A truncated file (a crash of the file system, a copy cut short).
 cp -r base trunc && truncate -s 200000 "trunc/$newest"
 mpi 2 train deck.ini --train.steps=20 --run.dir=trunc $common > trunc.log 2>&1; rc=$?
-[ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*truncated" trunc.log && resumed_from trunc.log 10 \
-  && same_tail trunc trunc && pass "truncated file: reported, resumed from step 10, losses bit-identical" \
-  || fail "truncated file: rc $rc: $(grep -m3 'restart\|error' trunc.log)"
+[ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*truncated.*set aside as step-000000015.h5.bad;" trunc.log \
+  && resumed_from trunc.log 10 && [ -f "trunc/$newest.bad" ] && same_tail trunc trunc \
+  && pass "truncated file: reported, set aside as .bad, resumed from step 10, losses bit-identical" \
+  || fail "truncated file: rc $rc: $(grep -m3 '^restart\|error' trunc.log)"
 
 # kill -9 of rank 1 halfway through the datasets of the step-15 checkpoint.
 cp -r base killed && rm killed/checkpoints/step-000000015.h5 && echo step-000000010.h5 > killed/checkpoints/latest
@@ -52,7 +55,7 @@ TRIDENT_TEST_KILL_RANK_DURING_WRITE=1 mpi 2 train deck.ini --train.steps=20 --ch
 mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 --run.dir=killed $common > rerun.log 2>&1; rc=$?
 [ $rc -eq 0 ] && resumed_from rerun.log 10 && same_tail killed killed && [ ! -e killed/checkpoints/step-000000015.h5.tmp ] \
   && [ -f killed/checkpoints/step-000000015.h5 ] && pass "after kill -9: resumed from step 10, same losses, no .tmp left" \
-  || fail "after kill -9: rc $rc: $(grep -m3 'restart\|error' rerun.log)"
+  || fail "after kill -9: rc $rc: $(grep -m3 '^restart\|error' rerun.log)"
 
 # A missing tensor: not a corrupt file but a wrong one, so an error rather than a fallback.
 cp -r base missing && "$REMOVE_DATASET" "missing/$newest" optimizer.v.ln_f.bias

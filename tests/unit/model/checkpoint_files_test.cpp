@@ -1,0 +1,53 @@
+// The names of a checkpoint directory (src/train/checkpoint_files.h): which files count as
+// checkpoints and as set aside, and that setting aside never overwrites an earlier set-aside file.
+#include "src/train/checkpoint_files.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace trident::train {
+namespace {
+
+class CheckpointFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("trident-checkpoint-files-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void touch(const std::string& name) { std::ofstream(dir_ + "/" + name) << name; }
+
+  std::string dir_;
+};
+
+TEST_F(CheckpointFiles, CheckpointsAndSetAsideFilesAreToldApart) {
+  for (const char* name : {"step-000000010.h5", "step-000000005.h5", "step-000000015.h5.bad", "step-000000015.h5.bad.2",
+                           "step-000000020.h5.tmp", "latest", "step-000000015.h5.bad.x", "notes.h5.bad"}) {
+    touch(name);
+  }
+  EXPECT_EQ(list_checkpoint_files(dir_), (std::vector<std::string>{"step-000000005.h5", "step-000000010.h5"}));
+  EXPECT_EQ(list_set_aside_files(dir_),
+            (std::vector<std::string>{"step-000000015.h5.bad", "step-000000015.h5.bad.2"}));
+}
+
+TEST_F(CheckpointFiles, SettingAsideTakesTheFirstFreeName) {
+  const std::string name = checkpoint_name(15);
+  EXPECT_EQ(name, "step-000000015.h5");
+  EXPECT_EQ(set_aside_name(dir_, name), name + ".bad");
+  touch(name + ".bad");
+  EXPECT_EQ(set_aside_name(dir_, name), name + ".bad.2");
+  touch(name + ".bad.2");
+  EXPECT_EQ(set_aside_name(dir_, name), name + ".bad.3");
+  EXPECT_EQ(set_aside_name(dir_, checkpoint_name(10)), checkpoint_name(10) + ".bad");
+}
+
+}  // namespace
+}  // namespace trident::train
