@@ -5,6 +5,8 @@
 #include <cstddef>    // size_t
 #include <utility>    // std::move
 
+#include "io/validation_split.h"  // kMaxValFraction
+
 namespace trident::io {
 namespace {
 
@@ -197,7 +199,7 @@ std::vector<KeySpec> make_schema() {
               "learnable)."),
       int_key("data.synthetic_tokens", "2000000", 1000, kNone,
               "Number of tokens in a generated source."),
-      float_key("data.val_fraction", "0.05", 0, false, 0.5, false,
+      float_key("data.val_fraction", "0.05", 0, true, kMaxValFraction, false,
                 "Share of a generated file held out for validation."),
 
       // [train]

@@ -63,9 +63,10 @@ void notify(const std::string& command, po::variables_map& values) {
 }
 
 void check_val_fraction(const std::string& command, double val_fraction) {
-  if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
+  if (!(val_fraction > 0.0 && val_fraction <= kMaxValFraction)) {
     throw UserError(command + ": --val-fraction " + format_double(val_fraction, "%g") +
-                    " must be strictly between 0 and 1");
+                    " must be above 0 and at most " + format_double(kMaxValFraction, "%g") +
+                    " (the share of tokens held out for validation)");
   }
 }
 

@@ -168,9 +168,9 @@ std::string SyntheticSource::description() const {
 }
 
 int64_t train_split_tokens(int64_t n, double val_fraction) {
-  if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
-    throw UserError("validation fraction " + format_double(val_fraction) +
-                    " is not strictly between 0 and 1");
+  if (!(val_fraction > 0.0 && val_fraction <= kMaxValFraction)) {
+    throw UserError("validation fraction " + format_double(val_fraction) + " is not above 0 and at most " +
+                    format_double(kMaxValFraction));
   }
   if (n < 2) {
     throw UserError(std::to_string(n) +

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "io/validation_split.h"  // kMaxValFraction
+
 namespace trident::io {
 
 class SyntheticSource {
@@ -66,7 +68,8 @@ void make_synthetic_file(const std::string& path, int64_t vocab, int order, int 
                          int64_t tokens, double val_fraction, uint64_t seed);
 
 // The training split size for n tokens: floor(n * (1 - val_fraction)), clamped so that each
-// split holds at least one token. Throws UserError unless n >= 2 and 0 < val_fraction < 1.
+// split holds at least one token. Throws UserError unless n >= 2 and 0 < val_fraction <=
+// kMaxValFraction.
 int64_t train_split_tokens(int64_t n, double val_fraction);
 
 }  // namespace trident::io

@@ -115,6 +115,7 @@ TEST(PrepareCommand, BadArgumentsAreOneLineUserErrors) {
   expect_error({"synthetic", "--output", out, "--branching", "33"}, "--branching 33");
   expect_error({"synthetic", "--output", out, "--tokens", "1"}, "--tokens 1");
   expect_error({"synthetic", "--output", out, "--val-fraction", "1.5"}, "--val-fraction 1.5");
+  expect_error({"synthetic", "--output", out, "--val-fraction", "0.6"}, "--val-fraction 0.6 must be above 0 and at most 0.5");
   expect_error({"synthetic", "--output", out, "--seed", "-3"}, "--seed -3");
   expect_error({"synthetic", "--output", out, "stray"}, "stray");
   expect_error({"text", "--output", out}, "no INPUT");

@@ -129,11 +129,11 @@ TEST(SyntheticSource, TrainSplitIsTheFloorWithOneTokenEachSide) {
   EXPECT_EQ(train_split_tokens(1000, 0.05), 950);
   EXPECT_EQ(train_split_tokens(1001, 0.05), 950);  // floor(950.95)
   EXPECT_EQ(train_split_tokens(2, 0.001), 1);
-  EXPECT_EQ(train_split_tokens(2, 0.999), 1);
-  EXPECT_EQ(train_split_tokens(10, 0.999), 1);
+  EXPECT_EQ(train_split_tokens(2, 0.5), 1);
+  EXPECT_EQ(train_split_tokens(11, 0.5), 5);  // floor(5.5): the larger half is validation's
   EXPECT_THROW(train_split_tokens(1, 0.5), UserError);
   EXPECT_THROW(train_split_tokens(100, 0.0), UserError);
-  EXPECT_THROW(train_split_tokens(100, 1.0), UserError);
+  EXPECT_THROW(train_split_tokens(100, 0.6), UserError);  // more than kMaxValFraction
 }
 
 TEST(SyntheticSource, FileHoldsTrainAndValidationStreamsAsTwoDocuments) {
