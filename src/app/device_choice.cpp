@@ -63,7 +63,10 @@ DeviceChoice choose_device(const std::string& requested, bool cuda_compiled, con
                   "mpi to share GPUs";
   }
   if (!unavailable.empty()) {
-    if (requested == "cuda") throw io::UserError("run.device = cuda: " + unavailable);
+    if (requested == "cuda") {
+      throw io::UserError("run.device = cuda: " + unavailable +
+                          "; run.device = auto would train on the CPU instead, with a note saying why");
+    }
     return {kernels::Device::kCpu, -1, "run.device = auto: cpu, because " + unavailable};
   }
   const int gpu = gpu_for_rank(node.local_rank, node.visible);

@@ -66,6 +66,8 @@ TEST(DeviceChoice, CudaTakesTheGpuOfTheNodeLocalRank) {
 
 TEST(DeviceChoice, CudaIsRefusedNamingWhatIsMissing) {
   EXPECT_NE(refusal("cuda", false, 0, 0, 1).find("no CUDA backend"), std::string::npos);
+  // Every refusal names the way to go on without a GPU.
+  EXPECT_NE(refusal("cuda", false, 0, 0, 1).find("; run.device = auto would train on the CPU instead"), std::string::npos);
   const std::string none = refusal("cuda", true, 0, 0, 2);
   EXPECT_NE(none.find("run.device = cuda: no CUDA device is visible on this node (2 rank(s) on this node, 0 GPU(s)"),
             std::string::npos)
