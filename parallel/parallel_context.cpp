@@ -52,7 +52,9 @@ ParallelContext::ParallelContext(MPI_Comm world, int tp, int dp, int pp) : grid_
 std::vector<ParallelContext::GroupStats> ParallelContext::comm_stats() const {
   std::vector<GroupStats> out;
   auto add = [&out](const char* group, const Comm* comm) {
-    if (const auto* counting = dynamic_cast<const CountingComm*>(comm)) out.push_back({group, counting->stats()});
+    if (const auto* counting = dynamic_cast<const CountingComm*>(comm)) {
+      out.push_back({group, comm->size(), counting->stats()});
+    }
   };
   add("tensor", tensor_.get());
   add("data", data_.get());

@@ -329,7 +329,7 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     if (s > start_step) {  // the first step pays for warm-up; validation is outside the window
       const auto comm_after = ctx_.comm_stats();
       if (comm_totals_.empty()) {
-        for (const auto& g : comm_after) comm_totals_.push_back({g.group, {}});
+        for (const auto& g : comm_after) comm_totals_.push_back({g.group, g.ranks, {}});
       }
       for (std::size_t g = 0; g < comm_after.size(); ++g) {
         comm_totals_[g].stats.bytes += comm_after[g].stats.bytes - comm_before[g].stats.bytes;
@@ -451,7 +451,7 @@ std::string Trainer::communication_report() const {
   double total_seconds = 0.0;
   char line[160];
   for (const auto& g : comm_totals_) {
-    if (g.stats.calls == 0) continue;
+    if (g.stats.calls == 0 || g.ranks == 1) continue;  // a group of one exchanges nothing
     std::snprintf(line, sizeof line, "  %-9s %10.3f MB %9.2f ms %7.1f calls\n", g.group, g.stats.bytes / steps / 1e6,
                   1e3 * g.stats.seconds / steps, static_cast<double>(g.stats.calls) / steps);
     out += line;
