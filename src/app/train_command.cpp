@@ -144,6 +144,8 @@ int train_command(const std::vector<std::string>& args) {
   const std::string text = read_deck_collectively(world, command.deck_path);
   const RunSetup setup = make_run_setup(text, command.deck_path, command.overrides, world_size);
   const auto& c = setup.config;
+  // The banner first: it heads every log, also above the line of a dataset being generated.
+  if (leader) std::printf("%s", version_text().c_str());
 
   auto dataset = open_run_dataset(setup, world, MPI_COMM_WORLD);
   const auto& info = dataset->info();
@@ -203,7 +205,6 @@ int train_command(const std::vector<std::string>& args) {
   kernels::Backend& compute = rounded ? static_cast<kernels::Backend&>(*rounded) : kernels_backend;
 
   if (leader) {
-    std::printf("%s", version_text().c_str());
     std::printf("%s", startup_report(setup, ctx.grid(),
                                      backend->attention_scratch_size(static_cast<int>(c.train.micro_batch),
                                                                      c.train.seq_len, c.model.heads / c.parallel.tp),
