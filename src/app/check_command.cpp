@@ -21,6 +21,24 @@ namespace trident::app {
 
 namespace {
 
+constexpr const char* kCheckUsage =
+    "usage: trident check DECK [--ranks N] [--section.key=value ...]\n"
+    "\n"
+    "Validates the input deck DECK for a job of N ranks (default: this job's) without training,\n"
+    "as train would at start-up: every key and value, the layout (dp x tp x pp = N), the batch\n"
+    "split, and the dataset if it exists (a missing one is a warning). Prints the resolved deck,\n"
+    "the rank layout, the model's size and the memory per rank (also under ZeRO-1 and\n"
+    "recomputation). Runs on one process, e.g. on a login node without a GPU (add\n"
+    "--run.device=cuda for the GPU's memory figure). Overrides are written as for train:\n"
+    "--optim.lr=3e-4 or --train.steps 1000.\n"
+    "\n"
+    "examples:\n"
+    "  trident check inputs/gpt2-124m.ini --ranks 8\n"
+    "  trident check inputs/gpt2-350m.ini --ranks 16 --parallel.tp=4 --parallel.pp=2\n"
+    "\n"
+    "Deck keys: docs/input-deck.md; layouts: docs/parallelism.md. Exit status: 0 valid (warnings\n"
+    "included), 2 a user error, one line naming the key or file.\n";
+
 // The largest per-rank total over the stages for the four combinations of ZeRO-1 and
 // recomputation, so a user sees what each option would save before choosing.
 // The kernels whose 16-bit families the memory table counts (GptLayout::native_16bit), and a
@@ -89,6 +107,12 @@ std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid&
 }  // namespace
 
 int check_command(const std::vector<std::string>& raw_args) {
+  if (wants_help(raw_args)) {
+    int rank = 0;
+    TRIDENT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    if (rank == 0) std::printf("%s", kCheckUsage);
+    return 0;
+  }
   std::vector<std::string> args = raw_args;
   int world_size = 1;
   TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));

@@ -22,6 +22,13 @@ std::optional<std::string> take_flag(std::vector<std::string>& args, const std::
   return std::nullopt;
 }
 
+bool wants_help(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
 CommandArgs split_command_args(const std::string& command, const std::vector<std::string>& args) {
   CommandArgs result;
   for (std::size_t i = 0; i < args.size(); ++i) {

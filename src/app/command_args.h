@@ -17,6 +17,9 @@ struct CommandArgs {
 // value is missing).
 std::optional<std::string> take_flag(std::vector<std::string>& args, const std::string& name);
 
+// Whether `--help` or `-h` is among args: the command prints its usage and exits 0 instead.
+bool wants_help(const std::vector<std::string>& args);
+
 // The first argument not starting with "--" is the deck; the rest are overrides. UserError
 // when no deck is given.
 CommandArgs split_command_args(const std::string& command, const std::vector<std::string>& args);

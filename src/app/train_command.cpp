@@ -39,6 +39,24 @@ namespace trident::app {
 
 namespace {
 
+constexpr const char* kTrainUsage =
+    "usage: trident train DECK [--section.key=value ...]\n"
+    "\n"
+    "Trains a GPT as the input deck DECK says, on every rank of the job: launch it with mpirun\n"
+    "or srun, dp x tp x pp ranks. Any deck key can be overridden after the deck, as\n"
+    "--optim.lr=3e-4 or --train.steps 1000 (a value starting with -- only after =). The run\n"
+    "writes into run.dir: the resolved deck (config.ini), metrics.jsonl, checkpoints/ and\n"
+    "final-params.h5. With run.restart = auto (the default) a rerun resumes from the newest\n"
+    "checkpoint that verifies, on any layout. SIGTERM or SIGUSR1 stops it after the current step\n"
+    "with a checkpoint (exit 0).\n"
+    "\n"
+    "examples:\n"
+    "  mpirun -np 2 trident train inputs/quickstart.ini\n"
+    "  srun trident train inputs/gpt2-124m.ini --run.dir=runs/lr3e-4 --optim.lr=3e-4\n"
+    "\n"
+    "Deck keys: docs/input-deck.md; running, restarts, signals: docs/running.md. Exit status:\n"
+    "0 success, 2 a user error (one line naming the key or file), 3 training diverged.\n";
+
 // Rank 0 creates run.dir and writes config.ini; failures are agreed by every rank.
 void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   std::string error;
@@ -131,6 +149,12 @@ void check_run_fits(const MemoryEstimate& estimate, const DeviceChoice& device, 
 }  // namespace
 
 int train_command(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    int rank = 0;
+    TRIDENT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    if (rank == 0) std::printf("%s", kTrainUsage);
+    return 0;
+  }
   StartupClock startup;
   int world_size = 1;
   TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));

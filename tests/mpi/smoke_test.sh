@@ -3,6 +3,13 @@ source "$(dirname "$0")/lib.sh"
 tiny_deck good.ini
 
 out=$("$TRIDENT" --help) && echo "$out" | grep -q "usage: trident" && pass "--help" || fail "--help: $out"
+# Each command's own help, before or after the deck, on every rank (exit 0, nothing trained).
+out=$("$TRIDENT" train --help) && echo "$out" | grep -q "^usage: trident train DECK" && pass "train --help" \
+  || fail "train --help: $out"
+out=$(mpi 2 train good.ini --run.dir=helped -h) && [ "$(echo "$out" | grep -c "^usage: trident train DECK")" = 1 ] \
+  && [ ! -e helped ] && pass "train DECK -h on 2 ranks: one usage, no run" || fail "train DECK -h: $out"
+out=$("$TRIDENT" check good.ini --help) && echo "$out" | grep -q "^usage: trident check DECK \[--ranks N\]" \
+  && pass "check --help" || fail "check --help: $out"
 out=$("$TRIDENT" --version) || fail "--version exit"
 for part in "trident " "MPI:" "HDF5:" "BLAS:" "CUDA:"; do
   echo "$out" | grep -q "$part" || fail "--version lacks '$part': $out"
