@@ -46,13 +46,16 @@ double measure_matmul_flops(kernels::Backend& backend) {
   for (std::size_t i = 0; i < kElems; ++i) host[i] = static_cast<float>(i % 7) * 0.01f;
   backend.copy_to_device(a, host.data(), kElems);
   backend.copy_to_device(b, host.data(), kElems);
-  double best = 0.0;
-  for (int rep = 0; rep < 6; ++rep) {
+  backend.matmul_forward(c, a, b, nullptr, kSize, kSize, kSize);  // warm-up: threads, pages, library set-up
+  backend.synchronize();
+  double best = 0.0, timed = 0.0;
+  for (int rep = 0; rep < kPeakMaxProducts && (rep < kPeakMinProducts || timed < kPeakWindowSeconds); ++rep) {
     const auto start = std::chrono::steady_clock::now();
     backend.matmul_forward(c, a, b, nullptr, kSize, kSize, kSize);
     backend.synchronize();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (rep > 0) best = std::max(best, 2.0 * kSize * kSize * kSize / s);  // rep 0 warms up
+    best = std::max(best, 2.0 * kSize * kSize * kSize / s);
+    timed += s;
   }
   backend.release(c);
   backend.release(b);

@@ -15,7 +15,13 @@ namespace trident::train {
 // table, and for CPUs.
 double datasheet_peak_flops(const std::string& device, kernels::Precision precision, std::string& which);
 
-// FLOP/s of the best of a few 512 x 512 x 512 matmuls.
+// FLOP/s of the best 512 x 512 x 512 matmul after a warm-up call, timed for at least
+// kPeakWindowSeconds and kPeakMinProducts products (at most kPeakMaxProducts): a window of a few
+// milliseconds can fall wholly inside a burst of other load on a shared node, measure a low
+// peak, and show MFU above 100% once the load is gone.
+inline constexpr double kPeakWindowSeconds = 0.2;
+inline constexpr int kPeakMinProducts = 5;
+inline constexpr int kPeakMaxProducts = 400;
 double measure_matmul_flops(kernels::Backend& backend);
 
 }  // namespace trident::train

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <thread>
 
+#include "kernels/timing_backend.h"
 #include "src/app/memory_estimate.h"
 #include "src/app/threads.h"
 #include "parallel/zero_shard.h"
@@ -43,6 +44,25 @@ TEST(PeakFlops, KnownGpusGiveTheirDatasheetPeakForThePrecision) {
   // Unknown GPUs and CPUs: none (the caller measures instead).
   EXPECT_EQ(train::datasheet_peak_flops("cuda (NVIDIA L4, sm_89)", kernels::Precision::kBf16, which), 0.0);
   EXPECT_EQ(train::datasheet_peak_flops("cpu (OpenBLAS, 2 threads)", kernels::Precision::kBf16, which), 0.0);
+}
+
+// The measured peak (no datasheet entry: CPUs) times products until its window is full: the
+// TimingBackend counts them and adds up the time they took.
+TEST(PeakFlops, MeasurementFillsItsWindow) {
+  const auto cpu = kernels::make_backend(kernels::Device::kCpu, 1);
+  kernels::TimingBackend timing(*cpu);
+  timing.set_measuring(true);
+  const double flops = train::measure_matmul_flops(timing);
+  ASSERT_EQ(timing.totals().size(), 1u);
+  const kernels::KernelTime& products = timing.totals().begin()->second;
+  EXPECT_GE(products.calls, 1 + train::kPeakMinProducts);  // the warm-up and the minimum
+  EXPECT_LE(products.calls, 1 + train::kPeakMaxProducts);
+  // The timer here sees each product from inside the one of measure_matmul_flops, a few
+  // microseconds shorter per call of milliseconds: 0.9 of the window leaves room for that.
+  if (products.calls < 1 + train::kPeakMaxProducts) {
+    EXPECT_GE(products.seconds, 0.9 * train::kPeakWindowSeconds);
+  }
+  EXPECT_GT(flops, 0.0);
 }
 
 TEST(FlopCount, Gpt2SmallMatchesSixNPlusAttention) {
