@@ -89,6 +89,12 @@ void check_flash_warpgroups(const ResolvedDeck& deck, const RunSection& run) {
 
 void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
   check_heads_divide_hidden(deck, config.model);
+  // Refused here, before the device is chosen, so that check refuses what train would: with
+  // run.device = auto the choice is the node's, and train refuses flash where it falls on the CPU.
+  if (config.run.attention == "flash" && config.run.device == "cpu") {
+    throw UserError(quoted(deck, "run.attention") + ": only the CUDA backend has flash attention, but " +
+                    quoted(deck, "run.device") + " (use run.attention = gemm, or run.device = cuda or auto)");
+  }
   if (config.run.attention == "flash" && config.model.hidden / config.model.heads != kFlashHeadSize) {
     throw UserError(quoted(deck, "run.attention") + " needs heads of 64 channels, but " +
                     quoted(deck, "model.hidden") + " / " + quoted(deck, "model.heads") + " = " +

@@ -96,8 +96,13 @@ TEST(RunConfig, HeadsMustDivideHidden) {
 TEST(RunConfig, FlashAttentionNeedsHeadsOf64Channels) {
   EXPECT_EQ(config_of({}).run.attention, "auto");  // the default
   EXPECT_EQ(config_of({"--run.attention=gemm"}).run.attention, "gemm");
-  EXPECT_EQ(config_of({"--run.attention=flash"}).run.attention, "flash");  // 768 / 12 = 64
-  EXPECT_EQ(config_error({"--run.attention=flash", "--model.heads=8"}),
+  EXPECT_EQ(config_of({"--run.attention=flash", "--run.device=auto"}).run.attention, "flash");  // 768 / 12 = 64
+  EXPECT_EQ(config_of({"--run.attention=flash", "--run.device=cuda"}).run.attention, "flash");
+  // The CPU has no flash attention: refused by the deck, so that check refuses it as train does.
+  EXPECT_EQ(config_error({"--run.attention=flash", "--run.device=cpu"}),
+            "run.attention = flash: only the CUDA backend has flash attention, but run.device = cpu (use "
+            "run.attention = gemm, or run.device = cuda or auto)");
+  EXPECT_EQ(config_error({"--run.attention=flash", "--run.device=auto", "--model.heads=8"}),
             "run.attention = flash needs heads of 64 channels, but model.hidden = 768 / model.heads = 8 = 96 "
             "(use run.attention = gemm, or model.heads = 12)");
 }

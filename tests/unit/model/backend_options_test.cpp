@@ -43,7 +43,7 @@ TEST(BackendOptions, DefaultsAreTheBackendsDefaults) {
 
 TEST(BackendOptions, EveryKeyReachesItsOption) {
   const kernels::BackendOptions options =
-      options_of({"--train.precision=bf16", "--run.attention=flash", "--run.matmul_epilogues=separate",
+      options_of({"--train.precision=bf16", "--run.device=cuda", "--run.attention=flash", "--run.matmul_epilogues=separate",
                   "--run.attention_blocks=4", "--run.attention_batching=pointers", "--run.flash_dq=key_walk",
                   "--run.flash_block_order=longest_first", "--run.flash_forward=wgmma_overlapped",
                   "--run.flash_backward=wgmma", "--run.layernorm_sums=row_walk", "--run.cross_entropy_loads=packs",
@@ -100,12 +100,13 @@ TEST(BackendOptions, AutoAttentionIsFlashOnlyOnTheTensorCores) {
   EXPECT_EQ(options_of({"--train.precision=bf16"}, Device::kCpu).attention, AttentionKernel::kGemm);
   EXPECT_EQ(options_of({"--train.precision=bf16", "--model.heads=8"}, Device::kCuda).attention,
             AttentionKernel::kGemm);  // 96 channels a head
-  // A deck's own choice stands (train refuses flash on the CPU with its own error).
+  // A deck's own choice stands (the deck refuses flash with run.device = cpu; train refuses it
+  // where auto falls on the CPU).
   EXPECT_EQ(options_of({"--train.precision=bf16", "--run.attention=gemm"}, Device::kCuda).attention,
             AttentionKernel::kGemm);
-  EXPECT_EQ(options_of({"--train.precision=fp32", "--run.attention=flash"}, Device::kCuda).attention,
+  EXPECT_EQ(options_of({"--train.precision=fp32", "--run.device=cuda", "--run.attention=flash"}, Device::kCuda).attention,
             AttentionKernel::kFlash);
-  EXPECT_EQ(options_of({"--run.attention=flash"}, Device::kCpu).attention, AttentionKernel::kFlash);
+  EXPECT_EQ(options_of({"--run.device=auto", "--run.attention=flash"}, Device::kCpu).attention, AttentionKernel::kFlash);
 }
 
 TEST(BackendOptions, Fp32NeverFusesEpilogues) {
