@@ -7,4 +7,5 @@ ranks=${1:?usage: jobs/mpirun-local.sh RANKS DECK [--section.key=value ...]}
 shift
 flags=(--oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
-exec mpirun "${flags[@]}" -np "$ranks" build/bin/trident train "$@"
+# From any directory: the executable is TRIDENT, or build/bin/trident beside this script's folder.
+exec mpirun "${flags[@]}" -np "$ranks" "${TRIDENT:-$(dirname "$0")/../build/bin/trident}" train "$@"

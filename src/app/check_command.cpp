@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <stdexcept>
 
+#include "io/deck_schema.h"  // nearest_key
 #include "io/token_dataset.h"
 #include "io/user_error.h"
 #include "kernels/backend.h"
@@ -22,7 +25,7 @@ namespace trident::app {
 namespace {
 
 constexpr const char* kCheckUsage =
-    "usage: trident check DECK [--ranks N] [--section.key=value ...]\n"
+    "usage: trident check DECK [--ranks N] [--get KEY] [--section.key=value ...]\n"
     "\n"
     "Validates the input deck DECK for a job of N ranks (default: this job's) without training,\n"
     "as train would at start-up: every key and value, the layout (dp x tp x pp = N), the batch\n"
@@ -30,11 +33,13 @@ constexpr const char* kCheckUsage =
     "the rank layout, the model's size and the memory per rank (also under ZeRO-1 and\n"
     "recomputation). Runs on one process, e.g. on a login node without a GPU (add\n"
     "--run.device=cuda for the GPU's memory figure). Overrides are written as for train:\n"
-    "--optim.lr=3e-4 or --train.steps 1000.\n"
+    "--optim.lr=3e-4 or --train.steps 1000. With --get KEY it prints only KEY's resolved value\n"
+    "(for job scripts: trident check DECK \"$@\" --get run.dir).\n"
     "\n"
     "examples:\n"
     "  trident check inputs/gpt2-124m.ini --ranks 8\n"
     "  trident check inputs/gpt2-350m.ini --ranks 16 --parallel.tp=4 --parallel.pp=2\n"
+    "  trident check inputs/gpt2-124m.ini --ranks 8 --run.dir=runs/a --get run.dir\n"
     "\n"
     "Deck keys: docs/input-deck.md; layouts: docs/parallelism.md. Exit status: 0 valid (warnings\n"
     "included), 2 a user error, one line naming the key or file.\n";
@@ -130,9 +135,22 @@ int check_command(const std::vector<std::string>& raw_args) {
       throw io::UserError("--ranks = '" + *value + "' is not a positive integer");
     }
   }
+  const std::optional<std::string> get = take_flag(args, "get");
   const CommandArgs command = split_command_args("check", args);
   const std::string text = read_deck_collectively(world, command.deck_path);
   const RunSetup setup = make_run_setup(text, command.deck_path, command.overrides, ranks);
+  if (get) {
+    // For job scripts (jobs/slurm-train.sbatch reads run.dir): the resolved value alone.
+    try {
+      const std::string& value = setup.deck.value(*get);
+      if (world.rank() == 0) std::printf("%s\n", value.c_str());
+      return 0;
+    } catch (const std::out_of_range&) {
+      const std::string nearest = io::nearest_key(*get);
+      throw io::UserError("--get " + *get + ": no such deck key" +
+                          (nearest.empty() ? " (the keys are listed in docs/input-deck.md)" : " (did you mean " + nearest + "?)"));
+    }
+  }
   if (world.rank() != 0) return 0;  // the rest is reporting: one rank is enough
 
   const auto& c = setup.config;

@@ -8,6 +8,11 @@ out=$("$TRIDENT" train --help) && echo "$out" | grep -q "^usage: trident train D
   || fail "train --help: $out"
 out=$(mpi 2 train good.ini --run.dir=helped -h) && [ "$(echo "$out" | grep -c "^usage: trident train DECK")" = 1 ] \
   && [ ! -e helped ] && pass "train DECK -h on 2 ranks: one usage, no run" || fail "train DECK -h: $out"
+out=$("$TRIDENT" check good.ini --train.steps=9 --get train.steps) && [ "$out" = 9 ] && pass "check --get: the resolved value alone" \
+  || fail "check --get: $out"
+out=$("$TRIDENT" check good.ini --get train.stpes 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "did you mean train.steps" && pass "check --get of an unknown key: exit 2, the nearest key" \
+  || fail "check --get unknown key: rc $rc: $out"
 out=$("$TRIDENT" check good.ini --help) && echo "$out" | grep -q "^usage: trident check DECK \[--ranks N\]" \
   && pass "check --help" || fail "check --help: $out"
 out=$("$TRIDENT" --version) || fail "--version exit"
