@@ -1,6 +1,7 @@
 // Byte-level tokenizer: bytes are tokens 0..255, end-of-text is 256.
 #include "io/byte_tokenizer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>  // std::strerror
 #include <filesystem>  // is_directory
@@ -51,6 +52,15 @@ EncodedDocuments encode_documents(const std::vector<std::string>& files) {
     const std::string text{std::istreambuf_iterator<char>(stream),
                            std::istreambuf_iterator<char>()};
     if (stream.bad()) throw UserError("input '" + file + "': read error");
+    const auto nul_bytes = std::count(text.begin(), text.end(), '\0');
+    if (text.empty()) {
+      documents.doubts.push_back("input '" + file + "' is empty: only its end-of-text is written");
+    } else if (nul_bytes > 0) {
+      documents.doubts.push_back("input '" + file + "' holds " + std::to_string(nul_bytes) + " NUL byte(s) of " +
+                                 std::to_string(text.size()) +
+                                 ": is it text? (its bytes are written as tokens all the same)");
+    }
+    if (!text.empty()) documents.all_empty = false;
     for (char c : text) documents.tokens.push_back(static_cast<unsigned char>(c));
     documents.tokens.push_back(kByteEotId);
     documents.doc_offsets.push_back(documents.tokens.size());

@@ -8,6 +8,8 @@
 #include <cmath>  // std::isnan
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -70,6 +72,36 @@ void check_val_fraction(const std::string& command, double val_fraction) {
   }
 }
 
+// The help's words for --val-fraction, with the range check_val_fraction enforces.
+std::string val_fraction_help() {
+  return "fraction of tokens held out for validation, above 0 and at most " + format_double(kMaxValFraction, "%g");
+}
+
+// Whether `path` starts with HDF5's signature (a token file of an earlier prepare, say).
+bool is_hdf5_file(const std::string& path) {
+  static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  char head[8] = {};
+  std::ifstream file(path, std::ios::binary);
+  return file.read(head, sizeof head) && std::equal(head, head + 8, kSignature);
+}
+
+// --output may replace an earlier HDF5 file, never one of the inputs or any other file: a shell
+// glob (`--output corpus/*.txt`) would otherwise turn a text file into a token file.
+void check_output_replaceable(const std::string& command, const std::string& output,
+                              const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  for (const std::string& input : inputs) {
+    if (std::filesystem::equivalent(output, input, ec)) {
+      throw UserError(command + ": --output '" + output + "' is also an INPUT; it would be overwritten (choose " +
+                      "another output name)");
+    }
+  }
+  if (std::filesystem::exists(output, ec) && !is_hdf5_file(output)) {
+    throw UserError(command + ": --output '" + output + "' exists and is not an HDF5 file; it is left as it is " +
+                    "(remove it, or choose another output name)");
+  }
+}
+
 void print_summary(const std::string& path, std::ostream& out) {
   const TokenFileInfo info = read_token_file_info(path);
   out << "wrote " << path << "\n"
@@ -112,7 +144,7 @@ int prepare_synthetic(const std::vector<std::string>& args, std::ostream& out) {
       ("tokens", po::value(&tokens)->default_value(tokens)->value_name("N"),
        "tokens in the file (training + validation, at least 2)")
       ("val-fraction", po::value(&val_fraction)->default_value(val_fraction, "0.05")->value_name("F"),
-       "fraction of tokens held out for validation, in (0, 1)")
+       val_fraction_help().c_str())
       ("seed", po::value(&seed)->default_value(seed)->value_name("S"),
        "seed of the source's structure and of its draws (>= 0)");
   std::vector<std::string> stray;  // positional words: none are expected, so name the first
@@ -151,6 +183,7 @@ int prepare_synthetic(const std::vector<std::string>& args, std::ostream& out) {
   if (seed < 0) {
     throw UserError(command + ": --seed " + std::to_string(seed) + " must not be negative");
   }
+  check_output_replaceable(command, output, {});
   make_synthetic_file(output, vocab, order, branching, tokens, val_fraction,
                       static_cast<uint64_t>(seed));
   print_summary(output, out);
@@ -171,7 +204,7 @@ int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
       ("help,h", "print this help")
       ("output,o", po::value(&output)->required()->value_name("FILE"), "token file to write")
       ("val-fraction", po::value(&val_fraction)->default_value(val_fraction, "0.05")->value_name("F"),
-       "fraction of tokens held out for validation, in (0, 1)")
+       val_fraction_help().c_str())
       ("input", po::value(&inputs)->value_name("INPUT"), "text files, one document each");
   po::positional_options_description positional;
   positional.add("input", -1);
@@ -184,12 +217,15 @@ int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
   check_val_fraction(command, val_fraction);
   if (inputs.empty()) throw UserError(command + ": no INPUT files given");
 
+  check_output_replaceable(command, output, inputs);
   const EncodedDocuments documents = encode_documents(inputs);
-  const auto n = static_cast<int64_t>(documents.tokens.size());
-  if (n < 2) {
-    throw UserError(command + ": the inputs hold " + std::to_string(n) +
-                    " token(s) with end-of-text; at least 2 are needed to split");
+  if (documents.all_empty) {
+    throw UserError(command + ": " + (inputs.size() == 1 ? "INPUT '" + inputs.front() + "' is empty"
+                                                         : "every INPUT is empty") +
+                    ": there is no text to make tokens of");
   }
+  for (const std::string& doubt : documents.doubts) out << "warning: " << doubt << "\n";
+  const auto n = static_cast<int64_t>(documents.tokens.size());
   TokenFileContents contents;
   contents.tokens = documents.tokens;
   contents.doc_offsets = documents.doc_offsets;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -93,12 +94,59 @@ TEST(PrepareCommand, TextWritesOneDocumentPerInput) {
   EXPECT_EQ(out.str().find("entropy rate"), std::string::npos);
 }
 
+// --output replaces an earlier token file but never an input or another kind of file (a shell
+// glob, `--output corpus/*.txt`, makes the first text file the output).
+TEST(PrepareCommand, OutputNeverReplacesAnInputOrAFileThatIsNotHdf5) {
+  ScratchDir dir;
+  std::ofstream(dir.file("a.txt"), std::ios::binary) << "the first text\n";
+  std::ofstream(dir.file("b.txt"), std::ios::binary) << "the second text\n";
+  expect_error({"text", "--output", dir.file("a.txt"), dir.file("a.txt")},
+               "--output '" + dir.file("a.txt") + "' is also an INPUT");
+  expect_error({"text", "--output", dir.file("a.txt"), dir.file("b.txt")},
+               "--output '" + dir.file("a.txt") + "' exists and is not an HDF5 file");
+  expect_error({"synthetic", "--output", dir.file("b.txt")}, "exists and is not an HDF5 file");
+  std::ifstream first(dir.file("a.txt"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(first), {}), "the first text\n");
+  // An earlier token file is replaced.
+  std::ostringstream out;
+  const std::string tokens = dir.file("tokens.h5");
+  EXPECT_EQ(run_prepare({"text", "--output", tokens, dir.file("a.txt")}, out), 0);
+  EXPECT_EQ(run_prepare({"text", "--output", tokens, dir.file("a.txt"), dir.file("b.txt")}, out), 0);
+  EXPECT_EQ(read_token_file_info(tokens).num_docs, 2);
+}
+
+// Empty inputs and binary ones: refused when nothing is left, otherwise written with a warning.
+TEST(PrepareCommand, EmptyAndBinaryInputsAreNamed) {
+  ScratchDir dir;
+  std::ofstream(dir.file("empty.txt"), std::ios::binary).flush();
+  std::ofstream(dir.file("also-empty.txt"), std::ios::binary).flush();
+  std::ofstream(dir.file("a.txt"), std::ios::binary) << "some text\n";
+  std::ofstream(dir.file("binary.dat"), std::ios::binary) << std::string("\x7f" "ELF\0\0\1", 7);
+  expect_error({"text", "--output", dir.file("x.h5"), dir.file("empty.txt")},
+               "INPUT '" + dir.file("empty.txt") + "' is empty");
+  expect_error({"text", "--output", dir.file("x.h5"), dir.file("empty.txt"), dir.file("also-empty.txt")},
+               "every INPUT is empty");
+  std::ostringstream out;
+  EXPECT_EQ(run_prepare({"text", "--output", dir.file("x.h5"), dir.file("a.txt"), dir.file("empty.txt"),
+                         dir.file("binary.dat")},
+                        out),
+            0);
+  EXPECT_NE(out.str().find("warning: input '" + dir.file("empty.txt") + "' is empty"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("warning: input '" + dir.file("binary.dat") + "' holds 2 NUL byte(s) of 7: is it text?"),
+            std::string::npos)
+      << out.str();
+  EXPECT_EQ(out.str().find("warning: input '" + dir.file("a.txt")), std::string::npos) << out.str();
+}
+
 TEST(PrepareCommand, HelpPrintsUsageAndSucceeds) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--help"}, {"synthetic", "--help"}, {"text", "-h"}}) {
     std::ostringstream out;
     EXPECT_EQ(run_prepare(args, out), 0);
     EXPECT_NE(out.str().find("usage: trident prepare"), std::string::npos) << out.str();
+    if (args.size() == 2) {  // a source's own help gives --val-fraction's range as it is enforced
+      EXPECT_NE(out.str().find("at most 0.5"), std::string::npos) << out.str();
+    }
   }
 }
 
