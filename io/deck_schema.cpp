@@ -168,8 +168,9 @@ std::vector<KeySpec> make_schema() {
       bool_key("run.save_final", "true",
                "Write the final parameters to run.dir/final-params.h5 (global shapes, any layout)."),
       string_key("run.restart", "auto",
-                 "Where to resume from: auto (the checkpoint named by checkpoint.dir/latest, if any, "
-                 "else a fresh start), none (always a fresh start), or the path of a checkpoint file."),
+                 "Where to resume from: auto (the newest checkpoint in checkpoint.dir whose checksums "
+                 "verify, a newer corrupt one set aside; none there: a fresh start), none (always a fresh "
+                 "start), or the path of a checkpoint file."),
 
       // [model]
       int_key("model.layers", "12", 1, 1024, "Number of transformer blocks."),

@@ -61,6 +61,9 @@ model::GptConfig checkpoint_model(const std::string& checkpoint, const std::stri
 // Reads the checkpoint and writes OUT; one process, serial. Throws UserError naming the file.
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out) {
   std::error_code ec;
+  if (std::filesystem::is_directory(checkpoint, ec)) {
+    throw io::UserError("checkpoint '" + checkpoint + "' is a directory: give one of its step-N.h5 files");
+  }
   if (!std::filesystem::is_regular_file(checkpoint, ec)) {
     throw io::UserError("checkpoint '" + checkpoint + "': no such file");
   }

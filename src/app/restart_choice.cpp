@@ -34,6 +34,19 @@ std::string verify(const std::string& path, parallel::Comm& world, MPI_Comm comm
   return reason;
 }
 
+// Why `path`, a readable parameter file, cannot be restarted from ("" when it is a checkpoint):
+// final-params.h5 and exports hold the model's weights only, without the optimizer's moments and
+// the data position. A file that cannot be read is left to the verification, which says why.
+std::string not_a_checkpoint(const std::string& path) {
+  try {
+    if (io::read_param_file_int_attributes(path).count("samples") != 0) return "";  // written by checkpoints only
+    const bool exported = io::read_param_file_string_attribute(path, "source").has_value();
+    return exported ? "an export of a checkpoint (trident export)" : "a parameter file such as final-params.h5";
+  } catch (const io::UserError&) {
+    return "";
+  }
+}
+
 }  // namespace
 
 std::string choose_restart(const io::RunConfig& config, const std::string& checkpoint_dir, parallel::Comm& world,
@@ -42,8 +55,21 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
   if (restart == "none") return "";
   if (restart != "auto") {
     std::string error;
-    if (world.rank() == 0 && !std::filesystem::exists(restart)) {
-      error = "run.restart = '" + restart + "': no such checkpoint file";
+    if (world.rank() == 0) {
+      std::string kind;
+      if (!std::filesystem::exists(restart)) {
+        error = "run.restart = '" + restart + "': no such checkpoint file";
+      } else if (std::filesystem::is_directory(restart)) {
+        const std::vector<std::string> inside = train::list_checkpoint_files(restart);
+        error = "run.restart = '" + restart + "' is a directory: give a checkpoint file" +
+                (inside.empty() ? std::string(" (it holds none)")
+                                : " in it (the newest: " + restart + "/" + inside.back() + ")") +
+                ", or run.restart = auto to resume from the newest in checkpoint.dir";
+      } else if (kind = not_a_checkpoint(restart); !kind.empty()) {
+        error = "run.restart = '" + restart + "' is not a checkpoint but " + kind +
+                ": the model's weights without the optimizer state and data position a restart needs (give a "
+                "step-N.h5 file of checkpoint.dir)";
+      }
     }
     error = parallel::agree_on_error(world, error);
     if (!error.empty()) throw io::UserError(error);

@@ -7,7 +7,8 @@
 #   checkpoint), on the common rows of wte, whose extra padded rows there are zero;
 # and the user errors: missing checkpoint, a file that is not a checkpoint (the token dataset,
 # final-params.h5 without a deck), a checkpoint missing a tensor, an OUT that cannot be written
-# or that is the checkpoint, wrong arguments: exit 2 with one line naming the file.
+# or that is the checkpoint, wrong arguments: exit 2 with one line naming the file; and
+# run.restart given final-params.h5, an export or a directory: exit 2 saying which it is.
 source "$(dirname "$0")/lib.sh"
 tiny_deck deck.ini
 
@@ -68,6 +69,7 @@ expect_error() {
 }
 expect_error missing 1 "checkpoint 'nowhere.h5': no such file" export nowhere.h5 out.h5
 expect_error missing_on_2_ranks 2 "checkpoint 'nowhere.h5': no such file" export nowhere.h5 out.h5
+expect_error directory 1 "checkpoint 'run/checkpoints' is a directory: give one of its step-N.h5 files" export run/checkpoints out.h5
 expect_error token_file 1 "$WORK_DIR/tiny.h5" export "$WORK_DIR/tiny.h5" out.h5
 expect_error final_params 1 "'run/final-params.h5' has no 'deck' attribute" export run/final-params.h5 out.h5
 # A checkpoint that lacks a tensor of its deck's model (remove_dataset: a tests/tools helper).
@@ -86,6 +88,13 @@ expect_error out_is_checkpoint 1 "is the checkpoint itself" export "$checkpoint"
 expect_error one_argument 1 "expected 2 arguments" export "$checkpoint"
 expect_error three_arguments 2 "expected 2 arguments" export "$checkpoint" a.h5 b.h5
 [ ! -e out.h5 ] && [ ! -e out.h5.tmp ] && pass "no file left by a failed export" || fail "a failed export left out.h5"
+# Weights-only files and a directory are not restart points: run.restart names what each is.
+expect_error restart_final_params 2 "run.restart = 'run/final-params.h5' is not a checkpoint but a parameter file such as final-params.h5" \
+  train deck.ini --run.dir=r1 --run.restart=run/final-params.h5
+expect_error restart_export 2 "run.restart = 'single.h5' is not a checkpoint but an export of a checkpoint" \
+  train deck.ini --run.dir=r2 --run.restart=single.h5
+expect_error restart_directory 2 "run.restart = 'run/checkpoints' is a directory: give a checkpoint file in it (the newest: run/checkpoints/step-000000010.h5)" \
+  train deck.ini --run.dir=r3 --run.restart=run/checkpoints
 out=$("$TRIDENT" export --help) && echo "$out" | grep -q "usage: trident export CHECKPOINT OUT" \
   && pass "export --help" || fail "export --help: $out"
 "$TRIDENT" --help | grep -q "export CHECKPOINT OUT" && pass "--help lists export" || fail "--help lacks export"
