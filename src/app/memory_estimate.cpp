@@ -37,7 +37,11 @@ MemoryEstimate estimate_memory(const model::GptConfig& config, int micro_batch, 
   m.activations = model::activation_bytes(config, micro_batch, seq_len, attention_scratch, layout);
   m.stage = layout.pp_rank;
   m.layers = layout.stage(config).layers();
-  m.slots = layout.slots;
+  m.slots.clear();
+  for (int c = 0; c < layout.chunks; ++c) {
+    if (c > 0) m.slots.push_back('+');
+    m.slots.append(std::to_string(layout.slots_of(c)));
+  }
   return m;
 }
 
@@ -85,7 +89,7 @@ std::string memory_table(const std::vector<MemoryEstimate>& stages, const char* 
   out += line;
   std::size_t staging = 0;
   for (const MemoryEstimate& m : stages) {
-    std::snprintf(line, sizeof line, "  %5d %6d %9d %12s %12s %12s %12s %12s %12s\n", m.stage, m.layers, m.slots,
+    std::snprintf(line, sizeof line, "  %5d %6d %9s %12s %12s %12s %12s %12s %12s\n", m.stage, m.layers, m.slots.c_str(),
                   format_bytes(static_cast<double>(m.parameters)).c_str(),
                   format_bytes(static_cast<double>(m.gradients)).c_str(),
                   format_bytes(static_cast<double>(m.optimizer)).c_str(),

@@ -25,7 +25,7 @@ struct MemoryEstimate {
                                   // stage through (host memory, not in total())
   int stage = 0;
   int layers = 0;               // blocks on the stage
-  int slots = 1;                // micro-batches in flight
+  std::string slots = "1";      // micro-batches in flight: "4", or per chunk "8+4" (interleaved)
   std::size_t total() const { return parameters + gradients + optimizer + activations + communication; }
 };
 

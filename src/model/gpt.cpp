@@ -116,15 +116,16 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
   // Rows of the sequence-parallel regions and their floats (BTC without sequence parallelism).
   const std::size_t rows = region_rows(bt, layout);
   const std::size_t rc = rows * static_cast<std::size_t>(c.hidden);
-  const auto slots = static_cast<std::size_t>(layout.slots);
   const ActivationSizes workspace = block_workspace(c, b, t, layout);
   // Row max and row sum of exp (the backward reads them rather than the logits again), and with
   // tp > 1 the target's logit beside the sum (the loss's three terms, combined over the group).
   const std::size_t vocab_stats = tp > 1 ? 3 * bt : 2 * bt;
   const std::size_t local_vocab = static_cast<std::size_t>(c.padded_vocab / tp);
   const bool multi_chunk = stage.chunks.size() > 1;
-  ActivationSizes slot;
-  for (const ChunkLayout& chunk : stage.chunks) {
+  ActivationSizes total;
+  for (std::size_t k = 0; k < stage.chunks.size(); ++k) {
+    const ChunkLayout& chunk = stage.chunks[k];
+    ActivationSizes slot;
     const auto layers = static_cast<std::size_t>(chunk.layers());
     // Per slot: the chunk input, every block's output (the next block's input, or ln_f's),
     // under kNone each block's intermediates, with chunks the input gradient kept for its
@@ -141,10 +142,10 @@ ActivationSizes activation_sizes(const GptConfig& c, int B, int T, std::size_t a
       slot.fp32 += 2 * rows + bt + vocab_stats;
       (layout.logits_16bit() ? slot.stored : slot.fp32) += bt * local_vocab;
     }
+    const auto slots = static_cast<std::size_t>(layout.slots_of(static_cast<int>(k)));
+    total.stored += slots * slot.stored;
+    total.fp32 += slots * slot.fp32;
   }
-  ActivationSizes total;
-  total.stored = slots * slot.stored;
-  total.fp32 = slots * slot.fp32;
   // kFull: one workspace shared by every block, chunk and slot.
   if (layout.recompute == Recompute::kFull && stage.layers() > 0) {
     total.stored += workspace.stored;
@@ -379,10 +380,20 @@ void Gpt::carve_activations() {
   LayerActivations workspace{};
   if (layout_.recompute == Recompute::kFull && stage_.layers() > 0) take_block(workspace);
   const bool multi_chunk = stage_.chunks.size() > 1;
-  slots_.resize(stage_.chunks.size() * static_cast<std::size_t>(layout_.slots));
+  if (!layout_.chunk_slots.empty() && layout_.chunk_slots.size() != stage_.chunks.size()) {
+    throw std::logic_error("Gpt: " + std::to_string(layout_.chunk_slots.size()) + " chunk slot counts for " +
+                           std::to_string(stage_.chunks.size()) + " chunks");
+  }
+  std::vector<std::size_t> chunk_of_slot;
+  chunk_first_slot_.clear();
+  for (std::size_t c = 0; c < stage_.chunks.size(); ++c) {
+    chunk_first_slot_.push_back(chunk_of_slot.size());
+    chunk_of_slot.insert(chunk_of_slot.end(), static_cast<std::size_t>(layout_.slots_of(static_cast<int>(c))), c);
+  }
+  slots_.resize(chunk_of_slot.size());
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
-    const ChunkLayout& chunk = stage_.chunks[i / static_cast<std::size_t>(layout_.slots)];
+    const ChunkLayout& chunk = stage_.chunks[chunk_of_slot[i]];
     s.encoded = take(rc);
     if (multi_chunk) s.input_grad = take(rc);
     s.layers.resize(static_cast<std::size_t>(chunk.layers()));

@@ -70,7 +70,10 @@ struct GptLayout {
   // One count per virtual stage (pp * chunks); empty: even_stage_split(layers, pp * chunks).
   std::vector<int> layers_per_stage{};
   int chunks = 1;      // model chunks per rank (interleaved schedule), virtual stages pp * chunks
-  int slots = 1;       // micro-batches in flight on this stage, per chunk
+  int slots = 1;       // micro-batches in flight on this stage, per chunk (unless chunk_slots)
+  // One count per chunk, where the schedule keeps chunks unevenly busy (interleaved: the first
+  // chunk holds the most); empty: `slots` for every chunk.
+  std::vector<int> chunk_slots{};
   Recompute recompute = Recompute::kNone;
   // Sequence parallelism (tp > 1 only; with tp = 1 it changes nothing). Requires B*T % tp == 0.
   bool sequence_parallel = false;
@@ -86,6 +89,10 @@ struct GptLayout {
   // check) count the CPU's widening, an upper bound.
   kernels::Native16BitKernels native_16bit{};
   StageLayout stage(const GptConfig& config) const;
+  // Micro-batches chunk `chunk` of this stage holds at once.
+  int slots_of(int chunk) const {
+    return chunk_slots.empty() ? slots : chunk_slots[static_cast<std::size_t>(chunk)];
+  }
   // Whether the logits (and the logit gradients, written over them) are 16-bit buffers: under
   // 16-bit storage when the backend's cross-entropy reads 16 bits (native_16bit.cross_entropy).
   // Otherwise they are fp32 buffers (holding rounded values under 16-bit storage): the fp32
@@ -264,12 +271,10 @@ class Gpt {
   // The residual stream entering local block `l` of a slot.
   kernels::ConstActPtr block_input(const Slot& s, int l) const;
   Slot& slot_of(int slot, int chunk) {
-    return slots_[static_cast<std::size_t>(chunk) * static_cast<std::size_t>(layout_.slots) +
-                  static_cast<std::size_t>(slot)];
+    return slots_[chunk_first_slot_[static_cast<std::size_t>(chunk)] + static_cast<std::size_t>(slot)];
   }
   const Slot& slot_of(int slot, int chunk) const {
-    return slots_[static_cast<std::size_t>(chunk) * static_cast<std::size_t>(layout_.slots) +
-                  static_cast<std::size_t>(slot)];
+    return slots_[chunk_first_slot_[static_cast<std::size_t>(chunk)] + static_cast<std::size_t>(slot)];
   }
   // One block's forward from x_in, writing every tensor of a (a.out last). The only forward
   // code of a block: forward() and the recomputation in backward() both run it.
@@ -333,7 +338,8 @@ class Gpt {
   void* stored_arena_ = nullptr;
   float* fp32_arena_ = nullptr;
   ActivationSizes activation_sizes_;
-  std::vector<Slot> slots_;  // chunk-major: slots_[chunk * layout_.slots + slot]
+  std::vector<Slot> slots_;  // chunk-major: chunk c's slots from chunk_first_slot_[c], layout_.slots_of(c) of them
+  std::vector<std::size_t> chunk_first_slot_;
   // kFull: the slot and chunk whose last block's forward the shared workspace still holds (-1:
   // none), so that backward may skip re-running it.
   int workspace_slot_ = -1;

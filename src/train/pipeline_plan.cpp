@@ -4,15 +4,15 @@
 
 namespace trident::train {
 
-int peak_in_flight_per_chunk(const std::vector<parallel::PipelineAction>& actions, int chunks) {
-  int peak = 0;
+std::vector<int> peak_in_flight_per_chunk(const std::vector<parallel::PipelineAction>& actions, int chunks) {
+  std::vector<int> peaks;
   for (int c = 0; c < chunks; ++c) {
     std::vector<parallel::PipelineAction> mine;
     for (const auto& a : actions)
       if (a.chunk == c) mine.push_back(a);
-    peak = std::max(peak, parallel::peak_in_flight(mine));
+    peaks.push_back(std::max(1, parallel::peak_in_flight(mine)));
   }
-  return peak;
+  return peaks;
 }
 
 PipelinePlan plan_pipeline(const std::string& schedule, int pp, int stage, int64_t micro_batches, int chunks) {
@@ -20,7 +20,7 @@ PipelinePlan plan_pipeline(const std::string& schedule, int pp, int stage, int64
   plan.chunks = chunks;
   plan.actions = parallel::make_pipeline_schedule(parallel::parse_schedule_kind(schedule), pp, stage,
                                                   static_cast<int>(micro_batches), chunks);
-  plan.slots = std::max(1, peak_in_flight_per_chunk(plan.actions, chunks));
+  plan.slots = peak_in_flight_per_chunk(plan.actions, chunks);
   return plan;
 }
 

@@ -12,10 +12,11 @@ namespace trident::train {
 struct PipelinePlan {
   std::vector<parallel::PipelineAction> actions;
   int chunks = 1;  // model chunks per rank (interleaved), 1 otherwise
-  // Micro-batches whose activations one chunk of the stage holds at once (the schedule's peak
-  // for the busiest chunk): the model's slots per chunk. In-flight micro-batches of a chunk are
-  // consecutive, so micro_batch % slots never collides.
-  int slots = 1;
+  // Micro-batches whose activations each chunk of the stage holds at once (the schedule's peak
+  // for that chunk): the model's slots of the chunk (GptLayout::chunk_slots). In-flight
+  // micro-batches of a chunk are consecutive, so micro_batch % slots[chunk] never collides.
+  // Interleaved chunks differ (p = 4, m = 8, v = 2, stage 0: 8 and 4), so each has its own.
+  std::vector<int> slots{1};
 };
 
 // schedule: parallel.schedule ("gpipe" | "1f1b" | "interleaved"). With one stage, 1f1b is
@@ -23,8 +24,8 @@ struct PipelinePlan {
 // slots). chunks: model chunks per rank, only for interleaved (1 otherwise).
 PipelinePlan plan_pipeline(const std::string& schedule, int pp, int stage, int64_t micro_batches, int chunks = 1);
 
-// The most micro-batches any one chunk has in flight under `actions` (forwards done whose
-// backward is not yet done, counted per chunk).
-int peak_in_flight_per_chunk(const std::vector<parallel::PipelineAction>& actions, int chunks);
+// The most micro-batches each chunk has in flight under `actions` (forwards done whose backward
+// is not yet done, counted per chunk), at least 1 each.
+std::vector<int> peak_in_flight_per_chunk(const std::vector<parallel::PipelineAction>& actions, int chunks);
 
 }  // namespace trident::train

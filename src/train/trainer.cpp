@@ -114,7 +114,11 @@ Trainer::Trainer(const io::RunConfig& config, const model::GptConfig& model_conf
   micro_batches_ = geometry_of(config, ctx).micro_batches_per_step();
   plan_ = plan_pipeline(config.parallel.schedule, ctx.grid().pp(), ctx.coord().pp_rank, micro_batches_,
                         layout.chunks);
-  if (plan_.slots > layout.slots) throw std::logic_error("Trainer: the layout holds fewer slots than the schedule needs");
+  for (int c = 0; c < layout.chunks; ++c) {
+    if (plan_.slots[static_cast<std::size_t>(c)] > layout.slots_of(c)) {
+      throw std::logic_error("Trainer: the layout holds fewer slots than the schedule needs");
+    }
+  }
   tokens_per_step_ = static_cast<double>(config.train.global_batch) * config.train.seq_len;
   const std::size_t n = static_cast<std::size_t>(config.train.micro_batch * config.train.seq_len);
   tokens_.resize(n);
@@ -236,8 +240,8 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
   for (std::size_t i = 0; i < plan_.actions.size(); ++i) {
     const parallel::PipelineAction& a = plan_.actions[i];
     // In-flight micro-batches of a chunk are consecutive, so micro_batch mod slots never collides.
-    const int slot = a.micro_batch % plan_.slots;
     const int chunk = a.chunk;
+    const int slot = a.micro_batch % plan_.slots[static_cast<std::size_t>(chunk)];
     const model::ChunkLayout& part = stage.chunks[static_cast<std::size_t>(chunk)];
     switch (a.kind) {
       case ActionKind::kRecvForward:

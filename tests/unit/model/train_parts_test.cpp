@@ -12,6 +12,7 @@
 #include "src/model/gpt.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/peak_flops.h"
+#include "src/train/pipeline_plan.h"
 #include "src/train/progress_line.h"
 
 using namespace trident;
@@ -162,6 +163,35 @@ TEST(MemoryEstimate, InterleavedStagesHoldEveryChunk) {
     const auto whole = model::build_gpt_param_table(c);
     EXPECT_EQ(params_over_stages, whole.total_count() + whole.find("wte").count);
   }
+}
+
+// Interleaved chunks are unevenly busy: each holds slots for its own peak (p = 4, m = 8, v = 2:
+// 8 + 4 on stage 0, 5 + 1 on stage 3, where one count for both chunks held 8 + 8 and 5 + 5), and
+// the model carves, and the estimate counts, exactly those.
+TEST(PipelinePlan, InterleavedChunksHoldSlotsForTheirOwnPeak) {
+  const std::vector<std::vector<int>> expected = {{8, 4}, {8, 4}, {7, 3}, {5, 1}};
+  for (int stage = 0; stage < 4; ++stage) {
+    EXPECT_EQ(train::plan_pipeline("interleaved", 4, stage, 8, 2).slots, expected[static_cast<std::size_t>(stage)]);
+  }
+  EXPECT_EQ(train::plan_pipeline("1f1b", 4, 1, 8).slots, std::vector<int>{3});
+  EXPECT_EQ(train::plan_pipeline("gpipe", 4, 1, 8).slots, std::vector<int>{8});
+
+  model::GptConfig c{8, 2, 8, 8, 11, 16};  // 8 layers over 4 virtual stages of 2 stages x 2 chunks
+  auto backend = kernels::make_backend(kernels::Device::kCpu, 1);
+  const std::size_t scratch = backend->attention_scratch_size(3, 7, 2);
+  const model::GptLayout even{.pp = 2, .pp_rank = 0, .chunks = 2, .slots = 4};
+  model::GptLayout uneven = even;
+  uneven.chunk_slots = {4, 2};
+  model::GptLayout one_each = even;
+  one_each.slots = 1;
+  model::Gpt gpt(c, *backend, 3, 7, {.layout = uneven});
+  EXPECT_EQ(app::estimate_memory(c, 3, 7, scratch, uneven, 1).activations, gpt.activation_bytes());
+  EXPECT_EQ(app::estimate_memory(c, 3, 7, scratch, uneven, 1).slots, "4+2");
+  // Each chunk's slots cost the same here (two layers each, neither holds the head): 6 of 8.
+  const auto per_slot = (model::activation_bytes(c, 3, 7, scratch, even) -
+                         model::activation_bytes(c, 3, 7, scratch, one_each)) / 6;
+  EXPECT_EQ(model::activation_bytes(c, 3, 7, scratch, even) - model::activation_bytes(c, 3, 7, scratch, uneven),
+            2 * per_slot);
 }
 
 TEST(Threads, DefaultSharesTheNodeAndNeverDropsBelowOne) {
