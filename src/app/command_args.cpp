@@ -46,7 +46,7 @@ CommandArgs split_command_args(const std::string& command, const std::vector<std
   }
   if (result.deck_path.empty()) {
     throw io::UserError("trident " + command + ": no input deck given (usage: trident " + command +
-                        " DECK [--section.key=value ...])");
+                        " DECK [--section.key=value ...]; trident " + command + " --help has the rest)");
   }
   return result;
 }

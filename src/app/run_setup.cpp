@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "io/user_error.h"
 #include "parallel/comm.h"
@@ -30,12 +31,25 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// "1, 2, 3 or 6": the divisors of n up to `limit`, for a message suggesting valid values.
+std::string divisors_text(int64_t n, int64_t limit) {
+  std::vector<int64_t> d;
+  for (int64_t k = 1; k <= std::min(n, limit); ++k) {
+    if (n % k == 0) d.push_back(k);
+  }
+  std::string text;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == d.size() ? " or " : ", ") + str(d[i]);
+  }
+  return text;
+}
+
 void check_layout(io::RunConfig& c, int world_size) {
   auto& p = c.parallel;
   // What the model can take comes first: it does not depend on how the job was launched.
   if (c.model.heads % p.tp != 0) {
     throw UserError("model.heads = " + str(c.model.heads) + " is not divisible by parallel.tp = " + str(p.tp) +
-                    "; each tensor rank needs whole heads");
+                    "; each tensor rank needs whole heads: use parallel.tp = " + divisors_text(c.model.heads, c.model.heads));
   }
   if (p.sequence_parallel && p.tp > 1 && (c.train.micro_batch * c.train.seq_len) % p.tp != 0) {
     throw UserError("parallel.sequence_parallel = true splits the train.micro_batch * train.seq_len = " +
@@ -74,7 +88,12 @@ void check_layout(io::RunConfig& c, int world_size) {
   if (c.train.global_batch % per_step != 0) {
     throw UserError("train.global_batch = " + str(c.train.global_batch) +
                     " is not divisible by train.micro_batch * parallel.dp = " + str(c.train.micro_batch) + " * " +
-                    str(p.dp) + " = " + str(per_step));
+                    str(p.dp) + " = " + str(per_step) + " (use train.global_batch = " +
+                    (c.train.global_batch / per_step > 0 ? str(c.train.global_batch / per_step * per_step) + " or "
+                                                         : std::string()) +
+                    str((c.train.global_batch / per_step + 1) * per_step) +
+                    ", or a parallel.dp that divides the micro-batches train.global_batch / train.micro_batch = " +
+                    str(c.train.global_batch / c.train.micro_batch) + ")");
   }
   const int64_t micro_batches = c.train.global_batch / per_step;
   if (interleaved && micro_batches % p.pp != 0) {

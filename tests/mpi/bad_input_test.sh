@@ -45,8 +45,10 @@ if "$TRIDENT" --version | grep -Eq "CUDA: (no|yes \(0 device)"; then
   expect_user_error cuda_without_gpu_staged 2 "run.device = cuda: " train good.ini --run.device=cuda --parallel.comm=mpi
 fi
 expect_user_error world_size 3 "parallel.dp" train good.ini --parallel.dp=2
-expect_user_error batch_divisibility 2 "train.global_batch" train good.ini --train.global_batch=6 --train.micro_batch=2
-expect_user_error heads_tp 2 "model.heads" train good.ini --parallel.tp=3 --parallel.dp=1 --model.heads=2 --model.hidden=32
+expect_user_error batch_divisibility 2 "train.global_batch = 6 .*(use train.global_batch = 4 or 8, or a parallel.dp that divides the micro-batches train.global_batch / train.micro_batch = 3)" \
+  train good.ini --train.global_batch=6 --train.micro_batch=2
+expect_user_error heads_tp 2 "model.heads = 2 is not divisible by parallel.tp = 3.*use parallel.tp = 1 or 2" train good.ini \
+  --parallel.tp=3 --parallel.dp=1 --model.heads=2 --model.hidden=32
 expect_user_error sequence_parallel_rows 2 "train.micro_batch.*train.seq_len.*parallel.tp" train good.ini \
   --parallel.tp=2 --parallel.dp=1 --parallel.sequence_parallel=true --train.micro_batch=1 --train.seq_len=15
 expect_user_error fewer_layers_than_stages 4 "model.layers" train good.ini --parallel.pp=4 --parallel.dp=1
