@@ -1,4 +1,4 @@
-// `trident prepare synthetic|text`: option parsing (Boost.Program_options), argument checks
+// `trident prepare synthetic|text|tokens`: option parsing (Boost.Program_options), argument checks
 // that name the option, then the writers of synthetic_source.h and token_dataset.h.
 #include "io/prepare_command.h"
 
@@ -17,6 +17,7 @@
 #include "io/byte_tokenizer.h"    // encode_documents, kByteVocabSize, kByteEotId
 #include "io/synthetic_source.h"  // SyntheticSource, make_synthetic_file, train_split_tokens
 #include "io/token_dataset.h"     // write_token_file, read_token_file_info
+#include "io/token_import.h"      // append_token_array
 #include "io/user_error.h"        // UserError
 
 namespace trident::io {
@@ -27,13 +28,16 @@ namespace po = boost::program_options;
 constexpr const char* kUsage =
     "usage: trident prepare synthetic --output FILE [options]\n"
     "       trident prepare text --output FILE [--val-fraction F] INPUT...\n"
+    "       trident prepare tokens --output FILE [--val FILE]... [options] INPUT...\n"
     "\n"
     "Writes a Trident token file (HDF5; see docs/data-format.md).\n"
     "  synthetic  tokens from a seeded sparse Markov source whose entropy rate (the loss\n"
     "             floor of a perfect model) is known exactly\n"
     "  text       byte-level tokens (vocabulary 257, end-of-text 256) of the INPUT files,\n"
     "             one document per file\n"
-    "Run `trident prepare synthetic --help` or `trident prepare text --help` for options.\n";
+    "  tokens     GPT-2 tokens made by llm.c (its .bin shards) or nanoGPT (train.bin,\n"
+    "             val.bin), one document per file: the data of the gpt2-* decks\n"
+    "Run `trident prepare SOURCE --help` for a source's options.\n";
 
 std::string format_double(double value, const char* format) {
   char buffer[64];
@@ -190,6 +194,24 @@ int prepare_synthetic(const std::vector<std::string>& args, std::ostream& out) {
   return 0;
 }
 
+// Parses `options`, whose "input" values (bound to `inputs`) are the positional words. With
+// --help prints it to `out` and returns false; otherwise checks the required options and that
+// some INPUT was given, and returns true.
+bool parse_inputs_and_options(const std::string& command, const std::vector<std::string>& args,
+                              const po::options_description& options, const std::vector<std::string>& inputs,
+                              std::ostream& out) {
+  po::positional_options_description positional;
+  positional.add("input", -1);
+  po::variables_map values = parse(command, args, options, positional);
+  if (values.count("help") != 0) {
+    out << options << "\n";
+    return false;
+  }
+  notify(command, values);
+  if (inputs.empty()) throw UserError(command + ": no INPUT files given");
+  return true;
+}
+
 int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
   const std::string command = "trident prepare text";
   std::string output;
@@ -206,16 +228,8 @@ int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
       ("val-fraction", po::value(&val_fraction)->default_value(val_fraction, "0.05")->value_name("F"),
        val_fraction_help().c_str())
       ("input", po::value(&inputs)->value_name("INPUT"), "text files, one document each");
-  po::positional_options_description positional;
-  positional.add("input", -1);
-  po::variables_map values = parse(command, args, options, positional);
-  if (values.count("help") != 0) {
-    out << options << "\n";
-    return 0;
-  }
-  notify(command, values);
+  if (!parse_inputs_and_options(command, args, options, inputs, out)) return 0;
   check_val_fraction(command, val_fraction);
-  if (inputs.empty()) throw UserError(command + ": no INPUT files given");
 
   check_output_replaceable(command, output, inputs);
   const EncodedDocuments documents = encode_documents(inputs);
@@ -240,6 +254,83 @@ int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
   return 0;
 }
 
+int prepare_tokens(const std::vector<std::string>& args, std::ostream& out) {
+  const std::string command = "trident prepare tokens";
+  std::string output, raw = "uint16", tokenizer = "gpt2";
+  int64_t vocab = 50257, eot = 50256;
+  double val_fraction = 0.05;
+  std::vector<std::string> inputs, val_inputs;
+  po::options_description options(
+      "usage: trident prepare tokens --output FILE [--val FILE]... [options] INPUT...\n\n"
+      "Tokens another program made, usually with GPT-2's tokenizer (which Trident does not ship):\n"
+      "llm.c's data shards (dev/data/*.py: a 1 KiB header, magic 20240520 for uint16 tokens or\n"
+      "20240801 for uint32) or raw little-endian arrays such as nanoGPT's train.bin and val.bin.\n"
+      "Each file is one document. The INPUT files are the training split, the --val files the\n"
+      "validation split; without --val the last F of the tokens are.\n\n"
+      "  trident prepare tokens --output data/shakespeare.h5 --val tiny_shakespeare_val.bin \\\n"
+      "      tiny_shakespeare_train.bin\n"
+      "  trident prepare tokens --output data/owt.h5 --val val.bin train.bin\n\nOptions");
+  options.add_options()
+      ("help,h", "print this help")
+      ("output,o", po::value(&output)->required()->value_name("FILE"), "token file to write")
+      ("val", po::value(&val_inputs)->composing()->value_name("FILE"), "a validation file (once per file)")
+      ("vocab", po::value(&vocab)->default_value(vocab)->value_name("V"),
+       "vocabulary (every token must be below it; GPT-2's by default)")
+      ("eot", po::value(&eot)->default_value(eot)->value_name("ID"), "end-of-text token id")
+      ("tokenizer", po::value(&tokenizer)->default_value(tokenizer)->value_name("NAME"),
+       "the tokenizer's name, kept in the file")
+      ("raw", po::value(&raw)->default_value(raw)->value_name("TYPE"),
+       "uint16 or uint32: the tokens of files without llm.c's header")
+      ("val-fraction", po::value(&val_fraction)->default_value(val_fraction, "0.05")->value_name("F"),
+       (val_fraction_help() + ", when no --val is given").c_str())
+      ("input", po::value(&inputs)->value_name("INPUT"), "training files");
+  if (!parse_inputs_and_options(command, args, options, inputs, out)) return 0;
+  if (raw != "uint16" && raw != "uint32") {
+    throw UserError(command + ": --raw '" + raw + "' is not one of: uint16, uint32");
+  }
+  if (vocab < 2 || vocab >= 4294967295LL) {
+    throw UserError(command + ": --vocab " + std::to_string(vocab) + " is out of range (2 to 4294967294)");
+  }
+  if (eot < 0 || eot >= vocab) {
+    throw UserError(command + ": --eot " + std::to_string(eot) + " is not a token of --vocab " + std::to_string(vocab));
+  }
+  if (val_inputs.empty()) check_val_fraction(command, val_fraction);
+  std::vector<std::string> all = inputs;
+  all.insert(all.end(), val_inputs.begin(), val_inputs.end());
+  check_output_replaceable(command, output, all);
+
+  const RawTokenWidth width = raw == "uint16" ? RawTokenWidth::kUint16 : RawTokenWidth::kUint32;
+  TokenFileContents contents;
+  contents.doc_offsets.push_back(0);
+  std::string formats;
+  auto read = [&](const std::vector<std::string>& files) {
+    for (const std::string& file : files) {
+      std::string format;
+      if (append_token_array(file, width, vocab, contents.tokens, format) == 0) {
+        out << "warning: input '" << file << "' holds no tokens\n";
+      }
+      contents.doc_offsets.push_back(contents.tokens.size());
+      if (formats.find(format) == std::string::npos) formats += (formats.empty() ? "" : ", ") + format;
+    }
+  };
+  read(inputs);
+  const auto train = static_cast<int64_t>(contents.tokens.size());
+  read(val_inputs);
+  const auto n = static_cast<int64_t>(contents.tokens.size());
+  if (!val_inputs.empty() && (train == 0 || n == train)) {
+    throw UserError(command + ": the " + (train == 0 ? "training (INPUT)" : "validation (--val)") +
+                    " files hold no tokens; each split needs at least one");
+  }
+  contents.train_tokens = val_inputs.empty() ? train_split_tokens(n, val_fraction) : train;
+  contents.vocab_size = vocab;
+  contents.eot_id = eot;
+  contents.tokenizer = tokenizer;
+  contents.description = "tokens of " + std::to_string(all.size()) + " file(s) (" + formats + "), one document each";
+  write_token_file(output, contents);
+  print_summary(output, out);
+  return 0;
+}
+
 }  // namespace
 
 int run_prepare(const std::vector<std::string>& args, std::ostream& out) {
@@ -255,8 +346,9 @@ int run_prepare(const std::vector<std::string>& args, std::ostream& out) {
   }
   if (source == "synthetic") return prepare_synthetic(rest, out);
   if (source == "text") return prepare_text(rest, out);
+  if (source == "tokens") return prepare_tokens(rest, out);
   throw UserError("trident prepare: unknown source '" + source +
-                  "' (expected synthetic or text; see trident prepare --help)");
+                  "' (expected synthetic, text or tokens; see trident prepare --help)");
 }
 
 int run_prepare(const std::vector<std::string>& args) { return run_prepare(args, std::cout); }

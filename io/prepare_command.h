@@ -2,6 +2,7 @@
 //   trident prepare synthetic --output FILE [--vocab 32 --order 2 --branching 4
 //                             --tokens 2000000 --val-fraction 0.05 --seed 1234]
 //   trident prepare text --output FILE [--val-fraction 0.05] INPUT...
+//   trident prepare tokens --output FILE [--val FILE]... [--vocab 50257 --eot 50256 --raw uint16] INPUT...
 #pragma once
 
 #include <iosfwd>

@@ -138,9 +138,80 @@ TEST(PrepareCommand, EmptyAndBinaryInputsAreNamed) {
   EXPECT_EQ(out.str().find("warning: input '" + dir.file("a.txt")), std::string::npos) << out.str();
 }
 
+// Little-endian bytes of `values`, each `width` bytes wide, after an optional llm.c header.
+std::string token_bytes(const std::vector<uint32_t>& values, int width, const std::vector<int32_t>& header = {}) {
+  std::string bytes;
+  auto put = [&bytes](uint32_t v, int w) {
+    for (int i = 0; i < w; ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xffu));
+  };
+  if (!header.empty()) {
+    for (std::size_t i = 0; i < 256; ++i) put(i < header.size() ? static_cast<uint32_t>(header[i]) : 0u, 4);
+  }
+  for (uint32_t v : values) put(v, width);
+  return bytes;
+}
+
+// Tokens made elsewhere: an llm.c shard (uint16, header) for training and nanoGPT's raw uint16
+// for validation come back token for token, each file a document, the splits as given.
+TEST(PrepareCommand, TokensImportsLlmcShardsAndRawArrays) {
+  ScratchDir dir;
+  const std::vector<uint32_t> train = {50256, 15496, 11, 995, 0, 50255, 7, 8, 9, 10, 11, 12};
+  const std::vector<uint32_t> val = {50256, 40, 41, 42, 43};
+  std::ofstream(dir.file("train.bin"), std::ios::binary) << token_bytes(train, 2, {20240520, 1, 12});
+  std::ofstream(dir.file("val.bin"), std::ios::binary) << token_bytes(val, 2);
+  const std::string path = dir.file("gpt2.h5");
+  std::ostringstream out;
+  ASSERT_EQ(run_prepare({"tokens", "--output", path, "--val", dir.file("val.bin"), dir.file("train.bin")}, out), 0)
+      << out.str();
+  const TokenFileInfo info = read_token_file_info(path);
+  EXPECT_EQ(info.vocab_size, 50257);
+  EXPECT_EQ(info.eot_id, 50256);
+  EXPECT_EQ(info.tokenizer, "gpt2");
+  EXPECT_EQ(info.num_docs, 2);
+  EXPECT_EQ(info.total_tokens, 17);
+  EXPECT_EQ(info.train_tokens, 12);
+  const TokenDataset dataset(path, MPI_COMM_SELF);
+  std::vector<int32_t> sample(12);
+  dataset.read_sample(Split::kTrain, 0, 11, sample.data());  // 12 tokens: the whole training split
+  EXPECT_EQ(std::vector<uint32_t>(sample.begin(), sample.end()), train);
+  sample.resize(5);
+  dataset.read_sample(Split::kValidation, 0, 4, sample.data());
+  EXPECT_EQ(std::vector<uint32_t>(sample.begin(), sample.end()), val);
+
+  // uint32 shards (llm.c's 20240801) and raw uint32 with --raw; a split by --val-fraction.
+  std::ofstream(dir.file("wide.bin"), std::ios::binary) << token_bytes({70000, 1, 2, 3}, 4, {20240801, 1, 4});
+  std::ofstream(dir.file("wide.raw"), std::ios::binary) << token_bytes({4, 5, 6, 70001}, 4);
+  EXPECT_EQ(run_prepare({"tokens", "--output", dir.file("wide.h5"), "--vocab", "100000", "--eot", "0", "--raw",
+                         "uint32", "--val-fraction", "0.25", dir.file("wide.bin"), dir.file("wide.raw")},
+                        out),
+            0);
+  EXPECT_EQ(read_token_file_info(dir.file("wide.h5")).train_tokens, 6);
+  EXPECT_EQ(read_token_file_info(dir.file("wide.h5")).token_bits, 32);
+}
+
+TEST(PrepareCommand, TokensRefusesWhatItCannotTrust) {
+  ScratchDir dir;
+  std::ofstream(dir.file("big.bin"), std::ios::binary) << token_bytes({1, 2, 50257}, 2);
+  std::ofstream(dir.file("odd.bin"), std::ios::binary) << std::string("abc");
+  std::ofstream(dir.file("short.bin"), std::ios::binary) << token_bytes({1, 2, 3}, 2, {20240520, 1, 9});
+  std::ofstream(dir.file("v2.bin"), std::ios::binary) << token_bytes({1}, 2, {20240520, 2, 1});
+  std::ofstream(dir.file("ok.bin"), std::ios::binary) << token_bytes({1, 2, 3, 4}, 2);
+  const std::string out = dir.file("x.h5");
+  expect_error({"tokens", "--output", out, dir.file("big.bin")},
+               "input '" + dir.file("big.bin") + "': token 2 is 50257, not below --vocab 50257 (raw uint16)");
+  expect_error({"tokens", "--output", out, dir.file("odd.bin")}, "3 bytes is not a whole number of uint16 tokens");
+  expect_error({"tokens", "--output", out, dir.file("short.bin")}, "header says 9 tokens but the file holds 6 bytes");
+  expect_error({"tokens", "--output", out, dir.file("v2.bin")}, "llm.c shard of version 2");
+  expect_error({"tokens", "--output", out, "--raw", "int8", dir.file("ok.bin")}, "--raw 'int8'");
+  expect_error({"tokens", "--output", out, "--eot", "50257", dir.file("ok.bin")}, "--eot 50257 is not a token");
+  expect_error({"tokens", "--output", out, "--val", dir.file("odd.bin")}, "no INPUT");
+  expect_error({"tokens", "--output", dir.file("ok.bin"), dir.file("ok.bin")}, "is also an INPUT");
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 TEST(PrepareCommand, HelpPrintsUsageAndSucceeds) {
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--help"}, {"synthetic", "--help"}, {"text", "-h"}}) {
+       {std::vector<std::string>{"--help"}, {"synthetic", "--help"}, {"text", "-h"}, {"tokens", "--help"}}) {
     std::ostringstream out;
     EXPECT_EQ(run_prepare(args, out), 0);
     EXPECT_NE(out.str().find("usage: trident prepare"), std::string::npos) << out.str();
@@ -154,7 +225,7 @@ TEST(PrepareCommand, BadArgumentsAreOneLineUserErrors) {
   ScratchDir dir;
   const std::string out = dir.file("x.h5");
   expect_error({}, "missing source");
-  expect_error({"tokens"}, "unknown source 'tokens'");
+  expect_error({"bpe"}, "unknown source 'bpe'");
   expect_error({"synthetic"}, "--output");
   expect_error({"synthetic", "--output", out, "--bogus"}, "bogus");
   expect_error({"synthetic", "--output", out, "--vocab", "many"}, "many");
