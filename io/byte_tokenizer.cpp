@@ -60,7 +60,6 @@ EncodedDocuments encode_documents(const std::vector<std::string>& files) {
                                  std::to_string(text.size()) +
                                  ": is it text? (its bytes are written as tokens all the same)");
     }
-    if (!text.empty()) documents.all_empty = false;
     for (char c : text) documents.tokens.push_back(static_cast<unsigned char>(c));
     documents.tokens.push_back(kByteEotId);
     documents.doc_offsets.push_back(documents.tokens.size());

@@ -22,7 +22,6 @@ struct EncodedDocuments {
   // Inputs that may not be what the user meant, one line each (an empty file; a file holding NUL
   // bytes, which text does not): encoded all the same, for the caller to warn of.
   std::vector<std::string> doubts;
-  bool all_empty = true;  // every input was empty (only end-of-text tokens)
 };
 
 // The bytes of `text` as tokens (no end-of-text).

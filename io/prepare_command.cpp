@@ -233,7 +233,7 @@ int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
 
   check_output_replaceable(command, output, inputs);
   const EncodedDocuments documents = encode_documents(inputs);
-  if (documents.all_empty) {
+  if (documents.tokens.size() == inputs.size()) {  // an end-of-text per file and nothing else
     throw UserError(command + ": " + (inputs.size() == 1 ? "INPUT '" + inputs.front() + "' is empty"
                                                          : "every INPUT is empty") +
                     ": there is no text to make tokens of");

@@ -1,7 +1,7 @@
 #include "io/token_import.h"
 
 #include <cerrno>
-#include <cstring>  // std::memcpy, std::strerror
+#include <cstring>  // std::strerror
 #include <filesystem>
 #include <fstream>
 #include <iterator>

@@ -112,12 +112,7 @@ std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid&
 }  // namespace
 
 int check_command(const std::vector<std::string>& raw_args) {
-  if (wants_help(raw_args)) {
-    int rank = 0;
-    TRIDENT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    if (rank == 0) std::printf("%s", kCheckUsage);
-    return 0;
-  }
+  if (print_help_if_asked(raw_args, kCheckUsage)) return 0;
   std::vector<std::string> args = raw_args;
   int world_size = 1;
   TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));

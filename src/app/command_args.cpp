@@ -1,5 +1,10 @@
 #include "src/app/command_args.h"
 
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+
 #include "io/user_error.h"
 
 namespace trident::app {
@@ -22,11 +27,11 @@ std::optional<std::string> take_flag(std::vector<std::string>& args, const std::
   return std::nullopt;
 }
 
-bool wants_help(const std::vector<std::string>& args) {
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") return true;
-  }
-  return false;
+bool print_help_if_asked(const std::vector<std::string>& args, const char* usage) {
+  const bool asked = std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+  int rank = 0;
+  if (asked && MPI_Comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS && rank == 0) std::printf("%s", usage);
+  return asked;
 }
 
 CommandArgs split_command_args(const std::string& command, const std::vector<std::string>& args) {

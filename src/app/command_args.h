@@ -17,8 +17,9 @@ struct CommandArgs {
 // value is missing).
 std::optional<std::string> take_flag(std::vector<std::string>& args, const std::string& name);
 
-// Whether `--help` or `-h` is among args: the command prints its usage and exits 0 instead.
-bool wants_help(const std::vector<std::string>& args);
+// Whether `--help` or `-h` is among args; if so, rank 0 of MPI_COMM_WORLD prints `usage` (the
+// command then exits 0 on every rank instead of running).
+bool print_help_if_asked(const std::vector<std::string>& args, const char* usage);
 
 // The first argument not starting with "--" is the deck; the rest are overrides. UserError
 // when no deck is given.

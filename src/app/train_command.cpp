@@ -149,12 +149,7 @@ void check_run_fits(const MemoryEstimate& estimate, const DeviceChoice& device, 
 }  // namespace
 
 int train_command(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    int rank = 0;
-    TRIDENT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    if (rank == 0) std::printf("%s", kTrainUsage);
-    return 0;
-  }
+  if (print_help_if_asked(args, kTrainUsage)) return 0;
   StartupClock startup;
   int world_size = 1;
   TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));

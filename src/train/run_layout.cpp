@@ -1,7 +1,5 @@
 #include "src/train/run_layout.h"
 
-#include <algorithm>  // std::max_element
-
 #include "src/train/pipeline_plan.h"
 
 namespace trident::train {
@@ -24,7 +22,6 @@ model::GptLayout run_layout(const io::RunConfig& c, const std::vector<int>& stag
   layout.chunks = chunks_per_rank(c);
   layout.chunk_slots =
       plan_pipeline(c.parallel.schedule, c.parallel.pp, pp_rank, micro_batches_per_step(c), layout.chunks).slots;
-  layout.slots = *std::max_element(layout.chunk_slots.begin(), layout.chunk_slots.end());
   layout.recompute = c.train.recompute == "full" ? model::Recompute::kFull : model::Recompute::kNone;
   layout.sequence_parallel = c.parallel.sequence_parallel;
   // bf16 / fp16: 16-bit activation buffers on every layout (model::GptLayout::storage).
