@@ -1,5 +1,5 @@
 // `trident prepare synthetic|text|tokens`: option parsing (Boost.Program_options), argument checks
-// that name the option, then the writers of synthetic_source.h and token_dataset.h.
+// that name the option, then the writers of synthetic_source.h and token_file_writer.h.
 #include "io/prepare_command.h"
 
 #include <boost/program_options.hpp>  // options_description, command_line_parser, variables_map
@@ -14,16 +14,24 @@
 #include <string>
 #include <vector>
 
-#include "io/byte_tokenizer.h"    // encode_documents, kByteVocabSize, kByteEotId
-#include "io/synthetic_source.h"  // SyntheticSource, make_synthetic_file, train_split_tokens
-#include "io/token_dataset.h"     // write_token_file, read_token_file_info
-#include "io/token_import.h"      // append_token_array
-#include "io/user_error.h"        // UserError
+#include "io/byte_tokenizer.h"     // encode_documents, kByteVocabSize, kByteEotId
+#include "io/synthetic_source.h"   // SyntheticSource, make_synthetic_file, train_split_tokens
+#include "io/token_dataset.h"      // read_token_file_info
+#include "io/token_file_writer.h"  // TokenFileWriter, write_token_file
+#include "io/token_import.h"       // TokenArrayReader
+#include "io/user_error.h"         // UserError
 
 namespace trident::io {
 namespace {
 
 namespace po = boost::program_options;
+
+// `prepare tokens` holds one block of an input in memory (64 MiB at 4 bytes a token) and says
+// how far it is every 16 blocks of a large input (nanoGPT's openwebtext train.bin is one file of
+// 9 billion tokens).
+constexpr std::size_t kImportBlockTokens = std::size_t{1} << 24;
+constexpr int64_t kImportProgressTokens = int64_t{1} << 28;
+static_assert(kImportProgressTokens % kImportBlockTokens == 0, "progress is reported at block ends");
 
 constexpr const char* kUsage =
     "usage: trident prepare synthetic --output FILE [options]\n"
@@ -300,33 +308,44 @@ int prepare_tokens(const std::vector<std::string>& args, std::ostream& out) {
   check_output_replaceable(command, output, all);
 
   const RawTokenWidth width = raw == "uint16" ? RawTokenWidth::kUint16 : RawTokenWidth::kUint32;
-  TokenFileContents contents;
-  contents.doc_offsets.push_back(0);
+  // Every header first: a truncated shard is refused before the first token is written, and the
+  // counts give the splits and the file's size up front.
+  int64_t train = 0, n = 0;
   std::string formats;
-  auto read = [&](const std::vector<std::string>& files) {
-    for (const std::string& file : files) {
-      std::string format;
-      if (append_token_array(file, width, vocab, contents.tokens, format) == 0) {
-        out << "warning: input '" << file << "' holds no tokens\n";
-      }
-      contents.doc_offsets.push_back(contents.tokens.size());
-      if (formats.find(format) == std::string::npos) formats += (formats.empty() ? "" : ", ") + format;
-    }
-  };
-  read(inputs);
-  const auto train = static_cast<int64_t>(contents.tokens.size());
-  read(val_inputs);
-  const auto n = static_cast<int64_t>(contents.tokens.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const TokenArrayReader reader(all[i], width, vocab);
+    if (reader.tokens() == 0) out << "warning: input '" << all[i] << "' holds no tokens\n";
+    n += reader.tokens();
+    if (i < inputs.size()) train = n;
+    if (formats.find(reader.format()) == std::string::npos) formats += (formats.empty() ? "" : ", ") + reader.format();
+  }
   if (!val_inputs.empty() && (train == 0 || n == train)) {
     throw UserError(command + ": the " + (train == 0 ? "training (INPUT)" : "validation (--val)") +
                     " files hold no tokens; each split needs at least one");
   }
-  contents.train_tokens = val_inputs.empty() ? train_split_tokens(n, val_fraction) : train;
-  contents.vocab_size = vocab;
-  contents.eot_id = eot;
-  contents.tokenizer = tokenizer;
-  contents.description = "tokens of " + std::to_string(all.size()) + " file(s) (" + formats + "), one document each";
-  write_token_file(output, contents);
+
+  TokenFileWriter writer(output, vocab, n);
+  std::vector<uint32_t> block;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    TokenArrayReader reader(all[i], width, vocab);
+    for (int64_t done = 0;;) {
+      reader.read(kImportBlockTokens, block);
+      if (block.empty()) break;
+      writer.append(block.data(), block.size());
+      done += static_cast<int64_t>(block.size());
+      if (done % kImportProgressTokens == 0 && done < reader.tokens()) {
+        out << "  " << all[i] << ": " << done << " of " << reader.tokens() << " tokens" << std::endl;
+      }
+    }
+    writer.end_document();
+    out << "  [" << i + 1 << "/" << all.size() << "] " << all[i] << ": " << reader.tokens() << " tokens ("
+        << reader.format() << (i < inputs.size() ? ", training" : ", validation") << ")" << std::endl;
+  }
+  writer.finish({.eot_id = eot,
+                 .tokenizer = tokenizer,
+                 .description = "tokens of " + std::to_string(all.size()) + " file(s) (" + formats +
+                                "), one document each",
+                 .train_tokens = val_inputs.empty() ? train_split_tokens(n, val_fraction) : train});
   print_summary(output, out);
   return 0;
 }

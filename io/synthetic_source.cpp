@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "io/token_dataset.h"  // write_token_file, TokenFileContents
+#include "io/token_file_writer.h"  // write_token_file, TokenFileContents
 #include "io/user_error.h"     // UserError
 
 namespace trident::io {

@@ -1,5 +1,5 @@
-// Token files: the serial writer, the collective parallel-HDF5 reader with its validation, the
-// sample order and the batch loader (format: docs/data-format.md).
+// Token files: the collective parallel-HDF5 reader with its validation, the sample order and the
+// batch loader (format: docs/data-format.md; the writer is token_file_writer.cpp).
 //
 // Every HDF5 call's result is checked. A failure while opening or validating a file is the
 // user's to fix (wrong path, wrong file), so it becomes one UserError line naming the file;
@@ -12,8 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>     // std::strerror
-#include <filesystem>  // create_directories, rename, remove
-#include <cmath>       // std::isnan
+#include <filesystem>  // is_directory
 #include <limits>
 #include <random>  // std::mt19937_64, std::seed_seq (both fully specified by the standard)
 #include <stdexcept>
@@ -22,134 +21,18 @@
 #include <vector>
 
 #include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
+#include "io/token_file_common.h"  // format name and limits, HDF5 result checks
 #include "io/user_error.h"  // UserError
 
 namespace trident::io {
 namespace {
 
-constexpr const char* kFormatName = "trident-tokens";
-constexpr int64_t kFormatVersion = 1;
-constexpr hsize_t kChunkTokens = hsize_t{1} << 20;  // 1 Mi tokens: 2-4 MiB per chunk
-constexpr int64_t kMaxUint16Vocab = 65536;
-
-std::string file_label(const std::string& path) { return "dataset '" + path + "'"; }
-
-// Checks an HDF5 identifier or status; on failure throws UserError naming the file and call.
-hid_t check_id(hid_t id, const char* call, const std::string& path) {
-  if (id < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
-  return id;
-}
-void check_status(herr_t status, const char* call, const std::string& path) {
-  if (status < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
-}
-
-Handle make_handle(hid_t id, Handle::Closer closer, const char* call, const std::string& path) {
-  return Handle(check_id(id, call, path), closer);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Writing
-
-void write_string_attribute(hid_t file, const char* name, const std::string& value,
-                            const std::string& path) {
-  // Fixed-length, null-terminated ASCII: h5dump and h5py both show it as a plain string.
-  Handle type = make_handle(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy", path);
-  check_status(H5Tset_size(type.get(), value.size() + 1), "H5Tset_size", path);
-  check_status(H5Tset_strpad(type.get(), H5T_STR_NULLTERM), "H5Tset_strpad", path);
-  Handle space = make_handle(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate", path);
-  Handle attribute = make_handle(
-      H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
-      "H5Acreate2", path);
-  check_status(H5Awrite(attribute.get(), type.get(), value.c_str()), "H5Awrite", path);
-}
-
-void write_scalar_attribute(hid_t file, const char* name, hid_t file_type, hid_t memory_type,
-                            const void* value, const std::string& path) {
-  Handle space = make_handle(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate", path);
-  Handle attribute =
-      make_handle(H5Acreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                  H5Aclose, "H5Acreate2", path);
-  check_status(H5Awrite(attribute.get(), memory_type, value), "H5Awrite", path);
-}
-
-void write_int_attribute(hid_t file, const char* name, int64_t value, const std::string& path) {
-  write_scalar_attribute(file, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, path);
-}
-
-// A 1-D dataset of `count` elements; chunked (chunk_elements > 0) or contiguous.
-void write_vector(hid_t file, const char* name, hid_t file_type, hid_t memory_type,
-                  const void* data, hsize_t count, hsize_t chunk_elements,
-                  const std::string& path) {
-  Handle space = make_handle(H5Screate_simple(1, &count, nullptr), H5Sclose,
-                             "H5Screate_simple", path);
-  Handle create = make_handle(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "H5Pcreate", path);
-  if (chunk_elements > 0) {
-    check_status(H5Pset_chunk(create.get(), 1, &chunk_elements), "H5Pset_chunk", path);
-  }
-  Handle dataset = make_handle(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT,
-                                          create.get(), H5P_DEFAULT),
-                               H5Dclose, "H5Dcreate2", path);
-  check_status(H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
-               "H5Dwrite", path);
-}
-
-void validate_contents(const TokenFileContents& contents, const std::string& path) {
-  const std::string where = file_label(path) + ": cannot write: ";
-  const auto n = static_cast<int64_t>(contents.tokens.size());
-  if (n == 0) throw UserError(where + "no tokens");
-  if (contents.vocab_size <= 0 ||
-      contents.vocab_size > int64_t{std::numeric_limits<uint32_t>::max()} + 1) {
-    throw UserError(where + "vocab_size " + std::to_string(contents.vocab_size) +
-                    " is out of range");
-  }
-  if (contents.eot_id < 0 || contents.eot_id >= contents.vocab_size) {
-    throw UserError(where + "eot_id " + std::to_string(contents.eot_id) +
-                    " is not below vocab_size " + std::to_string(contents.vocab_size));
-  }
-  if (contents.train_tokens <= 0 || contents.train_tokens > n) {
-    throw UserError(where + "train_tokens " + std::to_string(contents.train_tokens) +
-                    " is not in (0, " + std::to_string(n) + "]");
-  }
-  for (size_t i = 0; i < contents.tokens.size(); ++i) {
-    if (contents.tokens[i] >= contents.vocab_size) {
-      throw UserError(where + "token " + std::to_string(contents.tokens[i]) + " at position " +
-                      std::to_string(i) + " is not below vocab_size " +
-                      std::to_string(contents.vocab_size));
-    }
-  }
-  const std::vector<uint64_t>& offsets = contents.doc_offsets;
-  if (offsets.size() < 2 || offsets.front() != 0 || offsets.back() != contents.tokens.size() ||
-      !std::is_sorted(offsets.begin(), offsets.end())) {
-    throw UserError(where + "doc_offsets must rise from 0 to the token count " +
-                    std::to_string(n));
-  }
-}
-
-void write_file_contents(hid_t file, const TokenFileContents& contents, const std::string& path) {
-  const auto n = static_cast<hsize_t>(contents.tokens.size());
-  const hsize_t chunk = std::min(n, kChunkTokens);
-  if (contents.vocab_size <= kMaxUint16Vocab) {
-    const std::vector<uint16_t> narrow(contents.tokens.begin(), contents.tokens.end());
-    write_vector(file, "tokens", H5T_STD_U16LE, H5T_NATIVE_UINT16, narrow.data(), n, chunk, path);
-  } else {
-    write_vector(file, "tokens", H5T_STD_U32LE, H5T_NATIVE_UINT32, contents.tokens.data(), n,
-                 chunk, path);
-  }
-  write_vector(file, "doc_offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64,
-               contents.doc_offsets.data(), static_cast<hsize_t>(contents.doc_offsets.size()),
-               0, path);
-  write_string_attribute(file, "format", kFormatName, path);
-  write_int_attribute(file, "format_version", kFormatVersion, path);
-  write_int_attribute(file, "vocab_size", contents.vocab_size, path);
-  write_int_attribute(file, "eot_id", contents.eot_id, path);
-  write_string_attribute(file, "tokenizer", contents.tokenizer, path);
-  write_int_attribute(file, "train_tokens", contents.train_tokens, path);
-  write_string_attribute(file, "description", contents.description, path);
-  if (!std::isnan(contents.entropy_rate_nats)) {
-    write_scalar_attribute(file, "entropy_rate_nats", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
-                           &contents.entropy_rate_nats, path);
-  }
-}
+using token_file_detail::check_status;
+using token_file_detail::file_label;
+using token_file_detail::kFormatName;
+using token_file_detail::kFormatVersion;
+using token_file_detail::kMaxUint16Vocab;
+using token_file_detail::make_handle;
 
 // ---------------------------------------------------------------------------------------------
 // Reading and validating
@@ -343,42 +226,6 @@ Handle read_info(hid_t file, const std::string& path, TokenFileInfo& info) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-
-void write_token_file(const std::string& path, const TokenFileContents& contents) {
-  validate_contents(contents, path);
-  const std::filesystem::path target(path);
-  std::error_code error;
-  if (target.has_parent_path()) {
-    std::filesystem::create_directories(target.parent_path(), error);
-    if (error) {
-      throw UserError(file_label(path) + ": cannot create directory '" +
-                      target.parent_path().string() + "' (" + error.message() + ")");
-    }
-  }
-  const std::string temporary = path + ".tmp";
-  {
-    const QuietHdf5Errors quiet;
-    try {
-      const hid_t file_id = H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-      if (file_id < 0) {
-        throw UserError(file_label(path) + ": cannot create '" + temporary + "'");
-      }
-      Handle file(file_id, H5Fclose);
-      write_file_contents(file.get(), contents, path);
-      check_status(H5Fclose(file.release()), "H5Fclose", path);
-    } catch (...) {
-      std::filesystem::remove(temporary, error);
-      throw;
-    }
-  }
-  std::filesystem::rename(temporary, target, error);
-  if (error) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw UserError(file_label(path) + ": cannot rename '" + temporary + "' to it (" +
-                    error.message() + ")");
-  }
-}
 
 TokenFileInfo read_token_file_info(const std::string& path) {
   const QuietHdf5Errors quiet;

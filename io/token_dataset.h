@@ -37,22 +37,6 @@ struct TokenFileInfo {
   int token_bits = 16;             // 16 or 32
 };
 
-// Everything a writer supplies; tokens < vocab_size.
-struct TokenFileContents {
-  std::vector<uint32_t> tokens;
-  std::vector<uint64_t> doc_offsets;  // starts with 0, ends with tokens.size()
-  int64_t vocab_size = 0;
-  int64_t eot_id = 0;
-  std::string tokenizer;
-  std::string description;
-  int64_t train_tokens = 0;
-  double entropy_rate_nats = NAN;
-};
-
-// Writes a token file (one process; serial access). Writes to PATH.tmp then renames, so a
-// reader never sees half a file. Throws UserError naming the path on I/O failure.
-void write_token_file(const std::string& path, const TokenFileContents& contents);
-
 // An open token file. open() is collective over `comm` (every rank of it calls it).
 class TokenDataset {
  public:

@@ -1,11 +1,12 @@
 #include "io/token_import.h"
 
+#include <algorithm>  // std::min
+#include <array>
 #include <cerrno>
 #include <cstring>  // std::strerror
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <system_error>
+#include <utility>
 
 #include "io/user_error.h"
 
@@ -15,6 +16,7 @@ namespace {
 constexpr int32_t kLlmcGpt2Magic = 20240520;   // uint16 tokens
 constexpr int32_t kLlmcUint32Magic = 20240801;  // uint32 tokens (llm.c's Llama 3 shards)
 constexpr std::size_t kLlmcHeaderInts = 256;
+constexpr std::size_t kLlmcHeaderBytes = 4 * kLlmcHeaderInts;
 
 // Little-endian unsigned of `width` bytes at p (the files are written on little-endian hosts).
 uint32_t load_little_endian(const unsigned char* p, std::size_t width) {
@@ -23,56 +25,72 @@ uint32_t load_little_endian(const unsigned char* p, std::size_t width) {
   return v;
 }
 
-int32_t header_int(const std::string& bytes, std::size_t index) {
-  return static_cast<int32_t>(load_little_endian(reinterpret_cast<const unsigned char*>(bytes.data()) + 4 * index, 4));
+int32_t header_int(const std::array<unsigned char, kLlmcHeaderBytes>& header, std::size_t index) {
+  return static_cast<int32_t>(load_little_endian(header.data() + 4 * index, 4));
 }
 
 }  // namespace
 
-int64_t append_token_array(const std::string& path, RawTokenWidth raw_width, int64_t vocab,
-                           std::vector<uint32_t>& tokens, std::string& format) {
+TokenArrayReader::TokenArrayReader(std::string path, RawTokenWidth raw_width, int64_t vocab)
+    : path_(std::move(path)), vocab_(vocab) {
+  const std::string where = "input '" + path_ + "': ";
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw UserError("input '" + path + "': cannot read (Is a directory)");
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw UserError("input '" + path + "': cannot open (" + std::strerror(errno) + ")");
-  const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  if (file.bad()) throw UserError("input '" + path + "': read error");
+  if (std::filesystem::is_directory(path_, ec)) throw UserError(where + "cannot read (Is a directory)");
+  file_.open(path_, std::ios::binary);
+  if (!file_) throw UserError(where + "cannot open (" + std::strerror(errno) + ")");
+  const auto size = static_cast<std::size_t>(std::filesystem::file_size(path_, ec));
+  if (ec) throw UserError(where + "cannot read its size (" + ec.message() + ")");
 
-  std::size_t begin = 0, width = raw_width == RawTokenWidth::kUint16 ? 2 : 4;
-  const int32_t magic = bytes.size() >= 4 * kLlmcHeaderInts ? header_int(bytes, 0) : 0;
+  std::array<unsigned char, kLlmcHeaderBytes> header{};
+  int32_t magic = 0;
+  if (size >= kLlmcHeaderBytes) {
+    if (!file_.read(reinterpret_cast<char*>(header.data()), kLlmcHeaderBytes)) throw UserError(where + "read error");
+    magic = header_int(header, 0);
+  }
+  std::size_t body = size;
   if (magic == kLlmcGpt2Magic || magic == kLlmcUint32Magic) {
-    width = magic == kLlmcGpt2Magic ? 2 : 4;
-    if (const int32_t version = header_int(bytes, 1); version != 1) {
-      throw UserError("input '" + path + "': llm.c shard of version " + std::to_string(version) +
-                      ", this Trident reads version 1");
+    width_ = magic == kLlmcGpt2Magic ? 2 : 4;
+    if (const int32_t version = header_int(header, 1); version != 1) {
+      throw UserError(where + "llm.c shard of version " + std::to_string(version) + ", this Trident reads version 1");
     }
-    const int64_t count = header_int(bytes, 2);
-    begin = 4 * kLlmcHeaderInts;
-    if (count < 0 || static_cast<std::size_t>(count) * width != bytes.size() - begin) {
-      throw UserError("input '" + path + "': llm.c shard header says " + std::to_string(count) + " tokens but the file holds " +
-                      std::to_string(bytes.size() - begin) + " bytes after it (" + std::to_string(width) +
+    const int64_t count = header_int(header, 2);
+    body = size - kLlmcHeaderBytes;
+    if (count < 0 || static_cast<std::size_t>(count) * width_ != body) {
+      throw UserError(where + "llm.c shard header says " + std::to_string(count) + " tokens but the file holds " +
+                      std::to_string(body) + " bytes after it (" + std::to_string(width_) +
                       " a token): truncated or not a shard");
     }
-    format = std::string("llm.c shard, uint") + (width == 2 ? "16" : "32");
+    format_ = std::string("llm.c shard, uint") + (width_ == 2 ? "16" : "32");
   } else {
-    if (bytes.size() % width != 0) {
-      throw UserError("input '" + path + "': " + std::to_string(bytes.size()) + " bytes is not a whole number of uint" +
-                      (width == 2 ? "16" : "32") + " tokens (raw tokens without llm.c's header; see --raw)");
+    width_ = raw_width == RawTokenWidth::kUint16 ? 2 : 4;
+    if (size % width_ != 0) {
+      throw UserError(where + std::to_string(size) + " bytes is not a whole number of uint" +
+                      (width_ == 2 ? "16" : "32") + " tokens (raw tokens without llm.c's header; see --raw)");
     }
-    format = std::string("raw uint") + (width == 2 ? "16" : "32");
+    format_ = std::string("raw uint") + (width_ == 2 ? "16" : "32");
+    file_.seekg(0);  // the bytes read as a possible header are tokens
   }
-  const std::size_t n = (bytes.size() - begin) / width;
-  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + begin;
-  tokens.reserve(tokens.size() + n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const uint32_t token = load_little_endian(data + i * width, width);
-    if (static_cast<int64_t>(token) >= vocab) {
-      throw UserError("input '" + path + "': token " + std::to_string(i) + " is " + std::to_string(token) +
-                      ", not below --vocab " + std::to_string(vocab) + " (" + format + ")");
+  tokens_ = static_cast<int64_t>(body / width_);
+}
+
+void TokenArrayReader::read(std::size_t capacity, std::vector<uint32_t>& out) {
+  const auto count = static_cast<std::size_t>(std::min<int64_t>(static_cast<int64_t>(capacity), tokens_ - position_));
+  out.resize(count);
+  if (count == 0) return;
+  bytes_.resize(count * width_);
+  if (!file_.read(reinterpret_cast<char*>(bytes_.data()), static_cast<std::streamsize>(bytes_.size()))) {
+    throw UserError("input '" + path_ + "': read error after " + std::to_string(position_) +
+                    " tokens (the file changed while being read?)");
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    out[i] = load_little_endian(bytes_.data() + i * width_, width_);
+    if (static_cast<int64_t>(out[i]) >= vocab_) {
+      throw UserError("input '" + path_ + "': token " + std::to_string(position_ + static_cast<int64_t>(i)) +
+                      " is " + std::to_string(out[i]) + ", not below --vocab " + std::to_string(vocab_) + " (" +
+                      format_ + ")");
     }
-    tokens.push_back(token);
   }
-  return static_cast<int64_t>(n);
+  position_ += static_cast<int64_t>(count);
 }
 
 }  // namespace trident::io

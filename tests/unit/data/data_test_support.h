@@ -2,6 +2,8 @@
 // file whose token at position i is i % vocab, so a sample names itself by its first token.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>  // getpid
 
 #include <atomic>
@@ -9,8 +11,10 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "io/token_dataset.h"
+#include "io/token_file_writer.h"
 
 namespace trident::io::testing {
 
@@ -52,6 +56,45 @@ inline TokenFileContents counting_contents(int64_t n, int64_t vocab, int64_t tra
   contents.description = "token i is i % vocab";
   contents.train_tokens = train_tokens;
   return contents;
+}
+
+// The HDF5 type of /tokens as written: its size in bytes and whether it is chunked.
+struct StoredLayout {
+  size_t element_bytes = 0;
+  bool chunked = false;
+  hsize_t chunk = 0;
+};
+
+inline StoredLayout stored_layout(const std::string& path) {
+  StoredLayout layout;
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(file, 0);
+  const hid_t dataset = H5Dopen2(file, "tokens", H5P_DEFAULT);
+  const hid_t type = H5Dget_type(dataset);
+  layout.element_bytes = H5Tget_size(type);
+  const hid_t create = H5Dget_create_plist(dataset);
+  layout.chunked = H5Pget_layout(create) == H5D_CHUNKED;
+  if (layout.chunked) H5Pget_chunk(create, 1, &layout.chunk);
+  H5Pclose(create);
+  H5Tclose(type);
+  H5Dclose(dataset);
+  H5Fclose(file);
+  return layout;
+}
+
+// Little-endian bytes of `values`, each `width` bytes wide, after an optional llm.c header (256
+// int32, the given ones first, zeros after).
+inline std::string token_bytes(const std::vector<uint32_t>& values, int width,
+                               const std::vector<int32_t>& header = {}) {
+  std::string bytes;
+  auto put = [&bytes](uint32_t v, int w) {
+    for (int i = 0; i < w; ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xffu));
+  };
+  if (!header.empty()) {
+    for (std::size_t i = 0; i < 256; ++i) put(i < header.size() ? static_cast<uint32_t>(header[i]) : 0u, 4);
+  }
+  for (uint32_t v : values) put(v, width);
+  return bytes;
 }
 
 }  // namespace trident::io::testing

@@ -20,6 +20,7 @@ namespace trident::io {
 namespace {
 
 using testing::ScratchDir;
+using testing::token_bytes;
 
 // The message of the UserError run_prepare throws (empty when it does not).
 std::string prepare_error(const std::vector<std::string>& args) {
@@ -138,19 +139,6 @@ TEST(PrepareCommand, EmptyAndBinaryInputsAreNamed) {
   EXPECT_EQ(out.str().find("warning: input '" + dir.file("a.txt")), std::string::npos) << out.str();
 }
 
-// Little-endian bytes of `values`, each `width` bytes wide, after an optional llm.c header.
-std::string token_bytes(const std::vector<uint32_t>& values, int width, const std::vector<int32_t>& header = {}) {
-  std::string bytes;
-  auto put = [&bytes](uint32_t v, int w) {
-    for (int i = 0; i < w; ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xffu));
-  };
-  if (!header.empty()) {
-    for (std::size_t i = 0; i < 256; ++i) put(i < header.size() ? static_cast<uint32_t>(header[i]) : 0u, 4);
-  }
-  for (uint32_t v : values) put(v, width);
-  return bytes;
-}
-
 // Tokens made elsewhere: an llm.c shard (uint16, header) for training and nanoGPT's raw uint16
 // for validation come back token for token, each file a document, the splits as given.
 TEST(PrepareCommand, TokensImportsLlmcShardsAndRawArrays) {
@@ -177,6 +165,11 @@ TEST(PrepareCommand, TokensImportsLlmcShardsAndRawArrays) {
   sample.resize(5);
   dataset.read_sample(Split::kValidation, 0, 4, sample.data());
   EXPECT_EQ(std::vector<uint32_t>(sample.begin(), sample.end()), val);
+  EXPECT_NE(out.str().find("[1/2] " + dir.file("train.bin") + ": 12 tokens (llm.c shard, uint16, training)"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("[2/2] " + dir.file("val.bin") + ": 5 tokens (raw uint16, validation)"), std::string::npos)
+      << out.str();
 
   // uint32 shards (llm.c's 20240801) and raw uint32 with --raw; a split by --val-fraction.
   std::ofstream(dir.file("wide.bin"), std::ios::binary) << token_bytes({70000, 1, 2, 3}, 4, {20240801, 1, 4});
@@ -207,6 +200,16 @@ TEST(PrepareCommand, TokensRefusesWhatItCannotTrust) {
   expect_error({"tokens", "--output", out, "--val", dir.file("odd.bin")}, "no INPUT");
   expect_error({"tokens", "--output", dir.file("ok.bin"), dir.file("ok.bin")}, "is also an INPUT");
   EXPECT_FALSE(std::filesystem::exists(out));
+
+  // A bad token found after ok.bin's were written leaves the earlier output as it was.
+  std::ostringstream printed;
+  ASSERT_EQ(run_prepare({"tokens", "--output", out, "--val-fraction", "0.25", dir.file("ok.bin")}, printed), 0);
+  expect_error({"tokens", "--output", out, dir.file("ok.bin"), dir.file("big.bin")}, "token 2 is 50257");
+  EXPECT_EQ(read_token_file_info(out).total_tokens, 4);
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
+  // A truncated shard anywhere is refused before anything is written.
+  expect_error({"tokens", "--output", dir.file("y.h5"), dir.file("ok.bin"), dir.file("short.bin")}, "header says 9");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("y.h5.tmp")));
 }
 
 TEST(PrepareCommand, HelpPrintsUsageAndSucceeds) {

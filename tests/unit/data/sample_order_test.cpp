@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/token_dataset.h"
+#include "io/token_file_writer.h"
 #include "io/user_error.h"
 #include "tests/unit/data/data_test_support.h"
 

@@ -1,6 +1,7 @@
 // Token files: write -> read round trips, the sample arithmetic, and one UserError line naming
 // the file for every class of bad file.
 #include "io/token_dataset.h"
+#include "io/token_file_writer.h"
 
 #include <gtest/gtest.h>
 #include <hdf5.h>  // to build bad files and inspect good ones directly
@@ -21,30 +22,8 @@ namespace {
 
 using testing::counting_contents;
 using testing::ScratchDir;
-
-// The HDF5 type of /tokens as written: its size in bytes and whether it is chunked.
-struct StoredLayout {
-  size_t element_bytes = 0;
-  bool chunked = false;
-  hsize_t chunk = 0;
-};
-
-StoredLayout stored_layout(const std::string& path) {
-  StoredLayout layout;
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  EXPECT_GE(file, 0);
-  const hid_t dataset = H5Dopen2(file, "tokens", H5P_DEFAULT);
-  const hid_t type = H5Dget_type(dataset);
-  layout.element_bytes = H5Tget_size(type);
-  const hid_t create = H5Dget_create_plist(dataset);
-  layout.chunked = H5Pget_layout(create) == H5D_CHUNKED;
-  if (layout.chunked) H5Pget_chunk(create, 1, &layout.chunk);
-  H5Pclose(create);
-  H5Tclose(type);
-  H5Dclose(dataset);
-  H5Fclose(file);
-  return layout;
-}
+using testing::stored_layout;
+using testing::StoredLayout;
 
 // The error TokenDataset's collective open reports (empty if it opened), with HDF5's own
 // stderr output captured so the test can check it printed nothing.
