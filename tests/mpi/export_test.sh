@@ -2,7 +2,7 @@
 # exported by one process and under mpirun on 2 ranks:
 # - exit 0 and the one summary line (once, whatever the ranks);
 # - no optimizer state; wte cut from the tp = 2 padded vocabulary (48 rows) to the real 33;
-#   the model attributes and the source;
+#   the model attributes and the source, no layout attributes (dp, tp, pp, padded_vocab);
 # - every tensor bit-identical to final-params.h5 of the same step (the run ends at the
 #   checkpoint), on the common rows of wte, whose extra padded rows there are zero;
 # and the user errors: missing checkpoint, a file that is not a checkpoint (the token dataset,
@@ -32,11 +32,15 @@ export_ok() {
     && pass "$name: wte [vocab, C], wpe [context, C], qkv [3, C, C]" || fail "$name: shapes: $(head -3 "$name.txt")"
   local missing=""
   for attribute in "@step = 10" "@vocab = 33" "@layers = 2" "@heads = 2" "@hidden = 32" "@context = 32" \
-                   "@format = trident-params" "@source = $checkpoint"; do
+                   "@format = trident-params" "@format_version = 2" "@checksum_algorithm = sum64-splitmix64-v1" \
+                   "@source = $checkpoint"; do
     grep -qx "$attribute" "$name.txt" || missing="$missing '$attribute'"
   done
   grep -q "^@deck = [1-9][0-9]* lines$" "$name.txt" || missing="$missing @deck"
   [ -z "$missing" ] && pass "$name: attributes" || fail "$name: attributes missing:$missing"
+  # docs/export.md: no layout attributes, wte has exactly vocab rows.
+  ! grep -qE "^@(dp|tp|pp|padded_vocab) = " "$name.txt" && pass "$name: no layout attributes" \
+    || fail "$name: layout attributes: $(grep -E '^@(dp|tp|pp|padded_vocab)' "$name.txt")"
   "$CHECK_METRICS" compare-params run/final-params.h5 "$name.h5" 0 > "$name.compare.txt" \
     && pass "$name: every tensor bit-identical to final-params.h5" || fail "$name: $(cat "$name.compare.txt")"
 }

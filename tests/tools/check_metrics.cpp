@@ -185,7 +185,7 @@ int describe(const std::string& path) {
     std::printf("@%s = %lld\n", name.c_str(), static_cast<long long>(value));
   }
   // The reader has no listing of string attributes: ask for the ones the writers set.
-  for (const char* name : {"format", "source"}) {
+  for (const char* name : {"format", "checksum_algorithm", "source"}) {
     if (const auto value = trident::io::read_param_file_string_attribute(path, name)) {
       std::printf("@%s = %s\n", name, value->c_str());
     }
