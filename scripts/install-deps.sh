@@ -25,6 +25,8 @@ packages=(
   libgtest-dev             # GoogleTest
   libgmock-dev
   libbenchmark-dev         # Google Benchmark
+  python3-h5py             # mpi.export runs docs/export.md's h5py + numpy code on an export
+  python3-numpy
 )
 
 missing=()

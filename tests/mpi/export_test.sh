@@ -5,6 +5,8 @@
 #   the model attributes and the source, no layout attributes (dp, tp, pp, padded_vocab);
 # - every tensor bit-identical to final-params.h5 of the same step (the run ends at the
 #   checkpoint), on the common rows of wte, whose extra padded rows there are zero;
+# - docs/export.md's Python (the numpy forward, the Hugging Face renaming) run on the export
+#   gives trident's validation loss;
 # and the user errors: missing checkpoint, a file that is not a checkpoint (the token dataset,
 # final-params.h5 without a deck), a checkpoint missing a tensor, an OUT that cannot be written
 # or that is the checkpoint, wrong arguments: exit 2 with one line naming the file; and
@@ -50,6 +52,30 @@ if "$TRIDENT" export "$checkpoint" single.h5 > single.log 2>&1; then export_ok s
 else fail "export on one process: $(cat single.log)"; fi
 if mpi 2 export "$checkpoint" two.h5 > two.log 2>&1; then export_ok two two.log
 else fail "export on 2 ranks: $(cat two.log)"; fi
+
+# docs/export.md's Python, run as written on the export (tests/tools/export_forward.py): its
+# numpy forward pass, and its Hugging Face renaming fed to a forward in HF's Conv1D layout, each
+# give the validation loss trident logged at step 10 for the same parameters and samples
+# (eval_batches 1 x global_batch 8 samples of seq_len 16). Tolerance 1e-5: float32 numpy
+# against trident's fp32 kernels, summing in other orders (they agreed to 1e-8 when written).
+python=""
+for candidate in python3 /usr/bin/python3; do
+  "$candidate" -c "import h5py, numpy" 2>/dev/null && { python=$candidate; break; }
+done
+val_loss=$(grep '"step": 10,' run/metrics.jsonl | sed -n 's/.*"val_loss": \([0-9.]*\).*/\1/p')
+if [ -z "$python" ]; then
+  fail "docs/export.md's Python: no python3 with h5py and numpy (scripts/install-deps.sh installs them)"
+elif ! "$python" "$TRIDENT_SOURCE_DIR/tests/tools/export_forward.py" "$TRIDENT_SOURCE_DIR/docs/export.md" single.h5 \
+       "$WORK_DIR/tiny.h5" 8 16 > forward.txt 2>&1; then
+  fail "docs/export.md's Python failed: $(tail -3 forward.txt)"
+else
+  for forward in docs_forward hf_layout_forward; do
+    loss=$(sed -n "s/^$forward //p" forward.txt)
+    awk -v a="${loss:-nan}" -v b="${val_loss:-nan}" 'BEGIN { d = a - b; exit !(a == a + 0 && b == b + 0 && d < 1e-5 && -d < 1e-5) }' \
+      && pass "docs/export.md $forward: validation loss $loss, trident's $val_loss" \
+      || fail "docs/export.md $forward: validation loss '$loss', trident's '$val_loss'"
+  done
+fi
 
 # expect_error NAME NP TEXT ARGS...: `trident ARGS` on one process (NP = 1, no mpirun) or on NP
 # ranks must exit 2 on every rank, with one "trident: error:" line containing TEXT on rank 0's
