@@ -6,7 +6,7 @@
 # - every tensor bit-identical to final-params.h5 of the same step (the run ends at the
 #   checkpoint), on the common rows of wte, whose extra padded rows there are zero;
 # - docs/export.md's Python (the numpy forward, the Hugging Face renaming) run on the export
-#   gives trident's validation loss;
+#   gives trident's validation loss; the h5py snippets of param-file.md and checkpoint-format.md run;
 # and the user errors: missing checkpoint, a file that is not a checkpoint (the token dataset,
 # final-params.h5 without a deck), a checkpoint missing a tensor, an OUT that cannot be written
 # or that is the checkpoint, wrong arguments: exit 2 with one line naming the file; and
@@ -74,6 +74,12 @@ else
     awk -v a="${loss:-nan}" -v b="${val_loss:-nan}" 'BEGIN { d = a - b; exit !(a == a + 0 && b == b + 0 && d < 1e-5 && -d < 1e-5) }' \
       && pass "docs/export.md $forward: validation loss $loss, trident's $val_loss" \
       || fail "docs/export.md $forward: validation loss '$loss', trident's '$val_loss'"
+  done
+  # The h5py snippets of param-file.md and checkpoint-format.md run on this run's files.
+  for doc in param-file checkpoint-format; do
+    "$python" "$TRIDENT_SOURCE_DIR/tests/tools/run_doc_python.py" "$TRIDENT_SOURCE_DIR/docs/$doc.md" \
+      "step-000001000.h5=step-000000010.h5" > "$doc.python.txt" 2>&1 \
+      && pass "docs/$doc.md: its Python runs" || fail "docs/$doc.md: its Python: $(tail -3 "$doc.python.txt")"
   done
 fi
 
