@@ -169,8 +169,9 @@ std::vector<KeySpec> make_schema() {
                "Write the final parameters to run.dir/final-params.h5 (global shapes, any layout)."),
       string_key("run.restart", "auto",
                  "Where to resume from: auto (the newest checkpoint in checkpoint.dir whose checksums "
-                 "verify, a newer corrupt one set aside; none there: a fresh start), none (always a fresh "
-                 "start), or the path of a checkpoint file."),
+                 "verify, a newer corrupt one set aside; none there: a fresh start, unless run.dir holds a "
+                 "finished run), none (a fresh start, refused where checkpoint.dir already holds checkpoints), or "
+                 "the path of a checkpoint file (refused when checkpoint.dir holds later ones)."),
 
       // [model]
       int_key("model.layers", "12", 1, 1024, "Number of transformer blocks."),

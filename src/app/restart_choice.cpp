@@ -1,6 +1,7 @@
 #include "src/app/restart_choice.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -47,12 +48,44 @@ std::string not_a_checkpoint(const std::string& path) {
   }
 }
 
+// The step of a checkpoint file name ("step-000000030.h5" -> 30).
+int64_t step_of(const std::string& name) { return std::stoll(name.substr(name.find('-') + 1)); }
+
+// Rank 0's reason why a run that starts after step `start` (0: a fresh start) may not use
+// checkpoint_dir as it is, or "": checkpoints of later steps there belong to another line of
+// training. The run would prune its own new checkpoints as the oldest, and a later
+// run.restart = auto would resume the other line's newest step.
+std::string later_checkpoints(const io::RunConfig& config, const std::string& checkpoint_dir, int64_t start) {
+  std::vector<std::string> later;
+  for (const std::string& name : train::list_checkpoint_files(checkpoint_dir)) {
+    if (step_of(name) > start) later.push_back(name);
+  }
+  if (later.empty()) return "";
+  const std::string what = std::to_string(later.size()) + " checkpoint(s) " +
+                           (start == 0 ? std::string("of an earlier run") : "of later steps") + " (the newest: " +
+                           later.back() + ")";
+  if (start == 0) {
+    return "run.restart = none, but checkpoint.dir '" + checkpoint_dir + "' holds " + what +
+           ": a fresh run would mix its checkpoints with them; give another run.dir (or checkpoint.dir), or remove "
+           "them";
+  }
+  return "run.restart = '" + config.run.restart + "' resumes after step " + std::to_string(start) +
+         ", but checkpoint.dir '" + checkpoint_dir + "' holds " + what +
+         ": run.restart = auto would later resume those, not this run; move them out of it, or train in another "
+         "run.dir";
+}
+
 }  // namespace
 
 std::string choose_restart(const io::RunConfig& config, const std::string& checkpoint_dir, parallel::Comm& world,
                            MPI_Comm comm) {
   const std::string& restart = config.run.restart;
-  if (restart == "none") return "";
+  if (restart == "none") {
+    const std::string error =
+        parallel::agree_on_error(world, world.rank() == 0 ? later_checkpoints(config, checkpoint_dir, 0) : "");
+    if (!error.empty()) throw io::UserError(error);
+    return "";
+  }
   if (restart != "auto") {
     std::string error;
     if (world.rank() == 0) {
@@ -75,6 +108,13 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
     if (!error.empty()) throw io::UserError(error);
     const std::string reason = verify(restart, world, comm);
     if (!reason.empty()) throw io::UserError("run.restart = '" + restart + "' cannot be used: " + reason);
+    if (world.rank() == 0) {
+      const auto attributes = io::read_param_file_int_attributes(restart);
+      const auto step = attributes.find("step");
+      if (step != attributes.end()) error = later_checkpoints(config, checkpoint_dir, step->second);
+    }
+    error = parallel::agree_on_error(world, error);
+    if (!error.empty()) throw io::UserError(error);
     return restart;
   }
 
@@ -108,6 +148,17 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
                         (newest_reason.empty() ? "" : "; the newest: " + newest_reason) +
                         "); give one with run.restart = PATH, or start afresh with run.restart = none");
   }
+  // No checkpoint at all: a fresh start, unless run.dir holds a finished run (checkpoint.every = 0
+  // writes none) whose metrics and final parameters it would overwrite.
+  std::string finished;
+  const std::string marker = config.run.dir + "/complete";
+  if (world.rank() == 0 && std::filesystem::exists(marker)) {
+    finished = "run.dir '" + config.run.dir + "' holds a finished run (" + marker +
+               ") and no checkpoint to resume: training would overwrite its metrics.jsonl and final-params.h5; give "
+               "another run.dir, or run.restart = none to train it again from step 0";
+  }
+  finished = parallel::agree_on_error(world, finished);
+  if (!finished.empty()) throw io::UserError(finished);
   return "";
 }
 

@@ -1,12 +1,15 @@
 // Which checkpoint a run resumes from (run.restart, docs/checkpoint-format.md).
 //
-//   none  a fresh start;
-//   PATH  that checkpoint, which must verify (its per-tensor checksums), else exit 2;
+//   none  a fresh start; refused when checkpoint.dir holds checkpoints (of an earlier run);
+//   PATH  that checkpoint, which must verify (its per-tensor checksums), else exit 2; refused
+//         when checkpoint.dir holds checkpoints of later steps than it (another line of training);
 //   auto  the newest checkpoint in checkpoint.dir that verifies. A newer one that does not
 //         (truncated, corrupted, unreadable) is reported with its file and reason and set
 //         aside as NAME.bad (NAME.bad.2, ... if that step was set aside before), so that it
 //         neither counts among checkpoint.keep nor is tried again; then the one before it is tried. No checkpoint: a fresh start. Only ones
-//         that failed: exit 2 (a fresh start would silently discard the run).
+//         that failed: exit 2 (a fresh start would silently discard the run). No checkpoint but
+//         run.dir/complete (a finished run without checkpoints): exit 2, not a retraining that
+//         overwrites it.
 #pragma once
 
 #include <mpi.h>

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
 #include <fstream>
 
 #include "io/user_error.h"
@@ -304,6 +305,12 @@ int train_command(const std::vector<std::string>& args) {
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
     }
     startup.phase_done("checkpoint read");
+  }
+  // From here the run is not complete, whatever an earlier one of run.dir said (train.steps raised,
+  // or run.restart = none): a job script must rerun it if this attempt stops early.
+  if (leader && start_step < c.train.steps) {
+    std::error_code ignored;
+    std::filesystem::remove(c.run.dir + "/complete", ignored);
   }
   const std::string startup_line = startup.line(world);
   if (leader) {

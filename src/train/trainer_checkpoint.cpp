@@ -30,7 +30,9 @@ namespace trident::train {
 namespace {
 
 // Points `latest` at the new checkpoint (write-then-rename, so it always names a complete
-// file) and removes all but the newest `keep` checkpoints. Rank 0 only.
+// file) and removes all but the newest `keep` checkpoints, never the one just written (a file
+// of a higher step, which choose_restart keeps out of a run's directory, must not make the run
+// delete its own). Rank 0 only.
 void publish(const std::string& dir, const std::string& name, int keep) {
   {
     std::ofstream out(dir + "/latest.tmp");
@@ -39,7 +41,7 @@ void publish(const std::string& dir, const std::string& name, int keep) {
   std::filesystem::rename(dir + "/latest.tmp", dir + "/latest");
   const std::vector<std::string> checkpoints = list_checkpoint_files(dir);
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < checkpoints.size(); ++i) {
-    std::filesystem::remove(dir + "/" + checkpoints[i]);
+    if (checkpoints[i] != name) std::filesystem::remove(dir + "/" + checkpoints[i]);
   }
 }
 

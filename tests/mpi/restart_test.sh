@@ -5,7 +5,8 @@
 # - other layout: a checkpoint at step 10 of (2,2,2) with ZeRO-1, resumed on (1,1,1), (4,1,1),
 #   (1,4,1) and (1,1,4): every later step within 1e-5 relative of the uninterrupted (2,2,2) run
 #   (only fp32 reassociation differs between layouts);
-# - checkpoint.keep, an explicit run.restart path, and a missing one.
+# - checkpoint.keep, an explicit run.restart path, and a missing one; none or an older path
+#   beside later checkpoints, and a finished run without checkpoints, refused.
 # optim.decay_steps is fixed: with 0 the cosine would end at train.steps, which differs
 # between the 10-step and the 20-step run.
 source "$(dirname "$0")/lib.sh"
@@ -64,6 +65,28 @@ mpi 1 train deck.ini --train.steps=10 --run.dir=keep $common > again.log 2>&1 &&
 mpi 2 train deck.ini --train.steps=20 --run.dir=l111.split --optim.lr=0.002 $common > changed.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "run.restart: optim.lr = 0.002 differs from 0.003" changed.log && pass "changed optim.lr refused" \
   || fail "changed optim.lr: rc $rc: $(tail -2 changed.log)"
+# A directory of another line of training is not mixed with this one (exit 2 on every rank,
+# nothing deleted): run.restart = none where checkpoints are, or an explicit checkpoint older
+# than others there (a run that deleted its own new checkpoints as the oldest before).
+before=$(ls keep/checkpoints | tr '\n' ' ')
+mpi 2 train deck.ini --train.steps=4 --checkpoint.every=2 --run.dir=keep --run.restart=none $common > none.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "run.restart = none, but checkpoint.dir 'keep/checkpoints' holds 2 checkpoint(s) of an earlier run (the newest: step-000000010.h5)" none.log \
+  && [ "$(ls keep/checkpoints | tr '\n' ' ')" = "$before" ] && pass "run.restart = none beside checkpoints: refused" \
+  || fail "run.restart = none beside checkpoints: rc $rc: $(grep error none.log) $(ls keep/checkpoints)"
+mpi 2 train deck.ini --train.steps=10 --checkpoint.every=2 --run.dir=keep \
+  --run.restart=keep/checkpoints/step-000000008.h5 $common > older.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "resumes after step 8, but checkpoint.dir 'keep/checkpoints' holds 1 checkpoint(s) of later steps (the newest: step-000000010.h5)" older.log \
+  && pass "an older explicit checkpoint beside later ones: refused" || fail "older explicit checkpoint: rc $rc: $(grep error older.log)"
+# A finished run without checkpoints is not retrained over (its metrics and final parameters)
+# unless run.restart = none says so; a new attempt removes `complete` until it completes again.
+mpi 1 train deck.ini --train.steps=3 --run.dir=nockpt $common > nockpt.log 2>&1 || fail "run without checkpoints"
+mpi 1 train deck.ini --train.steps=3 --run.dir=nockpt $common > nockpt2.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "run.dir 'nockpt' holds a finished run (nockpt/complete) and no checkpoint to resume" nockpt2.log \
+  && pass "finished run without checkpoints: refused" || fail "finished run without checkpoints: rc $rc: $(grep error nockpt2.log)"
+env TRIDENT_TEST_NAN_GRADIENT=0:5 "$MPIEXEC" --oversubscribe -np 1 "$TRIDENT" train deck.ini --train.steps=3 \
+  --run.dir=nockpt --run.restart=none $common > nan.log 2>&1; rc=$?
+[ $rc -eq 3 ] && [ ! -e nockpt/complete ] && pass "an attempt that does not finish leaves no complete" \
+  || fail "complete after a failed attempt: rc $rc, $(ls nockpt)"
 # A missing explicit checkpoint is a user error on every rank.
 mpi 2 train deck.ini --run.restart=nowhere.h5 $common > missing.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "run.restart = 'nowhere.h5'" missing.log && pass "missing checkpoint: exit 2" \
