@@ -357,8 +357,15 @@ int train_command(const std::vector<std::string>& args) {
                 "train.steps to train on); metrics in %s/metrics.jsonl\n",
                 static_cast<long long>(start_step), static_cast<long long>(c.train.steps), c.run.dir.c_str());
   } else if (leader) {
-    std::printf("done: %lld steps in %.1f s; final loss %.4f", static_cast<long long>(c.train.steps), seconds,
-                summary.last_loss);
+    // The steps of this invocation: a resumed run did not train the first start_step of them.
+    if (start_step > 0) {
+      std::printf("done: steps %lld to %lld in %.1f s (resumed after step %lld); final loss %.4f",
+                  static_cast<long long>(start_step + 1), static_cast<long long>(c.train.steps), seconds,
+                  static_cast<long long>(start_step), summary.last_loss);
+    } else {
+      std::printf("done: %lld steps in %.1f s; final loss %.4f", static_cast<long long>(c.train.steps), seconds,
+                  summary.last_loss);
+    }
     if (!std::isnan(summary.last_val_loss)) std::printf(", validation loss %.4f", summary.last_val_loss);
     if (!std::isnan(info.entropy_rate_nats) && !std::isnan(summary.last_val_loss)) {
       std::printf(" (%.1f%% above the loss floor %.4f)",

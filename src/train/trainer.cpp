@@ -371,7 +371,8 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
         std::printf("step %lld: fp16 gradients overflowed at loss scale %g: update skipped, scale now %g\n",
                     static_cast<long long>(s + 1), r.loss_scale, scaler_.scale());
       }
-      if ((s + 1) % config_.log.every == 0 || last || s == 0 || eval_now || stop) {
+      // The first step of this invocation too, a resumed run's included.
+      if ((s + 1) % config_.log.every == 0 || last || s == start_step || eval_now || stop) {
         std::printf("%s\n", progress.line(s + 1, r.loss, r.lr, r.grad_norm, r.seconds, val_loss).c_str());
         std::fflush(stdout);
       }

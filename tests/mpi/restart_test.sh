@@ -26,6 +26,9 @@ for spec in "l111:1:1:1:" "l221:2:2:1:" "l212z:2:1:2:--parallel.zero=1"; do
   mpi $ranks train deck.ini --train.steps=20 --run.dir="$name.split" $flags > "$name.second.log" 2>&1 \
     || { tail -5 "$name.second.log"; fail "$name restarted half"; continue; }
   grep -q "^restart: resuming from .*step-000000010.h5 after step 10" "$name.second.log" || fail "$name did not resume"
+  # The resumed run's first step has its progress line; the summary counts its own steps.
+  grep -q "^step 11/20 | " "$name.second.log" && grep -q "^done: steps 11 to 20 in .* (resumed after step 10)" \
+    "$name.second.log" || fail "$name: progress after the restart: $(grep -E '^(step|done)' "$name.second.log")"
   "$CHECK_METRICS" compare "$name.straight/metrics.jsonl" "$name.split/metrics.jsonl" loss 0 >/dev/null &&
   "$CHECK_METRICS" compare-params "$name.straight/final-params.h5" "$name.split/final-params.h5" 0 >/dev/null &&
     pass "$name: restart bit-identical (20 losses, final parameters)" || fail "$name: restart differs"
