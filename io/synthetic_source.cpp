@@ -158,10 +158,15 @@ std::vector<uint32_t> SyntheticSource::generate(int64_t n, uint64_t stream) cons
   return tokens;
 }
 
+std::string SyntheticSource::parameters_text(int64_t vocab, int order, int branching) {
+  std::ostringstream text;
+  text << "synthetic order-" << order << " Markov source: vocabulary " << vocab << ", branching " << branching;
+  return text.str();
+}
+
 std::string SyntheticSource::description() const {
   std::ostringstream text;
-  text << "synthetic order-" << order_ << " Markov source: vocabulary " << vocab_
-       << ", branching " << branching_ << ", seed " << seed_
+  text << parameters_text(vocab_, order_, branching_) << ", seed " << seed_
        << ", successor probabilities p_i = 2^-i / sum_j 2^-j; entropy rate "
        << format_double(entropy_rate_nats()) << " nats/token";
   return text.str();
@@ -200,6 +205,19 @@ void make_synthetic_file(const std::string& path, int64_t vocab, int order, int 
   contents.train_tokens = train;
   contents.entropy_rate_nats = source.entropy_rate_nats();
   write_token_file(path, contents);
+}
+
+std::string synthetic_file_difference(const TokenFileInfo& info, int64_t vocab, int order, int branching,
+                                      int64_t tokens, double val_fraction) {
+  const std::string parameters = SyntheticSource::parameters_text(vocab, order, branching);
+  const int64_t train = train_split_tokens(tokens, val_fraction);
+  if (info.description.rfind(parameters + ",", 0) == 0 && info.total_tokens == tokens && info.train_tokens == train) {
+    return "";
+  }
+  const std::string made = info.description.substr(0, info.description.find(", seed"));
+  return "'" + made + "', " + std::to_string(info.total_tokens) + " tokens, " + std::to_string(info.train_tokens) +
+         " for training; the deck's data.synthetic_* and data.val_fraction ask for '" + parameters + "', " +
+         std::to_string(tokens) + " tokens, " + std::to_string(train) + " for training";
 }
 
 }  // namespace trident::io

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "io/token_dataset.h"     // TokenFileInfo
 #include "io/validation_split.h"  // kMaxValFraction
 
 namespace trident::io {
@@ -45,6 +46,9 @@ class SyntheticSource {
   int branching() const { return branching_; }
   // One line naming the source and its parameters, stored as the file's description.
   std::string description() const;
+  // The description's first part, which names the transition structure: "synthetic order-2
+  // Markov source: vocabulary 32, branching 4".
+  static std::string parameters_text(int64_t vocab, int order, int branching);
 
  private:
   uint64_t context_hash(const uint32_t* context) const;  // context: k tokens, oldest first
@@ -71,5 +75,12 @@ void make_synthetic_file(const std::string& path, int64_t vocab, int order, int 
 // split holds at least one token. Throws UserError unless n >= 2 and 0 < val_fraction <=
 // kMaxValFraction.
 int64_t train_split_tokens(int64_t n, double val_fraction);
+
+// How the token file of `info`, a synthetic source, differs from what make_synthetic_file would
+// write with these parameters, or "" when it does not: data.generate = synthetic makes the file
+// only where it is missing, so a deck whose data.synthetic_* changed would otherwise train on
+// the old file silently. The seed (run.seed) is left out, so that a seed sweep shares one file.
+std::string synthetic_file_difference(const TokenFileInfo& info, int64_t vocab, int order, int branching,
+                                      int64_t tokens, double val_fraction);
 
 }  // namespace trident::io

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "io/deck_schema.h"  // nearest_key
+#include "io/synthetic_source.h"  // SyntheticSource, train_split_tokens
 #include "io/token_dataset.h"
 #include "io/user_error.h"
 #include "kernels/backend.h"
@@ -14,7 +15,7 @@
 #include "src/app/backend_options.h"
 #include "src/app/command_args.h"
 #include "src/app/commands.h"
-#include "src/app/dataset_access.h"  // missing_dataset_problem
+#include "src/app/dataset_access.h"  // missing_dataset_problem, stale_synthetic_problem
 #include "src/app/run_setup.h"
 #include "src/app/memory_estimate.h"
 #include "src/app/startup_report.h"
@@ -149,18 +150,28 @@ int check_command(const std::vector<std::string>& raw_args) {
   if (world.rank() != 0) return 0;  // the rest is reporting: one rank is enough
 
   const auto& c = setup.config;
+  const int64_t seq = c.train.seq_len;
+  auto samples = [seq](int64_t tokens) { return tokens > 1 ? (tokens - 1) / seq : int64_t{0}; };
   std::string data_note;
   if (std::filesystem::exists(c.data.path)) {
     const io::TokenFileInfo info = io::read_token_file_info(c.data.path);
-    const int64_t seq = c.train.seq_len;
-    const int64_t train_samples = info.train_tokens > 1 ? (info.train_tokens - 1) / seq : 0;
-    const int64_t val_tokens = info.total_tokens - info.train_tokens;
-    const int64_t val_samples = val_tokens > 1 ? (val_tokens - 1) / seq : 0;
-    check_dataset_fits(setup, info.vocab_size, train_samples, val_samples, c.data.path);
+    if (const std::string stale = stale_synthetic_problem(c); !stale.empty()) throw io::UserError(stale);
+    const int64_t train_samples = samples(info.train_tokens);
+    check_dataset_fits(setup, info.vocab_size, train_samples, samples(info.total_tokens - info.train_tokens),
+                       c.data.path);
     data_note = "data: " + c.data.path + ": vocab " + std::to_string(info.vocab_size) + ", " +
                 std::to_string(train_samples) + " training samples of " + std::to_string(seq) + " tokens\n";
   } else if (c.data.generate == "synthetic") {
-    data_note = "data: " + c.data.path + " is missing and will be generated (data.generate = synthetic)\n";
+    // The file train would generate, checked as train checks it once made: its parameters (the
+    // source's constructor), its vocabulary (the source's and end-of-text) and its splits.
+    const auto& d = c.data;
+    const io::SyntheticSource source(d.synthetic_vocab, d.synthetic_order, d.synthetic_branching, c.run.seed);
+    const int64_t train_tokens = io::train_split_tokens(d.synthetic_tokens, d.val_fraction);
+    check_dataset_fits(setup, source.vocab() + 1, samples(train_tokens), samples(d.synthetic_tokens - train_tokens),
+                       d.path);
+    data_note = "data: " + d.path + " is missing and will be generated (data.generate = synthetic): vocab " +
+                std::to_string(source.vocab() + 1) + ", " + std::to_string(samples(train_tokens)) +
+                " training samples of " + std::to_string(seq) + " tokens\n";
   } else {
     // The layout and the memory below do not depend on the data: check them anyway (docs/running.md).
     data_note = "warning: " + missing_dataset_problem(c.data.path) + ": the run would stop at start-up\n";

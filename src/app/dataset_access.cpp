@@ -12,6 +12,19 @@ std::string missing_dataset_problem(const std::string& path) {
   return "data.path '" + path + "': no such file (make one with `trident prepare`, or set data.generate = synthetic)";
 }
 
+std::string stale_synthetic_problem(const io::RunConfig& config) {
+  const auto& d = config.data;
+  if (d.generate != "synthetic" || !std::filesystem::exists(d.path)) return "";
+  const io::TokenFileInfo info = io::read_token_file_info(d.path);
+  if (info.tokenizer != "synthetic") return "";  // a prepared dataset: generate applies to a missing one only
+  const std::string difference = io::synthetic_file_difference(info, d.synthetic_vocab, d.synthetic_order,
+                                                               d.synthetic_branching, d.synthetic_tokens, d.val_fraction);
+  if (difference.empty()) return "";
+  return "data.path '" + d.path + "' holds a synthetic source made with other settings (" + difference +
+         "): data.generate = synthetic makes the file only where it is missing; delete it to make it anew, or set "
+         "data.path to another file";
+}
+
 std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parallel::Comm& world, MPI_Comm mpi_world) {
   const auto& d = setup.config.data;
   std::string error;
@@ -27,6 +40,12 @@ std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parall
     }
   }
   if (error.empty() && world.rank() == 0 && !std::filesystem::exists(d.path)) error = missing_dataset_problem(d.path);
+  if (error.empty() && world.rank() == 0) {
+    try {
+      error = stale_synthetic_problem(setup.config);
+    } catch (const std::exception&) {  // an unreadable file: the collective open below says why
+    }
+  }
   error = parallel::agree_on_error(world, error);
   if (!error.empty()) throw io::UserError(error);
 

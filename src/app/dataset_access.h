@@ -14,9 +14,15 @@ namespace trident::app {
 // to do about it.
 std::string missing_dataset_problem(const std::string& path);
 
+// With data.generate = synthetic and a synthetic source already at data.path that the deck's
+// data.synthetic_* and data.val_fraction would not make (io::synthetic_file_difference): one
+// line saying so and what to do; else "". Reads the file's attributes (one process).
+std::string stale_synthetic_problem(const io::RunConfig& config);
+
 // When data.path is missing and data.generate = synthetic, rank 0 of `world` writes it (and
-// says so); a missing one without it is refused with missing_dataset_problem; then every rank
-// opens the file collectively. Any failure on any rank becomes the same UserError on every rank.
+// says so); a missing one without it is refused with missing_dataset_problem, an existing one
+// that differs from the deck with stale_synthetic_problem; then every rank opens the file
+// collectively. Any failure on any rank becomes the same UserError on every rank.
 std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parallel::Comm& world, MPI_Comm mpi_world);
 
 }  // namespace trident::app

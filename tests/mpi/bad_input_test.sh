@@ -72,6 +72,17 @@ expect_user_error model_too_large 2 "not enough memory on node .*its 2 ranks nee
   --model.hidden=32768 --model.heads=32 --model.layers=200
 expect_user_error unknown_command 1 "frobnicate" frobnicate
 expect_user_error check_bad_ranks 1 "ranks" check good.ini --ranks=zero
+# A synthetic file to be generated is checked by check as train checks it once made; an existing
+# one made with other data.synthetic_* is refused by both instead of silently trained on.
+expect_user_error check_synthetic_vocab 1 "its vocabulary of 33 tokens is larger than model.vocab = 17" check good.ini \
+  --data.path=fresh.h5 --model.vocab=17
+expect_user_error check_synthetic_split 1 "the validation split holds no sample" check good.ini \
+  --data.path=fresh.h5 --data.synthetic_tokens=1000 --data.val_fraction=0.01
+[ ! -e fresh.h5 ] && pass "check generates no file" || fail "check generated fresh.h5"
+expect_user_error stale_synthetic 2 "holds a synthetic source made with other settings (.*20000 tokens.* 40000 tokens" \
+  train good.ini --data.synthetic_tokens=40000
+expect_user_error check_stale_synthetic 1 "holds a synthetic source made with other settings" check good.ini \
+  --data.synthetic_branching=2
 # check without the dataset: the layout and the memory anyway (they do not depend on it), and a
 # warning that the run would stop (docs/running.md).
 out=$("$TRIDENT" check good.ini --data.path=absent.h5 --data.generate=none 2>&1); rc=$?

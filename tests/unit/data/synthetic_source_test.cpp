@@ -173,5 +173,25 @@ TEST(SyntheticSource, FileParametersOutOfRangeAreUserErrors) {
   EXPECT_THROW(make_synthetic_file(dir.file("x.h5"), 32, 2, 4, 1000, 1.5, 1), UserError);
 }
 
+// A file made with some parameters is recognised as theirs under any seed, and each changed
+// parameter (vocabulary, order, branching, tokens, validation share) is a named difference.
+TEST(SyntheticSource, FileDifferenceNamesChangedParametersButNotTheSeed) {
+  ScratchDir dir;
+  make_synthetic_file(dir.file("s.h5"), 32, 2, 4, 10000, 0.1, 99);
+  const TokenFileInfo info = read_token_file_info(dir.file("s.h5"));
+  EXPECT_EQ(synthetic_file_difference(info, 32, 2, 4, 10000, 0.1), "");
+  const std::string made = "'synthetic order-2 Markov source: vocabulary 32, branching 4', 10000 tokens, 9000 for training";
+  EXPECT_EQ(synthetic_file_difference(info, 32, 2, 4, 20000, 0.1),
+            made + "; the deck's data.synthetic_* and data.val_fraction ask for 'synthetic order-2 Markov source: "
+                   "vocabulary 32, branching 4', 20000 tokens, 18000 for training");
+  EXPECT_NE(synthetic_file_difference(info, 33, 2, 4, 10000, 0.1), "");
+  EXPECT_NE(synthetic_file_difference(info, 32, 3, 4, 10000, 0.1), "");
+  EXPECT_NE(synthetic_file_difference(info, 32, 2, 3, 10000, 0.1), "");
+  EXPECT_NE(synthetic_file_difference(info, 32, 2, 4, 10000, 0.2), "");
+  // "branching 4" must not pass for "branching 40" (the parameters end at a comma).
+  make_synthetic_file(dir.file("wide.h5"), 64, 2, 40, 10000, 0.1, 99);
+  EXPECT_NE(synthetic_file_difference(read_token_file_info(dir.file("wide.h5")), 64, 2, 4, 10000, 0.1), "");
+}
+
 }  // namespace
 }  // namespace trident::io
