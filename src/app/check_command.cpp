@@ -18,7 +18,10 @@
 #include "src/app/dataset_access.h"  // missing_dataset_problem, stale_synthetic_problem
 #include "src/app/run_setup.h"
 #include "src/app/memory_estimate.h"
+#include "src/app/memory_fit.h"        // host_memory_pool, memory_fit_error
+#include "src/app/restart_choice.h"    // describe_restart
 #include "src/app/startup_report.h"
+#include "src/train/checkpoint_files.h"  // checkpoint_directory
 #include "src/train/run_layout.h"
 
 namespace trident::app {
@@ -83,29 +86,56 @@ CountedKernels counted_kernels(const io::RunConfig& c) {
           false, options};
 }
 
+// The estimate of the rank of the hungriest stage under `config` (src/app/memory_estimate.h).
+std::size_t largest_stage_bytes(const io::RunConfig& config, const RunSetup& setup, const parallel::RankGrid& grid,
+                                std::size_t attention_scratch, const CountedKernels& counted) {
+  const parallel::CommTransport transport = comm_transport(counted.cuda, config.parallel.comm);
+  std::size_t largest = 0;
+  for (int s = 0; s < grid.pp(); ++s) {
+    model::GptLayout layout = train::run_layout(config, setup.stage_layers, 0, s);
+    layout.native_16bit = counted.native;
+    largest = std::max(largest, estimate_run_memory(config, setup.model, layout, attention_scratch, transport).total());
+  }
+  return largest;
+}
+
 std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid& grid, std::size_t attention_scratch,
                                 const CountedKernels& counted) {
   const auto& t = setup.config.train;
-  const parallel::CommTransport transport = comm_transport(counted.cuda, setup.config.parallel.comm);
   std::string out = "memory per rank with other options (largest stage):\n";
   for (int zero = 0; zero <= 1; ++zero) {
     for (const char* recompute : {"none", "full"}) {
       io::RunConfig variant = setup.config;
       variant.parallel.zero = zero;
       variant.train.recompute = recompute;
-      std::size_t largest = 0;
-      for (int s = 0; s < grid.pp(); ++s) {
-        model::GptLayout layout = train::run_layout(variant, setup.stage_layers, 0, s);
-        layout.native_16bit = counted.native;
-        const auto m = estimate_run_memory(variant, setup.model, layout, attention_scratch, transport);
-        largest = std::max(largest, m.total());
-      }
+      const std::size_t largest = largest_stage_bytes(variant, setup, grid, attention_scratch, counted);
       char line[128];
       std::snprintf(line, sizeof line, "  parallel.zero = %d, train.recompute = %-4s  %12s%s\n", zero, recompute,
                     format_bytes(static_cast<double>(largest)).c_str(),
                     zero == setup.config.parallel.zero && t.recompute == recompute ? "   (this deck)" : "");
       out += line;
     }
+  }
+  return out;
+}
+
+// What train would refuse on this machine but may accept on another (check often runs on a login
+// node): flash attention where run.device = auto finds no GPU, and a rank larger than this
+// machine's free memory. Warnings, one line each, so that the deck stays valid for the machine
+// it is meant for.
+std::string machine_warnings(const io::RunConfig& c, std::size_t rank_bytes, const CountedKernels& counted) {
+  std::string out;
+  const bool gpu_here = kernels::cuda_compiled() && kernels::cuda_device_count() > 0;
+  if (c.run.attention == "flash" && c.run.device == "auto" && !gpu_here) {
+    out += "warning: run.attention = flash needs the CUDA backend, and run.device = auto finds no GPU on this machine: "
+           "train would stop here (it trains where a GPU is)\n";
+  }
+  if (!counted.cuda) {
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    TRIDENT_MPI_CHECK(MPI_Get_processor_name(host, &length));
+    const std::string error = memory_fit_error(rank_bytes, 1, host_memory_pool(host), false);
+    if (!error.empty()) out += "warning: on this machine even one rank does not fit: " + error + "\n";
   }
   return out;
 }
@@ -193,6 +223,8 @@ int check_command(const std::vector<std::string>& raw_args) {
   if (c.train.precision != "fp32") std::printf("%s", counted.note.c_str());
   std::printf("%s", memory_alternatives(setup, grid, attention_scratch, counted).c_str());
   std::printf("%s", data_note.c_str());
+  std::printf("%s", describe_restart(c, setup.deck, train::checkpoint_directory(c.run.dir, c.checkpoint.dir)).c_str());
+  std::printf("%s", machine_warnings(c, largest_stage_bytes(c, setup, grid, attention_scratch, counted), counted).c_str());
   std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);
   return 0;
 }

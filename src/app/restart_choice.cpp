@@ -7,8 +7,10 @@
 #include <sstream>
 #include <vector>
 
+#include "io/deck.h"
 #include "io/param_file.h"
 #include "io/user_error.h"
+#include "src/app/restart_compatibility.h"
 #include "src/train/checkpoint_files.h"
 
 namespace trident::app {
@@ -75,7 +77,84 @@ std::string later_checkpoints(const io::RunConfig& config, const std::string& ch
          "run.dir";
 }
 
+// Rank 0's reason why `restart`, a path given as run.restart, cannot be resumed from before its
+// checksums are read, or "".
+std::string explicit_checkpoint_problem(const std::string& restart) {
+  if (!std::filesystem::exists(restart)) return "run.restart = '" + restart + "': no such checkpoint file";
+  if (std::filesystem::is_directory(restart)) {
+    const std::vector<std::string> inside = train::list_checkpoint_files(restart);
+    return "run.restart = '" + restart + "' is a directory: give a checkpoint file" +
+           (inside.empty() ? std::string(" (it holds none)") : " in it (the newest: " + restart + "/" + inside.back() + ")") +
+           ", or run.restart = auto to resume from the newest in checkpoint.dir";
+  }
+  if (const std::string kind = not_a_checkpoint(restart); !kind.empty()) {
+    return "run.restart = '" + restart + "' is not a checkpoint but " + kind +
+           ": the model's weights without the optimizer state and data position a restart needs (give a step-N.h5 "
+           "file of checkpoint.dir)";
+  }
+  return "";
+}
+
+// Rank 0's reason not to start afresh where no checkpoint is: run.dir holds a finished run
+// (checkpoint.every = 0 writes none) whose metrics and final parameters training would overwrite.
+std::string finished_run_problem(const io::RunConfig& config) {
+  const std::string marker = config.run.dir + "/complete";
+  if (!std::filesystem::exists(marker)) return "";
+  return "run.dir '" + config.run.dir + "' holds a finished run (" + marker +
+         ") and no checkpoint to resume: training would overwrite its metrics.jsonl and final-params.h5; give another "
+         "run.dir, or run.restart = none to train it again from step 0";
+}
+
+// The step attribute of a checkpoint file (-1 when it has none).
+int64_t checkpoint_step(const std::string& path) {
+  const auto attributes = io::read_param_file_int_attributes(path);
+  const auto step = attributes.find("step");
+  return step == attributes.end() ? -1 : step->second;
+}
+
+// A checkpoint's saved deck against this run's (check_restart_compatible), when it has one.
+void check_saved_deck(const std::string& path, const io::ResolvedDeck& deck) {
+  if (const auto saved = io::read_param_file_string_attribute(path, "deck")) {
+    check_restart_compatible(io::parse_deck(*saved, path, {}), deck, path);
+  }
+}
+
 }  // namespace
+
+std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck& deck,
+                             const std::string& checkpoint_dir) {
+  const std::string& restart = config.run.restart;
+  auto refuse = [](const std::string& error) {
+    if (!error.empty()) throw io::UserError(error);
+  };
+  if (restart == "none") {
+    refuse(later_checkpoints(config, checkpoint_dir, 0));
+    return "restart: none: a fresh start\n";
+  }
+  if (restart != "auto") {
+    refuse(explicit_checkpoint_problem(restart));
+    const int64_t step = checkpoint_step(restart);
+    refuse(later_checkpoints(config, checkpoint_dir, step));
+    check_saved_deck(restart, deck);
+    return "restart: from " + restart + " after step " + std::to_string(step) +
+           " (its checksums are verified at start-up)\n";
+  }
+  const std::vector<std::string> names = train::list_checkpoint_files(checkpoint_dir);
+  if (names.empty()) {
+    refuse(finished_run_problem(config));
+    return "restart: auto: no checkpoint in " + checkpoint_dir + ": a fresh start\n";
+  }
+  const std::string newest = checkpoint_dir + "/" + names.back();
+  try {
+    check_saved_deck(newest, deck);
+    return "restart: auto: would resume from " + newest + " after step " + std::to_string(checkpoint_step(newest)) +
+           " (if its checksums verify at start-up; else the one before it)\n";
+  } catch (const io::UserError& e) {
+    if (std::string(e.what()).rfind("run.restart: ", 0) == 0) throw;  // the deck differs: train would refuse
+    return "warning: restart: the newest checkpoint " + newest + " cannot be read (" + e.what() +
+           "): train would set it aside and try the one before it\n";
+  }
+}
 
 std::string choose_restart(const io::RunConfig& config, const std::string& checkpoint_dir, parallel::Comm& world,
                            MPI_Comm comm) {
@@ -87,32 +166,11 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
     return "";
   }
   if (restart != "auto") {
-    std::string error;
-    if (world.rank() == 0) {
-      std::string kind;
-      if (!std::filesystem::exists(restart)) {
-        error = "run.restart = '" + restart + "': no such checkpoint file";
-      } else if (std::filesystem::is_directory(restart)) {
-        const std::vector<std::string> inside = train::list_checkpoint_files(restart);
-        error = "run.restart = '" + restart + "' is a directory: give a checkpoint file" +
-                (inside.empty() ? std::string(" (it holds none)")
-                                : " in it (the newest: " + restart + "/" + inside.back() + ")") +
-                ", or run.restart = auto to resume from the newest in checkpoint.dir";
-      } else if (kind = not_a_checkpoint(restart); !kind.empty()) {
-        error = "run.restart = '" + restart + "' is not a checkpoint but " + kind +
-                ": the model's weights without the optimizer state and data position a restart needs (give a "
-                "step-N.h5 file of checkpoint.dir)";
-      }
-    }
-    error = parallel::agree_on_error(world, error);
+    std::string error = parallel::agree_on_error(world, world.rank() == 0 ? explicit_checkpoint_problem(restart) : "");
     if (!error.empty()) throw io::UserError(error);
     const std::string reason = verify(restart, world, comm);
     if (!reason.empty()) throw io::UserError("run.restart = '" + restart + "' cannot be used: " + reason);
-    if (world.rank() == 0) {
-      const auto attributes = io::read_param_file_int_attributes(restart);
-      const auto step = attributes.find("step");
-      if (step != attributes.end()) error = later_checkpoints(config, checkpoint_dir, step->second);
-    }
+    if (world.rank() == 0) error = later_checkpoints(config, checkpoint_dir, checkpoint_step(restart));
     error = parallel::agree_on_error(world, error);
     if (!error.empty()) throw io::UserError(error);
     return restart;
@@ -148,16 +206,8 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
                         (newest_reason.empty() ? "" : "; the newest: " + newest_reason) +
                         "); give one with run.restart = PATH, or start afresh with run.restart = none");
   }
-  // No checkpoint at all: a fresh start, unless run.dir holds a finished run (checkpoint.every = 0
-  // writes none) whose metrics and final parameters it would overwrite.
-  std::string finished;
-  const std::string marker = config.run.dir + "/complete";
-  if (world.rank() == 0 && std::filesystem::exists(marker)) {
-    finished = "run.dir '" + config.run.dir + "' holds a finished run (" + marker +
-               ") and no checkpoint to resume: training would overwrite its metrics.jsonl and final-params.h5; give "
-               "another run.dir, or run.restart = none to train it again from step 0";
-  }
-  finished = parallel::agree_on_error(world, finished);
+  // No checkpoint at all: a fresh start, unless run.dir holds a finished run.
+  const std::string finished = parallel::agree_on_error(world, world.rank() == 0 ? finished_run_problem(config) : "");
   if (!finished.empty()) throw io::UserError(finished);
   return "";
 }

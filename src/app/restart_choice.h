@@ -16,10 +16,18 @@
 
 #include <string>
 
+#include "io/deck.h"
 #include "io/run_config.h"
 #include "parallel/comm.h"
 
 namespace trident::app {
+
+// What choose_restart would choose, for trident check: one process, from the files' names and
+// attributes (no checksum read). Returns a line to print ("restart: auto: would resume from
+// ..."); throws io::UserError for what choose_restart, or the compatibility of the checkpoint's
+// saved deck with `deck` (check_restart_compatible), would refuse.
+std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck& deck,
+                             const std::string& checkpoint_dir);
 
 // Collective over `world` (and `comm`, the same ranks as an MPI communicator for parallel HDF5):
 // the same path ("" = fresh start) on every rank, or the same io::UserError on every rank.

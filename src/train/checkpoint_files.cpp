@@ -8,6 +8,10 @@
 
 namespace trident::train {
 
+std::string checkpoint_directory(const std::string& run_dir, const std::string& checkpoint_dir) {
+  return !checkpoint_dir.empty() && checkpoint_dir.front() == '/' ? checkpoint_dir : run_dir + "/" + checkpoint_dir;
+}
+
 std::string checkpoint_name(int64_t steps_done) {
   char name[64];
   std::snprintf(name, sizeof name, "step-%09lld.h5", static_cast<long long>(steps_done));

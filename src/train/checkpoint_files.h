@@ -9,6 +9,9 @@
 
 namespace trident::train {
 
+// Where a run's checkpoints go: checkpoint.dir when absolute, else inside run.dir.
+std::string checkpoint_directory(const std::string& run_dir, const std::string& checkpoint_dir);
+
 // "step-000001000.h5" for 1000 steps done.
 std::string checkpoint_name(int64_t steps_done);
 

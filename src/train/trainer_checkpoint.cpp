@@ -60,8 +60,7 @@ const float* host_view(kernels::Backend& backend, const float* data, std::size_t
 }  // namespace
 
 std::string Trainer::checkpoint_dir() const {
-  const std::string& dir = config_.checkpoint.dir;
-  return !dir.empty() && dir.front() == '/' ? dir : config_.run.dir + "/" + dir;
+  return checkpoint_directory(config_.run.dir, config_.checkpoint.dir);
 }
 
 std::string Trainer::settle_matmul_algorithms() {

@@ -90,6 +90,11 @@ out=$("$TRIDENT" check good.ini --data.path=absent.h5 --data.generate=none 2>&1)
   && grep -q "^memory per rank" <<< "$out" && pass "check without the dataset: layout and memory, and a warning" \
   || fail "check without the dataset: exit $rc: $out"
 
+# check warns (exit 0: another machine may hold it) where one rank would not fit this one.
+out=$("$TRIDENT" check good.ini --run.device=cpu --model.hidden=32768 --model.heads=32 --model.layers=200 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^warning: on this machine even one rank does not fit: not enough memory on node" <<< "$out" \
+  && pass "check: a rank larger than this machine's memory is a warning" || fail "check, memory: exit $rc: $(grep -E 'warning|error' <<< "$out")"
+
 # Without the per-rank wrapper: mpirun itself returns 2, and with -q (which silences mpirun's own
 # "a process exited non-zero" notice) the whole output is the one line.
 out=$(timeout 60 "$MPIEXEC" -q --oversubscribe -np 2 "$TRIDENT" train good.ini --train.stepz=1 2>&1); rc=$?

@@ -86,10 +86,25 @@ mpi 1 train deck.ini --train.steps=3 --run.dir=nockpt $common > nockpt.log 2>&1 
 mpi 1 train deck.ini --train.steps=3 --run.dir=nockpt $common > nockpt2.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "run.dir 'nockpt' holds a finished run (nockpt/complete) and no checkpoint to resume" nockpt2.log \
   && pass "finished run without checkpoints: refused" || fail "finished run without checkpoints: rc $rc: $(grep error nockpt2.log)"
+"$TRIDENT" check deck.ini $common --run.dir=nockpt > check_finished.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "run.dir 'nockpt' holds a finished run" check_finished.log && pass "check: finished" \
+  || fail "check: finished: rc $rc: $(grep error check_finished.log)"
 env TRIDENT_TEST_NAN_GRADIENT=0:5 "$MPIEXEC" --oversubscribe -np 1 "$TRIDENT" train deck.ini --train.steps=3 \
   --run.dir=nockpt --run.restart=none $common > nan.log 2>&1; rc=$?
 [ $rc -eq 3 ] && [ ! -e nockpt/complete ] && pass "an attempt that does not finish leaves no complete" \
   || fail "complete after a failed attempt: rc $rc, $(ls nockpt)"
+# trident check says what run.restart would do, and refuses what train would (one process).
+check_restart() {  # NAME EXPECTED_RC TEXT ARGS...
+  local name=$1 want=$2 text=$3; shift 3
+  "$TRIDENT" check deck.ini $common "$@" > "check_$name.log" 2>&1; local rc=$?
+  [ $rc -eq "$want" ] && grep -q "$text" "check_$name.log" && pass "check: $name" \
+    || fail "check: $name: rc $rc: $(grep -E 'error|restart:' "check_$name.log")"
+}
+check_restart resume 0 "^restart: auto: would resume from keep/checkpoints/step-000000010.h5 after step 10" --run.dir=keep
+check_restart none 2 "run.restart = none, but checkpoint.dir 'keep/checkpoints' holds 2" --run.dir=keep --run.restart=none
+check_restart older 2 "resumes after step 8, but" --run.dir=keep --run.restart=keep/checkpoints/step-000000008.h5
+check_restart changed 2 "run.restart: optim.lr = 0.002 differs from 0.003" --run.dir=keep --optim.lr=0.002
+check_restart fresh 0 "^restart: auto: no checkpoint in fresh/checkpoints: a fresh start" --run.dir=fresh
 # A missing explicit checkpoint is a user error on every rank.
 mpi 2 train deck.ini --run.restart=nowhere.h5 $common > missing.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "run.restart = 'nowhere.h5'" missing.log && pass "missing checkpoint: exit 2" \
