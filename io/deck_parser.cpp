@@ -58,11 +58,34 @@ int line_number_of(const std::string& deck_text, const std::string& bad_line) {
   return 0;
 }
 
+// The deck as Boost's INI reader should see it, line for line: without a UTF-8 byte-order mark
+// (Windows editors write one; Boost would read it as part of the first line), and with section
+// headers written `[ model ]` trimmed to `[model]` (Boost keeps the spaces in the name).
+std::string normalized_ini(const std::string& deck_text) {
+  static constexpr char kByteOrderMark[] = "\xEF\xBB\xBF";
+  const bool bom = deck_text.rfind(kByteOrderMark, 0) == 0;
+  std::istringstream lines(bom ? deck_text.substr(3) : deck_text);
+  std::string out, line;
+  while (std::getline(lines, line)) {
+    const std::string code = trimmed(line.substr(0, line.find('#')));
+    if (code.size() >= 2 && code.front() == '[' && code.back() == ']') {
+      // Appended piece by piece: GCC 12 sees a false overlap in "[" + std::string + "]" (-Wrestrict).
+      const std::string name = trimmed(code.substr(1, code.size() - 2));
+      line.assign(1, '[');
+      line.append(name);
+      line.push_back(']');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 using KeyValues = std::map<std::string, std::string>;
 
-KeyValues read_ini(const std::string& deck_text, const std::string& deck_name,
+KeyValues read_ini(const std::string& raw_deck_text, const std::string& deck_name,
                    const po::options_description& options) {
   const std::string source = "deck " + printable(deck_name);
+  const std::string deck_text = normalized_ini(raw_deck_text);
   po::parsed_options parsed(&options);
   try {
     std::istringstream stream(deck_text);

@@ -128,7 +128,7 @@ void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
                     quoted(deck, "optim.decay_steps") +
                     " (the warm-up must end before the decay does: use optim.warmup_steps <= " +
                     deck.value("optim.decay_steps") + ", optim.decay_steps >= " +
-                    deck.value("optim.warmup_steps") + ", or optim.decay_steps = 0)");
+                    deck.value("optim.warmup_steps") + ", or optim.decay_steps = 0 to decay over train.steps)");
   }
 }
 

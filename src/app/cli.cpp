@@ -49,7 +49,11 @@ constexpr const char* kUsage =
     "3 training diverged (an inf or NaN gradient; the message names the checkpoint to restart from).\n";
 
 int dispatch(int rank, const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+  if (args.empty()) {  // a usage error: a job script that lost its arguments must not pass
+    if (rank == 0) std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     if (rank == 0) std::printf("%s", kUsage);
     return 0;
   }

@@ -9,8 +9,10 @@
 
 namespace trident::app {
 
-std::optional<std::string> take_flag(std::vector<std::string>& args, const std::string& name) {
-  const std::string flag = "--" + name;
+namespace {
+
+// The first occurrence of --NAME VALUE or --NAME=VALUE, removed from args.
+std::optional<std::string> take_one_flag(std::vector<std::string>& args, const std::string& flag) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == flag) {
       if (i + 1 >= args.size()) throw io::UserError("option " + flag + " needs a value");
@@ -25,6 +27,20 @@ std::optional<std::string> take_flag(std::vector<std::string>& args, const std::
     }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> take_flag(std::vector<std::string>& args, const std::string& name) {
+  const std::string flag = "--" + name;
+  std::optional<std::string> value = take_one_flag(args, flag);
+  // A second one would otherwise reach the deck overrides as "unknown key".
+  if (value) {
+    if (const auto again = take_one_flag(args, flag)) {
+      throw io::UserError("option " + flag + " given twice ('" + *value + "' and '" + *again + "')");
+    }
+  }
+  return value;
 }
 
 bool print_help_if_asked(const std::vector<std::string>& args, const char* usage) {

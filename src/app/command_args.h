@@ -14,7 +14,7 @@ struct CommandArgs {
 };
 
 // Removes `--name=VALUE` or `--name VALUE` from args and returns VALUE (UserError when the
-// value is missing).
+// value is missing, or when the option is given twice).
 std::optional<std::string> take_flag(std::vector<std::string>& args, const std::string& name);
 
 // Whether `--help` or `-h` is among args; if so, rank 0 of MPI_COMM_WORLD prints `usage` (the

@@ -180,10 +180,12 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
       world.rank() == 0 ? static_cast<int>(train::list_set_aside_files(checkpoint_dir).size()) : 0;
   std::string listing = world.rank() == 0 ? list_newest_first(checkpoint_dir) : "";
   listing = parallel::broadcast_string(world, listing, 0);
-  std::istringstream names(listing);
-  std::string name, newest_reason;
+  std::istringstream lines(listing);
+  std::vector<std::string> names;
+  for (std::string line; std::getline(lines, line);) names.push_back(line);
+  std::string newest_reason;
   int failed = 0;
-  while (std::getline(names, name)) {
+  for (const std::string& name : names) {
     const std::string path = checkpoint_dir + "/" + name;
     const std::string reason = verify(path, world, comm);
     if (reason.empty()) return path;
@@ -195,7 +197,9 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
       std::filesystem::rename(path, checkpoint_dir + "/" + aside, ec);
       std::printf("restart: skipping %s: %s; %s\n", path.c_str(), reason.c_str(),
                   ec ? ("could not set it aside (" + ec.message() + ")").c_str()
-                     : ("set aside as " + aside + "; trying the previous checkpoint").c_str());
+                     : ("set aside as " + aside + (name == names.back() ? std::string("; no earlier checkpoint")
+                                                                         : "; trying the previous checkpoint"))
+                           .c_str());
       std::fflush(stdout);
     }
   }

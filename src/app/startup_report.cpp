@@ -23,6 +23,18 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
                 setup.config.train.seq_len);
   out += line;
   const auto& t = setup.config.train;
+  // A warm-up longer than the run (the decay following train.steps; a decay shorter than the
+  // warm-up is a deck error): say that the peak is never reached, which a short test run of a
+  // production deck does on purpose and a real run does not.
+  const auto& o = setup.config.optim;
+  if (o.decay_steps == 0 && o.warmup_steps > t.steps) {
+    std::snprintf(line, sizeof line,
+                  "note: optim.warmup_steps = %lld is more than train.steps = %lld: the learning rate rises to %.4g "
+                  "at the last step and never reaches optim.lr = %g\n",
+                  static_cast<long long>(o.warmup_steps), static_cast<long long>(t.steps),
+                  o.lr * static_cast<double>(t.steps) / static_cast<double>(o.warmup_steps), o.lr);
+    out += line;
+  }
   const int64_t micro_per_step = t.global_batch / (t.micro_batch * grid.dp());
   std::snprintf(line, sizeof line,
                 "batch: %lld sequences x %d tokens per step = %lld tokens; %lld micro-batch(es) of %lld per data rank\n",

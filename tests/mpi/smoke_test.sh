@@ -3,6 +3,17 @@ source "$(dirname "$0")/lib.sh"
 tiny_deck good.ini
 
 out=$("$TRIDENT" --help) && echo "$out" | grep -q "usage: trident" && pass "--help" || fail "--help: $out"
+# No command at all is a usage error: the usage on stderr, exit 2.
+"$TRIDENT" > bare.out 2> bare.err; rc=$?
+[ $rc -eq 2 ] && [ ! -s bare.out ] && grep -q "^usage: trident COMMAND" bare.err && pass "no command: usage on stderr, exit 2" \
+  || fail "no command: exit $rc: $(head -2 bare.out bare.err)"
+# A warm-up longer than the run is noted with the learning rate it reaches (0.003 * 1/2).
+"$TRIDENT" check good.ini --train.steps=1 2>&1 | grep -q "^note: optim.warmup_steps = 2 is more than train.steps = 1: the learning rate rises to 0.0015 at the last step" \
+  && pass "warm-up longer than the run: noted" || fail "warm-up longer than the run: no note"
+# An option of check given twice is named as such (it would reach the deck as an unknown key).
+out=$("$TRIDENT" check good.ini --ranks 2 --ranks 3 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "option --ranks given twice ('2' and '3')" <<< "$out" && pass "check --ranks twice" \
+  || fail "check --ranks twice: exit $rc: $out"
 # Each command's own help, before or after the deck, on every rank (exit 0, nothing trained).
 out=$("$TRIDENT" train --help) && echo "$out" | grep -q "^usage: trident train DECK" && pass "train --help" \
   || fail "train --help: $out"

@@ -177,6 +177,16 @@ TEST(DeckParse, LineWithoutEqualsIsASyntaxErrorWithItsLineNumber) {
   EXPECT_NE(parse_error("[train\nsteps = 5\n").find("line 1: '[train'"), std::string::npos);
 }
 
+// `[ train ]` is the section train, and a UTF-8 byte-order mark (Windows editors) is not part
+// of the first line; line numbers stay those of the file.
+TEST(DeckParse, SpacedSectionHeadersAndAByteOrderMarkAreRead) {
+  const ResolvedDeck deck = parse_deck("\xEF\xBB\xBF[ train ]\nsteps = 5\n[\tmodel ]  # comment\nlayers = 3\n", "w.ini", {});
+  EXPECT_EQ(deck.value("train.steps"), "5");
+  EXPECT_EQ(deck.value("model.layers"), "3");
+  EXPECT_EQ(parse_error("\xEF\xBB\xBF[train]\nsteps = 5\nwarmup 10\n"),
+            "deck quickstart.ini, line 3: 'warmup 10' is not a [section] or a key = value line");
+}
+
 TEST(DeckParse, BooleanValuesAreNormalised) {
   KeySpec flag;
   flag.name = "test.flag";
