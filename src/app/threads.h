@@ -4,8 +4,16 @@
 // node cores / ranks on the node.)
 #pragma once
 
+#include <string>
+
 namespace trident::app {
 
 int default_threads(int ranks_on_node);
+
+// A note for rank 0 when mpirun's CPU binding (Open MPI binds each rank to one core when it
+// starts one or two) leaves a rank fewer CPUs than its fair share of the node, so default_threads
+// gives fewer threads than the node could run: how to unbind. "" otherwise, and under any other
+// launcher (srun's binding follows the job's allocation, which the node's size does not show).
+std::string binding_note(int ranks_on_node);
 
 }  // namespace trident::app

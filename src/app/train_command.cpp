@@ -231,6 +231,11 @@ int train_command(const std::vector<std::string>& args) {
                                      backend->native_16bit(), transport)
                           .c_str());
     std::printf("backend: %s per rank (%s)\n", compute.name().c_str(), device.reason.c_str());
+    // Only where the thread count came from the binding; a GPU run's host threads matter little.
+    if (const std::string note = binding_note(ctx.node_local_size());
+        !note.empty() && c.run.threads == 0 && device.device == kernels::Device::kCpu) {
+      std::printf("%s\n", note.c_str());
+    }
     if (timing) {
       std::printf("profile: run.profile = true: every kernel call of the training steps is timed alone, the device "
                   "drained around it, so the steps run slower than plain ones\n");

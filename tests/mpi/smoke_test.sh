@@ -10,6 +10,16 @@ out=$("$TRIDENT" --help) && echo "$out" | grep -q "usage: trident" && pass "--he
 # A warm-up longer than the run is noted with the learning rate it reaches (0.003 * 1/2).
 "$TRIDENT" check good.ini --train.steps=1 2>&1 | grep -q "^note: optim.warmup_steps = 2 is more than train.steps = 1: the learning rate rises to 0.0015 at the last step" \
   && pass "warm-up longer than the run: noted" || fail "warm-up longer than the run: no note"
+# mpirun's binding: where it left rank 0 one CPU of a larger node, a note says how to unbind;
+# with --bind-to none there is none.
+"$MPIEXEC" --oversubscribe -np 1 "$TRIDENT" train good.ini --train.steps=1 --run.dir=bound > bound.log 2>&1
+"$MPIEXEC" --oversubscribe --bind-to none -np 1 "$TRIDENT" train good.ini --train.steps=1 --run.dir=unbound > unbound.log 2>&1
+if grep -q "^backend: cpu (OpenBLAS, 1 thread)" bound.log && [ "$(nproc --all)" -gt 1 ]; then
+  grep -q "^note: mpirun bound each rank to 1 CPU(s), fewer than the .* add --bind-to none" bound.log \
+    && pass "binding note where mpirun bound one rank to one CPU" || fail "no binding note: $(grep -E '^(backend|note)' bound.log)"
+fi
+! grep -q "^note: mpirun bound" unbound.log && pass "no binding note with --bind-to none" \
+  || fail "binding note with --bind-to none: $(grep '^note' unbound.log)"
 # An option of check given twice is named as such (it would reach the deck as an unknown key).
 out=$("$TRIDENT" check good.ini --ranks 2 --ranks 3 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "option --ranks given twice ('2' and '3')" <<< "$out" && pass "check --ranks twice" \
