@@ -17,14 +17,17 @@ bool restart_may_change(const std::string& key) {
   // flash_backward, flash_warpgroups, layernorm_sums,
   // cross_entropy_loads, adamw_loads, matmul_backward_streams, matmul_bias_gradients,
   // matmul_algorithms), which like run.device changes the results only by rounding
-  // (flash_block_order not at all). run.profile changes no result.
-  constexpr std::array<std::string_view, 29> kKeys = {
+  // (flash_block_order not at all). run.profile changes no result, nor does train.recompute
+  // (the recomputed activations are bit-identical: GptRecompute's test), which a run short of
+  // memory may switch on when it resumes.
+  constexpr std::array<std::string_view, 30> kKeys = {
       "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
       "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
       "train.precision",  "train.loss_scale", "train.loss_scale_window", "run.attention", "run.matmul_epilogues",
       "run.attention_blocks", "run.attention_batching", "run.flash_dq", "run.flash_block_order",
       "run.flash_forward", "run.flash_backward", "run.flash_warpgroups", "run.layernorm_sums", "run.cross_entropy_loads", "run.adamw_loads",
-      "run.matmul_backward_streams", "run.matmul_bias_gradients", "run.matmul_algorithms", "run.profile"};
+      "run.matmul_backward_streams", "run.matmul_bias_gradients", "run.matmul_algorithms", "run.profile",
+      "train.recompute"};
   for (std::string_view section : kSections) {
     if (key.rfind(section, 0) == 0) return true;
   }
@@ -42,9 +45,10 @@ void check_restart_compatible(const io::ResolvedDeck& checkpoint_deck, const io:
     const std::string& saved = checkpoint_deck.value(key);
     if (saved != value) {
       throw io::UserError("run.restart: " + key + " = " + value + " differs from " + saved + " in checkpoint '" +
-                          checkpoint_path + "'; a restart may change only the steps, layout, precision, kernels, "
-                          "logging, checkpoint cadence, threads and paths (set " + key + " = " + saved + " to resume, or " +
-                          "run.restart = none to start afresh)");
+                          checkpoint_path + "'; a restart may change only the steps, evaluation, micro-batch, "
+                          "recomputation, layout, precision, device, kernels, logging, checkpoint cadence, threads and "
+                          "paths (docs/checkpoint-format.md; set " + key + " = " + saved + " to resume, or give another " +
+                          "run.dir to start afresh)");
     }
   }
 }

@@ -34,6 +34,15 @@ for spec in "l111:1:1:1:" "l221:2:2:1:" "l212z:2:1:2:--parallel.zero=1"; do
     pass "$name: restart bit-identical (20 losses, final parameters)" || fail "$name: restart differs"
 done
 
+# train.recompute may change on restart (a run short of memory switches it on): bit-identical.
+mkdir -p l111.rc/checkpoints && cp l111.split/checkpoints/step-000000010.h5 l111.rc/checkpoints/ \
+  && head -n 10 l111.split/metrics.jsonl > l111.rc/metrics.jsonl
+mpi 1 train deck.ini --train.steps=20 --run.dir=l111.rc --train.recompute=full --parallel.dp=1 --parallel.tp=1 \
+  --parallel.pp=1 $common > l111.rc.log 2>&1 && grep -q "after step 10" l111.rc.log \
+  && "$CHECK_METRICS" compare l111.straight/metrics.jsonl l111.rc/metrics.jsonl loss 0 >/dev/null \
+  && "$CHECK_METRICS" compare-params l111.straight/final-params.h5 l111.rc/final-params.h5 0 >/dev/null \
+  && pass "restart with train.recompute = full: bit-identical" || fail "restart with recompute: $(grep error l111.rc.log)"
+
 # Other layouts from a (2,2,2) ZeRO-1 checkpoint.
 big="--parallel.dp=2 --parallel.tp=2 --parallel.pp=2 --parallel.zero=1 $common"
 mpi 8 train deck.ini --train.steps=20 --run.dir=ref222 $big > ref222.log 2>&1 || { tail -5 ref222.log; fail "(2,2,2) run"; }
