@@ -185,7 +185,7 @@ int check_command(const std::vector<std::string>& raw_args) {
   std::string data_note;
   if (std::filesystem::exists(c.data.path)) {
     const io::TokenFileInfo info = io::read_token_file_info(c.data.path);
-    if (const std::string stale = stale_synthetic_problem(c); !stale.empty()) throw io::UserError(stale);
+    if (const std::string stale = stale_synthetic_problem(c, info); !stale.empty()) throw io::UserError(stale);
     const int64_t train_samples = samples(info.train_tokens);
     check_dataset_fits(setup, info.vocab_size, train_samples, samples(info.total_tokens - info.train_tokens),
                        c.data.path);

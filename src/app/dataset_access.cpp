@@ -12,10 +12,9 @@ std::string missing_dataset_problem(const std::string& path) {
   return "data.path '" + path + "': no such file (make one with `trident prepare`, or set data.generate = synthetic)";
 }
 
-std::string stale_synthetic_problem(const io::RunConfig& config) {
+std::string stale_synthetic_problem(const io::RunConfig& config, const io::TokenFileInfo& info) {
   const auto& d = config.data;
-  if (d.generate != "synthetic" || !std::filesystem::exists(d.path)) return "";
-  const io::TokenFileInfo info = io::read_token_file_info(d.path);
+  if (d.generate != "synthetic") return "";
   if (info.tokenizer != "synthetic") return "";  // a prepared dataset: generate applies to a missing one only
   const std::string difference = io::synthetic_file_difference(info, d.synthetic_vocab, d.synthetic_order,
                                                                d.synthetic_branching, d.synthetic_tokens, d.val_fraction);
@@ -42,7 +41,7 @@ std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parall
   if (error.empty() && world.rank() == 0 && !std::filesystem::exists(d.path)) error = missing_dataset_problem(d.path);
   if (error.empty() && world.rank() == 0) {
     try {
-      error = stale_synthetic_problem(setup.config);
+      if (d.generate == "synthetic") error = stale_synthetic_problem(setup.config, io::read_token_file_info(d.path));
     } catch (const std::exception&) {  // an unreadable file: the collective open below says why
     }
   }

@@ -16,8 +16,8 @@ std::string missing_dataset_problem(const std::string& path);
 
 // With data.generate = synthetic and a synthetic source already at data.path that the deck's
 // data.synthetic_* and data.val_fraction would not make (io::synthetic_file_difference): one
-// line saying so and what to do; else "". Reads the file's attributes (one process).
-std::string stale_synthetic_problem(const io::RunConfig& config);
+// line saying so and what to do; else "". `info` is data.path's (io::read_token_file_info).
+std::string stale_synthetic_problem(const io::RunConfig& config, const io::TokenFileInfo& info);
 
 // When data.path is missing and data.generate = synthetic, rank 0 of `world` writes it (and
 // says so); a missing one without it is refused with missing_dataset_problem, an existing one
