@@ -6,9 +6,9 @@
 #include <cstring>  // std::strerror
 #include <filesystem>  // is_directory
 #include <fstream>
-#include <iterator>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 #include "io/user_error.h"  // UserError
 
@@ -37,34 +37,38 @@ std::string decode_bytes(const std::vector<uint32_t>& tokens, std::string_view e
   return text;
 }
 
-EncodedDocuments encode_documents(const std::vector<std::string>& files) {
-  EncodedDocuments documents;
-  documents.doc_offsets.push_back(0);
-  for (const std::string& file : files) {
-    std::error_code error;
-    if (std::filesystem::is_directory(file, error)) {
-      throw UserError("input '" + file + "': cannot read (Is a directory)");
-    }
-    std::ifstream stream(file, std::ios::binary);
-    if (!stream) {
-      throw UserError("input '" + file + "': cannot open (" + std::strerror(errno) + ")");
-    }
-    const std::string text{std::istreambuf_iterator<char>(stream),
-                           std::istreambuf_iterator<char>()};
-    if (stream.bad()) throw UserError("input '" + file + "': read error");
-    const auto nul_bytes = std::count(text.begin(), text.end(), '\0');
-    if (text.empty()) {
-      documents.doubts.push_back("input '" + file + "' is empty: only its end-of-text is written");
-    } else if (nul_bytes > 0) {
-      documents.doubts.push_back("input '" + file + "' holds " + std::to_string(nul_bytes) + " NUL byte(s) of " +
-                                 std::to_string(text.size()) +
-                                 ": is it text? (its bytes are written as tokens all the same)");
-    }
-    for (char c : text) documents.tokens.push_back(static_cast<unsigned char>(c));
-    documents.tokens.push_back(kByteEotId);
-    documents.doc_offsets.push_back(documents.tokens.size());
+TextFileReader::TextFileReader(std::string path) : path_(std::move(path)) {
+  const std::string where = "input '" + path_ + "': ";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path_, ec)) throw UserError(where + "cannot read (Is a directory)");
+  file_.open(path_, std::ios::binary);
+  if (!file_) throw UserError(where + "cannot open (" + std::strerror(errno) + ")");
+  const std::uintmax_t size = std::filesystem::file_size(path_, ec);
+  if (ec) throw UserError(where + "cannot read its size (" + ec.message() + ")");
+  bytes_total_ = static_cast<int64_t>(size);
+}
+
+void TextFileReader::read(std::size_t capacity, std::vector<uint32_t>& out) {
+  const auto count = static_cast<std::size_t>(std::min<int64_t>(static_cast<int64_t>(capacity), bytes_total_ - position_));
+  out.resize(count);
+  if (count == 0) return;
+  bytes_.resize(count);
+  if (!file_.read(bytes_.data(), static_cast<std::streamsize>(count))) {
+    throw UserError("input '" + path_ + "': read error after " + std::to_string(position_) +
+                    " bytes (the file changed while being read?)");
   }
-  return documents;
+  for (std::size_t i = 0; i < count; ++i) out[i] = static_cast<unsigned char>(bytes_[i]);
+  nul_bytes_ += std::count(bytes_.begin(), bytes_.end(), '\0');
+  position_ += static_cast<int64_t>(count);
+}
+
+std::string TextFileReader::doubt() const {
+  if (bytes_total_ == 0) return "input '" + path_ + "' is empty: only its end-of-text is written";
+  if (nul_bytes_ > 0) {
+    return "input '" + path_ + "' holds " + std::to_string(nul_bytes_) + " NUL byte(s) of " +
+           std::to_string(bytes_total_) + ": is it text? (its bytes are written as tokens all the same)";
+  }
+  return {};
 }
 
 }  // namespace trident::io

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "io/byte_tokenizer.h"     // encode_documents, kByteVocabSize, kByteEotId
+#include "io/byte_tokenizer.h"     // TextFileReader, kByteVocabSize, kByteEotId
 #include "io/synthetic_source.h"   // SyntheticSource, make_synthetic_file, train_split_tokens
 #include "io/token_dataset.h"      // read_token_file_info
 #include "io/token_file_writer.h"  // TokenFileWriter, write_token_file
@@ -26,9 +26,9 @@ namespace {
 
 namespace po = boost::program_options;
 
-// `prepare tokens` holds one block of an input in memory (64 MiB at 4 bytes a token) and says
-// how far it is every 16 blocks of a large input (nanoGPT's openwebtext train.bin is one file of
-// 9 billion tokens).
+// `prepare text` and `prepare tokens` hold one block of an input in memory (64 MiB at 4 bytes a
+// token) and say how far they are every 16 blocks of a large input (nanoGPT's openwebtext
+// train.bin is one file of 9 billion tokens; enwik9 is 10^9 bytes).
 constexpr std::size_t kImportBlockTokens = std::size_t{1} << 24;
 constexpr int64_t kImportProgressTokens = int64_t{1} << 28;
 static_assert(kImportProgressTokens % kImportBlockTokens == 0, "progress is reported at block ends");
@@ -220,6 +220,22 @@ bool parse_inputs_and_options(const std::string& command, const std::vector<std:
   return true;
 }
 
+// Appends every token of `reader` (a TokenArrayReader or a TextFileReader) to the writer's open
+// document a block at a time, saying how far it is inside a large input.
+template <typename Reader>
+void copy_tokens(Reader& reader, const std::string& name, TokenFileWriter& writer, std::vector<uint32_t>& block,
+                 std::ostream& out) {
+  for (int64_t done = 0;;) {
+    reader.read(kImportBlockTokens, block);
+    if (block.empty()) return;
+    writer.append(block.data(), block.size());
+    done += static_cast<int64_t>(block.size());
+    if (done % kImportProgressTokens == 0 && done < reader.tokens()) {
+      out << "  " << name << ": " << done << " of " << reader.tokens() << " tokens" << std::endl;
+    }
+  }
+}
+
 int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
   const std::string command = "trident prepare text";
   std::string output;
@@ -240,24 +256,35 @@ int prepare_text(const std::vector<std::string>& args, std::ostream& out) {
   check_val_fraction(command, val_fraction);
 
   check_output_replaceable(command, output, inputs);
-  const EncodedDocuments documents = encode_documents(inputs);
-  if (documents.tokens.size() == inputs.size()) {  // an end-of-text per file and nothing else
+  // Every input is opened first (one that cannot be read is refused before anything is written);
+  // the sizes give the split and the file's size up front.
+  int64_t n = 0, text_bytes = 0;
+  for (const std::string& input : inputs) {
+    const int64_t bytes = TextFileReader(input).tokens();
+    text_bytes += bytes;
+    n += bytes + 1;  // the document's bytes and its end-of-text
+  }
+  if (text_bytes == 0) {
     throw UserError(command + ": " + (inputs.size() == 1 ? "INPUT '" + inputs.front() + "' is empty"
                                                          : "every INPUT is empty") +
                     ": there is no text to make tokens of");
   }
-  for (const std::string& doubt : documents.doubts) out << "warning: " << doubt << "\n";
-  const auto n = static_cast<int64_t>(documents.tokens.size());
-  TokenFileContents contents;
-  contents.tokens = documents.tokens;
-  contents.doc_offsets = documents.doc_offsets;
-  contents.vocab_size = kByteVocabSize;
-  contents.eot_id = kByteEotId;
-  contents.tokenizer = kByteTokenizerName;
-  contents.description = "byte-level text of " + std::to_string(inputs.size()) +
-                         " file(s), one document each, end-of-text after each";
-  contents.train_tokens = train_split_tokens(n, val_fraction);
-  write_token_file(output, contents);
+  TokenFileWriter writer(output, kByteVocabSize, n);
+  std::vector<uint32_t> block;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    TextFileReader reader(inputs[i]);
+    copy_tokens(reader, inputs[i], writer, block, out);
+    writer.append(&kByteEotId, 1);
+    writer.end_document();
+    if (const std::string doubt = reader.doubt(); !doubt.empty()) out << "warning: " << doubt << "\n";
+    out << "  [" << i + 1 << "/" << inputs.size() << "] " << inputs[i] << ": " << reader.tokens() << " bytes"
+        << std::endl;
+  }
+  writer.finish({.eot_id = kByteEotId,
+                 .tokenizer = kByteTokenizerName,
+                 .description = "byte-level text of " + std::to_string(inputs.size()) +
+                                " file(s), one document each, end-of-text after each",
+                 .train_tokens = train_split_tokens(n, val_fraction)});
   print_summary(output, out);
   return 0;
 }
@@ -328,15 +355,7 @@ int prepare_tokens(const std::vector<std::string>& args, std::ostream& out) {
   std::vector<uint32_t> block;
   for (std::size_t i = 0; i < all.size(); ++i) {
     TokenArrayReader reader(all[i], width, vocab);
-    for (int64_t done = 0;;) {
-      reader.read(kImportBlockTokens, block);
-      if (block.empty()) break;
-      writer.append(block.data(), block.size());
-      done += static_cast<int64_t>(block.size());
-      if (done % kImportProgressTokens == 0 && done < reader.tokens()) {
-        out << "  " << all[i] << ": " << done << " of " << reader.tokens() << " tokens" << std::endl;
-      }
-    }
+    copy_tokens(reader, all[i], writer, block, out);
     writer.end_document();
     out << "  [" << i + 1 << "/" << all.size() << "] " << all[i] << ": " << reader.tokens() << " tokens ("
         << reader.format() << (i < inputs.size() ? ", training" : ", validation") << ")" << std::endl;

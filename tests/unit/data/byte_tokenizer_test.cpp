@@ -27,18 +27,37 @@ TEST(ByteTokenizer, EveryByteRoundTrips) {
   EXPECT_EQ(decode_bytes(tokens), text);
 }
 
-TEST(ByteTokenizer, DocumentsEndWithEndOfText) {
+// A file read in blocks of any size gives its bytes as tokens, and says why it may not be text.
+TEST(ByteTokenizer, TextFileReaderGivesEveryByteInBlocksOfAnySize) {
   ScratchDir dir;
-  std::ofstream(dir.file("a.txt"), std::ios::binary) << "ab";
-  std::ofstream(dir.file("empty.txt"), std::ios::binary);
-  std::ofstream(dir.file("c.txt"), std::ios::binary) << "xyz\n";
-  const EncodedDocuments documents =
-      encode_documents({dir.file("a.txt"), dir.file("empty.txt"), dir.file("c.txt")});
-  EXPECT_EQ(documents.tokens,
-            (std::vector<uint32_t>{'a', 'b', 256, 256, 'x', 'y', 'z', '\n', 256}));
-  EXPECT_EQ(documents.doc_offsets, (std::vector<uint64_t>{0, 3, 4, 9}));
-  EXPECT_EQ(decode_bytes(documents.tokens, "<|eot|>"), "ab<|eot|><|eot|>xyz\n<|eot|>");
-  EXPECT_EQ(decode_bytes(documents.tokens), "abxyz\n");
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text.push_back(static_cast<char>((i * 7 + 1) % 256));  // 4 NUL bytes
+  std::ofstream(dir.file("mixed.bin"), std::ios::binary) << text;
+  for (const std::size_t block : {std::size_t{1}, std::size_t{3}, std::size_t{999}, std::size_t{1000},
+                                  std::size_t{4096}}) {
+    TextFileReader reader(dir.file("mixed.bin"));
+    EXPECT_EQ(reader.tokens(), 1000);
+    std::vector<uint32_t> tokens, part;
+    for (reader.read(block, part); !part.empty(); reader.read(block, part)) {
+      EXPECT_LE(part.size(), block);
+      tokens.insert(tokens.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(tokens, encode_bytes(text)) << "block " << block;
+    EXPECT_EQ(reader.doubt(), "input '" + dir.file("mixed.bin") +
+                                  "' holds 4 NUL byte(s) of 1000: is it text? (its bytes are written as tokens "
+                                  "all the same)");
+  }
+  std::ofstream(dir.file("a.txt"), std::ios::binary) << "plain text\n";
+  TextFileReader plain(dir.file("a.txt"));
+  std::vector<uint32_t> part;
+  plain.read(100, part);
+  EXPECT_EQ(decode_bytes(part), "plain text\n");
+  EXPECT_EQ(plain.doubt(), "");
+  std::ofstream(dir.file("empty.txt"), std::ios::binary).flush();
+  TextFileReader empty(dir.file("empty.txt"));
+  empty.read(100, part);
+  EXPECT_TRUE(part.empty());
+  EXPECT_EQ(empty.doubt(), "input '" + dir.file("empty.txt") + "' is empty: only its end-of-text is written");
   EXPECT_EQ(kByteVocabSize, 257);
   EXPECT_EQ(kByteEotId, 256u);
 }
@@ -47,11 +66,23 @@ TEST(ByteTokenizer, UnreadableInputIsAUserErrorNamingIt) {
   ScratchDir dir;
   const std::string missing = dir.file("missing.txt");
   try {
-    encode_documents({missing});
+    TextFileReader reader(missing);
     FAIL() << "no UserError";
   } catch (const UserError& e) {
     EXPECT_EQ(std::string(e.what()), "input '" + missing + "': cannot open (No such file or directory)");
   }
+  try {
+    TextFileReader reader(dir.file(""));
+    FAIL() << "no UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read (Is a directory)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ByteTokenizer, EndOfTextDecodesToTheGivenText) {
+  const std::vector<uint32_t> tokens = {'a', 'b', 256, 256, 'x', '\n', 256};
+  EXPECT_EQ(decode_bytes(tokens, "<|eot|>"), "ab<|eot|><|eot|>x\n<|eot|>");
+  EXPECT_EQ(decode_bytes(tokens), "abx\n");
 }
 
 TEST(ByteTokenizer, DecodingANonByteTokenThrows) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "io/token_dataset.h"
@@ -80,6 +81,21 @@ inline StoredLayout stored_layout(const std::string& path) {
   H5Dclose(dataset);
   H5Fclose(file);
   return layout;
+}
+
+// Every token of the file, read back through TokenDataset: each split as one sample.
+inline std::vector<uint32_t> all_tokens(const std::string& path) {
+  const TokenDataset dataset(path, MPI_COMM_SELF);
+  const TokenFileInfo& info = dataset.info();
+  std::vector<uint32_t> tokens;
+  for (const auto& [split, n] : {std::pair{Split::kTrain, info.train_tokens},
+                                 std::pair{Split::kValidation, info.total_tokens - info.train_tokens}}) {
+    if (n < 2) continue;  // a split of one token holds no sample
+    std::vector<int32_t> sample(static_cast<std::size_t>(n));
+    dataset.read_sample(split, 0, static_cast<int>(n - 1), sample.data());
+    tokens.insert(tokens.end(), sample.begin(), sample.end());
+  }
+  return tokens;
 }
 
 // Little-endian bytes of `values`, each `width` bytes wide, after an optional llm.c header (256

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "io/byte_tokenizer.h"
 #include "io/synthetic_source.h"
 #include "io/token_dataset.h"
 #include "io/user_error.h"
@@ -93,6 +94,19 @@ TEST(PrepareCommand, TextWritesOneDocumentPerInput) {
   EXPECT_EQ(info.train_tokens, 23);  // floor(31 * 0.75)
   EXPECT_TRUE(std::isnan(info.entropy_rate_nats));
   EXPECT_EQ(out.str().find("entropy rate"), std::string::npos);
+  EXPECT_NE(out.str().find("[2/2] " + dir.file("b.txt") + ": 16 bytes"), std::string::npos) << out.str();
+
+  // Each document's bytes, then end-of-text; an empty input is a document of its end-of-text.
+  std::ofstream(dir.file("empty.txt"), std::ios::binary).flush();
+  EXPECT_EQ(run_prepare({"text", "--output", path, dir.file("a.txt"), dir.file("empty.txt"), dir.file("b.txt")}, out),
+            0);
+  std::vector<uint32_t> expected = encode_bytes("hello, world\n");
+  expected.push_back(256);
+  expected.push_back(256);
+  for (const uint32_t token : encode_bytes("second document\n")) expected.push_back(token);
+  expected.push_back(256);
+  EXPECT_EQ(testing::all_tokens(path), expected);
+  EXPECT_EQ(read_token_file_info(path).num_docs, 3);
 }
 
 // --output replaces an earlier token file but never an input or another kind of file (a shell

@@ -20,21 +20,7 @@ namespace {
 
 using testing::counting_contents;
 using testing::ScratchDir;
-
-// Every token of the file, read back through TokenDataset: each split as one sample.
-std::vector<uint32_t> all_tokens(const std::string& path) {
-  const TokenDataset dataset(path, MPI_COMM_SELF);
-  const TokenFileInfo& info = dataset.info();
-  std::vector<uint32_t> tokens;
-  for (const auto& [split, n] : {std::pair{Split::kTrain, info.train_tokens},
-                                 std::pair{Split::kValidation, info.total_tokens - info.train_tokens}}) {
-    if (n < 2) continue;  // a split of one token holds no sample
-    std::vector<int32_t> sample(static_cast<std::size_t>(n));
-    dataset.read_sample(split, 0, static_cast<int>(n - 1), sample.data());
-    tokens.insert(tokens.end(), sample.begin(), sample.end());
-  }
-  return tokens;
-}
+using testing::all_tokens;
 
 // Tokens appended one at a time, documents ended between them, across five 1024-token chunks:
 // the whole-file writer's tokens, documents and attributes.
