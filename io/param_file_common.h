@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io/hdf5_error.h"   // hdf5_error_detail, for the files that include this one
 #include "io/hdf5_handle.h"
 #include "io/user_error.h"
 
@@ -47,8 +48,5 @@ Handle open_checked(const std::string& path, hid_t access = H5P_DEFAULT);
 
 // A dataset's global shape.
 std::vector<int64_t> dataset_shape(hid_t dataset, const std::string& path);
-
-// The innermost message of HDF5's error stack (e.g. "truncated file: eof = ..."), or "".
-std::string hdf5_error_detail();
 
 }  // namespace trident::io::param_file_detail

@@ -41,18 +41,6 @@ std::string read_string_attribute(hid_t object, const char* name, const std::str
   return std::string(buffer.c_str());
 }
 
-std::string hdf5_error_detail() {
-  std::string detail;
-  H5Ewalk2(
-      H5E_DEFAULT, H5E_WALK_DOWNWARD,
-      [](unsigned, const H5E_error2_t* error, void* out) -> herr_t {
-        if (error->desc != nullptr && error->desc[0] != '\0') *static_cast<std::string*>(out) = error->desc;
-        return 0;
-      },
-      &detail);
-  return detail;
-}
-
 Handle open_checked(const std::string& path, hid_t access) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {

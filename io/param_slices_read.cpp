@@ -88,7 +88,10 @@ void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector
   const Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL);
   const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
-  if (file.get() < 0) error = "cannot open it";
+  if (file.get() < 0) {
+    const std::string reason = hdf5_error_detail();
+    error = "cannot open it" + (reason.empty() ? "" : " (" + reason + ")");
+  }
   const Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
   H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_INDEPENDENT);
   for (const TensorSliceRead& s : slices) {

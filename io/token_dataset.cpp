@@ -20,6 +20,7 @@
 #include <system_error>
 #include <vector>
 
+#include "io/hdf5_error.h"   // hdf5_error_detail
 #include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
 #include "io/token_file_common.h"  // format name and limits, HDF5 result checks
 #include "io/user_error.h"  // UserError
@@ -43,6 +44,12 @@ class FormatError : public UserError {
       : UserError(file_label(path) + ": not a Trident token file (" + problem + ")") {}
 };
 
+// The line for a file HDF5 cannot open, with HDF5's reason (a truncated file, say).
+std::string open_failure(const std::string& path) {
+  const std::string reason = hdf5_error_detail();
+  return file_label(path) + ": cannot open (" + (reason.empty() ? "HDF5 cannot read it" : reason) + ")";
+}
+
 // Checks that the file can be opened for reading and is HDF5; throws UserError otherwise.
 void check_openable(const std::string& path) {
   std::FILE* stream = std::fopen(path.c_str(), "rb");
@@ -55,7 +62,7 @@ void check_openable(const std::string& path) {
     throw UserError(file_label(path) + ": cannot open (Is a directory)");
   }
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
-  if (is_hdf5 < 0) throw UserError(file_label(path) + ": cannot open (HDF5 cannot read it)");
+  if (is_hdf5 < 0) throw UserError(open_failure(path));
   if (is_hdf5 == 0) throw UserError(file_label(path) + ": not an HDF5 file");
 }
 
@@ -230,8 +237,8 @@ Handle read_info(hid_t file, const std::string& path, TokenFileInfo& info) {
 TokenFileInfo read_token_file_info(const std::string& path) {
   const QuietHdf5Errors quiet;
   check_openable(path);
-  Handle file = make_handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
-                            "H5Fopen", path);
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (file.get() < 0) throw UserError(open_failure(path));
   TokenFileInfo info;
   read_info(file.get(), path, info);
   return info;
@@ -259,7 +266,7 @@ TokenDataset::TokenDataset(const std::string& path, MPI_Comm comm) {
   Handle access = make_handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate", path);
   check_status(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", path);
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
-  if (file.get() < 0) local_error = file_label(path) + ": cannot open (HDF5 cannot read it)";
+  if (file.get() < 0) local_error = open_failure(path);
   agree(local_error);
   Handle tokens;
   try {

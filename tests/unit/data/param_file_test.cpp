@@ -183,7 +183,12 @@ TEST(ParamFile, VerificationFindsAFlippedByteAndATruncatedFile) {
   std::filesystem::resize_file(truncated, std::filesystem::file_size(path) / 2);
   const std::string cut = verify_param_file(truncated, MPI_COMM_WORLD);
   EXPECT_NE(cut.find(truncated), std::string::npos) << cut;
-  EXPECT_NE(cut.find("truncated"), std::string::npos) << cut;
+  const std::string sizes = std::to_string(std::filesystem::file_size(path) / 2) + " of its " +
+                            std::to_string(std::filesystem::file_size(path)) + " bytes are there";
+  EXPECT_NE(cut.find("truncated: " + sizes), std::string::npos) << cut;
+  const std::string read = error_of([&] { read_param_file(truncated); });
+  EXPECT_NE(read.find("parameter file '" + truncated + "': cannot open (truncated: " + sizes), std::string::npos)
+      << read;
 
   EXPECT_NE(verify_param_file(dir.file("missing.h5"), MPI_COMM_WORLD).find("no such file"), std::string::npos);
 }

@@ -285,6 +285,20 @@ TEST(TokenDatasetErrors, DirectoryCannotBeOpened) {
   expect_bad_file(dir.file("folder.h5"), "cannot open");
 }
 
+// A copy cut short (scp interrupted, a quota hit) is named as truncated with the sizes, on the
+// collective open and on the serial one of `trident check`.
+TEST(TokenDatasetErrors, TruncatedFileSaysHowMuchIsThere) {
+  ScratchDir dir;
+  const std::string whole = dir.file("whole.h5");
+  write_token_file(whole, testing::counting_contents(200000, 1000, 190000, 5000));
+  const auto size = std::filesystem::file_size(whole);
+  const std::string path = dir.file("cut.h5");
+  std::filesystem::copy_file(whole, path);
+  std::filesystem::resize_file(path, size / 2);
+  expect_bad_file(path, "cannot open (truncated: " + std::to_string(size / 2) + " of its " + std::to_string(size) +
+                            " bytes are there (an interrupted copy or transfer?))");
+}
+
 TEST(TokenDatasetErrors, Hdf5FileWithoutOurAttributesIsNotATokenFile) {
   ScratchDir dir;
   const std::string path = dir.file("foreign.h5");

@@ -1,0 +1,18 @@
+// HDF5's reason for its last failure, in words a user can act on. The files io/ reads and writes
+// report it after their own line ("checkpoint 'X': cannot open (REASON)").
+#pragma once
+
+#include <string>
+
+namespace trident::io {
+
+// The innermost description on HDF5's error stack of this thread, or "" when it holds none. A
+// truncated file, which HDF5 words as "truncated file: eof = 20000, sblock->base_addr = 0,
+// stored_eof = 1318768", becomes "truncated: 20000 of its 1318768 bytes are there (an
+// interrupted copy or transfer?)".
+std::string hdf5_error_detail();
+
+// hdf5_error_detail's translation of one description (exposed for its test).
+std::string readable_hdf5_error(const std::string& description);
+
+}  // namespace trident::io
