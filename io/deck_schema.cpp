@@ -165,6 +165,12 @@ std::vector<KeySpec> make_schema() {
                "share, over the steps after the first (also in run.dir/profile-rank<N>.txt, one per rank). "
                "Each call is timed alone, the device drained before and after it, so profiled steps run "
                "slower than plain ones; the results are the same."),
+      int_key("run.stall_timeout", "1800", 0, kNone,
+              "Seconds a rank may go without progress (a pipeline action, a reduction, the optimizer, a "
+              "validation micro-batch, a checkpoint write) before it ends the job with exit status 4, saying "
+              "where it was: a peer stuck or gone (a lost NCCL collective, a hung file system, a GPU fault) "
+              "would otherwise hold the job until its time limit. Job scripts rerun it from the newest "
+              "checkpoint. 0: never."),
       bool_key("run.save_final", "true",
                "Write the final parameters to run.dir/final-params.h5 (global shapes, any layout)."),
       string_key("run.restart", "auto",

@@ -157,6 +157,7 @@ RunConfig to_run_config(const ResolvedDeck& deck) {
   config.run.matmul_algorithms = deck.value("run.matmul_algorithms");
   config.run.threads = int_value(deck, "run.threads");
   config.run.profile = deck.value("run.profile") == "true";
+  config.run.stall_timeout = int_value(deck, "run.stall_timeout");
   config.run.save_final = deck.value("run.save_final") == "true";
   config.run.restart = deck.value("run.restart");
   config.checkpoint.every = int64_value(deck, "checkpoint.every");

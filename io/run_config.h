@@ -36,6 +36,7 @@ struct RunSection {
   std::string matmul_algorithms;  // run.matmul_algorithms: heuristic | timed (kernels::MatmulAlgorithms)
   int threads = 0;     // run.threads: threads per rank; 0 = node cores / ranks on the node
   bool profile = false;    // run.profile: time each kernel call, print where a step went
+  int stall_timeout = 1800;  // run.stall_timeout: seconds without progress before a rank ends the job; 0 = never
   bool save_final = true;  // run.save_final: write run.dir/final-params.h5 at the end
   std::string restart;     // run.restart: auto | none | PATH
 };

@@ -2,7 +2,8 @@
 # Reruns a training command until the run reports it is complete (run.dir/complete), each
 # rerun resuming from the newest checkpoint (run.restart = auto). For machines without Slurm,
 # or a job that may be killed: a failed or stopped attempt is simply tried again, up to
-# MAX_ATTEMPTS (default 20). Not a user error (exit 2) nor a diverged run (exit 3): a rerun
+# MAX_ATTEMPTS (default 20), a stalled one (exit 4: a rank made no progress for
+# run.stall_timeout) included. Not a user error (exit 2) nor a diverged run (exit 3): a rerun
 # would fail the same way, the diverged one at the same step.
 #
 #   jobs/mpirun-until-complete.sh RANKS RUN_DIR DECK [--section.key=value ...]

@@ -1,9 +1,12 @@
 #include "src/app/gradient_fault.h"
 
+#include <chrono>
 #include <cstdio>   // sscanf
 #include <cstdlib>  // getenv
 #include <limits>
 #include <string>
+#include <thread>  // sleep_for: the stall
+#include <utility>
 
 #include "io/user_error.h"
 #include "kernels/forwarding_backend.h"
@@ -12,22 +15,28 @@ namespace trident::app {
 
 namespace {
 
-constexpr const char* kVariable = "TRIDENT_TEST_NAN_GRADIENT";
+constexpr const char* kNanVariable = "TRIDENT_TEST_NAN_GRADIENT";
+constexpr const char* kStallVariable = "TRIDENT_TEST_STALL";
+
+enum class Fault { kNan, kStall };
 
 // Passes every call on, the fused pairs whole (ForwardingBackend would split them, and the
 // faulted run must run the kernels an unfaulted one runs); the N-th embedding backward then
-// stores a NaN over dwte[0].
+// stores a NaN over dwte[0], or never returns.
 class GradientFault final : public kernels::ForwardingBackend {
  public:
-  GradientFault(kernels::Backend& inner, long long call) : ForwardingBackend(inner), call_(call) {}
+  GradientFault(kernels::Backend& inner, Fault fault, long long call)
+      : ForwardingBackend(inner), fault_(fault), call_(call) {}
 
   void embedding_backward(float* dwte, float* dwpe, kernels::ConstActPtr dout, const int32_t* tokens, int B, int T,
                           int C, int vocab_begin, int vocab_end) override {
     inner().embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end);
-    if (++calls_ == call_) {
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      inner().copy_to_device(dwte, &nan, 1);
+    if (++calls_ != call_) return;
+    if (fault_ == Fault::kStall) {
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    inner().copy_to_device(dwte, &nan, 1);
   }
   void matmul_gelu_forward(kernels::ActPtr out, kernels::ActPtr pre, kernels::ConstActPtr inp,
                            kernels::ConstActPtr weight, kernels::ConstActPtr bias, int N, int C, int OC) override {
@@ -45,6 +54,7 @@ class GradientFault final : public kernels::ForwardingBackend {
   }
 
  private:
+  Fault fault_;
   long long call_;
   long long calls_ = 0;
 };
@@ -52,17 +62,19 @@ class GradientFault final : public kernels::ForwardingBackend {
 }  // namespace
 
 std::unique_ptr<kernels::Backend> gradient_fault_from_environment(kernels::Backend& inner, int world_rank) {
-  const char* value = std::getenv(kVariable);
-  if (value == nullptr) return nullptr;
-  int rank = -1;
-  long long call = 0;
-  char rest = 0;  // anything after CALL makes the match count 3
-  if (std::sscanf(value, "%d:%lld%c", &rank, &call, &rest) != 2 || rank < 0 || call < 1) {
-    throw io::UserError(std::string(kVariable) + " = '" + value +
-                        "': expected RANK:CALL (a world rank, and which of its embedding backwards, from 1)");
+  for (const auto& [variable, fault] : {std::pair{kNanVariable, Fault::kNan}, std::pair{kStallVariable, Fault::kStall}}) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr) continue;
+    int rank = -1;
+    long long call = 0;
+    char rest = 0;  // anything after CALL makes the match count 3
+    if (std::sscanf(value, "%d:%lld%c", &rank, &call, &rest) != 2 || rank < 0 || call < 1) {
+      throw io::UserError(std::string(variable) + " = '" + value +
+                          "': expected RANK:CALL (a world rank, and which of its embedding backwards, from 1)");
+    }
+    if (rank == world_rank) return std::make_unique<GradientFault>(inner, fault, call);
   }
-  if (rank != world_rank) return nullptr;
-  return std::make_unique<GradientFault>(inner, call);
+  return nullptr;
 }
 
 }  // namespace trident::app

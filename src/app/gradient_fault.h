@@ -3,7 +3,10 @@
 // TRIDENT_TEST_NAN_GRADIENT=R:N makes world rank R write a NaN into the token embedding's
 // gradient at its N-th embedding backward (one a micro-batch, on the first pipeline stage), as
 // a diverging step or a faulty GPU would leave one on a single rank, before the data-parallel
-// sums spread it. Unset, nothing is wrapped and nothing changes.
+// sums spread it. TRIDENT_TEST_STALL=R:N (tests/mpi/stall_test.sh) makes rank R hang there
+// instead, sleeping until it is killed, as a stuck kernel or a lost collective would leave it:
+// the stall watchdog's case (src/train/stall_watchdog.h). Unset, nothing is wrapped and nothing
+// changes.
 #pragma once
 
 #include <memory>
@@ -12,8 +15,8 @@
 
 namespace trident::app {
 
-// The backend to train on in place of `inner` when the variable names this rank, else null.
-// A malformed value is an io::UserError naming the variable.
+// The backend to train on in place of `inner` when a variable names this rank, else null. A
+// malformed value is an io::UserError naming the variable.
 std::unique_ptr<kernels::Backend> gradient_fault_from_environment(kernels::Backend& inner, int world_rank);
 
 }  // namespace trident::app

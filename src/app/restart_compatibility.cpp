@@ -17,17 +17,17 @@ bool restart_may_change(const std::string& key) {
   // flash_backward, flash_warpgroups, layernorm_sums,
   // cross_entropy_loads, adamw_loads, matmul_backward_streams, matmul_bias_gradients,
   // matmul_algorithms), which like run.device changes the results only by rounding
-  // (flash_block_order not at all). run.profile changes no result, nor does train.recompute
+  // (flash_block_order not at all). run.profile and run.stall_timeout change no result, nor does train.recompute
   // (the recomputed activations are bit-identical: GptRecompute's test), which a run short of
   // memory may switch on when it resumes.
-  constexpr std::array<std::string_view, 30> kKeys = {
+  constexpr std::array<std::string_view, 31> kKeys = {
       "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
       "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
       "train.precision",  "train.loss_scale", "train.loss_scale_window", "run.attention", "run.matmul_epilogues",
       "run.attention_blocks", "run.attention_batching", "run.flash_dq", "run.flash_block_order",
       "run.flash_forward", "run.flash_backward", "run.flash_warpgroups", "run.layernorm_sums", "run.cross_entropy_loads", "run.adamw_loads",
       "run.matmul_backward_streams", "run.matmul_bias_gradients", "run.matmul_algorithms", "run.profile",
-      "train.recompute"};
+      "train.recompute", "run.stall_timeout"};
   for (std::string_view section : kSections) {
     if (key.rfind(section, 0) == 0) return true;
   }

@@ -27,10 +27,12 @@
 #include "src/app/restart_choice.h"
 #include "src/app/restart_compatibility.h"
 #include "src/app/startup_clock.h"
+#include "src/app/stall_exit.h"  // stall_exit_action (run.stall_timeout)
 #include "src/app/startup_report.h"
 #include "src/app/stop_signal.h"
 #include "src/app/threads.h"
 #include "src/app/version_text.h"
+#include "src/train/checkpoint_files.h"  // checkpoint_directory
 #include "src/train/final_parameters.h"
 #include "src/train/peak_flops.h"
 #include "src/train/run_layout.h"
@@ -180,6 +182,17 @@ int train_command(const std::vector<std::string>& args) {
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<parallel::BackendMemory> backend_memory;
   parallel::ParallelContext ctx(MPI_COMM_WORLD, c.parallel.tp, c.parallel.dp, c.parallel.pp);
+  // run.stall_timeout: from here on a rank that stops making progress (a device, NCCL's set-up, a
+  // step, a checkpoint) ends the job saying where it was, rather than hold it to its time limit.
+  std::unique_ptr<train::StallWatchdog> watchdog;
+  if (c.run.stall_timeout > 0) {
+    watchdog = std::make_unique<train::StallWatchdog>(
+        c.run.stall_timeout, stall_exit_action(ctx.world_rank(), ctx.coord(), c.run.stall_timeout,
+                                               train::checkpoint_directory(c.run.dir, c.checkpoint.dir)));
+  }
+  const auto mark = [&watchdog](train::Activity activity, int64_t step) {
+    if (watchdog) watchdog->mark({.activity = activity, .step = step});
+  };
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const bool nccl = c.parallel.comm == "nccl";
   const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
@@ -282,9 +295,11 @@ int train_command(const std::vector<std::string>& args) {
   const double resident_before = static_cast<double>(resident_bytes());
   train::Trainer trainer(c, setup.model, layout, ctx, compute, *dataset);
   if (timing) trainer.profile_kernels(*timing);
+  if (watchdog) trainer.watch(*watchdog);
   startup.phase_done("model memory");
   const auto start = std::chrono::steady_clock::now();
   trainer.record_deck(setup.deck.to_ini());
+  mark(train::Activity::kLoadingCheckpoint, 0);
   const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());
   int64_t start_step = 0;
   if (restart.empty()) {

@@ -17,6 +17,19 @@ namespace trident::train {
 
 namespace {
 
+// What the stall watchdog calls a pipeline action.
+Activity watched_activity(parallel::ActionKind kind) {
+  switch (kind) {
+    case parallel::ActionKind::kRecvForward: return Activity::kReceiveActivations;
+    case parallel::ActionKind::kForward: return Activity::kForward;
+    case parallel::ActionKind::kSendForward: return Activity::kSendActivations;
+    case parallel::ActionKind::kRecvBackward: return Activity::kReceiveGradient;
+    case parallel::ActionKind::kBackward: return Activity::kBackward;
+    case parallel::ActionKind::kSendBackward: return Activity::kSendGradient;
+  }
+  return Activity::kForward;
+}
+
 io::BatchGeometry geometry_of(const io::RunConfig& c, const parallel::ParallelContext& ctx) {
   io::BatchGeometry g;
   g.global_batch = c.train.global_batch;
@@ -150,6 +163,7 @@ StepResult Trainer::step(int64_t step_index) {
   model_.zero_gradients();
   buckets_.begin();
   double loss_sum = run_schedule(step_index, result.loss_scale);
+  at(Activity::kGradientReduction, step_index + 1);
   // Backward is complete: every bucket not held may start (the last backward started most).
   buckets_.mark_final_from(0);
   // Sequence parallelism leaves the LayerNorm gradients partial on each tensor rank: sum them
@@ -167,6 +181,7 @@ StepResult Trainer::step(int64_t step_index) {
   // them, in place at shard_.begin.
   buckets_.finish();
 
+  at(Activity::kLossAndNorm, step_index + 1);
   // Loss: the last stage of every data rank holds the sum of its own tokens' losses.
   ctx_.pipeline().all_reduce_sum(&loss_sum, 1);
   ctx_.data().all_reduce_sum(&loss_sum, 1);
@@ -203,6 +218,7 @@ StepResult Trainer::step(int64_t step_index) {
     if (clip > 0.0 && result.grad_norm > clip) factor *= clip / result.grad_norm;
     // The forward has waited for the last gather piece by piece; the update must not write the
     // block while a broadcast of it could still be reading it.
+    at(Activity::kOptimizer, step_index + 1);
     finish_parameter_gather();
     optimizer_.update(model_.parameters(), shard_grads, result.lr, step_index + 1, static_cast<float>(factor));
     if (gather_) {
@@ -243,6 +259,8 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
     const int chunk = a.chunk;
     const int slot = a.micro_batch % plan_.slots[static_cast<std::size_t>(chunk)];
     const model::ChunkLayout& part = stage.chunks[static_cast<std::size_t>(chunk)];
+    at(watched_activity(a.kind), step_index + 1, a.micro_batch, plan_.chunks > 1 ? chunk : -1,
+       a.kind == ActionKind::kForward || a.kind == ActionKind::kBackward ? -1 : peer(a));
     switch (a.kind) {
       case ActionKind::kRecvForward:
         pipe.recv(model_.stage_input(slot, chunk), boundary, peer(a));
@@ -293,6 +311,7 @@ double Trainer::evaluate() {
   double loss_sum = 0.0;
   for (int64_t batch = 0; batch < config_.train.eval_batches; ++batch) {
     for (int64_t micro = 0; micro < micro_batches_; ++micro) {
+      at(Activity::kValidation, watched_step_, static_cast<int>(batch * micro_batches_ + micro));
       // Forward only, one micro-batch at a time through the virtual stages in order (every
       // rank walks its chunks in the global order of the virtual stages: no deadlock).
       for (int chunk = 0; chunk < static_cast<int>(stage.chunks.size()); ++chunk) {
@@ -321,7 +340,9 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
                         model_.config().flops_per_token(config_.train.seq_len),
                         peak_flops_per_rank * ctx_.grid().world_size());
   const int64_t steps = config_.train.steps;
+  watched_step_ = start_step;
   for (int64_t s = start_step; s < steps; ++s) {
+    watched_step_ = s + 1;
     const auto comm_before = ctx_.comm_stats();
     if (profile_) profile_->set_measuring(s > start_step);  // the same window as the communication's
     const StepResult r = step(s);
@@ -360,6 +381,7 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     const double val_loss = eval_now ? evaluate() : NAN;
     // A signal reaches the ranks at different moments: agree (max over the world) so that every
     // rank stops after the same step, with a checkpoint of it.
+    if (stop_requested && !last) at(Activity::kStopAgreement, s + 1);
     const bool stop = stop_requested && !last && ctx_.world().all_reduce_max(stop_requested() ? 1 : 0) != 0;
     const bool checkpointed = config_.checkpoint.every > 0 && ((s + 1) % config_.checkpoint.every == 0 || last);
     summary.steps_done = s + 1;
@@ -379,7 +401,10 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
     }
     // After the metrics line of the step: a restart from this checkpoint finds every line up
     // to it.
-    if (checkpointed || stop) save_checkpoint(s + 1);
+    if (checkpointed || stop) {
+      at(Activity::kCheckpointWrite, s + 1);
+      save_checkpoint(s + 1);
+    }
     if (stop) {
       summary.stopped = true;
       break;
@@ -387,6 +412,7 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
   }
   // Whoever reads the parameters after the run (final files, tests) finds them whole, and no
   // request outlives the communicators.
+  at(Activity::kFinishing, watched_step_);
   finish_parameter_gather();
   if (leader && measured_steps_ > 0) std::printf("%s", communication_report().c_str());
   if (profile_ && measured_steps_ > 0) write_kernel_profile();

@@ -43,6 +43,7 @@
 #include "src/train/loss_scaler.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/pipeline_plan.h"
+#include "src/train/stall_watchdog.h"
 #include "src/train/training_diverged.h"  // thrown by run()
 
 namespace trident::kernels {
@@ -119,8 +120,15 @@ class Trainer {
   // then prints where a step went (rank 0) and writes it to run.dir/profile-rank<N>.txt (every
   // rank).
   void profile_kernels(kernels::TimingBackend& timing) { profile_ = &timing; }
+  // run.stall_timeout: the trainer marks where this rank is, pipeline action by action, on
+  // `watchdog` (src/train/stall_watchdog.h), which must outlive it.
+  void watch(StallWatchdog& watchdog) { watchdog_ = &watchdog; }
 
  private:
+  // Marks this rank's position on the stall watchdog, when there is one.
+  void at(Activity activity, int64_t step, int micro_batch = -1, int chunk = -1, int peer = -1) {
+    if (watchdog_ != nullptr) watchdog_->mark({activity, step, micro_batch, chunk, peer});
+  }
   // Runs the forward-and-backward actions of one step; returns this rank's loss sum (non-zero
   // on the last stage only).
   double run_schedule(int64_t step_index, double loss_scale);
@@ -141,6 +149,8 @@ class Trainer {
   parallel::ParallelContext& ctx_;
   kernels::Backend& backend_;
   kernels::TimingBackend* profile_ = nullptr;  // run.profile (profile_kernels)
+  StallWatchdog* watchdog_ = nullptr;          // run.stall_timeout (watch)
+  int64_t watched_step_ = 0;                   // the step run() is at, 1-based, for validation's marks
   kernels::Precision precision_ = kernels::Precision::kFp32;  // train.precision
   parallel::WirePrecision grad_reduce_ = kernels::Precision::kFp32;  // parallel.grad_reduce (data-parallel sums)
   LossScaler scaler_;  // used with fp16 only

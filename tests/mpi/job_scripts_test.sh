@@ -1,7 +1,8 @@
 # The job scripts of jobs/ (docs/running-on-slurm.md), with stand-ins for srun and scontrol:
 # - slurm-train.sbatch trains in the deck's run.dir, or in the command line's --run.dir, which
 #   it accepts with --run.threads as the user gives them; it requeues a run that was stopped
-#   before its end and not a complete one; a bad deck ends the job before any rank starts;
+#   before its end or stalled (exit 4), and not a complete one; a bad deck ends the job before
+#   any rank starts;
 # - mpirun-until-complete.sh, signalled itself, stops the run with a checkpoint and does not
 #   start another attempt; rerun, it completes;
 # - mpirun-local.sh runs from any directory.
@@ -17,7 +18,7 @@ cat > fakebin/srun <<FAKE
 # srun stand-in: one rank per task under mpirun; STOP_AFTER_METRICS=FILE sends SIGUSR1 to the
 # ranks once FILE has a line (as Slurm does before the time limit).
 echo "srun \$*" >> "$WORK_DIR/srun.calls"
-args=(); for a in "\$@"; do case \$a in --cpu-bind=*) ;; *) args+=("\$a") ;; esac; done
+args=(); for a in "\$@"; do case \$a in --cpu-bind=* | --kill-on-bad-exit=*) ;; *) args+=("\$a") ;; esac; done
 "$MPIEXEC" --oversubscribe -np "\$SLURM_NTASKS" "\${args[@]}" &
 job=\$!
 if [ -n "\${STOP_AFTER_METRICS:-}" ]; then
@@ -49,6 +50,16 @@ slurm 12 deck.ini --run.dir=mine --run.threads=1 --train.steps=20000 $common > m
 [ $rc -eq 0 ] && grep -q "^restart: resuming from" mine2.log && [ -e repo/mine/complete ] \
   && [ "$(grep -c requeue scontrol.calls)" = 1 ] && pass "sbatch: the requeued job resumes and completes" \
   || fail "sbatch, requeued: rc $rc: $(tail -2 mine2.log)"
+
+# A stall (exit 4; the TRIDENT_TEST_STALL hook hangs rank 1 in step 3, after step 2's checkpoint) is
+# requeued, srun asked to end every task when one fails.
+TRIDENT_TEST_STALL=1:5 slurm 14 deck.ini --run.dir=stalled --train.steps=6 --checkpoint.every=2 --run.stall_timeout=2 \
+  $common > stalled.log 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^trident: error on rank .*no progress for .* at step 3: " stalled.log \
+  && grep -q "^trident: a rank stalled (exit 4" stalled.log && grep -q "^scontrol requeue 14$" scontrol.calls \
+  && [ ! -e repo/stalled/complete ] && grep -q "^srun .*--kill-on-bad-exit=1 " <(tail -1 srun.calls) \
+  && pass "sbatch: a stalled run (exit 4) is requeued; srun runs with --kill-on-bad-exit=1" \
+  || fail "sbatch, stalled: rc $rc: $(grep -m2 'error\|stalled' stalled.log); $(tail -1 scontrol.calls 2>/dev/null)"
 
 calls_before=$(wc -l < srun.calls)
 slurm 13 deck.ini --train.micro_batch=0 > bad.log 2>&1; rc=$?

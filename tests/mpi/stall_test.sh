@@ -1,0 +1,63 @@
+# The stall watchdog (run.stall_timeout, src/train/stall_watchdog.h): a rank that hangs (the
+# TRIDENT_TEST_STALL hook, src/app/gradient_fault.h: it sleeps inside a kernel call, as a stuck
+# kernel or a lost collective would leave it) ends the job within seconds of the timeout, exit 4,
+# each reporting rank saying where it was; the rerun resumes from the newest checkpoint and ends
+# with the losses of a run that never hung; jobs/mpirun-until-complete.sh reruns such a job until
+# it is complete. Two pipeline stages, so that the waiting rank is in a send or receive.
+source "$(dirname "$0")/lib.sh"
+tiny_deck deck.ini
+# Four micro-batches a step on stage 0 (rank 0, which holds the embedding): its 13th embedding
+# backward is step 4's first, after the checkpoint of step 3.
+common="--parallel.pp=2 --train.steps=10 --checkpoint.every=3 --train.eval_batches=0 --optim.decay_steps=10"
+stall_at_4="TRIDENT_TEST_STALL=0:13"
+
+mpi 2 train deck.ini $common --run.dir=straight > straight.log 2>&1 || { tail -5 straight.log; fail "straight run"; }
+
+started=$(date +%s)
+env $stall_at_4 timeout 120 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $common --run.dir=hung \
+  --run.stall_timeout=2 > hung.log 2>&1; rc=$?
+elapsed=$(( $(date +%s) - started ))
+rank0=$(grep -m1 "^trident: error on rank 0 " hung.log)
+rank1=$(grep -m1 "^trident: error on rank 1 " hung.log)
+if [ $rc -eq 4 ] && [ $elapsed -lt 60 ] && [ -n "$rank0$rank1" ]; then
+  pass "exit 4 after ${elapsed} s: $(echo "${rank0:-$rank1}" | cut -c1-160)..."
+else
+  fail "hung run: rc $rc after ${elapsed} s: $(grep -m2 'error' hung.log)"
+fi
+# Whoever reported says where it was: rank 0 in the kernel call of step 4's first backward, rank 1
+# (stage 1) waiting on stage 0.
+[ -z "$rank0" ] || echo "$rank0" | grep -q "^trident: error on rank 0 (tensor 0, data 0, stage 0): no progress for [0-9]* s (run.stall_timeout = 2) at step 4: backward of micro-batch 0\. A rank of the job is stuck or has died .*ending the job with exit status 4\. Rerun the same command to resume from the newest checkpoint in hung/checkpoints$" \
+  && pass "rank 0's line names its step and action" || fail "rank 0's line: '$rank0'"
+[ -z "$rank1" ] || echo "$rank1" | grep -q "^trident: error on rank 1 (tensor 0, data 0, stage 1): no progress for [0-9]* s (run.stall_timeout = 2) at step 4: \(receiving\|sending\) .*pipeline stage 0\. " \
+  && pass "rank 1's line names a send or receive with stage 0" || fail "rank 1's line: '$rank1'"
+[ "$(cat hung/checkpoints/latest 2>/dev/null)" = step-000000003.h5 ] && [ ! -e hung/complete ] \
+  && pass "latest is step 3's checkpoint; the run is not complete" || fail "hung run's checkpoints: $(ls hung/checkpoints)"
+
+# The rerun (no hook) resumes from step 3 to the straight run's losses, bit for bit.
+mpi 2 train deck.ini $common --run.dir=hung > rerun.log 2>&1; rc=$?
+tail -n 7 straight/metrics.jsonl > ref.jsonl && tail -n 7 hung/metrics.jsonl > got.jsonl
+[ $rc -eq 0 ] && grep -q "resuming from .*step-000000003.h5 after step 3" rerun.log \
+  && "$CHECK_METRICS" compare ref.jsonl got.jsonl loss 0 >/dev/null \
+  && pass "rerun: resumed after step 3, losses 4-10 bit-identical to the run that never hung" \
+  || fail "rerun: rc $rc: $(tail -3 rerun.log)"
+
+# jobs/mpirun-until-complete.sh reruns a stalled job. The hook counts afresh in every attempt, so
+# attempts stall at steps 4, 7 and 10 (each after the checkpoint before it) and the fourth completes.
+MAX_ATTEMPTS=6 env $stall_at_4 bash "$TRIDENT_SOURCE_DIR/jobs/mpirun-until-complete.sh" 2 until deck.ini $common \
+  --run.stall_timeout=2 > until.log 2>&1; rc=$?
+tail -n 10 until/metrics.jsonl > got.jsonl && tail -n 10 straight/metrics.jsonl > ref.jsonl
+[ $rc -eq 0 ] && grep -q "^complete after 4 attempt(s)" until.log && [ "$(grep -c 'ended (exit 4)' until.log)" = 3 ] \
+  && "$CHECK_METRICS" compare ref.jsonl got.jsonl loss 0 >/dev/null \
+  && pass "mpirun-until-complete.sh: three stalls (exit 4), complete after 4 attempts, losses bit-identical" \
+  || fail "mpirun-until-complete.sh: rc $rc: $(grep -E 'attempt|complete' until.log | tail -5)"
+
+# run.stall_timeout = 0 never fires: the hung rank is still there when timeout ends the job.
+env $stall_at_4 timeout 8 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $common --run.dir=off \
+  --run.stall_timeout=0 > off.log 2>&1; rc=$?
+[ $rc -eq 124 ] && ! grep -q "no progress" off.log && pass "run.stall_timeout = 0: no watchdog (the run hung until killed)" \
+  || fail "run.stall_timeout = 0: rc $rc: $(grep -m1 error off.log)"
+
+TRIDENT_TEST_STALL=x "$MPIEXEC" --oversubscribe -np 1 "$TRIDENT" train deck.ini --run.dir=bad > bad.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "TRIDENT_TEST_STALL = 'x': expected RANK:CALL" bad.log \
+  && pass "a malformed TRIDENT_TEST_STALL: exit 2" || fail "malformed hook value: rc $rc"
+finish
