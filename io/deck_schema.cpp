@@ -279,8 +279,8 @@ std::vector<KeySpec> make_schema() {
                  "virtual pipeline: bubble divided by their number; micro-batches per step must be "
                  "a multiple of pp)."),
       int_key("parallel.virtual_stages", "2", 1, kNone,
-              "Model chunks per pipeline rank for parallel.schedule = interleaved (the layers are "
-              "split over virtual_stages * pp virtual stages); ignored by the other schedules."),
+              "Model chunks per pipeline rank for parallel.schedule = interleaved, at least 2 there (the "
+              "layers are split over virtual_stages * pp virtual stages); ignored by the other schedules."),
       string_key("parallel.stage_layers", "even",
                  "Layers per pipeline stage: even (the first layers % pp stages get one more), or "
                  "a comma-separated count per stage summing to model.layers, e.g. 5,7. With "

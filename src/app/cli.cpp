@@ -81,15 +81,20 @@ int run_cli(int argc, char** argv) {
   try {
     status = dispatch(rank, args);
   } catch (const io::UserError& e) {
+    // What stdout holds goes out first: where stdout and stderr share a file (a Slurm log), the
+    // error follows the report it ends instead of landing inside a buffered line of it.
+    std::fflush(stdout);
     // User errors are raised identically on every rank (decks are parsed everywhere, file
     // checks are agreed), so every rank gets here and no rank waits for another.
     if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
     status = 2;
   } catch (const train::TrainingDiverged& e) {
+    std::fflush(stdout);
     // Agreed over the world before the update (src/train/trainer.cpp): every rank is here.
     if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
     status = 3;
   } catch (const kernels::OutOfMemory& e) {
+    std::fflush(stdout);
     // One rank short of memory after the check before allocation passed (memory the estimate
     // leaves out, or taken by another process since): the others cannot know, so end the job,
     // saying what ran out rather than calling it an internal error.
@@ -97,6 +102,7 @@ int run_cli(int argc, char** argv) {
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     // Anything else is a fault of one rank that the others cannot know about: end the job.
     std::fprintf(stderr, "trident: internal error on rank %d: %s\n", rank, e.what());
     std::fflush(stderr);

@@ -66,13 +66,24 @@ void check_layout(io::RunConfig& c, int world_size) {
   // The interleaved schedule splits the layers over virtual_stages * pp virtual stages
   // (parallel.virtual_stages is ignored by the other schedules and with one stage).
   const bool interleaved = p.pp > 1 && p.schedule == "interleaved";
+  if (interleaved && p.virtual_stages == 1) {
+    // One chunk a rank is 1f1b under another name, and would still carry interleaved's rule on
+    // the micro-batches.
+    throw UserError("parallel.schedule = interleaved with parallel.virtual_stages = 1 is the 1f1b schedule: give "
+                    "each rank parallel.virtual_stages >= 2 model chunks, or use parallel.schedule = 1f1b");
+  }
   if (interleaved && c.model.layers < p.virtual_stages * p.pp) {
+    const int most = c.model.layers / p.pp;  // chunks a rank can have, a layer each
     throw UserError("model.layers = " + str(c.model.layers) + " is fewer than parallel.virtual_stages * parallel.pp = " +
                     str(p.virtual_stages) + " * " + str(p.pp) + " = " + str(p.virtual_stages * p.pp) +
                     " virtual stages of parallel.schedule = interleaved; every virtual stage needs at least one "
-                    "layer: lower parallel.virtual_stages");
+                    "layer" + (most >= 2 ? ": use parallel.virtual_stages <= " + str(most) + ", or "
+                                         : ", and " + str(c.model.layers) + " layers cannot give each of the " +
+                                               str(p.pp) + " ranks two chunks: use ") +
+                    "parallel.schedule = 1f1b");
   }
   const int model_ranks = p.tp * p.pp;
+  const bool dp_derived = p.dp == 0;
   if (p.dp == 0) {
     if (world_size % model_ranks != 0) {
       throw UserError("parallel.tp * parallel.pp = " + str(model_ranks) + " does not divide the " +
@@ -86,14 +97,34 @@ void check_layout(io::RunConfig& c, int world_size) {
   }
   const int64_t per_step = c.train.micro_batch * p.dp;
   if (c.train.global_batch % per_step != 0) {
+    const int64_t micro = c.train.global_batch / c.train.micro_batch;
+    const std::string batches = "use train.global_batch = " +
+                                (c.train.global_batch / per_step > 0
+                                     ? str(c.train.global_batch / per_step * per_step) + " or "
+                                     : std::string()) +
+                                str((c.train.global_batch / per_step + 1) * per_step);
+    std::string other_dp = ", or a parallel.dp that divides the micro-batches train.global_batch / train.micro_batch = " +
+                           str(micro);
+    if (dp_derived && c.train.global_batch % c.train.micro_batch == 0) {
+      // The user set no parallel.dp: the number of ranks launched is what to change.
+      std::vector<int64_t> ranks;
+      for (int64_t d = 1; d <= micro && ranks.size() < 6; ++d) {
+        if (micro % d == 0) ranks.push_back(d * model_ranks);
+      }
+      std::string launch;
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        launch += (i == 0 ? "" : i + 1 == ranks.size() ? " or " : ", ") + str(ranks[i]);
+      }
+      other_dp = ", or launch " + launch + " ranks, so that parallel.dp divides the micro-batches "
+                 "train.global_batch / train.micro_batch = " + str(micro);
+    }
     throw UserError("train.global_batch = " + str(c.train.global_batch) +
                     " is not divisible by train.micro_batch * parallel.dp = " + str(c.train.micro_batch) + " * " +
-                    str(p.dp) + " = " + str(per_step) + " (use train.global_batch = " +
-                    (c.train.global_batch / per_step > 0 ? str(c.train.global_batch / per_step * per_step) + " or "
-                                                         : std::string()) +
-                    str((c.train.global_batch / per_step + 1) * per_step) +
-                    ", or a parallel.dp that divides the micro-batches train.global_batch / train.micro_batch = " +
-                    str(c.train.global_batch / c.train.micro_batch) + ")");
+                    str(p.dp) + " = " + str(per_step) +
+                    (dp_derived ? " (parallel.dp = " + str(p.dp) + " follows from the " + str(world_size) +
+                                      " ranks of this job; "
+                                : std::string(" (")) +
+                    batches + other_dp + ")");
   }
   const int64_t micro_batches = c.train.global_batch / per_step;
   if (interleaved && micro_batches % p.pp != 0) {

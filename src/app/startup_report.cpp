@@ -60,16 +60,22 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
            (moved ? moved + t.precision : std::string()) + "\n";
   }
   if (grid.dp() > 1) {
+    // With several model chunks a rank (the interleaved schedule) a chunk's backward completes only
+    // its own blocks, so the buckets start once the schedule is done (src/train/trainer.cpp).
+    const std::string when = train::chunks_per_rank(setup.config) > 1
+                                 ? " after the last backward (the interleaved schedule's chunks finish their "
+                                   "gradients in turn)"
+                                 : " overlapping backward";
     std::snprintf(line, sizeof line, "gradient reduction: over %d data ranks in %s (parallel.grad_reduce)%s\n", grid.dp(),
                   setup.config.parallel.grad_reduce.c_str(),
                   setup.config.parallel.zero == 1
-                      ? (", ZeRO-1 buckets summed to their owners overlapping backward, then an all-gather of the " +
+                      ? (", ZeRO-1 buckets summed to their owners" + when + ", then an all-gather of the " +
                          t.precision + " weights" +
                          (setup.config.parallel.overlap_param_gather
                               ? " bucket by bucket, each broadcast from its owner, overlapping the next forward"
                               : ""))
                             .c_str()
-                      : ", buckets overlapping backward");
+                      : (", buckets" + when).c_str());
     out += line;
   }
   if (grid.pp() > 1) {

@@ -45,8 +45,10 @@ if "$TRIDENT" --version | grep -Eq "CUDA: (no|yes \(0 device)"; then
   expect_user_error cuda_without_gpu_staged 2 "run.device = cuda: " train good.ini --run.device=cuda --parallel.comm=mpi
 fi
 expect_user_error world_size 3 "parallel.dp" train good.ini --parallel.dp=2
-expect_user_error batch_divisibility 2 "train.global_batch = 6 .*(use train.global_batch = 4 or 8, or a parallel.dp that divides the micro-batches train.global_batch / train.micro_batch = 3)" \
+expect_user_error batch_divisibility 2 "train.global_batch = 6 .*(parallel.dp = 2 follows from the 2 ranks of this job; use train.global_batch = 4 or 8, or launch 1 or 3 ranks, so that parallel.dp divides the micro-batches train.global_batch / train.micro_batch = 3)" \
   train good.ini --train.global_batch=6 --train.micro_batch=2
+expect_user_error batch_divisibility_dp_set 2 "train.global_batch = 6 .*(use train.global_batch = 4 or 8, or a parallel.dp that divides the micro-batches train.global_batch / train.micro_batch = 3)" \
+  train good.ini --train.global_batch=6 --train.micro_batch=2 --parallel.dp=2
 expect_user_error heads_tp 2 "model.heads = 2 is not divisible by parallel.tp = 3.*use parallel.tp = 1 or 2" train good.ini \
   --parallel.tp=3 --parallel.dp=1 --model.heads=2 --model.hidden=32
 expect_user_error sequence_parallel_rows 2 "train.micro_batch.*train.seq_len.*parallel.tp" train good.ini \
@@ -54,10 +56,14 @@ expect_user_error sequence_parallel_rows 2 "train.micro_batch.*train.seq_len.*pa
 expect_user_error fewer_layers_than_stages 4 "model.layers" train good.ini --parallel.pp=4 --parallel.dp=1
 expect_user_error stage_list_sum 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,2
 expect_user_error stage_list_malformed 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,x
-expect_user_error interleaved_layers 2 "parallel.virtual_stages" train good.ini --parallel.pp=2 \
-  --parallel.schedule=interleaved --parallel.virtual_stages=2
+expect_user_error interleaved_layers 2 "virtual stages of parallel.schedule = interleaved; every virtual stage needs at least one layer, and 2 layers cannot give each of the 2 ranks two chunks: use parallel.schedule = 1f1b" \
+  train good.ini --parallel.pp=2 --parallel.schedule=interleaved --parallel.virtual_stages=2
+expect_user_error interleaved_layers_fewer_chunks 2 "layer: use parallel.virtual_stages <= 2, or parallel.schedule = 1f1b" \
+  train good.ini --parallel.pp=2 --model.layers=5 --parallel.schedule=interleaved --parallel.virtual_stages=3
 expect_user_error interleaved_micro_batches 2 "multiple of parallel.pp" train good.ini --parallel.pp=2 \
-  --parallel.schedule=interleaved --parallel.virtual_stages=1 --train.global_batch=6
+  --model.layers=4 --parallel.schedule=interleaved --train.global_batch=6
+expect_user_error interleaved_one_chunk 2 "parallel.virtual_stages = 1 is the 1f1b schedule" train good.ini \
+  --parallel.pp=2 --parallel.schedule=interleaved --parallel.virtual_stages=1
 expect_user_error interleaved_stage_list 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --model.layers=4 \
   --parallel.schedule=interleaved --parallel.stage_layers=2,2
 expect_user_error seq_longer_than_context 2 "train.seq_len" train good.ini --train.seq_len=64
