@@ -60,11 +60,10 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
            (moved ? moved + t.precision : std::string()) + "\n";
   }
   if (grid.dp() > 1) {
-    // With several model chunks a rank (the interleaved schedule) a chunk's backward completes only
-    // its own blocks, so the buckets start once the schedule is done (src/train/trainer.cpp).
+    // With several model chunks a rank (the interleaved schedule) a chunk's blocks are final only
+    // after its last backward of the step, so its buckets start from there (src/train/trainer.cpp).
     const std::string when = train::chunks_per_rank(setup.config) > 1
-                                 ? " after the last backward (the interleaved schedule's chunks finish their "
-                                   "gradients in turn)"
+                                 ? " overlapping backward (each chunk's from its last backward of the step on)"
                                  : " overlapping backward";
     std::snprintf(line, sizeof line, "gradient reduction: over %d data ranks in %s (parallel.grad_reduce)%s\n", grid.dp(),
                   setup.config.parallel.grad_reduce.c_str(),

@@ -691,9 +691,6 @@ void Gpt::backward(int slot, int chunk_index, float dloss, const std::function<v
   const ChunkLayout& chunk = stage_.chunks[static_cast<std::size_t>(chunk_index)];
   const int first_block = chunk_first_block_[static_cast<std::size_t>(chunk_index)];
   const int B = B_, T = T_, C = config_.hidden;
-  if (grads_final && stage_.chunks.size() > 1) {
-    throw std::logic_error("Gpt::backward: grads_final is not supported with several chunks per rank");
-  }
   auto final_from = [&](std::size_t offset) {
     if (grads_final) grads_final(offset);
   };
@@ -732,7 +729,9 @@ void Gpt::backward(int slot, int chunk_index, float dloss, const std::function<v
     // The two buffers have the same size: trade them instead of copying.
     std::swap(s.input_grad, dresidual_);
   }
-  final_from(0);
+  // Below the chunk's first block lie the earlier chunks' blocks, whose backwards come later; the
+  // embeddings (offset 0 up) are final only after chunk 0's.
+  if (chunk_index == 0) final_from(0);
 }
 
 void Gpt::reduce_sequence_parallel_gradients() {

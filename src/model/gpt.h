@@ -195,11 +195,12 @@ class Gpt {
   // input_grad(). Gradients accumulate into gradients(). grads_final(offset) is called whenever
   // every gradient at arena offset >= offset has received its last contribution of this
   // backward (for overlapping the data-parallel reduction); it may be empty.
-  // With layout.chunks > 1 grads_final must be empty (a chunk's backward finishes only its own
-  // blocks, and the last backward of a step is not the one that completes the higher offsets):
-  // throws std::logic_error otherwise. The output gradient is then read from output_grad(slot,
-  // chunk) and the input gradient left in input_grad(slot, chunk), a buffer of the slot, so
-  // that a deferred send of it survives later backwards.
+  // With layout.chunks > 1 a chunk's backward finishes only its own blocks (and ln_f, for the
+  // model's last chunk): pass grads_final only to each chunk's last backward of the step, when the
+  // later chunks, above it in the arena, have had theirs (as the interleaved schedule orders
+  // them); offset 0 (the embeddings) is reported by chunk 0's alone. The output gradient is then
+  // read from output_grad(slot, chunk) and the input gradient left in input_grad(slot, chunk), a
+  // buffer of the slot, so that a deferred send of it survives later backwards.
   void backward(int slot, int chunk, float dloss, const std::function<void(std::size_t)>& grads_final);
   void backward(int slot, float dloss, const std::function<void(std::size_t)>& grads_final) {
     backward(slot, 0, dloss, grads_final);

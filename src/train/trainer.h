@@ -5,7 +5,7 @@
 // forward and backward of each micro-batch): receive, forward, send, receive the gradient,
 // backward, send it back (with the interleaved schedule for each of the rank's model chunks,
 // peers from pipeline_peer). The last backward starts the data-parallel bucket reductions as its
-// gradients become final (not with several chunks: they all start after the last backward);
+// gradients become final (with several chunks, each chunk's last backward those of its blocks);
 // then the tied embedding's gradient is summed between the first and last stage; global
 // gradient norm; clip; AdamW; log. With ZeRO-1 each bucket is summed to the data rank whose
 // block holds it (parallel/grad_buckets.h), AdamW updates this rank's block, and an all-gather

@@ -91,10 +91,17 @@ run_layout d1t1p2_5layers_1_4 ref5 1 1 2 --model.layers=5 --parallel.stage_layer
 run_layout d1t1p4_5layers ref5 1 1 4 --model.layers=5
 run_layout d1t2p2_5layers_4_1_zero ref5 1 2 2 --model.layers=5 --parallel.stage_layers=4,1 --parallel.zero=1
 # Interleaved (virtual stages): two chunks per rank, 4 layers over 4 virtual stages (m = 4 and
-# m = 2 micro-batches), with tensor parallelism and ZeRO-1, with recomputation and sequence
+# m = 2 micro-batches), with data parallelism and small buckets, with tensor parallelism and
+# ZeRO-1, with recomputation and sequence
 # parallelism, and 5 layers (even split 2+1+1+1, and an explicit list per virtual stage).
 run_layout d1t1p2_interleaved ref 1 1 2 --parallel.schedule=interleaved --parallel.virtual_stages=2
 run_layout d2t1p2_interleaved ref 2 1 2 --parallel.schedule=interleaved --parallel.virtual_stages=2
+# Each chunk's buckets start in its last backward: small buckets, several per chunk, with and
+# without ZeRO-1 (summed to their owners).
+run_layout d2t1p2_interleaved_small_buckets ref 2 1 2 --parallel.schedule=interleaved --parallel.virtual_stages=2 \
+  --parallel.bucket_mb=0.01
+run_layout d2t1p2_interleaved_zero_small_buckets ref 2 1 2 --parallel.schedule=interleaved \
+  --parallel.virtual_stages=2 --parallel.zero=1 --parallel.bucket_mb=0.01
 run_layout d1t2p2_interleaved_zero ref 1 2 2 --parallel.schedule=interleaved --parallel.virtual_stages=2 \
   --parallel.zero=1
 run_layout d1t2p2_interleaved_sp_recompute ref 1 2 2 --parallel.schedule=interleaved --parallel.virtual_stages=2 \

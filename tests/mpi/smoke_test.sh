@@ -105,12 +105,12 @@ fi
 # An empty deck is all defaults: GPT-2 124M on data/tokens.h5, which does not exist here: check
 # reports the model and its memory, and warns that the run would stop for want of the data.
 : > empty.ini
-# The start-up report says when the data-parallel buckets start: during backward, or after it
-# with the interleaved schedule's chunks (whose backwards each finish only their own blocks).
+# The start-up report says when the data-parallel buckets start: during backward, with the
+# interleaved schedule chunk by chunk (a chunk's blocks are final after its last backward).
 for schedule in 1f1b interleaved; do
   out=$("$TRIDENT" check good.ini --ranks 4 --model.layers=4 --parallel.pp=2 --parallel.schedule=$schedule 2>&1)
   want="buckets overlapping backward"
-  [ $schedule = interleaved ] && want="buckets after the last backward (the interleaved schedule's chunks"
+  [ $schedule = interleaved ] && want="buckets overlapping backward (each chunk's from its last backward of the step on)"
   grep -q "^gradient reduction: over 2 data ranks in fp32 (parallel.grad_reduce), $want" <<< "$out" \
     && pass "start-up report, $schedule: $want" || fail "start-up report, $schedule: $(grep 'gradient reduction' <<< "$out")"
 done

@@ -387,6 +387,27 @@ TEST(PipelineSchedule, InterleavedFollowsMegatronChunkGroups) {
                                       "B2", "B3"}));
 }
 
+// The data-parallel buckets of an interleaved stage start chunk by chunk (src/train/trainer.cpp):
+// that needs every chunk's last backward to come after the last backward of every later chunk,
+// whose parameters lie above it in the arena.
+TEST(PipelineSchedule, InterleavedChunksFinishTheirBackwardsLastChunkFirst) {
+  for (const Case& c : grid()) {
+    if (c.kind != ScheduleKind::kInterleaved) continue;
+    const Lists lists = all_stages(c);
+    for (int s = 0; s < c.stages; ++s) {
+      std::vector<int> last(static_cast<std::size_t>(c.chunks), -1);
+      for (std::size_t i = 0; i < lists[static_cast<std::size_t>(s)].size(); ++i) {
+        const auto& a = lists[static_cast<std::size_t>(s)][i];
+        if (a.kind == ActionKind::kBackward) last[static_cast<std::size_t>(a.chunk)] = static_cast<int>(i);
+      }
+      for (int k = 0; k + 1 < c.chunks; ++k) {
+        EXPECT_GT(last[static_cast<std::size_t>(k)], last[static_cast<std::size_t>(k + 1)])
+            << describe(c) << " stage " << s << ": chunk " << k << "'s last backward";
+      }
+    }
+  }
+}
+
 TEST(PipelineSchedule, InterleavedChunkBoundaryWrapsFromLastRankToFirst) {
   using trident::parallel::pipeline_peer;
   // p = 4, v = 2: virtual stage 3 (rank 3, chunk 0) feeds virtual stage 4 (rank 0, chunk 1).
