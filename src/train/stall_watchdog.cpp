@@ -60,10 +60,18 @@ std::optional<std::pair<RankPosition, double>> StallWatchdog::stalled_at(Clock::
 void StallWatchdog::watch() {
   // A few looks per timeout (a stall is reported within a quarter of it), at most one a second.
   const auto period = std::chrono::duration<double>(std::clamp(timeout_ / 4.0, 0.01, 1.0));
+  // A look that comes this much later than due means the process did not run: stopped (SIGSTOP,
+  // Slurm's suspend of a job) or the machine paused. That time is no rank's fault, so the mark
+  // moves forward by it; otherwise every rank would end the job the moment it resumed.
+  constexpr std::chrono::seconds kStoppedAfter{2};
   std::unique_lock<std::mutex> lock(mutex_);
+  Clock::time_point due = Clock::now() + std::chrono::duration_cast<Clock::duration>(period);
   while (!stopping_) {
-    wake_.wait_for(lock, period);
+    wake_.wait_until(lock, due);
     if (stopping_) return;
+    const Clock::time_point now = Clock::now();
+    if (now - due > kStoppedAfter) marked_ += now - due;
+    due = now + std::chrono::duration_cast<Clock::duration>(period);
     lock.unlock();
     const auto stall = stalled_at(Clock::now());
     if (stall) {

@@ -9,6 +9,8 @@
 // and its age. The ranks waiting for a stuck peer show a communication (a reduction, a send or
 // receive); the stuck one shows what it was doing. Which rank fires first is a matter of
 // microseconds to seconds, so each says only where it is.
+// Time the process spends stopped (SIGSTOP, a Slurm suspend) does not count: the thread sees its
+// own wake-up come late and moves the mark forward by the delay.
 #pragma once
 
 #include <chrono>

@@ -3,7 +3,8 @@
 # kernel or a lost collective would leave it) ends the job within seconds of the timeout, exit 4,
 # each reporting rank saying where it was; the rerun resumes from the newest checkpoint and ends
 # with the losses of a run that never hung; jobs/mpirun-until-complete.sh reruns such a job until
-# it is complete. Two pipeline stages, so that the waiting rank is in a send or receive.
+# it is complete; time stopped by SIGSTOP does not count. Two pipeline stages, so that the waiting
+# rank is in a send or receive.
 source "$(dirname "$0")/lib.sh"
 tiny_deck deck.ini
 # Four micro-batches a step on stage 0 (rank 0, which holds the embedding): its 13th embedding
@@ -50,6 +51,19 @@ tail -n 10 until/metrics.jsonl > got.jsonl && tail -n 10 straight/metrics.jsonl 
   && "$CHECK_METRICS" compare ref.jsonl got.jsonl loss 0 >/dev/null \
   && pass "mpirun-until-complete.sh: three stalls (exit 4), complete after 4 attempts, losses bit-identical" \
   || fail "mpirun-until-complete.sh: rc $rc: $(grep -E 'attempt|complete' until.log | tail -5)"
+
+# Time the ranks spend stopped (SIGSTOP, as Slurm's suspend sends) is not a stall: stopped for 5 s
+# under a 2 s timeout, then continued, the run goes on, and SIGUSR1 stops it cleanly.
+"$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini --train.steps=1000000 --train.eval_batches=0 \
+  --checkpoint.every=0 --run.dir=paused --run.stall_timeout=2 > paused.log 2>&1 &
+job=$!
+for _ in $(seq 300); do [ -s paused/metrics.jsonl ] && break; sleep 0.1; done
+ranks=$(pgrep -f "^$TRIDENT train deck.ini .*--run.dir=paused")
+kill -STOP $job $ranks; sleep 5; kill -CONT $job $ranks
+sleep 1; kill -USR1 $job; wait $job; rc=$?
+[ $rc -eq 0 ] && [ -n "$ranks" ] && grep -q "^stopped by a signal after step" paused.log && ! grep -q "no progress" paused.log \
+  && pass "stopped 5 s under a 2 s timeout, continued: no stall; SIGUSR1 ends it cleanly" \
+  || fail "stopped and continued: rc $rc, ranks '$ranks': $(grep -m2 'error\|stopped' paused.log)"
 
 # run.stall_timeout = 0 never fires: the hung rank is still there when timeout ends the job.
 env $stall_at_4 timeout 8 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $common --run.dir=off \
