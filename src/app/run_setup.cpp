@@ -1,6 +1,7 @@
 #include "src/app/run_setup.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -44,56 +45,69 @@ std::string divisors_text(int64_t n, int64_t limit) {
   return text;
 }
 
+// Every problem of the layout that does not follow from an earlier one, in one line: fixing the
+// first of several should not lead straight into the next.
 void check_layout(io::RunConfig& c, int world_size) {
   auto& p = c.parallel;
+  std::vector<std::string> problems;
+  const auto refuse = [&problems] {
+    if (problems.empty()) return;
+    std::string line = problems.front();
+    for (std::size_t i = 1; i < problems.size(); ++i) line += "; also, " + problems[i];
+    throw UserError(line);
+  };
   // What the model can take comes first: it does not depend on how the job was launched.
   if (c.model.heads % p.tp != 0) {
-    throw UserError("model.heads = " + str(c.model.heads) + " is not divisible by parallel.tp = " + str(p.tp) +
-                    "; each tensor rank needs whole heads: use parallel.tp = " + divisors_text(c.model.heads, c.model.heads));
+    problems.push_back("model.heads = " + str(c.model.heads) + " is not divisible by parallel.tp = " + str(p.tp) +
+                       "; each tensor rank needs whole heads: use parallel.tp = " + divisors_text(c.model.heads, c.model.heads));
   }
   if (p.sequence_parallel && p.tp > 1 && (c.train.micro_batch * c.train.seq_len) % p.tp != 0) {
-    throw UserError("parallel.sequence_parallel = true splits the train.micro_batch * train.seq_len = " +
-                    str(c.train.micro_batch) + " * " + str(c.train.seq_len) + " = " +
-                    str(c.train.micro_batch * c.train.seq_len) + " token rows of a micro-batch over parallel.tp = " +
-                    str(p.tp) + " tensor ranks, but they are not divisible by it; choose train.micro_batch or "
-                    "train.seq_len so that their product is a multiple of parallel.tp");
+    problems.push_back("parallel.sequence_parallel = true splits the train.micro_batch * train.seq_len = " +
+                       str(c.train.micro_batch) + " * " + str(c.train.seq_len) + " = " +
+                       str(c.train.micro_batch * c.train.seq_len) + " token rows of a micro-batch over parallel.tp = " +
+                       str(p.tp) + " tensor ranks, but they are not divisible by it; choose train.micro_batch or "
+                       "train.seq_len so that their product is a multiple of parallel.tp");
   }
   if (c.model.layers < p.pp) {
-    throw UserError("model.layers = " + str(c.model.layers) + " is fewer than parallel.pp = " + str(p.pp) +
-                    " pipeline stages; every stage needs at least one layer: use parallel.pp <= " +
-                    str(c.model.layers));
+    problems.push_back("model.layers = " + str(c.model.layers) + " is fewer than parallel.pp = " + str(p.pp) +
+                       " pipeline stages; every stage needs at least one layer: use parallel.pp <= " +
+                       str(c.model.layers));
   }
   // The interleaved schedule splits the layers over virtual_stages * pp virtual stages
   // (parallel.virtual_stages is ignored by the other schedules and with one stage).
   const bool interleaved = p.pp > 1 && p.schedule == "interleaved";
-  if (interleaved && p.virtual_stages == 1) {
+  if (interleaved && c.model.layers >= p.pp && p.virtual_stages == 1) {
     // One chunk a rank is 1f1b under another name, and would still carry interleaved's rule on
     // the micro-batches.
-    throw UserError("parallel.schedule = interleaved with parallel.virtual_stages = 1 is the 1f1b schedule: give "
-                    "each rank parallel.virtual_stages >= 2 model chunks, or use parallel.schedule = 1f1b");
-  }
-  if (interleaved && c.model.layers < p.virtual_stages * p.pp) {
+    problems.push_back("parallel.schedule = interleaved with parallel.virtual_stages = 1 is the 1f1b schedule: give "
+                       "each rank parallel.virtual_stages >= 2 model chunks, or use parallel.schedule = 1f1b");
+  } else if (interleaved && c.model.layers >= p.pp && c.model.layers < p.virtual_stages * p.pp) {
     const int most = c.model.layers / p.pp;  // chunks a rank can have, a layer each
-    throw UserError("model.layers = " + str(c.model.layers) + " is fewer than parallel.virtual_stages * parallel.pp = " +
-                    str(p.virtual_stages) + " * " + str(p.pp) + " = " + str(p.virtual_stages * p.pp) +
-                    " virtual stages of parallel.schedule = interleaved; every virtual stage needs at least one "
-                    "layer" + (most >= 2 ? ": use parallel.virtual_stages <= " + str(most) + ", or "
-                                         : ", and " + str(c.model.layers) + " layers cannot give each of the " +
-                                               str(p.pp) + " ranks two chunks: use ") +
-                    "parallel.schedule = 1f1b");
+    problems.push_back("model.layers = " + str(c.model.layers) + " is fewer than parallel.virtual_stages * parallel.pp = " +
+                       str(p.virtual_stages) + " * " + str(p.pp) + " = " + str(p.virtual_stages * p.pp) +
+                       " virtual stages of parallel.schedule = interleaved; every virtual stage needs at least one "
+                       "layer" + (most >= 2 ? ": use parallel.virtual_stages <= " + str(most) + ", or "
+                                            : ", and " + str(c.model.layers) + " layers cannot give each of the " +
+                                                  str(p.pp) + " ranks two chunks: use ") +
+                       "parallel.schedule = 1f1b");
   }
   const int model_ranks = p.tp * p.pp;
   const bool dp_derived = p.dp == 0;
   if (p.dp == 0) {
     if (world_size % model_ranks != 0) {
-      throw UserError("parallel.tp * parallel.pp = " + str(model_ranks) + " does not divide the " +
-                      str(world_size) + " ranks of this job; launch a multiple of " + str(model_ranks) + " ranks");
+      problems.push_back("parallel.tp * parallel.pp = " + str(model_ranks) + " does not divide the " +
+                         str(world_size) + " ranks of this job; launch a multiple of " + str(model_ranks) + " ranks");
     }
     p.dp = world_size / model_ranks;
   } else if (p.dp * model_ranks != world_size) {
-    throw UserError("parallel.dp * parallel.tp * parallel.pp = " + str(p.dp) + " * " + str(p.tp) + " * " +
-                    str(p.pp) + " = " + str(p.dp * model_ranks) + " but the job has " + str(world_size) +
-                    " rank(s); launch " + str(p.dp * model_ranks) + " ranks or set parallel.dp = 0 (automatic)");
+    problems.push_back("parallel.dp * parallel.tp * parallel.pp = " + str(p.dp) + " * " + str(p.tp) + " * " +
+                       str(p.pp) + " = " + str(p.dp * model_ranks) + " but the job has " + str(world_size) +
+                       " rank(s); launch " + str(p.dp * model_ranks) + " ranks or set parallel.dp = 0 (automatic)");
+  }
+  // The batch follows from the data-parallel size: without a valid one there is nothing to check.
+  if (p.dp < 1 || p.dp * model_ranks != world_size) {
+    refuse();
+    throw std::logic_error("check_layout: a rank count refused without a reason");
   }
   const int64_t per_step = c.train.micro_batch * p.dp;
   if (c.train.global_batch % per_step != 0) {
@@ -118,22 +132,23 @@ void check_layout(io::RunConfig& c, int world_size) {
       other_dp = ", or launch " + launch + " ranks, so that parallel.dp divides the micro-batches "
                  "train.global_batch / train.micro_batch = " + str(micro);
     }
-    throw UserError("train.global_batch = " + str(c.train.global_batch) +
-                    " is not divisible by train.micro_batch * parallel.dp = " + str(c.train.micro_batch) + " * " +
-                    str(p.dp) + " = " + str(per_step) +
-                    (dp_derived ? " (parallel.dp = " + str(p.dp) + " follows from the " + str(world_size) +
-                                      " ranks of this job; "
-                                : std::string(" (")) +
-                    batches + other_dp + ")");
+    problems.push_back("train.global_batch = " + str(c.train.global_batch) +
+                       " is not divisible by train.micro_batch * parallel.dp = " + str(c.train.micro_batch) + " * " +
+                       str(p.dp) + " = " + str(per_step) +
+                       (dp_derived ? " (parallel.dp = " + str(p.dp) + " follows from the " + str(world_size) +
+                                         " ranks of this job; "
+                                   : std::string(" (")) +
+                       batches + other_dp + ")");
   }
   const int64_t micro_batches = c.train.global_batch / per_step;
   if (interleaved && micro_batches % p.pp != 0) {
-    throw UserError("parallel.schedule = interleaved needs the micro-batches per step, train.global_batch / "
-                    "(train.micro_batch * parallel.dp) = " + str(c.train.global_batch) + " / (" +
-                    str(c.train.micro_batch) + " * " + str(p.dp) + ") = " + str(micro_batches) +
-                    ", to be a multiple of parallel.pp = " + str(p.pp) +
-                    "; change train.global_batch or use parallel.schedule = 1f1b");
+    problems.push_back("parallel.schedule = interleaved needs the micro-batches per step, train.global_batch / "
+                       "(train.micro_batch * parallel.dp) = " + str(c.train.global_batch) + " / (" +
+                       str(c.train.micro_batch) + " * " + str(p.dp) + ") = " + str(micro_batches) +
+                       ", to be a multiple of parallel.pp = " + str(p.pp) +
+                       "; change train.global_batch or use parallel.schedule = 1f1b");
   }
+  refuse();
 }
 
 // parallel.stage_layers: "even", or one positive count per stage (per virtual stage with the

@@ -54,6 +54,9 @@ expect_user_error heads_tp 2 "model.heads = 2 is not divisible by parallel.tp = 
 expect_user_error sequence_parallel_rows 2 "train.micro_batch.*train.seq_len.*parallel.tp" train good.ini \
   --parallel.tp=2 --parallel.dp=1 --parallel.sequence_parallel=true --train.micro_batch=1 --train.seq_len=15
 expect_user_error fewer_layers_than_stages 4 "model.layers" train good.ini --parallel.pp=4 --parallel.dp=1
+# Independent problems come in one line, so that fixing the first does not lead into the next.
+expect_user_error two_layout_problems 4 "model.layers = 2 is fewer than parallel.pp = 3 .*; also, parallel.tp \* parallel.pp = 6 does not divide the 4 ranks of this job" \
+  train good.ini --parallel.tp=2 --parallel.pp=3
 expect_user_error stage_list_sum 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,2
 expect_user_error stage_list_malformed 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,x
 expect_user_error interleaved_layers 2 "virtual stages of parallel.schedule = interleaved; every virtual stage needs at least one layer, and 2 layers cannot give each of the 2 ranks two chunks: use parallel.schedule = 1f1b" \
