@@ -90,14 +90,18 @@ struct TensorSliceRead {
   float* data = nullptr;
   int64_t read_begin = 0;
   int64_t read_count = -1;
+  // Rows (axis 0) the file must hold: -1, exactly global_shape[0]; else at least this many, any
+  // count beyond being padding (a vocabulary padded for another tensor-parallel size: the real
+  // vocabulary's rows).
+  int64_t rows_required = -1;
 };
 
 // Collective over `comm` (every rank calls it with its own list): opens the file through
 // parallel HDF5 and reads each rank's slices independently, so a file written by one layout is
-// read by any other. A tensor whose stored shape differs only along axis 0 (a vocabulary padded
-// for another tensor-parallel size) is read on the rows both have and zero-filled beyond;
-// a missing tensor or any other shape difference is a UserError naming the file and tensor,
-// raised on every rank.
+// read by any other. A tensor with rows_required >= 0 whose stored rows (axis 0) differ from
+// global_shape[0] but hold those rows (a vocabulary padded for another tensor-parallel size) is
+// read on the rows both have and zero-filled beyond; a missing tensor or any other shape
+// difference is a UserError naming the file, the tensor and both shapes, raised on every rank.
 void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector<TensorSliceRead>& slices,
                        int64_t max_bytes_per_call = kMaxBytesPerCall);
 

@@ -7,6 +7,7 @@
 
 #include "io/param_file.h"
 #include "io/param_file_common.h"
+#include "io/hdf5_string.h"  // read_hdf5_string
 
 namespace trident::io {
 
@@ -21,24 +22,10 @@ std::string read_string_attribute(hid_t object, const char* name, const std::str
   if (H5Tget_class(type.get()) != H5T_STRING) {
     throw FormatError(path, std::string("attribute '") + name + "' is not a string");
   }
-  const htri_t variable = H5Tis_variable_str(type.get());
-  check_status(variable, "H5Tis_variable_str", path);
-  Handle memory_type = make_handle(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy", path);
-  if (variable > 0) {  // written by h5py, for example
-    check_status(H5Tset_size(memory_type.get(), H5T_VARIABLE), "H5Tset_size", path);
-    char* text = nullptr;
-    check_status(H5Aread(attribute.get(), memory_type.get(), &text), "H5Aread", path);
-    std::string value = text != nullptr ? text : "";
-    H5free_memory(text);
-    return value;
-  }
-  const size_t size = H5Tget_size(type.get());
-  if (size == 0) check_status(-1, "H5Tget_size", path);
-  check_status(H5Tset_size(memory_type.get(), size + 1), "H5Tset_size", path);
-  check_status(H5Tset_strpad(memory_type.get(), H5T_STR_NULLTERM), "H5Tset_strpad", path);
-  std::string buffer(size + 1, '\0');
-  check_status(H5Aread(attribute.get(), memory_type.get(), buffer.data()), "H5Aread", path);
-  return std::string(buffer.c_str());
+  if (const auto value = read_hdf5_string(attribute.get(), type.get())) return *value;
+  const std::string reason = hdf5_error_detail();
+  throw UserError(file_label(path) + ": attribute '" + name + "' cannot be read" +
+                  (reason.empty() ? "" : " (" + reason + ")"));
 }
 
 Handle open_checked(const std::string& path, hid_t access) {

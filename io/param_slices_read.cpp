@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "io/collective_error.h"  // agree_or_throw
 #include "io/param_file.h"
@@ -15,6 +16,13 @@ namespace trident::io {
 namespace {
 
 using namespace param_file_detail;
+
+// "[64, 64]"
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
+  return text + "]";
+}
 
 // Reads one piece (a box of the global tensor, stored rows `stored_rows` on axis 0) into `out`
 // (its row-major order): the rows the file has, zeros beyond.
@@ -44,13 +52,20 @@ std::string read_slice(hid_t file, const TensorSliceRead& s, hid_t transfer, int
   if (dataset.get() < 0) return "tensor '" + s.name + "' is missing";
   const Handle space(H5Dget_space(dataset.get()), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank != static_cast<int>(s.global_shape.size())) return "tensor '" + s.name + "' has another rank";
+  if (rank < 0) return "tensor '" + s.name + "': its shape cannot be read";
   std::vector<hsize_t> stored(static_cast<std::size_t>(rank));
-  H5Sget_simple_extent_dims(space.get(), stored.data(), nullptr);
-  for (int d = 1; d < rank; ++d) {
-    if (static_cast<int64_t>(stored[static_cast<std::size_t>(d)]) != s.global_shape[static_cast<std::size_t>(d)]) {
-      return "tensor '" + s.name + "' has another shape";
-    }
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), stored.data(), nullptr);
+  // The stored shape must be the model's, up to padding rows of a vocabulary (rows_required).
+  bool fits = rank == static_cast<int>(s.global_shape.size());
+  for (int d = 0; fits && d < rank; ++d) {
+    const auto have = static_cast<int64_t>(stored[static_cast<std::size_t>(d)]);
+    fits = d == 0 && s.rows_required >= 0 ? have >= s.rows_required : have == s.global_shape[static_cast<std::size_t>(d)];
+  }
+  if (!fits) {
+    return "tensor '" + s.name + "' has shape " + shape_text(std::vector<int64_t>(stored.begin(), stored.end())) +
+           " in the file, where the model's is " + shape_text(s.global_shape) +
+           (s.rows_required >= 0 ? " (at least " + std::to_string(s.rows_required) + " rows)" : "") +
+           ": a file of another model";
   }
   if (rank == 0) {  // a scalar: nothing to clip or split
     return H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, transfer, s.data) >= 0

@@ -22,6 +22,7 @@
 
 #include "io/hdf5_error.h"   // hdf5_error_detail
 #include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
+#include "io/hdf5_string.h"  // read_hdf5_string
 #include "io/token_file_common.h"  // format name and limits, HDF5 result checks
 #include "io/user_error.h"  // UserError
 
@@ -91,33 +92,17 @@ H5T_class_t scalar_attribute_class(hid_t attribute, const char* name, const std:
   return type_class;
 }
 
-// Reads a string attribute stored as a fixed- or variable-length string (h5py writes the
-// latter).
+// Reads a string attribute, fixed- or variable-length, ASCII or UTF-8 (io/hdf5_string.h).
 std::string read_string_attribute(hid_t file, const char* name, const std::string& path) {
   Handle attribute = open_attribute(file, name, path);
   if (scalar_attribute_class(attribute.get(), name, path) != H5T_STRING) {
     throw FormatError(path, std::string("attribute '") + name + "' is not a string");
   }
   Handle type = make_handle(H5Aget_type(attribute.get()), H5Tclose, "H5Aget_type", path);
-  const htri_t variable = H5Tis_variable_str(type.get());
-  check_status(variable, "H5Tis_variable_str", path);
-  if (variable > 0) {
-    Handle memory_type = make_handle(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy", path);
-    check_status(H5Tset_size(memory_type.get(), H5T_VARIABLE), "H5Tset_size", path);
-    char* text = nullptr;
-    check_status(H5Aread(attribute.get(), memory_type.get(), &text), "H5Aread", path);
-    std::string value = text == nullptr ? std::string() : std::string(text);
-    H5free_memory(text);
-    return value;
-  }
-  const size_t size = H5Tget_size(type.get());
-  if (size == 0) check_status(-1, "H5Tget_size", path);
-  Handle memory_type = make_handle(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy", path);
-  check_status(H5Tset_size(memory_type.get(), size + 1), "H5Tset_size", path);
-  check_status(H5Tset_strpad(memory_type.get(), H5T_STR_NULLTERM), "H5Tset_strpad", path);
-  std::vector<char> buffer(size + 1, '\0');
-  check_status(H5Aread(attribute.get(), memory_type.get(), buffer.data()), "H5Aread", path);
-  return std::string(buffer.data());
+  if (const auto value = read_hdf5_string(attribute.get(), type.get())) return *value;
+  const std::string reason = hdf5_error_detail();
+  throw UserError(file_label(path) + ": attribute '" + name + "' cannot be read" +
+                  (reason.empty() ? "" : " (" + reason + ")"));
 }
 
 int64_t read_int_attribute(hid_t file, const char* name, const std::string& path) {

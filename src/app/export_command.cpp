@@ -98,8 +98,10 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   std::vector<io::TensorSlice> writes;
   for (const model::ParamTensor& t : table.tensors()) {
     float* data = weights.data() + t.offset;
-    // wte is stored [padded vocab, C]: read_param_slices reads the first `vocab` rows of it.
+    // wte is stored [padded vocab, C]: read_param_slices reads the first `vocab` rows of it, which
+    // the file must hold.
     reads.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, data});
+    if (t.spec.name == "wte") reads.back().rows_required = config.vocab;
     writes.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, data, true});
   }
   io::read_param_slices(checkpoint, MPI_COMM_SELF, reads);

@@ -172,6 +172,13 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
                        static_cast<int64_t>(end - begin)});
     }
   }
+  // The token embedding (and its moments) may be stored padded for another tensor-parallel size:
+  // the real vocabulary's rows must be there, the padding rows may differ.
+  for (io::TensorSliceRead& r : reads) {
+    if (r.name == "wte" || r.name == "optimizer.m.wte" || r.name == "optimizer.v.wte") {
+      r.rows_required = model_.config().vocab;
+    }
+  }
   io::read_param_slices(path, ctx_.world_handle(), reads);
   if (!params_direct) {
     model_.set_parameters(0, params, table.total_count());

@@ -98,6 +98,27 @@ inline std::vector<uint32_t> all_tokens(const std::string& path) {
   return tokens;
 }
 
+// Replaces the root string attribute `name` of the HDF5 file at `path` by `value`, stored as
+// h5py would (variable-length) or fixed-length, in UTF-8 or ASCII.
+inline void rewrite_string_attribute(const std::string& path, const char* name, const std::string& value,
+                                     bool variable, bool utf8) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  if (H5Aexists(file, name) > 0) H5Adelete(file, name);
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, variable ? H5T_VARIABLE : value.size());
+  H5Tset_cset(type, utf8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII);
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t attribute = H5Acreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(attribute, 0);
+  const char* text = value.c_str();
+  EXPECT_GE(variable ? H5Awrite(attribute, type, &text) : H5Awrite(attribute, type, text), 0);
+  H5Aclose(attribute);
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Fclose(file);
+}
+
 // Little-endian bytes of `values`, each `width` bytes wide, after an optional llm.c header (256
 // int32, the given ones first, zeros after).
 inline std::string token_bytes(const std::vector<uint32_t>& values, int width,

@@ -146,6 +146,40 @@ TEST(ParamFile, FlatRangesAndSmallTransfersRoundTripExactly) {
   }
 }
 
+// A tensor read with another shape than stored is refused naming both shapes, unless its rows
+// may be padding (rows_required: a vocabulary padded for another tensor-parallel size), where the
+// required rows must be there and the rest is read or zero-filled.
+TEST(ParamFile, ShapesMustMatchExceptForPaddingRows) {
+  ScratchDir dir;
+  const std::string path = dir.file("params.h5");
+  const std::vector<float> w = ramp(24 * 4, 0.5f), p = ramp(32 * 4, 0.25f);
+  write_param_file(path, MPI_COMM_WORLD, {whole("wte", {24, 4}, w), whole("wpe", {32, 4}, p)}, {});
+  std::vector<float> out(64 * 4, -1.0f);
+  const auto read = [&](const std::string& name, std::vector<int64_t> shape, int64_t rows_required) {
+    TensorSliceRead slice{name, std::move(shape), -1, 0, 0, out.data()};
+    slice.rows_required = rows_required;
+    return error_of([&] { read_param_slices(path, MPI_COMM_WORLD, {slice}); });
+  };
+  // Positions of another context: no padding allowed, either way.
+  EXPECT_NE(read("wpe", {64, 4}, -1).find("tensor 'wpe' has shape [32, 4] in the file, where the model's is [64, 4]"),
+            std::string::npos);
+  EXPECT_NE(read("wpe", {16, 4}, -1).find("has shape [32, 4] in the file, where the model's is [16, 4]"),
+            std::string::npos);
+  EXPECT_NE(read("wpe", {32, 8}, -1).find("where the model's is [32, 8]"), std::string::npos);
+  EXPECT_NE(read("wpe", {32}, -1).find("where the model's is [32]"), std::string::npos);
+  // A vocabulary of 20 padded to 24 in the file and to 32 here: rows 24..31 read as zeros.
+  EXPECT_EQ(read("wte", {32, 4}, 20), "");
+  for (std::size_t i = 0; i < 24 * 4; ++i) EXPECT_EQ(out[i], w[i]) << i;
+  for (std::size_t i = 24 * 4; i < 32 * 4; ++i) EXPECT_EQ(out[i], 0.0f) << i;
+  // Padded to 16 here: the first 16 rows.
+  EXPECT_EQ(read("wte", {16, 4}, 12), "");
+  for (std::size_t i = 0; i < 16 * 4; ++i) EXPECT_EQ(out[i], w[i]) << i;
+  // A vocabulary of 30 needs 30 rows: 24 are not enough.
+  EXPECT_NE(read("wte", {32, 4}, 30).find("tensor 'wte' has shape [24, 4] in the file, where the model's is [32, 4] "
+                                          "(at least 30 rows): a file of another model"),
+            std::string::npos);
+}
+
 // The byte offset of a contiguous dataset's data in the file, for corrupting it on purpose.
 int64_t data_offset(const std::string& path, const std::string& name) {
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -191,6 +225,21 @@ TEST(ParamFile, VerificationFindsAFlippedByteAndATruncatedFile) {
       << read;
 
   EXPECT_NE(verify_param_file(dir.file("missing.h5"), MPI_COMM_WORLD).find("no such file"), std::string::npos);
+}
+
+// A parameter file whose string attributes h5py rewrote (variable-length UTF-8) still reads.
+TEST(ParamFile, StringAttributesWrittenByH5pyAreRead) {
+  ScratchDir dir;
+  const std::string path = dir.file("params.h5");
+  const std::vector<float> b = ramp(16, 2.0f);
+  write_param_file(path, MPI_COMM_WORLD, {whole("b", {16}, b)}, {});
+  const std::string format = read_param_file_string_attribute(path, "format").value_or("");
+  ASSERT_FALSE(format.empty());
+  testing::rewrite_string_attribute(path, "format", format, true, true);
+  testing::rewrite_string_attribute(path, "note", "caf\xc3\xa9", true, true);
+  EXPECT_EQ(read_param_file_string_attribute(path, "note"), std::optional<std::string>("caf\xc3\xa9"));
+  EXPECT_EQ(read_param_file(path).size(), 1u);
+  EXPECT_EQ(verify_param_file(path, MPI_COMM_WORLD), "");
 }
 
 TEST(ParamFile, ReadingSomethingElseIsAUserErrorNamingTheFile) {

@@ -299,6 +299,24 @@ TEST(TokenDatasetErrors, TruncatedFileSaysHowMuchIsThere) {
                             " bytes are there (an interrupted copy or transfer?))");
 }
 
+// String attributes as h5py writes them (variable-length UTF-8) or as other tools may (fixed-
+// length UTF-8) are read like the writer's own (fixed-length ASCII).
+TEST(TokenDataset, StringAttributesOfAnyLayoutAndCharacterSetAreRead) {
+  ScratchDir dir;
+  for (const bool variable : {true, false}) {
+    for (const bool utf8 : {true, false}) {
+      const std::string path = dir.file("strings" + std::to_string(variable) + std::to_string(utf8) + ".h5");
+      write_token_file(path, counting_contents(100, 10, 90, 20));
+      testing::rewrite_string_attribute(path, "format", "trident-tokens", variable, utf8);
+      testing::rewrite_string_attribute(path, "tokenizer", "bytes \xc3\xa9", variable, utf8);
+      const TokenFileInfo info = read_token_file_info(path);
+      EXPECT_EQ(info.tokenizer, "bytes \xc3\xa9") << "variable " << variable << ", utf8 " << utf8;
+      const TokenDataset dataset(path, MPI_COMM_WORLD);
+      EXPECT_EQ(dataset.info().total_tokens, 100);
+    }
+  }
+}
+
 TEST(TokenDatasetErrors, Hdf5FileWithoutOurAttributesIsNotATokenFile) {
   ScratchDir dir;
   const std::string path = dir.file("foreign.h5");
