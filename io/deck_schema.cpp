@@ -231,9 +231,9 @@ std::vector<KeySpec> make_schema() {
                  "Storage precision of activations and compute weights: fp32, or bf16 / fp16 mixed "
                  "precision (fp32 master weights, optimizer state and gradients; fp16 adds "
                  "dynamic loss scaling)."),
-      float_key("train.loss_scale", "65536", 1, false, kNone, false,
-                "fp16 only: the initial loss scale; it halves on every step whose gradients "
-                "overflow (the step is skipped) and doubles after train.loss_scale_window clean "
+      float_key("train.loss_scale", "65536", 1, false, 16777216, false,
+                "fp16 only: the initial loss scale, at most 2^24 = 16777216; it halves on every step whose "
+                "gradients overflow (the step is skipped) and doubles after train.loss_scale_window clean "
                 "steps, up to 2^24."),
       int_key("train.loss_scale_window", "2000", 1, kNone,
               "fp16 only: clean steps in a row before the loss scale doubles."),

@@ -102,6 +102,10 @@ bool is_hdf5_file(const std::string& path) {
 void check_output_replaceable(const std::string& command, const std::string& output,
                               const std::vector<std::string>& inputs) {
   std::error_code ec;
+  if (std::filesystem::is_directory(output, ec)) {
+    throw UserError(command + ": --output '" + output + "' is a directory; give the token file's name (e.g. '" +
+                    (std::filesystem::path(output) / "tokens.h5").string() + "')");
+  }
   for (const std::string& input : inputs) {
     if (std::filesystem::equivalent(output, input, ec)) {
       throw UserError(command + ": --output '" + output + "' is also an INPUT; it would be overwritten (choose " +
@@ -351,6 +355,10 @@ int prepare_tokens(const std::vector<std::string>& args, std::ostream& out) {
                     " files hold no tokens; each split needs at least one");
   }
 
+  if (val_inputs.empty() && n < 2) {
+    throw UserError(command + ": the INPUT files hold " + std::to_string(n) + " token(s); splitting off the "
+                    "validation part (--val-fraction) needs at least 2, or give the validation split as --val files");
+  }
   TokenFileWriter writer(output, vocab, n);
   std::vector<uint32_t> block;
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -373,8 +381,7 @@ int prepare_tokens(const std::vector<std::string>& args, std::ostream& out) {
 
 int run_prepare(const std::vector<std::string>& args, std::ostream& out) {
   if (args.empty()) {
-    throw UserError("trident prepare: missing source: synthetic or text (see trident prepare "
-                    "--help)");
+    throw UserError("trident prepare: missing source: synthetic, text or tokens (see trident prepare --help)");
   }
   const std::string& source = args.front();
   const std::vector<std::string> rest(args.begin() + 1, args.end());

@@ -5,6 +5,8 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>  // std::strerror
 #include <filesystem>  // create_directories, rename, remove
 #include <limits>
 #include <system_error>
@@ -67,8 +69,14 @@ TokenFileWriter::TokenFileWriter(std::string path, int64_t vocab_size, int64_t e
     }
   }
   const QuietHdf5Errors quiet;
+  errno = 0;
   const hid_t file_id = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (file_id < 0) throw UserError(file_label(path_) + ": cannot create '" + temporary_ + "'");
+  if (file_id < 0) {
+    // The reason is the system's, from the open() inside HDF5 (HDF5's own text spells it less plainly).
+    const int reason = errno;
+    throw UserError(file_label(path_) + ": cannot create '" + temporary_ + "'" +
+                    (reason != 0 ? std::string(" (") + std::strerror(reason) + ")" : std::string()));
+  }
   file_ = Handle(file_id, H5Fclose);
   try {
     const hsize_t empty = 0, unlimited = H5S_UNLIMITED;

@@ -1,6 +1,6 @@
 #include "io/token_import.h"
 
-#include <algorithm>  // std::min
+#include <algorithm>  // std::min, std::equal
 #include <array>
 #include <cerrno>
 #include <cstring>  // std::strerror
@@ -42,10 +42,21 @@ TokenArrayReader::TokenArrayReader(std::string path, RawTokenWidth raw_width, in
   if (ec) throw UserError(where + "cannot read its size (" + ec.message() + ")");
 
   std::array<unsigned char, kLlmcHeaderBytes> header{};
-  int32_t magic = 0;
-  if (size >= kLlmcHeaderBytes) {
-    if (!file_.read(reinterpret_cast<char*>(header.data()), kLlmcHeaderBytes)) throw UserError(where + "read error");
-    magic = header_int(header, 0);
+  const std::size_t head = std::min(size, kLlmcHeaderBytes);
+  if (!file_.read(reinterpret_cast<char*>(header.data()), static_cast<std::streamsize>(head))) {
+    throw UserError(where + "read error");
+  }
+  // Read as raw tokens, these would only fail as tokens out of the vocabulary: say what they are.
+  static constexpr unsigned char kHdf5Signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  if (head >= 8 && std::equal(kHdf5Signature, kHdf5Signature + 8, header.begin())) {
+    throw UserError(where + "an HDF5 file (a Trident token file is already prepared: give it as data.path), "
+                    "not an array of tokens");
+  }
+  const int32_t magic = head >= 4 ? header_int(header, 0) : 0;
+  if (size < kLlmcHeaderBytes && (magic == kLlmcGpt2Magic || magic == kLlmcUint32Magic)) {
+    throw UserError(where + "starts with llm.c's shard magic " + std::to_string(magic) + " but holds " +
+                    std::to_string(size) + " bytes, fewer than the shard header's " +
+                    std::to_string(kLlmcHeaderBytes) + ": truncated");
   }
   std::size_t body = size;
   if (magic == kLlmcGpt2Magic || magic == kLlmcUint32Magic) {
@@ -68,6 +79,7 @@ TokenArrayReader::TokenArrayReader(std::string path, RawTokenWidth raw_width, in
                       (width_ == 2 ? "16" : "32") + " tokens (raw tokens without llm.c's header; see --raw)");
     }
     format_ = std::string("raw uint") + (width_ == 2 ? "16" : "32");
+    file_.clear();
     file_.seekg(0);  // the bytes read as a possible header are tokens
   }
   tokens_ = static_cast<int64_t>(body / width_);

@@ -17,8 +17,10 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
   char line[512];
   std::snprintf(line, sizeof line,
                 "model: GPT, %d layers, %d heads, hidden %d, context %d, vocab %d (padded to %d): "
-                "%.2fM parameters, %.3g GFLOP per token at seq_len %d\n",
+                "%.2fM parameters (%.2fM stored with the padding rows), %.3g GFLOP per token at seq_len %d\n",
                 m.layers, m.heads, m.hidden, m.context, m.vocab, m.padded_vocab,
+                static_cast<double>(m.parameter_count() -
+                                    static_cast<int64_t>(m.padded_vocab - m.vocab) * m.hidden) / 1e6,
                 static_cast<double>(m.parameter_count()) / 1e6, m.flops_per_token(setup.config.train.seq_len) / 1e9,
                 setup.config.train.seq_len);
   out += line;

@@ -50,11 +50,18 @@ std::string ProgressLine::line(int64_t step, double loss, double lr, double grad
   } else {
     std::snprintf(mfu_text, sizeof mfu_text, "%.1f%%", 100.0 * m);
   }
+  // An overflowed or diverged step's norm: "inf" or "nan", never the sign printf gives a NaN.
+  char norm_text[32];
+  if (std::isfinite(grad_norm)) {
+    std::snprintf(norm_text, sizeof norm_text, "%.3f", grad_norm);
+  } else {
+    std::snprintf(norm_text, sizeof norm_text, "%s", std::isnan(grad_norm) ? "nan" : "inf");
+  }
   char text[256];
   std::snprintf(text, sizeof text,
-                "step %*lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | %.1f ms/step | MFU %s | ETA %s",
+                "step %*lld/%lld | loss %.4f | lr %.3e | grad norm %s | %.0f tok/s | %.1f ms/step | MFU %s | ETA %s",
                 static_cast<int>(std::to_string(total_steps_).size()), static_cast<long long>(step),
-                static_cast<long long>(total_steps_), loss, lr, grad_norm, tokens_per_step_ / seconds,
+                static_cast<long long>(total_steps_), loss, lr, norm_text, tokens_per_step_ / seconds,
                 seconds * 1e3, mfu_text, format_duration(eta).c_str());
   std::string result = text;
   if (!std::isnan(val_loss)) {

@@ -444,8 +444,9 @@ std::vector<std::pair<std::string, double>> Trainer::step_fields(int64_t step, c
 std::string Trainer::diverged_message(int64_t step, const StepResult& r) const {
   char what[256];
   std::snprintf(what, sizeof what,
-                "training diverged at step %lld: an inf or NaN in the gradients (loss %.4f, gradient norm %g)",
-                static_cast<long long>(step), r.loss, r.grad_norm);
+                "training diverged at step %lld: an inf or NaN in the gradients (loss %.4f, gradient norm %s)",
+                static_cast<long long>(step), r.loss,
+                std::isnan(r.grad_norm) ? "nan" : std::isinf(r.grad_norm) ? "inf" : std::to_string(r.grad_norm).c_str());
   std::string message = what;
   if (precision_ == kernels::Precision::kFp16) {
     char scale[96];

@@ -31,6 +31,8 @@ printf '[train]\nsteps = 5\nbogus_key = 1\n' > unknown.ini
 expect_user_error unknown_key_in_deck 2 "train.bogus_key" train unknown.ini
 expect_user_error malformed_value 2 "optim.lr" train good.ini --optim.lr=fast
 expect_user_error out_of_range 2 "train.micro_batch" train good.ini --train.micro_batch=0
+expect_user_error loss_scale_above_2_24 2 "train.loss_scale = 33554432 is out of range (must be >= 1 and <= 16777216)" \
+  train good.ini --train.precision=fp16 --train.loss_scale=33554432
 expect_user_error bad_choice 2 "run.device" train good.ini --run.device=tpu
 # Flash attention: only the CUDA backend has it (after the device is chosen, on every rank).
 expect_user_error flash_on_cpu 2 "run.attention = flash: only the CUDA backend" train good.ini --run.device=cpu \

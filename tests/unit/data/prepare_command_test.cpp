@@ -14,6 +14,7 @@
 #include "io/byte_tokenizer.h"
 #include "io/synthetic_source.h"
 #include "io/token_dataset.h"
+#include "io/token_file_writer.h"
 #include "io/user_error.h"
 #include "tests/unit/data/data_test_support.h"
 
@@ -120,6 +121,9 @@ TEST(PrepareCommand, OutputNeverReplacesAnInputOrAFileThatIsNotHdf5) {
   expect_error({"text", "--output", dir.file("a.txt"), dir.file("b.txt")},
                "--output '" + dir.file("a.txt") + "' exists and is not an HDF5 file");
   expect_error({"synthetic", "--output", dir.file("b.txt")}, "exists and is not an HDF5 file");
+  std::filesystem::create_directories(dir.file("adir"));
+  expect_error({"text", "--output", dir.file("adir"), dir.file("b.txt")},
+               "--output '" + dir.file("adir") + "' is a directory; give the token file's name");
   std::ifstream first(dir.file("a.txt"));
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(first), {}), "the first text\n");
   // An earlier token file is replaced.
@@ -209,6 +213,18 @@ TEST(PrepareCommand, TokensRefusesWhatItCannotTrust) {
   expect_error({"tokens", "--output", out, dir.file("odd.bin")}, "3 bytes is not a whole number of uint16 tokens");
   expect_error({"tokens", "--output", out, dir.file("short.bin")}, "header says 9 tokens but the file holds 6 bytes");
   expect_error({"tokens", "--output", out, dir.file("v2.bin")}, "llm.c shard of version 2");
+  // A shard cut inside its header, and a token file given again, are named as what they are (as
+  // raw tokens they would fail only as tokens out of the vocabulary).
+  std::ofstream(dir.file("cut.bin"), std::ios::binary) << token_bytes({}, 2, {20240520, 1, 9}).substr(0, 500);
+  expect_error({"tokens", "--output", out, dir.file("cut.bin")},
+               "input '" + dir.file("cut.bin") + "': starts with llm.c's shard magic 20240520 but holds 500 bytes, "
+               "fewer than the shard header's 1024: truncated");
+  write_token_file(dir.file("prepared.h5"), testing::counting_contents(100, 10, 90, 20));
+  expect_error({"tokens", "--output", out, dir.file("prepared.h5")},
+               "input '" + dir.file("prepared.h5") + "': an HDF5 file (a Trident token file is already prepared");
+  std::ofstream(dir.file("one.bin"), std::ios::binary) << token_bytes({7}, 2);
+  expect_error({"tokens", "--output", out, dir.file("one.bin")},
+               "trident prepare tokens: the INPUT files hold 1 token(s); splitting off the validation part");
   expect_error({"tokens", "--output", out, "--raw", "int8", dir.file("ok.bin")}, "--raw 'int8'");
   expect_error({"tokens", "--output", out, "--eot", "50257", dir.file("ok.bin")}, "--eot 50257 is not a token");
   expect_error({"tokens", "--output", out, "--val", dir.file("odd.bin")}, "no INPUT");
@@ -241,7 +257,7 @@ TEST(PrepareCommand, HelpPrintsUsageAndSucceeds) {
 TEST(PrepareCommand, BadArgumentsAreOneLineUserErrors) {
   ScratchDir dir;
   const std::string out = dir.file("x.h5");
-  expect_error({}, "missing source");
+  expect_error({}, "missing source: synthetic, text or tokens");
   expect_error({"bpe"}, "unknown source 'bpe'");
   expect_error({"synthetic"}, "--output");
   expect_error({"synthetic", "--output", out, "--bogus"}, "bogus");

@@ -83,6 +83,9 @@ TEST(ProgressLine, ReportsMfuAndEta) {
   EXPECT_NE(line.find("ETA 2s"), std::string::npos) << line;  // 8 steps x 0.2 s
   EXPECT_EQ(line.find("val loss"), std::string::npos);
   EXPECT_EQ(train::format_duration(3725), "1h02m");
+  // An overflowed fp16 step, a diverged one: no "-nan".
+  EXPECT_NE(p.line(3, 3.5, 1e-3, -NAN, 0.2, NAN).find("grad norm nan |"), std::string::npos);
+  EXPECT_NE(p.line(3, 3.5, 1e-3, INFINITY, 0.2, NAN).find("grad norm inf |"), std::string::npos);
 }
 
 TEST(MemoryEstimate, MatchesWhatTheTrainerAllocates) {
