@@ -190,9 +190,6 @@ int train_command(const std::vector<std::string>& args) {
         c.run.stall_timeout, stall_exit_action(ctx.world_rank(), ctx.coord(), c.run.stall_timeout,
                                                train::checkpoint_directory(c.run.dir, c.checkpoint.dir)));
   }
-  const auto mark = [&watchdog](train::Activity activity, int64_t step) {
-    if (watchdog) watchdog->mark({.activity = activity, .step = step});
-  };
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const bool nccl = c.parallel.comm == "nccl";
   const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
@@ -299,7 +296,7 @@ int train_command(const std::vector<std::string>& args) {
   startup.phase_done("model memory");
   const auto start = std::chrono::steady_clock::now();
   trainer.record_deck(setup.deck.to_ini());
-  mark(train::Activity::kLoadingCheckpoint, 0);
+  if (watchdog) watchdog->mark({.activity = train::Activity::kLoadingCheckpoint});
   const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());
   int64_t start_step = 0;
   if (restart.empty()) {

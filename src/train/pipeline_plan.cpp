@@ -21,6 +21,15 @@ PipelinePlan plan_pipeline(const std::string& schedule, int pp, int stage, int64
   plan.actions = parallel::make_pipeline_schedule(parallel::parse_schedule_kind(schedule), pp, stage,
                                                   static_cast<int>(micro_batches), chunks);
   plan.slots = peak_in_flight_per_chunk(plan.actions, chunks);
+  plan.last_backward.assign(static_cast<std::size_t>(chunks), plan.actions.size());
+  for (std::size_t i = 0; i < plan.actions.size(); ++i) {
+    if (plan.actions[i].kind == parallel::ActionKind::kBackward) {
+      plan.last_backward[static_cast<std::size_t>(plan.actions[i].chunk)] = i;
+    }
+  }
+  if (!std::is_sorted(plan.last_backward.rbegin(), plan.last_backward.rend())) {
+    plan.last_backward.assign(static_cast<std::size_t>(chunks), plan.actions.size());
+  }
   return plan;
 }
 

@@ -1,6 +1,7 @@
 // The pipeline schedule one stage runs every step, and how many micro-batches it holds at once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,12 @@ struct PipelinePlan {
   // micro-batches of a chunk are consecutive, so micro_batch % slots[chunk] never collides.
   // Interleaved chunks differ (p = 4, m = 8, v = 2, stage 0: 8 and 4), so each has its own.
   std::vector<int> slots{1};
+  // Per chunk, the index in `actions` of its last backward of the step, which starts the
+  // data-parallel buckets of its blocks as they become final. The schedules order those from the
+  // last chunk to the first, the chunks' arena ranges ascending (pipeline_schedule_test); were
+  // one to order them otherwise, every entry is actions.size(): the buckets all start once the
+  // schedule is done.
+  std::vector<std::size_t> last_backward;
 };
 
 // schedule: parallel.schedule ("gpipe" | "1f1b" | "interleaved"). With one stage, 1f1b is

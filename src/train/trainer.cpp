@@ -241,20 +241,6 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
   const std::size_t boundary = model_.boundary_floats();
   // d(step loss)/d(token loss), times the fp16 loss scale (1 otherwise).
   const float dloss = static_cast<float>(loss_scale / tokens_per_step_);
-  // Each chunk's last backward of the step starts the data-parallel buckets of its blocks (and
-  // above) as they become final. The schedules order those backwards from the last chunk to the
-  // first, the chunks' arena ranges ascending (pipeline_schedule_test); were a schedule to order
-  // them otherwise, the buckets would all start once the schedule is done.
-  std::vector<std::size_t> last_backward(static_cast<std::size_t>(plan_.chunks), plan_.actions.size());
-  for (std::size_t i = 0; i < plan_.actions.size(); ++i) {
-    if (plan_.actions[i].kind == ActionKind::kBackward) last_backward[static_cast<std::size_t>(plan_.actions[i].chunk)] = i;
-  }
-  for (std::size_t c = 0; c + 1 < last_backward.size(); ++c) {
-    if (last_backward[c] < last_backward[c + 1]) {
-      std::fill(last_backward.begin(), last_backward.end(), plan_.actions.size());
-      break;
-    }
-  }
   // The pipeline communicator's ranks are the stage indices.
   auto peer = [&](const parallel::PipelineAction& a) { return parallel::pipeline_peer(stages, me, a).stage; };
   double loss_sum = 0.0;
@@ -282,7 +268,8 @@ double Trainer::run_schedule(int64_t step_index, double loss_scale) {
         pipe.recv(model_.output_grad(slot, chunk), boundary, peer(a));
         break;
       case ActionKind::kBackward:
-        if (i == last_backward[static_cast<std::size_t>(chunk)]) {
+        // Each chunk's last backward starts the data-parallel buckets of its blocks (PipelinePlan).
+        if (i == plan_.last_backward[static_cast<std::size_t>(chunk)]) {
           model_.backward(slot, chunk, dloss, [this](std::size_t offset) { buckets_.mark_final_from(offset); });
         } else {
           model_.backward(slot, chunk, dloss, {});

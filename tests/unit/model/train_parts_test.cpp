@@ -177,6 +177,20 @@ TEST(PipelinePlan, InterleavedChunksHoldSlotsForTheirOwnPeak) {
     EXPECT_EQ(train::plan_pipeline("interleaved", 4, stage, 8, 2).slots, expected[static_cast<std::size_t>(stage)]);
   }
   EXPECT_EQ(train::plan_pipeline("1f1b", 4, 1, 8).slots, std::vector<int>{3});
+  // Each chunk's last backward (the last micro-batch's), the later chunk's first.
+  for (int stage = 0; stage < 2; ++stage) {
+    const train::PipelinePlan plan = train::plan_pipeline("interleaved", 2, stage, 4, 2);
+    ASSERT_EQ(plan.last_backward.size(), 2u);
+    EXPECT_GT(plan.last_backward[0], plan.last_backward[1]) << stage;
+    for (int c = 0; c < 2; ++c) {
+      const auto& a = plan.actions[plan.last_backward[static_cast<std::size_t>(c)]];
+      EXPECT_EQ(a.kind, parallel::ActionKind::kBackward);
+      EXPECT_EQ(a.chunk, c);
+      EXPECT_EQ(a.micro_batch, 3);
+    }
+  }
+  const train::PipelinePlan one = train::plan_pipeline("1f1b", 1, 0, 3);
+  EXPECT_EQ(one.last_backward, std::vector<std::size_t>{one.actions.size() - 1});
   EXPECT_EQ(train::plan_pipeline("gpipe", 4, 1, 8).slots, std::vector<int>{8});
 
   model::GptConfig c{8, 2, 8, 8, 11, 16};  // 8 layers over 4 virtual stages of 2 stages x 2 chunks
