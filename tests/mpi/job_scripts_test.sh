@@ -53,7 +53,7 @@ slurm 12 deck.ini --run.dir=mine --run.threads=1 --train.steps=20000 $common > m
 
 # A stall (exit 4; the TRIDENT_TEST_STALL hook hangs rank 1 in step 3, after step 2's checkpoint) is
 # requeued, srun asked to end every task when one fails.
-TRIDENT_TEST_STALL=1:5 slurm 14 deck.ini --run.dir=stalled --train.steps=6 --checkpoint.every=2 --run.stall_timeout=2 \
+TRIDENT_TEST_STALL=1:5 slurm 14 deck.ini --run.dir=stalled --train.steps=6 --checkpoint.every=2 --run.stall_timeout=5 \
   $common > stalled.log 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q "^trident: error on rank .*no progress for .* at step 3: " stalled.log \
   && grep -q "^trident: a rank stalled (exit 4" stalled.log && grep -q "^scontrol requeue 14$" scontrol.calls \
@@ -73,7 +73,8 @@ mkdir -p repo/jobs elsewhere && cp "$jobs_dir"/*.sh repo/jobs/
   > ../until.log 2>&1) &
 script=$!
 for _ in $(seq 300); do [ -s elsewhere/until/metrics.jsonl ] && break; sleep 0.1; done
-pkill -USR1 -f "mpirun-until-complete.sh 2 until"
+# Its own copy of the script only: other tests (diverged, stall) run mpirun-until-complete.sh too.
+pkill -USR1 -f "repo/jobs/mpirun-until-complete.sh 2 until"
 wait $script; rc=$?
 [ $rc -eq 0 ] && grep -q "^stopped by a signal after step" until.log && grep -q "^stopped on request after attempt 1" until.log \
   && [ ! -e elsewhere/until/complete ] && [ "$(ls elsewhere/until/checkpoints/step-*.h5 | wc -l)" = 1 ] \
