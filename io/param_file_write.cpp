@@ -454,6 +454,23 @@ int64_t expected_file_bytes(const std::vector<Plan>& plans,
   return bytes;
 }
 
+// The system's reason why `temporary` cannot be created, for the error line: HDF5 on MPI-IO
+// reports only "MPI_ERR_NO_SUCH_FILE" or "MPI_ERR_ACCESS", whether the directory is missing, a
+// file, or read-only. "" when a plain open() succeeds (the reason is then HDF5's own).
+std::string creation_failure_reason(const std::string& temporary) {
+  const std::filesystem::path directory = std::filesystem::path(temporary).parent_path();
+  std::error_code ec;
+  if (!directory.empty()) {
+    if (!std::filesystem::exists(directory, ec)) return "its directory '" + directory.string() + "' does not exist";
+    if (!std::filesystem::is_directory(directory, ec)) return "its directory '" + directory.string() + "' is a file";
+  }
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return errno == EEXIST ? std::string() : std::string(std::strerror(errno));
+  ::close(fd);
+  ::unlink(temporary.c_str());
+  return "";
+}
+
 // Writes the whole file at `temporary` collectively; every failure is agreed by all ranks.
 void write_file(const std::string& temporary, const std::string& path, MPI_Comm comm, const std::vector<Plan>& plans,
                 const std::vector<TensorSlice>& tensors,
@@ -467,7 +484,9 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
     check_status(H5Pset_coll_metadata_write(access.get(), true), "H5Pset_coll_metadata_write", path);
     const hid_t id = H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
     if (id < 0) {
-      const std::string detail = hdf5_error_detail();
+      const std::string hdf5_detail = hdf5_error_detail();
+      const std::string system_reason = creation_failure_reason(temporary);
+      const std::string& detail = system_reason.empty() ? hdf5_detail : system_reason;
       throw UserError(file_label(path) + ": cannot create '" + temporary + "'" +
                       (detail.empty() ? "" : " (" + detail + ")"));
     }

@@ -105,6 +105,11 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     writes.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, data, true});
   }
   io::read_param_slices(checkpoint, MPI_COMM_SELF, reads);
+  // As prepare does for its --output: a models/ directory that does not exist yet is made.
+  if (const std::filesystem::path parent = std::filesystem::path(out).parent_path(); !parent.empty()) {
+    std::filesystem::create_directories(parent, ec);
+    if (ec) throw io::UserError("OUT '" + out + "': cannot create its directory (" + ec.message() + ")");
+  }
   io::write_param_file(out, MPI_COMM_SELF, writes,
                        {{"step", step->second},
                         {"vocab", config.vocab},

@@ -119,7 +119,11 @@ fi
 cp "$checkpoint" corrupt.h5 && flip_byte corrupt.h5 block0.attn.qkv.weight 17
 expect_error corrupt 1 "cannot export: parameter file 'corrupt.h5': tensor 'block0.attn.qkv.weight' fails its checksum" \
   export corrupt.h5 out.h5
-expect_error out_not_writable 1 "no-such-dir/out.h5" export "$checkpoint" no-such-dir/out.h5
+# OUT's directory is made when missing (as prepare makes --output's); one under a file cannot be.
+"$TRIDENT" export "$checkpoint" models/new/out.h5 > nested.log 2>&1 && [ -f models/new/out.h5 ] \
+  && pass "OUT in a directory that did not exist" || fail "OUT in a new directory: $(cat nested.log)"
+expect_error out_not_writable 1 "OUT 'deck.ini/out.h5': cannot create its directory (Not a directory)" \
+  export "$checkpoint" deck.ini/out.h5
 expect_error out_is_checkpoint 1 "is the checkpoint itself" export "$checkpoint" "./$checkpoint"
 expect_error one_argument 1 "expected 2 arguments" export "$checkpoint"
 expect_error three_arguments 2 "expected 2 arguments" export "$checkpoint" a.h5 b.h5

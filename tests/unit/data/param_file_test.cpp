@@ -91,7 +91,19 @@ TEST(ParamFile, MissingDirectoryIsAUserErrorNamingTheFile) {
       error_of([&] { write_param_file(path, MPI_COMM_WORLD, {whole("ln_f.weight", {4}, ln)}, {}); });
   EXPECT_NE(error.find(path), std::string::npos) << error;
   EXPECT_NE(error.find("cannot create"), std::string::npos) << error;
+  // The system's reason, not MPI-IO's "MPI_ERR_NO_SUCH_FILE".
+  EXPECT_NE(error.find("its directory '" + dir.file("no/such/dir") + "' does not exist"), std::string::npos) << error;
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(ParamFile, DirectoryThatIsAFileIsNamed) {
+  ScratchDir dir;
+  const std::string file = dir.file("plain");
+  std::ofstream(file) << "not a directory\n";
+  const std::vector<float> ln = ramp(4, 1.0f);
+  const std::string error =
+      error_of([&] { write_param_file(file + "/params.h5", MPI_COMM_WORLD, {whole("ln_f.weight", {4}, ln)}, {}); });
+  EXPECT_NE(error.find("its directory '" + file + "' is a file"), std::string::npos) << error;
 }
 
 TEST(ParamFile, EveryElementNeedsExactlyOneOwner) {
