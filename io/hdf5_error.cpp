@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdio>     // std::sscanf
 
+#include "io/user_error.h"
+
 namespace trident::io {
 
 std::string readable_hdf5_error(const std::string& description) {
@@ -30,6 +32,20 @@ std::string hdf5_error_detail() {
       },
       &detail);
   return readable_hdf5_error(detail);
+}
+
+std::string hdf5_call_failure(const std::string& label, const char* call) {
+  const std::string detail = hdf5_error_detail();
+  return label + ": HDF5 call " + call + " failed" + (detail.empty() ? "" : " (" + detail + ")");
+}
+
+void check_hdf5_status(herr_t status, const char* call, const std::string& label) {
+  if (status < 0) throw UserError(hdf5_call_failure(label, call));
+}
+
+Handle checked_hdf5_handle(hid_t id, Handle::Closer closer, const char* call, const std::string& label) {
+  if (id < 0) throw UserError(hdf5_call_failure(label, call));
+  return Handle(id, closer);
 }
 
 }  // namespace trident::io

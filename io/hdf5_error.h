@@ -2,7 +2,11 @@
 // report it after their own line ("checkpoint 'X': cannot open (REASON)").
 #pragma once
 
+#include <hdf5.h>
+
 #include <string>
+
+#include "io/hdf5_handle.h"
 
 namespace trident::io {
 
@@ -14,5 +18,13 @@ std::string hdf5_error_detail();
 
 // hdf5_error_detail's translation of one description (exposed for its test).
 std::string readable_hdf5_error(const std::string& description);
+
+// "LABEL: HDF5 call CALL failed (REASON)", REASON being hdf5_error_detail() when there is one.
+std::string hdf5_call_failure(const std::string& label, const char* call);
+
+// The checks every HDF5 call of io/ goes through: a negative status or identifier throws
+// UserError with hdf5_call_failure's line. `label` names the file ("dataset 'x.h5'").
+void check_hdf5_status(herr_t status, const char* call, const std::string& label);
+Handle checked_hdf5_handle(hid_t id, Handle::Closer closer, const char* call, const std::string& label);
 
 }  // namespace trident::io

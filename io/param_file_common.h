@@ -18,13 +18,12 @@ inline constexpr int64_t kFormatVersion = 2;  // 2: per-tensor checksums
 
 inline std::string file_label(const std::string& path) { return "parameter file '" + path + "'"; }
 
+// io's HDF5 checks (io/hdf5_error.h) with this file kind's label.
 inline void check_status(herr_t status, const char* call, const std::string& path) {
-  if (status < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
+  check_hdf5_status(status, call, file_label(path));
 }
-
 inline Handle make_handle(hid_t id, Handle::Closer closer, const char* call, const std::string& path) {
-  if (id < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
-  return Handle(id, closer);
+  return checked_hdf5_handle(id, closer, call, file_label(path));
 }
 
 inline int64_t element_count(const std::vector<int64_t>& shape) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "io/hdf5_error.h"  // check_hdf5_status, checked_hdf5_handle
 #include "io/hdf5_handle.h"
 #include "io/user_error.h"
 
@@ -19,13 +20,12 @@ inline constexpr int64_t kMaxUint16Vocab = 65536;
 
 inline std::string file_label(const std::string& path) { return "dataset '" + path + "'"; }
 
-// Check an HDF5 status or identifier; on failure throw UserError naming the file and the call.
+// io's HDF5 checks (io/hdf5_error.h) with this file kind's label.
 inline void check_status(herr_t status, const char* call, const std::string& path) {
-  if (status < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
+  check_hdf5_status(status, call, file_label(path));
 }
 inline Handle make_handle(hid_t id, Handle::Closer closer, const char* call, const std::string& path) {
-  if (id < 0) throw UserError(file_label(path) + ": HDF5 call " + call + " failed");
-  return Handle(id, closer);
+  return checked_hdf5_handle(id, closer, call, file_label(path));
 }
 
 }  // namespace trident::io::token_file_detail
