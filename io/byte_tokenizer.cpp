@@ -2,14 +2,11 @@
 #include "io/byte_tokenizer.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>  // std::strerror
-#include <filesystem>  // is_directory
 #include <fstream>
 #include <stdexcept>
-#include <system_error>
 #include <utility>
 
+#include "io/input_file.h"  // open_input_file
 #include "io/user_error.h"  // UserError
 
 namespace trident::io {
@@ -38,14 +35,7 @@ std::string decode_bytes(const std::vector<uint32_t>& tokens, std::string_view e
 }
 
 TextFileReader::TextFileReader(std::string path) : path_(std::move(path)) {
-  const std::string where = "input '" + path_ + "': ";
-  std::error_code ec;
-  if (std::filesystem::is_directory(path_, ec)) throw UserError(where + "cannot read (Is a directory)");
-  file_.open(path_, std::ios::binary);
-  if (!file_) throw UserError(where + "cannot open (" + std::strerror(errno) + ")");
-  const std::uintmax_t size = std::filesystem::file_size(path_, ec);
-  if (ec) throw UserError(where + "cannot read its size (" + ec.message() + ")");
-  bytes_total_ = static_cast<int64_t>(size);
+  bytes_total_ = open_input_file(path_, file_);
 }
 
 void TextFileReader::read(std::size_t capacity, std::vector<uint32_t>& out) {

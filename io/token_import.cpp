@@ -2,12 +2,9 @@
 
 #include <algorithm>  // std::min, std::equal
 #include <array>
-#include <cerrno>
-#include <cstring>  // std::strerror
-#include <filesystem>
-#include <system_error>
 #include <utility>
 
+#include "io/input_file.h"  // open_input_file
 #include "io/user_error.h"
 
 namespace trident::io {
@@ -34,12 +31,7 @@ int32_t header_int(const std::array<unsigned char, kLlmcHeaderBytes>& header, st
 TokenArrayReader::TokenArrayReader(std::string path, RawTokenWidth raw_width, int64_t vocab)
     : path_(std::move(path)), vocab_(vocab) {
   const std::string where = "input '" + path_ + "': ";
-  std::error_code ec;
-  if (std::filesystem::is_directory(path_, ec)) throw UserError(where + "cannot read (Is a directory)");
-  file_.open(path_, std::ios::binary);
-  if (!file_) throw UserError(where + "cannot open (" + std::strerror(errno) + ")");
-  const auto size = static_cast<std::size_t>(std::filesystem::file_size(path_, ec));
-  if (ec) throw UserError(where + "cannot read its size (" + ec.message() + ")");
+  const auto size = static_cast<std::size_t>(open_input_file(path_, file_));
 
   std::array<unsigned char, kLlmcHeaderBytes> header{};
   const std::size_t head = std::min(size, kLlmcHeaderBytes);
