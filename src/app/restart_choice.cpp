@@ -112,11 +112,15 @@ int64_t checkpoint_step(const std::string& path) {
   return step == attributes.end() ? -1 : step->second;
 }
 
-// A checkpoint's saved deck against this run's (check_restart_compatible), when it has one.
-void check_saved_deck(const std::string& path, const io::ResolvedDeck& deck) {
-  if (const auto saved = io::read_param_file_string_attribute(path, "deck")) {
-    check_restart_compatible(io::parse_deck(*saved, path, {}), deck, path);
-  }
+// A checkpoint's saved deck against this run's (check_restart_compatible), when it has one; the
+// note train prints for a changed learning-rate schedule, or "".
+std::string check_saved_deck(const std::string& path, const io::ResolvedDeck& deck) {
+  const auto saved = io::read_param_file_string_attribute(path, "deck");
+  if (!saved) return "";
+  const io::ResolvedDeck saved_deck = io::parse_deck(*saved, path, {});
+  check_restart_compatible(saved_deck, deck, path);
+  const std::string changes = changed_schedule_keys(saved_deck, deck);
+  return changes.empty() ? "" : "restart: note: " + changes + ": the steps after the checkpoint would train with these\n";
 }
 
 }  // namespace
@@ -135,9 +139,9 @@ std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck
     refuse(explicit_checkpoint_problem(restart));
     const int64_t step = checkpoint_step(restart);
     refuse(later_checkpoints(config, checkpoint_dir, step));
-    check_saved_deck(restart, deck);
+    const std::string note = check_saved_deck(restart, deck);
     return "restart: from " + restart + " after step " + std::to_string(step) +
-           " (its checksums are verified at start-up)\n";
+           " (its checksums are verified at start-up)\n" + note;
   }
   const std::vector<std::string> names = train::list_checkpoint_files(checkpoint_dir);
   if (names.empty()) {
@@ -146,9 +150,9 @@ std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck
   }
   const std::string newest = checkpoint_dir + "/" + names.back();
   try {
-    check_saved_deck(newest, deck);
+    const std::string note = check_saved_deck(newest, deck);
     return "restart: auto: would resume from " + newest + " after step " + std::to_string(checkpoint_step(newest)) +
-           " (if its checksums verify at start-up; else the one before it)\n";
+           " (if its checksums verify at start-up; else the one before it)\n" + note;
   } catch (const io::UserError& e) {
     if (std::string(e.what()).rfind("run.restart: ", 0) == 0) throw;  // the deck differs: train would refuse
     return "warning: restart: the newest checkpoint " + newest + " cannot be read (" + e.what() +

@@ -7,6 +7,14 @@
 
 namespace trident::app {
 
+namespace {
+
+// Keys a restart may change that change what the remaining steps train.
+constexpr std::array<std::string_view, 5> kScheduleKeys = {"optim.lr", "optim.min_lr", "optim.warmup_steps",
+                                                           "optim.decay_steps", "optim.grad_clip"};
+
+}  // namespace
+
 bool restart_may_change(const std::string& key) {
   // Whole sections, then single keys.
   constexpr std::array<std::string_view, 3> kSections = {"parallel.", "log.", "checkpoint."};
@@ -19,7 +27,10 @@ bool restart_may_change(const std::string& key) {
   // matmul_algorithms), which like run.device changes the results only by rounding
   // (flash_block_order not at all). run.profile and run.stall_timeout change no result, nor does train.recompute
   // (the recomputed activations are bit-identical: GptRecompute's test), which a run short of
-  // memory may switch on when it resumes.
+  // memory may switch on when it resumes. The learning-rate schedule and the clipping threshold
+  // may change too: they are the remedies of a diverged run (exit 3's message advises a lower
+  // optim.lr or a longer warm-up), and the checkpoint holds nothing derived from them; the
+  // resumed run says which it changed (changed_schedule_keys).
   constexpr std::array<std::string_view, 31> kKeys = {
       "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
       "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
@@ -34,6 +45,9 @@ bool restart_may_change(const std::string& key) {
   for (std::string_view name : kKeys) {
     if (key == name) return true;
   }
+  for (std::string_view name : kScheduleKeys) {
+    if (key == name) return true;
+  }
   // data.generate only says what to do when the file is missing.
   return key == "data.generate";
 }
@@ -46,11 +60,23 @@ void check_restart_compatible(const io::ResolvedDeck& checkpoint_deck, const io:
     if (saved != value) {
       throw io::UserError("run.restart: " + key + " = " + value + " differs from " + saved + " in checkpoint '" +
                           checkpoint_path + "'; a restart may change only the steps, evaluation, micro-batch, "
-                          "recomputation, layout, precision, device, kernels, logging, checkpoint cadence, threads and "
-                          "paths (docs/checkpoint-format.md; set " + key + " = " + saved + " to resume, or give another " +
+                          "recomputation, layout, precision, device, kernels, learning-rate schedule, gradient clipping, "
+                          "logging, checkpoint cadence, threads and paths (docs/checkpoint-format.md; set " + key + " = " + saved + " to resume, or give another " +
                           "run.dir to start afresh)");
     }
   }
+}
+
+std::string changed_schedule_keys(const io::ResolvedDeck& checkpoint_deck, const io::ResolvedDeck& run_deck) {
+  std::string changes;
+  for (std::string_view name : kScheduleKeys) {
+    const std::string key(name);
+    const std::string& saved = checkpoint_deck.value(key);
+    const std::string& value = run_deck.value(key);
+    if (saved == value) continue;
+    changes += (changes.empty() ? "" : ", ") + key + " = " + value + " (" + saved + " in the checkpoint)";
+  }
+  return changes;
 }
 
 }  // namespace trident::app

@@ -45,6 +45,20 @@ tail -n 10 straight/metrics.jsonl > ref.jsonl && tail -n 10 fp32/metrics.jsonl >
   || fail "fp32 restart: rc $rc: $(tail -3 fp32-restart.log)"
 
 diverges bf16 --train.precision=bf16
+# The remedy exit 3's line advises: resume with a lower rate (both ends of the schedule halved, so
+# every later step's rate is half the straight run's), which the restart names in a note.
+"$TRIDENT" check deck.ini $common --parallel.dp=2 --run.dir=bf16 --train.precision=bf16 --optim.lr=1.5e-3 \
+  --ranks 2 > bf16-check.log 2>&1 && grep -q "^restart: note: optim.lr = 0.0015 (0.003 in the checkpoint): the steps after the checkpoint would train" bf16-check.log \
+  && pass "bf16: check names the changed rate" || fail "bf16: check: $(grep -m2 'restart\|error' bf16-check.log)"
+mpi 2 train deck.ini $common --parallel.dp=2 --run.dir=bf16 --train.precision=bf16 \
+  --optim.lr=1.5e-3 --optim.min_lr=1.5e-4 > bf16-restart.log 2>&1; rc=$?
+lr_of() { grep "\"step\": $2," "$1" | sed 's/.*"lr": \([^,}]*\).*/\1/'; }
+[ $rc -eq 0 ] && grep -q "resuming from .*step-000000010.h5 after step 10" bf16-restart.log \
+  && grep -qx "restart: note: optim.lr = 0.0015 (0.003 in the checkpoint), optim.min_lr = 0.00015 (3e-4 in the checkpoint): the steps after the checkpoint train with these" bf16-restart.log \
+  && awk -v a="$(lr_of straight/metrics.jsonl 11)" -v b="$(lr_of bf16/metrics.jsonl 11)" \
+       'BEGIN { exit !(a > 0 && (b / a - 0.5) ^ 2 < 1e-12) }' \
+  && pass "bf16: resumed from step 10 at half the rate, with a note: step 11's lr $(lr_of bf16/metrics.jsonl 11)" \
+  || fail "bf16 restart at a lower rate: rc $rc: $(grep -m2 'restart\|error' bf16-restart.log)"
 
 # fp16: the step is skipped and the scale halved on both ranks; the run goes on to the end.
 env $nan_at_13 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $common --parallel.dp=2 --run.dir=fp16 \

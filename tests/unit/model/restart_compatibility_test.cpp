@@ -44,18 +44,33 @@ TEST(RestartCompatibility, KernelChoicesMayChange) {
       "ck.h5"));
 }
 
+// The remedies of a diverged run (exit 3 advises a lower rate or a longer warm-up): the schedule
+// and the clipping threshold may change, and the change is named for the run's output.
+TEST(RestartCompatibility, TheLearningRateScheduleMayChangeAndIsNamed) {
+  const auto saved = deck({});
+  const auto resumed = deck({"--optim.lr=3e-4", "--optim.min_lr=3e-5", "--optim.warmup_steps=100",
+                             "--optim.decay_steps=5000", "--optim.grad_clip=0.5"});
+  EXPECT_NO_THROW(app::check_restart_compatible(saved, resumed, "ck.h5"));
+  EXPECT_EQ(app::changed_schedule_keys(saved, resumed),
+            "optim.lr = 3e-4 (6e-4 in the checkpoint), optim.min_lr = 3e-5 (6e-5 in the checkpoint), "
+            "optim.warmup_steps = 100 (0 in the checkpoint), optim.decay_steps = 5000 (0 in the checkpoint), "
+            "optim.grad_clip = 0.5 (1 in the checkpoint)");
+  EXPECT_EQ(app::changed_schedule_keys(saved, deck({"--train.steps=20", "--parallel.tp=2"})), "");
+}
+
 TEST(RestartCompatibility, AModelOrOptimizerChangeNamesTheKeyAndBothValues) {
   const auto saved = deck({});
   try {
-    app::check_restart_compatible(saved, deck({"--optim.lr=0.001"}), "ck.h5");
-    FAIL() << "a changed learning rate was accepted";
+    app::check_restart_compatible(saved, deck({"--optim.weight_decay=0.01"}), "ck.h5");
+    FAIL() << "a changed weight decay was accepted";
   } catch (const io::UserError& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("optim.lr = 0.001"), std::string::npos) << message;
-    EXPECT_NE(message.find("differs from 6e-4"), std::string::npos) << message;
+    EXPECT_NE(message.find("optim.weight_decay = 0.01"), std::string::npos) << message;
+    EXPECT_NE(message.find("differs from 0.1"), std::string::npos) << message;
     EXPECT_NE(message.find("ck.h5"), std::string::npos) << message;
   }
   EXPECT_THROW(app::check_restart_compatible(saved, deck({"--model.layers=6"}), "ck.h5"), io::UserError);
+  EXPECT_THROW(app::check_restart_compatible(saved, deck({"--optim.beta2=0.99"}), "ck.h5"), io::UserError);
   EXPECT_THROW(app::check_restart_compatible(saved, deck({"--run.seed=1"}), "ck.h5"), io::UserError);
   EXPECT_THROW(app::check_restart_compatible(saved, deck({"--train.global_batch=16"}), "ck.h5"), io::UserError);
 }
