@@ -159,7 +159,9 @@ std::vector<KeySpec> make_schema() {
                  "another, it times anew: rounding). Not yet timed on a GPU. fp32 runs, "
                  "run.matmul_epilogues = separate and the CPU ignore it."),
       int_key("run.threads", "0", 0, kNone,
-              "CPU threads per rank; 0 = the node's cores divided by the ranks on the node."),
+              "CPU threads per rank; 0 = the node's cores divided by the ranks on the node, at most the CPUs "
+              "the launcher binds the rank to (Open MPI binds each rank of a 1- or 2-rank job to one core unless "
+              "--bind-to none; docs/running.md)."),
       bool_key("run.profile", "false",
                "Time every kernel call and print, at the end, where a step went: per kernel, ms per step and "
                "share, over the steps after the first (also in run.dir/profile-rank<N>.txt, one per rank). "

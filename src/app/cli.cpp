@@ -46,7 +46,8 @@ constexpr const char* kUsage =
     "  trident export run/checkpoints/step-000001000.h5 model.h5\n"
     "\n"
     "Deck keys: docs/input-deck.md. Exit status: 0 success, 2 user error (deck, files, layout),\n"
-    "3 training diverged (an inf or NaN gradient; the message names the checkpoint to restart from).\n";
+    "3 training diverged (an inf or NaN gradient; the message names the checkpoint to restart from),\n"
+    "4 a rank stalled (run.stall_timeout; rerun to resume), 1 an internal error (docs/running.md).\n";
 
 int dispatch(int rank, const std::vector<std::string>& args) {
   if (args.empty()) {  // a usage error: a job script that lost its arguments must not pass

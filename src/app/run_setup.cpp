@@ -102,7 +102,8 @@ void check_layout(io::RunConfig& c, int world_size) {
   } else if (p.dp * model_ranks != world_size) {
     problems.push_back("parallel.dp * parallel.tp * parallel.pp = " + str(p.dp) + " * " + str(p.tp) + " * " +
                        str(p.pp) + " = " + str(p.dp * model_ranks) + " but the job has " + str(world_size) +
-                       " rank(s); launch " + str(p.dp * model_ranks) + " ranks or set parallel.dp = 0 (automatic)");
+                       " rank(s); launch " + str(p.dp * model_ranks) + (p.dp * model_ranks == 1 ? " rank" : " ranks") +
+                       " or set parallel.dp = 0 (automatic)");
   }
   // The batch follows from the data-parallel size: without a valid one there is nothing to check.
   if (p.dp < 1 || p.dp * model_ranks != world_size) {

@@ -55,10 +55,11 @@ constexpr const char* kTrainUsage =
     "\n"
     "examples:\n"
     "  mpirun -np 2 trident train inputs/quickstart.ini\n"
-    "  srun trident train inputs/gpt2-124m.ini --run.dir=runs/lr3e-4 --optim.lr=3e-4\n"
+    "  srun trident train inputs/gpt2-124m.ini --run.dir=runs/lr3e-4 --optim.lr=3e-4 --optim.min_lr=3e-5\n"
     "\n"
     "Deck keys: docs/input-deck.md; running, restarts, signals: docs/running.md. Exit status:\n"
-    "0 success, 2 a user error (one line naming the key or file), 3 training diverged.\n";
+    "0 success, 2 a user error (one line naming the key or file), 3 training diverged, 4 a rank\n"
+    "stalled (rerun to resume), 1 an internal error.\n";
 
 // Rank 0 creates run.dir and writes config.ini; failures are agreed by every rank.
 void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {

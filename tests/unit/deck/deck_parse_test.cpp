@@ -235,9 +235,7 @@ TEST(DeckParse, WrittenDeckReadsBackIdentical) {
 
 TEST(DeckParse, WrittenDeckHasHeaderSectionsAndDescriptions) {
   const std::string ini = parse_deck("", "d.ini", {}).to_ini();
-  EXPECT_EQ(ini.rfind("# Resolved Trident deck: feed it back with `trident train config.ini` "
-                      "to reproduce this run\n",
-                      0),
+  EXPECT_EQ(ini.rfind("# Resolved Trident deck: `trident train config.ini --run.dir=NEW` reproduces this run", 0),
             0u);
   EXPECT_NE(ini.find("\n[train]\n"), std::string::npos);
   EXPECT_NE(ini.find("# Optimizer steps to run.\nsteps = 100\n"), std::string::npos) << ini;
