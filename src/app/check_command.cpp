@@ -122,8 +122,10 @@ std::string memory_alternatives(const RunSetup& setup, const parallel::RankGrid&
 // What train would refuse on this machine but may accept on another (check often runs on a login
 // node): flash attention where run.device = auto finds no GPU, and a rank larger than this
 // machine's free memory. Warnings, one line each, so that the deck stays valid for the machine
-// it is meant for.
-std::string machine_warnings(const io::RunConfig& c, std::size_t rank_bytes, const CountedKernels& counted) {
+// it is meant for. Several ranks that each fit get a note of how many share a node of this size,
+// as train adds up the ranks of a node and refuses more than fit.
+std::string machine_warnings(const io::RunConfig& c, int ranks, std::size_t rank_bytes,
+                             const CountedKernels& counted) {
   std::string out;
   const bool gpu_here = kernels::cuda_compiled() && kernels::cuda_device_count() > 0;
   if (c.run.attention == "flash" && c.run.device == "auto" && !gpu_here) {
@@ -134,8 +136,18 @@ std::string machine_warnings(const io::RunConfig& c, std::size_t rank_bytes, con
     char host[MPI_MAX_PROCESSOR_NAME] = {};
     int length = 0;
     TRIDENT_MPI_CHECK(MPI_Get_processor_name(host, &length));
-    const std::string error = memory_fit_error(rank_bytes, 1, host_memory_pool(host), false);
-    if (!error.empty()) out += "warning: on this machine even one rank does not fit: " + error + "\n";
+    const MemoryPool pool = host_memory_pool(host);
+    const std::string error = memory_fit_error(rank_bytes, 1, pool, false);
+    if (!error.empty()) {
+      out += "warning: on this machine even one rank does not fit: " + error + "\n";
+    } else if (ranks > 1 && pool.total_bytes > 0 && rank_bytes > 0 &&
+               static_cast<double>(rank_bytes) * ranks > static_cast<double>(pool.free_bytes)) {
+      const auto fit = static_cast<long long>(pool.free_bytes / rank_bytes);
+      out += "note: memory: " + std::to_string(fit) + " of the " + std::to_string(ranks) + " ranks fit in the " +
+             format_bytes(static_cast<double>(pool.free_bytes)) + " available on a node like this one (" +
+             format_bytes(static_cast<double>(rank_bytes)) + " each, largest stage): on such nodes start at most " +
+             std::to_string(fit) + " rank(s) per node, as train refuses more\n";
+    }
   }
   return out;
 }
@@ -224,7 +236,7 @@ int check_command(const std::vector<std::string>& raw_args) {
   std::printf("%s", memory_alternatives(setup, grid, attention_scratch, counted).c_str());
   std::printf("%s", data_note.c_str());
   std::printf("%s", describe_restart(c, setup.deck, train::checkpoint_directory(c.run.dir, c.checkpoint.dir)).c_str());
-  std::printf("%s", machine_warnings(c, largest_stage_bytes(c, setup, grid, attention_scratch, counted), counted).c_str());
+  std::printf("%s", machine_warnings(c, ranks, largest_stage_bytes(c, setup, grid, attention_scratch, counted), counted).c_str());
   std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);
   return 0;
 }

@@ -105,6 +105,13 @@ out=$("$TRIDENT" check good.ini --data.path=absent.h5 --data.generate=none 2>&1)
 out=$("$TRIDENT" check good.ini --run.device=cpu --model.hidden=32768 --model.heads=32 --model.layers=200 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "^warning: on this machine even one rank does not fit: not enough memory on node" <<< "$out" \
   && pass "check: a rank larger than this machine's memory is a warning" || fail "check, memory: exit $rc: $(grep -E 'warning|error' <<< "$out")"
+# ... and notes how many ranks a node like this one holds where each fits but all do not
+# (1024 ranks of about 1.5 GiB: 1.5 TiB).
+out=$("$TRIDENT" check good.ini --run.device=cpu --model.hidden=2048 --model.heads=16 --ranks 1024 \
+  --train.global_batch=1024 --train.micro_batch=1 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -Eq "^note: memory: [0-9]+ of the 1024 ranks fit in the .* available on a node like this one \(.* each, largest stage\): on such nodes start at most [0-9]+ rank\(s\) per node" <<< "$out" \
+  && ! grep -q "^warning: on this machine" <<< "$out" \
+  && pass "check: ranks that do not fit one node together are noted" || fail "check, ranks per node: exit $rc: $(grep -E 'note|warning|error' <<< "$out")"
 
 # Without the per-rank wrapper: mpirun itself returns 2, and with -q (which silences mpirun's own
 # "a process exited non-zero" notice) the whole output is the one line.
