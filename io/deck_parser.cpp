@@ -184,8 +184,7 @@ void ResolvedDeck::set(const std::string& name, const std::string& value) {
 std::string ResolvedDeck::to_ini() const {
   std::string ini =
       "# Resolved Trident deck: `trident train config.ini --run.dir=NEW` reproduces this run (the same\n"
-      "# bits with the same ranks and threads per rank; without --run.dir it resumes or refuses the run\n"
-      "# already there)\n";
+      "# bits on the same number of ranks; without --run.dir it resumes or refuses the run already there)\n";
   for (const SectionSpec& section : deck_sections()) {
     ini += "\n# " + section.description + "\n[" + section.name + "]\n";
     for (const auto& [name, text] : entries_) {

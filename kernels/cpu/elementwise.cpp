@@ -134,15 +134,36 @@ void scale(float* x, float factor, std::size_t n) {
   for (std::ptrdiff_t i = 0; i < count; i++) x[i] *= factor;
 }
 
+namespace {
+
+// sum_squares' parts: a fixed number, whatever the thread count, each summed by one thread and
+// added in order, so that the gradient norm has the same bits with 1 thread or 16 (an OpenMP
+// reduction adds one partial sum per thread).
+constexpr int kSumParts = 64;
+
 TRIDENT_SIMD_CLONES
-double sum_squares(const float* x, std::size_t n) {
-  const auto count = static_cast<std::ptrdiff_t>(n);
+double sum_squares_part(const float* x, std::ptrdiff_t count) {
   double total = 0.0;
-#pragma omp parallel for simd schedule(static) reduction(+ : total)
+#pragma omp simd reduction(+ : total)
   for (std::ptrdiff_t i = 0; i < count; i++) {
     const double xi = static_cast<double>(x[i]);
     total += xi * xi;
   }
+  return total;
+}
+
+}  // namespace
+
+double sum_squares(const float* x, std::size_t n) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+  double parts[kSumParts];
+#pragma omp parallel for schedule(static)
+  for (int p = 0; p < kSumParts; p++) {
+    const std::ptrdiff_t begin = count * p / kSumParts, end = count * (p + 1) / kSumParts;
+    parts[p] = sum_squares_part(x + begin, end - begin);
+  }
+  double total = 0.0;
+  for (const double part : parts) total += part;
   return total;
 }
 

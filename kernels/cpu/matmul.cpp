@@ -1,7 +1,8 @@
 // Matmul: out[N,OC] = inp[N,C] @ W[OC,C]^T + b.
 //
-// Every product is one cblas_sgemm: the BLAS owns blocking, vector width (runtime-dispatched
-// AVX2/AVX-512 kernels) and threading, which no hand loop at -O2 without -march matches.
+// Every product is cblas_sgemm in fixed tiles of the output (fixed_tile_gemm.h, so that the bits
+// do not depend on the thread count): the BLAS owns blocking and vector width (runtime-dispatched
+// AVX2/AVX-512 kernels), which no hand loop at -O2 without -march matches.
 //   forward : out  = inp @ W^T        (NoTrans, Trans),  bias pre-filled into out, beta = 1
 //   backward: dinp  = dout @ W        (NoTrans, NoTrans), beta = 0 (overwrite)
 //             dW   += dout^T @ inp    (Trans, NoTrans),   beta = 1 (accumulate)
@@ -9,10 +10,10 @@
 //                     each thread owns its outputs (no races, deterministic order over rows).
 #include "kernels/cpu/matmul.h"
 
-#include <cblas.h>  // cblas_sgemm
-
 #include <algorithm>
 #include <cstddef>
+
+#include "kernels/cpu/fixed_tile_gemm.h"
 
 namespace trident::kernels::cpu {
 
@@ -33,18 +34,15 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
     }
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta,
-              out, OC);
+  fixed_tile_sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int N, int C, int OC) {
   if (dinp != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
-                0.0f, dinp, C);
+    fixed_tile_sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
   }
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-              dweight, C);
+  fixed_tile_sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias != nullptr) {
     const int blocks = (OC + kBiasBlock - 1) / kBiasBlock;
 #pragma omp parallel for schedule(static)

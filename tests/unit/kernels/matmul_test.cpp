@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"         // CpuBackend
+#include "kernels/cpu/elementwise.h"         // sum_squares
+#include "kernels/cpu/matmul.h"              // matmul_forward, matmul_backward
 #include "tests/unit/kernels/kernel_test_util.h"  // random_floats, expect_close, numerical_gradient
 
 namespace trident::kernels::test {
@@ -134,6 +136,43 @@ TEST(CpuMatmul, BackwardWithNullDinpAndDbiasStillComputesDweight) {
     for (int c = 0; c < C; c++)
       for (int n = 0; n < N; n++) want[o * C + c] += double(dout[n * OC + o]) * inp[n * C + c];
   expect_close(dw, want, 1e-5, 1e-5, "dweight");  // 7 products of size <= 1
+}
+
+// The products and the gradient norm's sum have the same bits with 1 thread and with 2 (a
+// threaded OpenBLAS sgemm gave 6 to 9% of its outputs other last bits): shapes across the fixed
+// tiles' edges (256), with a short last tile in each direction, and the GPT-2 MLP's 768 x 3072.
+TEST(CpuMatmul, BitsDoNotDependOnTheThreadCount) {
+  struct Run {
+    std::vector<float> out, dinp, dw, db;
+    double squares = 0.0;
+  };
+  for (const MatmulCase s : {MatmulCase{300, 70, 530}, MatmulCase{256, 768, 3072}, MatmulCase{513, 257, 255}}) {
+    std::mt19937 rng(77);
+    const auto inp = random_floats(static_cast<std::size_t>(s.N) * s.C, rng);
+    const auto w = random_floats(static_cast<std::size_t>(s.OC) * s.C, rng);
+    const auto b = random_floats(s.OC, rng);
+    const auto dout = random_floats(static_cast<std::size_t>(s.N) * s.OC, rng);
+    auto run = [&](int threads) {
+      const cpu::CpuBackend backend(threads);  // sets OpenMP's and OpenBLAS's thread counts
+      Run r;
+      r.out.assign(static_cast<std::size_t>(s.N) * s.OC, 0.0f);
+      r.dinp.assign(inp.size(), 0.0f);
+      r.dw.assign(w.size(), 0.5f);  // accumulated into
+      r.db.assign(b.size(), 0.5f);
+      cpu::matmul_forward(r.out.data(), inp.data(), w.data(), b.data(), s.N, s.C, s.OC);
+      cpu::matmul_backward(r.dinp.data(), r.dw.data(), r.db.data(), dout.data(), inp.data(), w.data(), s.N, s.C,
+                           s.OC);
+      r.squares = cpu::sum_squares(r.out.data(), r.out.size());
+      return r;
+    };
+    const Run one = run(1), two = run(2);
+    EXPECT_EQ(one.out, two.out) << s.N << " x " << s.C << " x " << s.OC;
+    EXPECT_EQ(one.dinp, two.dinp) << s.N << " x " << s.C << " x " << s.OC;
+    EXPECT_EQ(one.dw, two.dw) << s.N << " x " << s.C << " x " << s.OC;
+    EXPECT_EQ(one.db, two.db) << s.N << " x " << s.C << " x " << s.OC;
+    EXPECT_EQ(one.squares, two.squares) << s.N << " x " << s.C << " x " << s.OC;
+  }
+  const cpu::CpuBackend restore(kTestThreads);
 }
 
 }  // namespace
