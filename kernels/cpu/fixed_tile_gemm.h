@@ -10,10 +10,14 @@
 
 namespace trident::kernels::cpu {
 
-// Tile of the output, in rows and columns: 256 x 256 kept the single-threaded calls' speed at
-// the GPT-2 shapes (perf/README or docs/performance.md, "Thread-count invariance").
+// Tile of the output, in rows and columns. At GPT-2 124M's shapes the tiled step is about 5%
+// slower than OpenBLAS's own threading (docs/performance.md, "Matmuls in fixed tiles"): the
+// price of the same bits with any thread count.
 inline constexpr int kGemmTileRows = 256;
 inline constexpr int kGemmTileCols = 256;
+// An output of fewer tiles than this is cut finer, halving the longer side down to this side.
+inline constexpr int kGemmMinTiles = 8;
+inline constexpr int kGemmMinTileSide = 64;
 
 // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major, as cblas_sgemm with
 // CblasRowMajor; op transposes when the flag is set. Parallel over the tiles of C.
