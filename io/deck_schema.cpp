@@ -213,11 +213,13 @@ std::vector<KeySpec> make_schema() {
                 "Share of a generated file held out for validation."),
 
       // [train]
-      int_key("train.steps", "100", 1, kNone, "Optimizer steps to run."),
-      int_key("train.global_batch", "8", 1, kNone,
+      // The upper bounds keep every count made of them (tokens per step, sample positions over
+      // the run) far inside 64 bits: 2^31 steps of 2^24 sequences of 2^20 tokens.
+      int_key("train.steps", "100", 1, 2147483647.0, "Optimizer steps to run."),
+      int_key("train.global_batch", "8", 1, 16777216.0,
               "Sequences per optimizer step, over all data-parallel ranks; a multiple of "
               "train.micro_batch."),
-      int_key("train.micro_batch", "8", 1, kNone,
+      int_key("train.micro_batch", "8", 1, 16777216.0,
               "Sequences per forward/backward pass on one rank; gradients accumulate over "
               "global_batch / (micro_batch * dp) passes."),
       int_key("train.seq_len", "1024", 1, kNone,

@@ -142,6 +142,15 @@ void check_layout(io::RunConfig& c, int world_size) {
                        batches + other_dp + ")");
   }
   const int64_t micro_batches = c.train.global_batch / per_step;
+  // The pipeline schedule lists every micro-batch's actions: a bound keeps a typo (a global
+  // batch of 2^31) from costing gigabytes before anything is checked.
+  constexpr int64_t kMaxMicroBatches = 65536;
+  if (micro_batches > kMaxMicroBatches) {
+    problems.push_back("train.global_batch / (train.micro_batch * parallel.dp) = " + str(c.train.global_batch) +
+                       " / (" + str(c.train.micro_batch) + " * " + str(p.dp) + ") = " + str(micro_batches) +
+                       " micro-batches a step on each data rank, more than " + str(kMaxMicroBatches) +
+                       ": raise train.micro_batch or lower train.global_batch");
+  }
   if (interleaved && micro_batches % p.pp != 0) {
     problems.push_back("parallel.schedule = interleaved needs the micro-batches per step, train.global_batch / "
                        "(train.micro_batch * parallel.dp) = " + str(c.train.global_batch) + " / (" +

@@ -30,6 +30,12 @@ expect_user_error unknown_key 2 "train.stepz.*train.steps" train good.ini --trai
 printf '[train]\nsteps = 5\nbogus_key = 1\n' > unknown.ini
 expect_user_error unknown_key_in_deck 2 "train.bogus_key" train unknown.ini
 expect_user_error malformed_value 2 "optim.lr" train good.ini --optim.lr=fast
+# Batch sizes whose products overflowed 64 bits (a check that passed, then a crash) or whose
+# pipeline schedule took gigabytes before any check.
+expect_user_error huge_global_batch 1 "train.global_batch = 4611686018427387904 is out of range (must be >= 1 and <= 16777216)" \
+  train good.ini --train.global_batch=4611686018427387904 --train.micro_batch=4611686018427387904
+expect_user_error too_many_micro_batches 1 "= 4194304 micro-batches a step on each data rank, more than 65536: raise train.micro_batch" \
+  train good.ini --train.global_batch=16777216 --train.micro_batch=4
 expect_user_error out_of_range 2 "train.micro_batch" train good.ini --train.micro_batch=0
 expect_user_error loss_scale_above_2_24 2 "train.loss_scale = 33554432 is out of range (must be >= 1 and <= 16777216)" \
   train good.ini --train.precision=fp16 --train.loss_scale=33554432

@@ -110,7 +110,7 @@ TEST(DeckParse, MalformedFloatIsRejected) {
 
 TEST(DeckParse, ValueOutOfRangeNamesTheRange) {
   EXPECT_EQ(parse_error("[train]\nmicro_batch = 0\n"),
-            "train.micro_batch = 0 is out of range (must be >= 1)");
+            "train.micro_batch = 0 is out of range (must be >= 1 and <= 16777216)");
   EXPECT_EQ(parse_error("", {"--model.layers=2000"}),
             "model.layers = 2000 is out of range (must be >= 1 and <= 1024)");
   EXPECT_EQ(parse_error("", {"--optim.beta1=1"}),
