@@ -17,8 +17,9 @@ namespace {
 
 constexpr const char* kNanVariable = "TRIDENT_TEST_NAN_GRADIENT";
 constexpr const char* kStallVariable = "TRIDENT_TEST_STALL";
+constexpr const char* kRankErrorVariable = "TRIDENT_TEST_RANK_ERROR";
 
-enum class Fault { kNan, kStall };
+enum class Fault { kNan, kStall, kUserError };
 
 // Passes every call on, the fused pairs whole (ForwardingBackend would split them, and the
 // faulted run must run the kernels an unfaulted one runs); the N-th embedding backward then
@@ -34,6 +35,10 @@ class GradientFault final : public kernels::ForwardingBackend {
     if (++calls_ != call_) return;
     if (fault_ == Fault::kStall) {
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    if (fault_ == Fault::kUserError) {
+      throw io::UserError(std::string(kRankErrorVariable) +
+                          ": a user error on this rank alone, as an unreadable share of the dataset raises");
     }
     const float nan = std::numeric_limits<float>::quiet_NaN();
     inner().copy_to_device(dwte, &nan, 1);
@@ -62,7 +67,8 @@ class GradientFault final : public kernels::ForwardingBackend {
 }  // namespace
 
 std::unique_ptr<kernels::Backend> gradient_fault_from_environment(kernels::Backend& inner, int world_rank) {
-  for (const auto& [variable, fault] : {std::pair{kNanVariable, Fault::kNan}, std::pair{kStallVariable, Fault::kStall}}) {
+  for (const auto& [variable, fault] : {std::pair{kNanVariable, Fault::kNan}, std::pair{kStallVariable, Fault::kStall},
+                                        std::pair{kRankErrorVariable, Fault::kUserError}}) {
     const char* value = std::getenv(variable);
     if (value == nullptr) continue;
     int rank = -1;

@@ -5,8 +5,9 @@
 // a diverging step or a faulty GPU would leave one on a single rank, before the data-parallel
 // sums spread it. TRIDENT_TEST_STALL=R:N (tests/mpi/stall_test.sh) makes rank R hang there
 // instead, sleeping until it is killed, as a stuck kernel or a lost collective would leave it:
-// the stall watchdog's case (src/train/stall_watchdog.h). Unset, nothing is wrapped and nothing
-// changes.
+// the stall watchdog's case (src/train/stall_watchdog.h). TRIDENT_TEST_RANK_ERROR=R:N
+// (tests/mpi/rank_error_test.sh) makes rank R throw a user error there, as a read of its share
+// of the dataset would (src/app/rank_error.h). Unset, nothing is wrapped and nothing changes.
 #pragma once
 
 #include <memory>

@@ -19,6 +19,7 @@
 #include "src/app/commands.h"
 #include "src/app/dataset_access.h"
 #include "src/app/device_choice.h"
+#include "src/app/rank_error.h"  // end_job_on_rank_error
 #include "src/app/run_setup.h"
 #include "src/app/memory_estimate.h"
 #include "src/app/memory_fit.h"
@@ -338,8 +339,14 @@ int train_command(const std::vector<std::string>& args) {
     std::printf("%s\n", startup_line.c_str());
     std::fflush(stdout);
   }
-  const train::RunSummary summary =
-      trainer.run(c.run.dir + "/metrics.jsonl", peak, start_step, [] { return stop_requested(); });
+  // An error of one rank alone must end the job, not leave the others waiting (rank_error.h).
+  MPI_Comm error_agreement;
+  TRIDENT_MPI_CHECK(MPI_Comm_dup(ctx.world_handle(), &error_agreement));
+  train::RunSummary summary;
+  end_job_on_rank_error(error_agreement, world.rank(), [&] {
+    summary = trainer.run(c.run.dir + "/metrics.jsonl", peak, start_step, [] { return stop_requested(); });
+  });
+  TRIDENT_MPI_CHECK(MPI_Comm_free(&error_agreement));
   if (summary.stopped) {
     if (leader) {
       std::printf("stopped by a signal after step %lld: checkpoint written to %s; run the same command to resume\n",

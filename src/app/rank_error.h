@@ -1,0 +1,43 @@
+// An error raised during training on some ranks only.
+//
+// User errors before training are raised alike on every rank (decks are parsed everywhere, file
+// checks are agreed), so main prints one line and every rank returns 2. Inside the step loop an
+// error can be one rank's alone: its share of the dataset unreadable or changed, rank 0's
+// metrics file on a full disk. The other ranks then wait in the step's next collective, and the
+// failing rank, unwinding, would block too: closing the dataset's parallel HDF5 file is itself a
+// collective. Such a job hung silently until its time limit or run.stall_timeout.
+//
+// So the trainer's step loop runs inside end_job_on_rank_error: a user error is first offered
+// to the other ranks (every_rank_arrives on a communicator used for nothing else). If every rank
+// arrives within a few seconds, the error was agreed (a checkpoint write that failed everywhere)
+// and unwinds as before: one line, exit 2 everywhere. Otherwise this rank prints its error,
+// naming itself, and ends the job with MPI_Abort and exit status 2; an internal error or an
+// out-of-memory ends it at once with status 1, as main would have after the unwinding.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace trident::app {
+
+// True when every rank of `comm` calls it within `patience` (an MPI_Ibarrier, tested until then).
+// `comm` must serve no other communication: a rank that times out leaves its barrier pending.
+bool every_rank_arrives(MPI_Comm comm, std::chrono::milliseconds patience);
+
+// Prints "trident: error on rank R: MESSAGE" (after flushing stdout) and ends the job with
+// MPI_Abort(MPI_COMM_WORLD, status).
+[[noreturn]] void end_job_from_rank(int world_rank, const std::string& message, int status);
+
+// How long the ranks of an agreed error take to reach the handler: they leave the agreeing
+// collective together, so seconds are a wide margin.
+inline constexpr std::chrono::milliseconds kAgreementPatience{10000};
+
+// Runs `step_loop`; on an exception, ends the job from this rank unless the error is a user
+// error that every rank of `agreement` raised too (then it is rethrown) or the training diverged
+// (agreed over the world by construction: rethrown).
+void end_job_on_rank_error(MPI_Comm agreement, int world_rank, const std::function<void()>& step_loop);
+
+}  // namespace trident::app

@@ -1,0 +1,36 @@
+# An error of one rank alone in the step loop (src/app/rank_error.h) ends the job within seconds,
+# exit 2, with that rank's line; before, the others waited in the gradient reduction and the
+# failing rank in the dataset's collective close, silently, until the time limit. The
+# TRIDENT_TEST_RANK_ERROR=RANK:CALL hook raises it in the rank's CALL-th embedding backward, as an
+# unreadable share of the dataset would. An error every rank raises (a checkpoint that cannot be
+# written: tests/mpi/checkpoint_full_disk_test.sh, bad_input_test.sh) still prints one line.
+source "$(dirname "$0")/lib.sh"
+tiny_deck deck.ini
+common="--train.steps=20 --train.eval_batches=0"
+
+# fails NAME RANK CALL ARGS...: the run stops with exit 2 within the timeout, the failing rank's
+# line on stderr, no "internal error", and no second error line.
+fails() {
+  local name=$1 rank=$2 call=$3; shift 3
+  local start=$SECONDS
+  TRIDENT_TEST_RANK_ERROR=$rank:$call timeout 60 "$MPIEXEC" --oversubscribe -np 2 "$TRIDENT" train deck.ini $common \
+    --run.dir="$name" "$@" > "$name.out" 2> "$name.err"
+  local rc=$? took=$((SECONDS - start))
+  if [ $rc -eq 124 ]; then fail "$name: hung (killed after 60 s)"; return; fi
+  if [ $rc -eq 2 ] && grep -q "^trident: error on rank $rank: TRIDENT_TEST_RANK_ERROR: a user error on this rank alone" "$name.err" \
+     && [ "$(grep -c '^trident: ' "$name.err")" -eq 1 ]; then
+    pass "$name: exit 2 in ${took} s, rank $rank's line"
+  else
+    fail "$name: rc $rc after ${took} s: $(grep -m3 'trident\|abort' "$name.err")"
+  fi
+}
+
+# Two data ranks (the other waits in the gradient reduction), and two pipeline stages (the other
+# waits for the activation gradient; the embedding's backward runs on stage 0).
+fails dp 1 5 --parallel.dp=2
+fails pp 0 5 --parallel.pp=2 --parallel.dp=1
+# One rank: nothing to wait for, the plain user error line.
+TRIDENT_TEST_RANK_ERROR=0:3 timeout 60 "$TRIDENT" train deck.ini $common --run.dir=one > one.out 2> one.err; rc=$?
+[ $rc -eq 2 ] && grep -qx "trident: error: TRIDENT_TEST_RANK_ERROR: a user error on this rank alone, as an unreadable share of the dataset raises" one.err \
+  && pass "one rank: exit 2, the plain line" || fail "one rank: rc $rc: $(cat one.err)"
+finish
