@@ -300,6 +300,11 @@ int train_command(const std::vector<std::string>& args) {
   trainer.record_deck(setup.deck.to_ini());
   if (watchdog) watchdog->mark({.activity = train::Activity::kLoadingCheckpoint});
   const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());
+  if (c.checkpoint.every > 0) {
+    const std::string problem =
+        parallel::agree_on_error(world, leader ? train::checkpoint_directory_problem(trainer.checkpoint_dir()) : "");
+    if (!problem.empty()) throw io::UserError(problem);
+  }
   int64_t start_step = 0;
   if (restart.empty()) {
     trainer.initialize_parameters();

@@ -1,8 +1,13 @@
 #include "src/train/checkpoint_files.h"
 
+#include <fcntl.h>   // open
+#include <unistd.h>  // close, unlink, getpid
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>  // std::strerror
 #include <filesystem>
 #include <system_error>
 
@@ -10,6 +15,21 @@ namespace trident::train {
 
 std::string checkpoint_directory(const std::string& run_dir, const std::string& checkpoint_dir) {
   return !checkpoint_dir.empty() && checkpoint_dir.front() == '/' ? checkpoint_dir : run_dir + "/" + checkpoint_dir;
+}
+
+std::string checkpoint_directory_problem(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return "checkpoint.dir '" + dir + "': cannot create it (" + ec.message() + ")";
+  const std::string probe = dir + "/.write-probe-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    return "checkpoint.dir '" + dir + "': cannot create a file there (" + std::strerror(errno) +
+           "): the first checkpoint would fail";
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
 }
 
 std::string checkpoint_name(int64_t steps_done) {

@@ -12,6 +12,11 @@ namespace trident::train {
 // Where a run's checkpoints go: checkpoint.dir when absolute, else inside run.dir.
 std::string checkpoint_directory(const std::string& run_dir, const std::string& checkpoint_dir);
 
+// Why checkpoints cannot be written into `dir` ("" when they can): it is created when missing,
+// and a probe file is created and removed in it, so that a read-only or full file system is
+// found at start-up rather than after checkpoint.every steps of training. Rank 0 only.
+std::string checkpoint_directory_problem(const std::string& dir);
+
 // "step-000001000.h5" for 1000 steps done.
 std::string checkpoint_name(int64_t steps_done);
 

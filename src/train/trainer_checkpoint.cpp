@@ -8,8 +8,10 @@
 // The data position and the learning rate follow from (seed, step) (pure functions of them),
 // so nothing else is needed to resume the same stream exactly.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>  // std::strerror
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -35,8 +37,14 @@ namespace {
 // delete its own). Rank 0 only.
 void publish(const std::string& dir, const std::string& name, int keep) {
   {
+    // Each failure with the system's reason: an unchecked open on a disk out of inodes surfaced
+    // as the rename's "No such file or directory".
+    errno = 0;
     std::ofstream out(dir + "/latest.tmp");
+    if (!out) throw std::runtime_error("cannot create latest.tmp: " + std::string(std::strerror(errno)));
     out << name << "\n";
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write latest.tmp: " + std::string(std::strerror(errno)));
   }
   std::filesystem::rename(dir + "/latest.tmp", dir + "/latest");
   const std::vector<std::string> checkpoints = list_checkpoint_files(dir);

@@ -44,6 +44,23 @@ mpi 2 train deck.ini --train.steps=20 --run.dir=trunc $common > trunc.log 2>&1; 
   && pass "truncated file: reported, set aside as .bad, resumed from step 10, losses bit-identical" \
   || fail "truncated file: rc $rc: $(grep -m3 '^restart\|error' trunc.log)"
 
+# A step attribute that disagrees with the name (metadata the tensors' checksums do not cover):
+# resuming at step 13 would have replayed two steps on step 15's tensors.
+cp -r base stepattr && /usr/bin/python3 -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['step'] = numpy.int64(13); f.close()" "stepattr/$newest"
+mpi 2 train deck.ini --train.steps=20 --run.dir=stepattr $common > stepattr.log 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*its step attribute is 13 where its name says 15.*set aside as step-000000015.h5.bad;" stepattr.log \
+  && resumed_from stepattr.log 10 && same_tail stepattr stepattr \
+  && pass "step attribute against the name: reported, set aside, resumed from step 10, losses bit-identical" \
+  || fail "step attribute: rc $rc: $(grep -m3 '^restart\|error' stepattr.log)"
+
+# A checkpoint directory that cannot be written is found at start-up, before any step.
+mkdir -p rofs && echo x > rofs/blocker
+mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.dir="$PWD/rofs/blocker/ck" --run.dir=rofs/run $common \
+  > rofs.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir '$PWD/rofs/blocker/ck': cannot create it" rofs.log \
+  && ! grep -q "^step " rofs.log && pass "unwritable checkpoint.dir: exit 2 at start-up, no step trained" \
+  || fail "unwritable checkpoint.dir: rc $rc: $(grep -m3 'error\|^step' rofs.log)"
+
 # kill -9 of rank 1 halfway through the datasets of the step-15 checkpoint.
 cp -r base killed && rm killed/checkpoints/step-000000015.h5 && echo step-000000010.h5 > killed/checkpoints/latest
 TRIDENT_TEST_KILL_RANK_DURING_WRITE=1 mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 \

@@ -32,4 +32,17 @@ tail -n $((20 - step)) straight/metrics.jsonl > ref.jsonl && tail -n $((20 - ste
 [ $rc -eq 0 ] && grep -q "resuming from .*$survivor after step $step" roomy.log \
   && "$CHECK_METRICS" compare ref.jsonl got.jsonl loss 0 >/dev/null \
   && pass "restart from $survivor: $((20 - step)) losses bit-identical" || fail "restart after the full disk: rc $rc"
+
+# A read-only checkpoint.dir is refused at start-up, not after checkpoint.every steps.
+rm -rf small/ck && mkdir small/empty
+if mount -o remount,ro small 2>/dev/null; then
+  mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.dir="$WORK_DIR/small/empty" --run.dir=ro \
+    $common > ro.log 2>&1; rc=$?
+  mount -o remount,rw small
+  [ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir '$WORK_DIR/small/empty': cannot create a file there (Read-only file system): the first checkpoint would fail" ro.log \
+    && ! grep -q "^step " ro.log && pass "read-only checkpoint.dir: exit 2 before any step" \
+    || fail "read-only checkpoint.dir: rc $rc: $(grep -m2 'error\|^step' ro.log)"
+else
+  fail "could not remount the tmpfs read-only"
+fi
 finish
