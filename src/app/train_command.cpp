@@ -20,6 +20,7 @@
 #include "src/app/dataset_access.h"
 #include "src/app/device_choice.h"
 #include "src/app/rank_error.h"  // end_job_on_rank_error
+#include "src/app/run_dir_lock.h"
 #include "src/app/run_setup.h"
 #include "src/app/memory_estimate.h"
 #include "src/app/memory_fit.h"
@@ -62,25 +63,39 @@ constexpr const char* kTrainUsage =
     "0 success, 2 a user error (one line naming the key or file), 3 training diverged, 4 a rank\n"
     "stalled (rerun to resume), 1 an internal error.\n";
 
-// Rank 0 creates run.dir and writes config.ini; failures are agreed by every rank.
-void prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
+// Rank 0 creates run.dir, takes its lock (one training at a time, run_dir_lock.h) and writes
+// config.ini; failures are agreed by every rank. The lock is rank 0's to hold for the run.
+RunDirLock prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   std::string error;
+  RunDirLock lock;
   if (world.rank() == 0) {
     const std::string& dir = setup.config.run.dir;
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     const std::string config_path = dir + "/config.ini";
-    std::ofstream out(config_path);
-    if (ec || !out) {
-      error = "run.dir '" + dir + "': cannot create the run directory or " + config_path +
-              (ec ? " (" + ec.message() + ")" : "");
-    } else {
-      out << setup.deck.to_ini();
-      if (!out.flush()) error = "run.dir '" + dir + "': cannot write " + config_path;
+    try {
+      if (!ec) lock = RunDirLock(dir);
+    } catch (const io::UserError& e) {
+      error = e.what();
+    }
+    if (error.empty()) {
+      std::ofstream out(config_path);
+      if (ec || !out) {
+        error = "run.dir '" + dir + "': cannot create the run directory or " + config_path +
+                (ec ? " (" + ec.message() + ")" : "");
+      } else {
+        out << setup.deck.to_ini();
+        if (!out.flush()) error = "run.dir '" + dir + "': cannot write " + config_path;
+      }
+    }
+    if (error.empty() && !lock.unsupported_reason().empty()) {
+      std::printf("note: %s: a second training started in this run.dir would not be refused\n",
+                  lock.unsupported_reason().c_str());
     }
   }
   error = parallel::agree_on_error(world, error);
   if (!error.empty()) throw io::UserError(error);
+  return lock;
 }
 
 // run.device for this rank (src/app/device_choice.h); a refusal on any node fails every rank.
@@ -175,7 +190,7 @@ int train_command(const std::vector<std::string>& args) {
   const auto& info = dataset->info();
   check_dataset_fits(setup, info.vocab_size, dataset->num_samples(io::Split::kTrain, c.train.seq_len),
                      dataset->num_samples(io::Split::kValidation, c.train.seq_len), c.data.path);
-  prepare_run_dir(setup, world);
+  const RunDirLock run_dir_lock = prepare_run_dir(setup, world);
   startup.phase_done("deck and data");
 
   // Declared before the groups, made after them (the device is chosen per node-local rank): the

@@ -118,6 +118,21 @@ check_restart none 2 "run.restart = none, but checkpoint.dir 'keep/checkpoints' 
 check_restart older 2 "resumes after step 8, but" --run.dir=keep --run.restart=keep/checkpoints/step-000000008.h5
 check_restart changed 2 "run.restart: optim.weight_decay = 0.01 differs from 0.1" --run.dir=keep --optim.weight_decay=0.01
 check_restart fresh 0 "^restart: auto: no checkpoint in fresh/checkpoints: a fresh start" --run.dir=fresh
+# One training at a time in a run.dir (src/app/run_dir_lock.h): a second one is refused while the
+# first runs, naming it, and nothing of the first is touched; once the first has ended (killed
+# here: the kernel drops the lock), the directory takes a run again.
+mpi 2 train deck.ini --train.steps=100000 --run.dir=locked $common > first.log 2>&1 &
+first=$!
+for _ in $(seq 100); do [ -s locked/config.ini ] && break; sleep 0.1; done
+config_before=$(md5sum < locked/config.ini)
+mpi 2 train deck.ini --train.steps=5 --run.dir=locked $common > second.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: run.dir 'locked' is in use by another training (host .*, pid [0-9]*, since " second.log \
+  && [ "$(md5sum < locked/config.ini)" = "$config_before" ] \
+  && pass "a second training in a busy run.dir: exit 2 naming the first, its config.ini untouched" \
+  || fail "second training: rc $rc: $(grep -m2 'error' second.log)"
+kill -9 $first 2>/dev/null; pkill -9 -f "run.dir=locked" 2>/dev/null; wait $first 2>/dev/null
+mpi 2 train deck.ini --train.steps=2 --run.dir=locked --run.restart=none $common > third.log 2>&1 \
+  && pass "after the first ended: the run.dir takes a run again" || fail "after the lock's holder died: $(grep -m2 error third.log)"
 # A missing explicit checkpoint is a user error on every rank.
 mpi 2 train deck.ini --run.restart=nowhere.h5 $common > missing.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "run.restart = 'nowhere.h5'" missing.log && pass "missing checkpoint: exit 2" \
