@@ -6,6 +6,7 @@
 // HDF5's own error stack printing is switched off meanwhile so that line is all they see.
 #include "io/token_dataset.h"
 
+#include <sys/stat.h>  // stat: check_unchanged
 #include <hdf5.h>  // H5F*, H5D*, H5A*, H5S*, H5T*, H5P* (parallel build: H5Pset_fapl_mpio)
 
 #include <algorithm>
@@ -262,6 +263,39 @@ TokenDataset::TokenDataset(const std::string& path, MPI_Comm comm) {
   agree(local_error);  // on failure, the handles close on every rank as the exception unwinds
   tokens_ = tokens.release();
   file_ = file.release();
+  struct stat status {};
+  if (::stat(path.c_str(), &status) == 0) {
+    opened_ = {static_cast<uint64_t>(status.st_dev), static_cast<uint64_t>(status.st_ino),
+               static_cast<int64_t>(status.st_size),
+               static_cast<int64_t>(status.st_mtim.tv_sec) * 1000000000 + status.st_mtim.tv_nsec};
+  }
+}
+
+void TokenDataset::check_unchanged() const {
+  if (opened_.inode == 0) return;
+  const std::string& path = info_.path;
+  struct stat status {};
+  const int64_t modified =
+      ::stat(path.c_str(), &status) == 0
+          ? static_cast<int64_t>(status.st_mtim.tv_sec) * 1000000000 + status.st_mtim.tv_nsec
+          : -1;
+  std::string change;
+  if (modified < 0) {
+    change = "it is gone (" + std::string(std::strerror(errno)) + ")";
+  } else if (static_cast<uint64_t>(status.st_ino) != opened_.inode ||
+             static_cast<uint64_t>(status.st_dev) != opened_.device) {
+    change = "another file now has its name";
+  } else if (static_cast<int64_t>(status.st_size) != opened_.size) {
+    change = "its size was " + std::to_string(opened_.size) + " bytes at start-up and is " +
+             std::to_string(static_cast<int64_t>(status.st_size)) + " now";
+  } else if (modified != opened_.modified_ns) {
+    change = "it was written to since start-up";
+  } else {
+    return;
+  }
+  throw UserError(file_label(path) + ": changed while training (" + change +
+                  "): its tokens are no longer the ones the run began on. Restore it (a new dataset wants a new "
+                  "name) and rerun to resume from the newest checkpoint");
 }
 
 TokenDataset::~TokenDataset() {
@@ -383,6 +417,7 @@ void BatchLoader::load_train(int64_t step, int64_t micro, int32_t* tokens, int32
   if (step < 0 || micro < 0 || micro >= geometry_.micro_batches_per_step()) {
     throw std::out_of_range("BatchLoader::load_train: step or micro-batch out of range");
   }
+  if (micro == 0) dataset_.check_unchanged();
   const int64_t slice = geometry_.global_batch / geometry_.dp_size;
   const int64_t first = step * geometry_.global_batch + geometry_.dp_rank * slice +
                         micro * geometry_.micro_batch;
@@ -396,6 +431,7 @@ void BatchLoader::load_validation(int64_t eval_batch, int64_t micro, int32_t* to
   if (eval_batch < 0 || micro < 0 || micro >= geometry_.micro_batches_per_step()) {
     throw std::out_of_range("BatchLoader::load_validation: batch or micro-batch out of range");
   }
+  if (eval_batch == 0 && micro == 0) dataset_.check_unchanged();
   const int64_t count = dataset_.num_samples(Split::kValidation, geometry_.seq_len);
   if (count <= 0) {
     const TokenFileInfo& info = dataset_.info();

@@ -52,9 +52,20 @@ class TokenDataset {
   // Reads sample `index` of `split` (independent hyperslab read of seq_len+1 tokens) into
   // out[0..seq_len] as int32. Throws std::out_of_range when index >= num_samples.
   void read_sample(Split split, int64_t index, int seq_len, int32_t* out) const;
+  // Throws UserError when the file is no longer the one opened: another size, modification
+  // time or inode (rewritten, truncated, replaced under the run). Reads past a truncated end
+  // come back as zeros through MPI-IO, and a file rewritten in place gives other tokens: either
+  // would train on without an error. One stat(2); the batch loader calls it once a step.
+  void check_unchanged() const;
 
  private:
+  // What stat(2) said of the file when it was opened (all 0: it could not say, nothing checked).
+  struct FileIdentity {
+    uint64_t device = 0, inode = 0;
+    int64_t size = 0, modified_ns = 0;
+  };
   TokenFileInfo info_;
+  FileIdentity opened_;
   int64_t file_ = -1;     // hid_t, kept as int64 so this header needs no HDF5
   int64_t tokens_ = -1;   // hid_t of /tokens
 };

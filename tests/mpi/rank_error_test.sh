@@ -3,7 +3,8 @@
 # failing rank in the dataset's collective close, silently, until the time limit. The
 # TRIDENT_TEST_RANK_ERROR=RANK:CALL hook raises it in the rank's CALL-th embedding backward, as an
 # unreadable share of the dataset would. An error every rank raises (a checkpoint that cannot be
-# written: tests/mpi/checkpoint_full_disk_test.sh, bad_input_test.sh) still prints one line.
+# written: tests/mpi/checkpoint_full_disk_test.sh, bad_input_test.sh) still prints one line, as
+# does a dataset truncated under the run (io/token_dataset.h, check_unchanged), at the end.
 source "$(dirname "$0")/lib.sh"
 tiny_deck deck.ini
 common="--train.steps=20 --train.eval_batches=0"
@@ -33,4 +34,22 @@ fails pp 0 5 --parallel.pp=2 --parallel.dp=1
 TRIDENT_TEST_RANK_ERROR=0:3 timeout 60 "$TRIDENT" train deck.ini $common --run.dir=one > one.out 2> one.err; rc=$?
 [ $rc -eq 2 ] && grep -qx "trident: error: TRIDENT_TEST_RANK_ERROR: a user error on this rank alone, as an unreadable share of the dataset raises" one.err \
   && pass "one rank: exit 2, the plain line" || fail "one rank: rc $rc: $(cat one.err)"
+
+# The dataset truncated under a running job (a copy over it, a cleanup): every rank stops at its
+# next step with the file named, exit 2; before, the reads past the new end came back as zeros
+# and the run finished, exit 0, at a loss of 0.0001.
+cp "$WORK_DIR/tiny.h5" moving.h5
+mpi 2 train deck.ini --train.steps=1000000 --train.eval_batches=0 --data.path=moving.h5 --data.generate=none \
+  --run.dir=moving > moving.out 2> moving.err &
+runner=$!
+for _ in $(seq 200); do [ -s moving/metrics.jsonl ] && break; sleep 0.1; done
+truncate -s 20000 moving.h5
+for _ in $(seq 600); do kill -0 $runner 2>/dev/null || break; sleep 0.1; done
+if kill -0 $runner 2>/dev/null; then
+  kill -9 $runner; fail "truncated dataset: still running 60 s later"
+else
+  wait $runner; rc=$?
+  [ $rc -eq 2 ] && grep -q "dataset 'moving.h5': changed while training (its size was [0-9]* bytes at start-up and is 20000 now)" moving.err \
+    && pass "truncated dataset: exit 2 naming the change" || fail "truncated dataset: rc $rc: $(grep -m2 'error' moving.err)"
+fi
 finish

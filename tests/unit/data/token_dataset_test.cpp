@@ -7,9 +7,11 @@
 #include <hdf5.h>  // to build bad files and inspect good ones directly
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -110,6 +112,40 @@ TEST(TokenDataset, VocabularyOfExactly65536IsStoredAsUint16) {
   std::vector<int32_t> sample(9);
   dataset.read_sample(Split::kTrain, 0, 8, sample.data());
   EXPECT_EQ(sample[5], 65535);
+}
+
+// A file changed under a running job (truncated, written to, replaced) is an error at the next
+// step's check, not zeros or other tokens trained on silently.
+TEST(TokenDataset, AFileChangedAfterOpeningIsAnError) {
+  ScratchDir dir;
+  const TokenFileContents contents = counting_contents(5000, 100, 4000, 100);
+  auto error_after = [&](const std::string& name, const std::function<void(const std::string&)>& change) {
+    const std::string path = dir.file(name);
+    write_token_file(path, contents);
+    const TokenDataset dataset(path, MPI_COMM_SELF);
+    EXPECT_NO_THROW(dataset.check_unchanged());
+    change(path);
+    try {
+      dataset.check_unchanged();
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string truncated = error_after("truncated.h5", [](const std::string& path) {
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  });
+  EXPECT_NE(truncated.find("changed while training (its size was "), std::string::npos) << truncated;
+  const std::string touched = error_after("touched.h5", [](const std::string& path) {
+    std::filesystem::last_write_time(path, std::filesystem::last_write_time(path) + std::chrono::seconds(5));
+  });
+  EXPECT_NE(touched.find("(it was written to since start-up)"), std::string::npos) << touched;
+  const std::string replaced = error_after("replaced.h5", [&](const std::string& path) {
+    write_token_file(path + ".new", contents);
+    std::filesystem::rename(path + ".new", path);
+  });
+  EXPECT_NE(replaced.find("(another file now has its name)"), std::string::npos) << replaced;
+  EXPECT_NE(replaced.find("rerun to resume from the newest checkpoint"), std::string::npos) << replaced;
 }
 
 TEST(TokenDataset, SamplesCrossChunkBoundariesOfLargeFiles) {
