@@ -76,7 +76,10 @@ std::string canonical_float(const KeySpec& spec, const std::string& text) {
   const std::string_view digits = without_plus(text);
   double value = 0.0;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (error == std::errc::result_out_of_range) fail(spec, text, "is not a finite number");
+  // Too large or too small in magnitude alike (1e999, 1e-999): a double holds neither.
+  if (error == std::errc::result_out_of_range) {
+    fail(spec, text, "is beyond what a double holds (magnitudes from about 2e-308 to 1.8e308)");
+  }
   if (error != std::errc() || end != digits.data() + digits.size()) {
     fail(spec, text, "is not a number");
   }

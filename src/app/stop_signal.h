@@ -6,9 +6,10 @@
 
 namespace trident::app {
 
-// Installs the handlers for SIGTERM and SIGUSR1 (idempotent).
+// Installs the handlers for SIGTERM, SIGUSR1 and SIGINT (idempotent). A second SIGINT ends the
+// process at once (Ctrl-C twice).
 void install_stop_handlers();
-// True once either signal has arrived in this process.
+// True once one of them has arrived in this process.
 bool stop_requested();
 
 }  // namespace trident::app

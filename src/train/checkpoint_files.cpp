@@ -43,6 +43,9 @@ std::vector<std::string> list_checkpoint_files(const std::string& dir, const std
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string file = it->path().filename().string();
+    // A directory of a checkpoint's name (a user's copy of one) is neither read nor set aside.
+    std::error_code kind_error;
+    if (it->is_directory(kind_error)) continue;
     if (file.rfind("step-", 0) == 0 && file.size() > suffix.size() &&
         file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0) {
       names.push_back(file);

@@ -25,4 +25,17 @@ grep -q "^restart: resuming from" resumed.log || fail "the rerun did not resume"
 [ -e stopped/complete ] && pass "resumed run completes" || fail "resumed run not complete"
 "$CHECK_METRICS" compare straight/metrics.jsonl stopped/metrics.jsonl loss 0 >/dev/null &&
   pass "losses bit-identical to the uninterrupted run" || fail "losses differ after the signal and resume"
+
+# Ctrl-C as srun hands it to the tasks (SIGINT to each rank): the same stop after the step, with a
+# checkpoint, exit 0; the rerun resumes to the same losses.
+mpi 2 train signal_deck.ini $flags --run.dir=interrupted > interrupted.log 2>&1 &
+job=$!
+for _ in $(seq 100); do [ -s interrupted/metrics.jsonl ] && break; sleep 0.1; done
+pkill -INT -f "^$TRIDENT train signal_deck.ini .*--run.dir=interrupted"
+wait $job; rc=$?
+[ $rc -eq 0 ] && grep -q "^stopped by a signal after step" interrupted.log && pass "SIGINT to the ranks: stopped with a checkpoint, exit 0" \
+  || fail "SIGINT to the ranks: exit $rc: $(tail -3 interrupted.log)"
+mpi 2 train signal_deck.ini $flags --run.dir=interrupted > interrupted-resumed.log 2>&1 \
+  && "$CHECK_METRICS" compare straight/metrics.jsonl interrupted/metrics.jsonl loss 0 >/dev/null \
+  && pass "after SIGINT: resumed, losses bit-identical" || fail "after SIGINT: $(tail -3 interrupted-resumed.log)"
 finish

@@ -105,7 +105,10 @@ TEST(DeckParse, MalformedFloatIsRejected) {
   EXPECT_EQ(parse_error("[optim]\nlr = 1e-3x\n"), "optim.lr = '1e-3x' is not a number");
   EXPECT_EQ(parse_error("[optim]\nlr = nan\n"), "optim.lr = 'nan' is not a finite number");
   EXPECT_EQ(parse_error("", {"--optim.eps=inf"}), "optim.eps = 'inf' is not a finite number");
-  EXPECT_EQ(parse_error("", {"--optim.eps=1e999"}), "optim.eps = '1e999' is not a finite number");
+  EXPECT_EQ(parse_error("", {"--optim.eps=1e999"}),
+            "optim.eps = '1e999' is beyond what a double holds (magnitudes from about 2e-308 to 1.8e308)");
+  EXPECT_EQ(parse_error("", {"--optim.lr=1e-999"}),
+            "optim.lr = '1e-999' is beyond what a double holds (magnitudes from about 2e-308 to 1.8e308)");
 }
 
 TEST(DeckParse, ValueOutOfRangeNamesTheRange) {

@@ -33,6 +33,7 @@ TEST_F(CheckpointFiles, CheckpointsAndSetAsideFilesAreToldApart) {
                            "step-000000020.h5.tmp", "latest", "step-000000015.h5.bad.x", "notes.h5.bad"}) {
     touch(name);
   }
+  std::filesystem::create_directories(dir_ + "/step-000000020.h5");  // a directory: not a checkpoint
   EXPECT_EQ(list_checkpoint_files(dir_), (std::vector<std::string>{"step-000000005.h5", "step-000000010.h5"}));
   EXPECT_EQ(list_set_aside_files(dir_),
             (std::vector<std::string>{"step-000000015.h5.bad", "step-000000015.h5.bad.2"}));
