@@ -145,7 +145,7 @@ std::string check_saved_deck(const std::string& path, const io::ResolvedDeck& de
   if (!saved) return "";
   const io::ResolvedDeck saved_deck = io::parse_deck(*saved, path, {});
   check_restart_compatible(saved_deck, deck, path);
-  const std::string changes = changed_schedule_keys(saved_deck, deck);
+  const std::string changes = changed_training_keys(saved_deck, deck);
   return changes.empty() ? "" : "restart: note: " + changes + ": the steps after the checkpoint would train with these\n";
 }
 

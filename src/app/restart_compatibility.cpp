@@ -1,5 +1,6 @@
 #include "src/app/restart_compatibility.h"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -30,7 +31,7 @@ bool restart_may_change(const std::string& key) {
   // memory may switch on when it resumes. The learning-rate schedule and the clipping threshold
   // may change too: they are the remedies of a diverged run (exit 3's message advises a lower
   // optim.lr or a longer warm-up), and the checkpoint holds nothing derived from them; the
-  // resumed run says which it changed (changed_schedule_keys).
+  // resumed run says which it changed (changed_training_keys).
   constexpr std::array<std::string_view, 31> kKeys = {
       "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
       "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
@@ -67,9 +68,13 @@ void check_restart_compatible(const io::ResolvedDeck& checkpoint_deck, const io:
   }
 }
 
-std::string changed_schedule_keys(const io::ResolvedDeck& checkpoint_deck, const io::ResolvedDeck& run_deck) {
+std::string changed_training_keys(const io::ResolvedDeck& checkpoint_deck, const io::ResolvedDeck& run_deck) {
+  // The schedule, and the dataset: another file (moved, or another one) is allowed, and named.
+  std::array<std::string_view, kScheduleKeys.size() + 1> noted{};
+  std::copy(kScheduleKeys.begin(), kScheduleKeys.end(), noted.begin());
+  noted.back() = "data.path";
   std::string changes;
-  for (std::string_view name : kScheduleKeys) {
+  for (std::string_view name : noted) {
     const std::string key(name);
     const std::string& saved = checkpoint_deck.value(key);
     const std::string& value = run_deck.value(key);

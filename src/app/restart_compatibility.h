@@ -13,10 +13,10 @@ namespace trident::app {
 // True for keys a restart may change.
 bool restart_may_change(const std::string& key);
 
-// The learning-rate schedule and clipping keys that differ, as "optim.lr = 3e-4 (6e-4 in the
-// checkpoint), ...", or "" when none does: the resumed run trains other steps than the
-// checkpointed one would have, which its output says.
-std::string changed_schedule_keys(const io::ResolvedDeck& checkpoint_deck, const io::ResolvedDeck& run_deck);
+// The learning-rate schedule, clipping and data.path keys that differ, as "optim.lr = 3e-4
+// (6e-4 in the checkpoint), ...", or "" when none does: the resumed run may train other steps
+// than the checkpointed one would have, which its output says.
+std::string changed_training_keys(const io::ResolvedDeck& checkpoint_deck, const io::ResolvedDeck& run_deck);
 
 // Throws io::UserError naming the first key (in schema order) that differs between the
 // checkpoint's resolved deck and this run's, with both values, when it may not change.

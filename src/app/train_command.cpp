@@ -329,7 +329,7 @@ int train_command(const std::vector<std::string>& args) {
     if (const auto saved = io::read_param_file_string_attribute(restart, "deck")) {
       const io::ResolvedDeck saved_deck = io::parse_deck(*saved, restart, {});
       check_restart_compatible(saved_deck, setup.deck, restart);
-      if (const std::string changes = changed_schedule_keys(saved_deck, setup.deck); leader && !changes.empty()) {
+      if (const std::string changes = changed_training_keys(saved_deck, setup.deck); leader && !changes.empty()) {
         std::printf("restart: note: %s: the steps after the checkpoint train with these\n", changes.c_str());
       }
       const std::string& saved_steps = saved_deck.value("train.steps");

@@ -51,11 +51,13 @@ TEST(RestartCompatibility, TheLearningRateScheduleMayChangeAndIsNamed) {
   const auto resumed = deck({"--optim.lr=3e-4", "--optim.min_lr=3e-5", "--optim.warmup_steps=100",
                              "--optim.decay_steps=5000", "--optim.grad_clip=0.5"});
   EXPECT_NO_THROW(app::check_restart_compatible(saved, resumed, "ck.h5"));
-  EXPECT_EQ(app::changed_schedule_keys(saved, resumed),
+  EXPECT_EQ(app::changed_training_keys(saved, resumed),
             "optim.lr = 3e-4 (6e-4 in the checkpoint), optim.min_lr = 3e-5 (6e-5 in the checkpoint), "
             "optim.warmup_steps = 100 (0 in the checkpoint), optim.decay_steps = 5000 (0 in the checkpoint), "
             "optim.grad_clip = 0.5 (1 in the checkpoint)");
-  EXPECT_EQ(app::changed_schedule_keys(saved, deck({"--train.steps=20", "--parallel.tp=2"})), "");
+  EXPECT_EQ(app::changed_training_keys(saved, deck({"--train.steps=20", "--parallel.tp=2"})), "");
+  EXPECT_EQ(app::changed_training_keys(saved, deck({"--data.path=moved.h5"})),
+            "data.path = moved.h5 (data/tokens.h5 in the checkpoint)");
 }
 
 TEST(RestartCompatibility, AModelOrOptimizerChangeNamesTheKeyAndBothValues) {
