@@ -20,6 +20,7 @@
 #include "src/app/memory_estimate.h"
 #include "src/app/memory_fit.h"        // host_memory_pool, memory_fit_error
 #include "src/app/restart_choice.h"    // describe_restart
+#include "src/app/run_dir_lock.h"      // RunDirLock::current_holder
 #include "src/app/startup_report.h"
 #include "src/train/checkpoint_files.h"  // checkpoint_directory
 #include "src/train/run_layout.h"
@@ -236,6 +237,11 @@ int check_command(const std::vector<std::string>& raw_args) {
   std::printf("%s", memory_alternatives(setup, grid, attention_scratch, counted).c_str());
   std::printf("%s", data_note.c_str());
   std::printf("%s", describe_restart(c, setup.deck, train::checkpoint_directory(c.run.dir, c.checkpoint.dir)).c_str());
+  if (const std::string holder = RunDirLock::current_holder(c.run.dir); !holder.empty()) {
+    std::printf("warning: run.dir '%s' is in use by another training (%s): train would stop at start-up until "
+                "it ends\n",
+                c.run.dir.c_str(), holder.c_str());
+  }
   std::printf("%s", machine_warnings(c, ranks, largest_stage_bytes(c, setup, grid, attention_scratch, counted), counted).c_str());
   std::printf("check: deck '%s' is valid for %d rank(s)\n", command.deck_path.c_str(), ranks);
   return 0;

@@ -65,6 +65,20 @@ RunDirLock::RunDirLock(const std::string& run_dir) {
   fd_ = fd;
 }
 
+std::string RunDirLock::current_holder(const std::string& run_dir) {
+  const int fd = ::open((run_dir + "/lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string holder;
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    ::flock(fd, LOCK_UN);
+  } else if (errno == EWOULDBLOCK) {
+    holder = read_text(fd);
+    if (holder.empty()) holder = "its lock is held";
+  }
+  ::close(fd);
+  return holder;
+}
+
 RunDirLock::~RunDirLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the lock
 }

@@ -23,6 +23,10 @@ class RunDirLock {
   RunDirLock(const RunDirLock&) = delete;
   RunDirLock& operator=(const RunDirLock&) = delete;
 
+  // Who holds run_dir/lock now ("host H, pid P, since ..."), or "" when nobody does (or there is
+  // no lock file): for `trident check`, which must not take the lock itself.
+  static std::string current_holder(const std::string& run_dir);
+
   bool held() const { return fd_ >= 0; }
   const std::string& unsupported_reason() const { return unsupported_reason_; }
 

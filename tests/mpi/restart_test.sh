@@ -130,6 +130,9 @@ mpi 2 train deck.ini --train.steps=5 --run.dir=locked $common > second.log 2>&1;
   && [ "$(md5sum < locked/config.ini)" = "$config_before" ] \
   && pass "a second training in a busy run.dir: exit 2 naming the first, its config.ini untouched" \
   || fail "second training: rc $rc: $(grep -m2 'error' second.log)"
+"$TRIDENT" check deck.ini --train.steps=5 --run.dir=locked $common > check_locked.log 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^warning: run.dir 'locked' is in use by another training (host .*, pid [0-9]*, since .*): train would stop" check_locked.log \
+  && pass "check warns of the busy run.dir, exit 0" || fail "check of a busy run.dir: rc $rc: $(grep -m2 'warning\|error' check_locked.log)"
 kill -9 $first 2>/dev/null; pkill -9 -f "run.dir=locked" 2>/dev/null; wait $first 2>/dev/null
 mpi 2 train deck.ini --train.steps=2 --run.dir=locked --run.restart=none $common > third.log 2>&1 \
   && pass "after the first ended: the run.dir takes a run again" || fail "after the lock's holder died: $(grep -m2 error third.log)"
