@@ -28,18 +28,20 @@ bool restart_may_change(const std::string& key) {
   // matmul_algorithms), which like run.device changes the results only by rounding
   // (flash_block_order not at all). run.profile and run.stall_timeout change no result, nor does train.recompute
   // (the recomputed activations are bit-identical: GptRecompute's test), which a run short of
-  // memory may switch on when it resumes. The learning-rate schedule and the clipping threshold
+  // memory may switch on when it resumes. model.vocab_multiple only pads wte with zero rows that
+  // belong to no token, as parallel.tp does: the checkpoint's padded rows are read like another
+  // tp's. The learning-rate schedule and the clipping threshold
   // may change too: they are the remedies of a diverged run (exit 3's message advises a lower
   // optim.lr or a longer warm-up), and the checkpoint holds nothing derived from them; the
   // resumed run says which it changed (changed_training_keys).
-  constexpr std::array<std::string_view, 31> kKeys = {
+  constexpr std::array<std::string_view, 32> kKeys = {
       "run.dir",          "run.restart",      "run.threads",        "run.device",        "run.save_final",
       "train.steps",      "train.eval_every", "train.eval_batches", "train.micro_batch", "data.path",
       "train.precision",  "train.loss_scale", "train.loss_scale_window", "run.attention", "run.matmul_epilogues",
       "run.attention_blocks", "run.attention_batching", "run.flash_dq", "run.flash_block_order",
       "run.flash_forward", "run.flash_backward", "run.flash_warpgroups", "run.layernorm_sums", "run.cross_entropy_loads", "run.adamw_loads",
       "run.matmul_backward_streams", "run.matmul_bias_gradients", "run.matmul_algorithms", "run.profile",
-      "train.recompute", "run.stall_timeout"};
+      "train.recompute", "run.stall_timeout", "model.vocab_multiple"};
   for (std::string_view section : kSections) {
     if (key.rfind(section, 0) == 0) return true;
   }

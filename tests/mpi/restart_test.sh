@@ -60,6 +60,13 @@ for spec in "r111:1:1:1" "r411:4:1:1" "r141:1:4:1" "r114:1:1:4"; do
     pass "$name: resumed (2,2,2) checkpoint, $("$CHECK_METRICS" compare "$name.ref.jsonl" "$name/metrics.jsonl" loss 1e-5)" \
     || fail "$name: resharded restart differs"
 done
+# model.vocab_multiple may change too: like tp, it only pads wte with zero rows (33 tokens: 48
+# rows at tp 2 x 8 in the checkpoint, 64 here).
+mpi 1 train deck.ini --train.steps=20 --run.dir=r111v64 --run.restart="$checkpoint" --model.vocab_multiple=64 \
+  --parallel.dp=1 --parallel.tp=1 --parallel.pp=1 $common > r111v64.log 2>&1 \
+  && tail -n 10 ref222/metrics.jsonl > r111v64.ref.jsonl \
+  && "$CHECK_METRICS" compare r111v64.ref.jsonl r111v64/metrics.jsonl loss 1e-5 >/dev/null \
+  && pass "restart with another model.vocab_multiple (64): within 1e-5" || fail "restart with vocab_multiple 64: $(grep -m2 error r111v64.log)"
 
 # checkpoint.keep: checkpoints every 2 steps, keep 2 -> the newest two remain, latest names 10.
 mpi 1 train deck.ini --train.steps=10 --checkpoint.every=2 --checkpoint.keep=2 --run.dir=keep $common > keep.log 2>&1 \

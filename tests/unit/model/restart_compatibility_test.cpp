@@ -15,6 +15,7 @@ TEST(RestartCompatibility, StepsLayoutAndLoggingMayChange) {
   const auto saved = deck({"--train.steps=10"});
   EXPECT_NO_THROW(app::check_restart_compatible(
       saved, deck({"--train.steps=20", "--parallel.tp=2", "--parallel.zero=1", "--log.every=1", "--checkpoint.every=5",
+                   "--model.vocab_multiple=64",
                    "--run.dir=elsewhere", "--train.micro_batch=4", "--data.path=moved.h5"}),
       "ck.h5"));
 }
