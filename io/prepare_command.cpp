@@ -102,6 +102,7 @@ bool is_hdf5_file(const std::string& path) {
 void check_output_replaceable(const std::string& command, const std::string& output,
                               const std::vector<std::string>& inputs) {
   std::error_code ec;
+  if (output.empty()) throw UserError(command + ": --output is empty (an unset variable?); give the token file's name");
   if (std::filesystem::is_directory(output, ec)) {
     throw UserError(command + ": --output '" + output + "' is a directory; give the token file's name (e.g. '" +
                     (std::filesystem::path(output) / "tokens.h5").string() + "')");
@@ -110,6 +111,11 @@ void check_output_replaceable(const std::string& command, const std::string& out
     if (std::filesystem::equivalent(output, input, ec)) {
       throw UserError(command + ": --output '" + output + "' is also an INPUT; it would be overwritten (choose " +
                       "another output name)");
+    }
+    // The file is written as OUTPUT.tmp first, then renamed: that name must not be an input either.
+    if (std::filesystem::equivalent(output + ".tmp", input, ec)) {
+      throw UserError(command + ": INPUT '" + input + "' is " + output + ".tmp, the name the token file is written under " +
+                      "before it is renamed to --output; it would be overwritten (choose another output name)");
     }
   }
   if (std::filesystem::exists(output, ec) && !is_hdf5_file(output)) {

@@ -9,9 +9,14 @@
 //
 // The work is serial: under mpirun rank 0 does it (with MPI_COMM_SELF for the HDF5 files) while
 // the other ranks wait for its verdict, so every rank exits with the same status and message.
+#include <fcntl.h>     // open
 #include <mpi.h>
+#include <sys/file.h>  // flock
+#include <unistd.h>    // close
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>  // std::strerror
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -67,8 +72,32 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   if (!std::filesystem::is_regular_file(checkpoint, ec)) {
     throw io::UserError("checkpoint '" + checkpoint + "': no such file");
   }
+  if (out.empty()) throw io::UserError("OUT is empty (an unset variable?): give the file to write");
+  if (std::filesystem::is_directory(out, ec)) {
+    throw io::UserError("OUT '" + out + "' is a directory: give the file to write (e.g. '" +
+                        (std::filesystem::path(out) / "model.h5").string() + "')");
+  }
   if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(checkpoint, out, ec)) {
     throw io::UserError("OUT '" + out + "' is the checkpoint itself: exporting into it would replace it");
+  }
+  // OUT is written as OUT.tmp, then renamed.
+  if (std::filesystem::exists(out + ".tmp", ec) && std::filesystem::equivalent(checkpoint, out + ".tmp", ec)) {
+    throw io::UserError("checkpoint '" + checkpoint + "' is " + out + ".tmp, the name the export is written under " +
+                        "before it is renamed to OUT: it would be overwritten (choose another OUT)");
+  }
+  // An existing OUT is replaced only when it is a parameter file (an earlier export), never a
+  // deck, a token dataset or any other file a mistyped OUT may name.
+  if (std::filesystem::exists(out, ec)) {
+    bool earlier_export = false;
+    try {
+      earlier_export = io::read_param_file_string_attribute(out, "source").has_value();  // exports name theirs
+    } catch (const io::UserError&) {
+      earlier_export = false;
+    }
+    if (!earlier_export) {
+      throw io::UserError("OUT '" + out + "' exists and is not an earlier export; it is left as it is (remove it, " +
+                          "or choose another OUT)");
+    }
   }
   // Refuses a file that is not a parameter file (a token dataset, any other HDF5 file).
   const std::optional<std::string> deck_text = io::read_param_file_string_attribute(checkpoint, "deck");
@@ -110,6 +139,22 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     std::filesystem::create_directories(parent, ec);
     if (ec) throw io::UserError("OUT '" + out + "': cannot create its directory (" + ec.message() + ")");
   }
+  // Two exports into one OUT at once would write one OUT.tmp together, and one of them rename a
+  // mix of both to OUT with exit 0: the writer holds a lock on OUT.tmp until the rename.
+  const std::string temporary = out + ".tmp";
+  const int lock = ::open(temporary.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) {
+    throw io::UserError("OUT '" + out + "': cannot create " + temporary + " (" + std::strerror(errno) + ")");
+  }
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    ::close(lock);
+    throw io::UserError("OUT '" + out + "' is being written by another export (" + temporary + " is locked): " +
+                        "wait for it, or choose another OUT");
+  }
+  struct CloseLock {
+    int fd;
+    ~CloseLock() { ::close(fd); }
+  } const close_lock{lock};
   io::write_param_file(out, MPI_COMM_SELF, writes,
                        {{"step", step->second},
                         {"vocab", config.vocab},

@@ -125,6 +125,21 @@ expect_error corrupt 1 "cannot export: parameter file 'corrupt.h5': tensor 'bloc
 expect_error out_not_writable 1 "OUT 'deck.ini/out.h5': cannot create its directory (Not a directory)" \
   export "$checkpoint" deck.ini/out.h5
 expect_error out_is_checkpoint 1 "is the checkpoint itself" export "$checkpoint" "./$checkpoint"
+expect_error out_empty 1 "OUT is empty (an unset variable?)" export "$checkpoint" ""
+# An existing OUT that is not an earlier export (a deck, a token file) is left as it is.
+cp deck.ini kept.ini
+expect_error out_not_an_export 1 "OUT 'kept.ini' exists and is not an earlier export; it is left as it is" export "$checkpoint" kept.ini
+cmp -s deck.ini kept.ini && pass "the file OUT named is untouched" || fail "export changed kept.ini"
+# The checkpoint under OUT.tmp's name (the name the export writes first) would be overwritten.
+cp "$checkpoint" named.h5.tmp
+expect_error checkpoint_is_out_tmp 1 "checkpoint 'named.h5.tmp' is named.h5.tmp, the name the export is written under" \
+  export named.h5.tmp named.h5
+# Another export writing the same OUT (its lock on OUT.tmp held here by flock(1)).
+flock busy.h5.tmp sleep 20 &
+holder=$!
+sleep 0.3
+expect_error out_busy 1 "OUT 'busy.h5' is being written by another export (busy.h5.tmp is locked)" export "$checkpoint" busy.h5
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
 expect_error one_argument 1 "expected 2 arguments" export "$checkpoint"
 expect_error three_arguments 2 "expected 2 arguments" export "$checkpoint" a.h5 b.h5
 [ ! -e out.h5 ] && [ ! -e out.h5.tmp ] && pass "no file left by a failed export" || fail "a failed export left out.h5"

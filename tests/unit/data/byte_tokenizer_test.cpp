@@ -2,6 +2,7 @@
 #include "io/byte_tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>  // mkfifo
 
 #include <fstream>
 #include <stdexcept>
@@ -76,6 +77,18 @@ TEST(ByteTokenizer, UnreadableInputIsAUserErrorNamingIt) {
     FAIL() << "no UserError";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("cannot read (Is a directory)"), std::string::npos) << e.what();
+  }
+  // A FIFO without a writer: refused at once (opening it would block forever), as is a device.
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& special : {fifo, std::string("/dev/zero")}) {
+    try {
+      TextFileReader reader(special);
+      FAIL() << "no UserError for " << special;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(", not a regular file: write the data to a file first"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

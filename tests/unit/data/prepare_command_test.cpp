@@ -124,6 +124,12 @@ TEST(PrepareCommand, OutputNeverReplacesAnInputOrAFileThatIsNotHdf5) {
   std::filesystem::create_directories(dir.file("adir"));
   expect_error({"text", "--output", dir.file("adir"), dir.file("b.txt")},
                "--output '" + dir.file("adir") + "' is a directory; give the token file's name");
+  // The name written first, OUTPUT.tmp, is an input: refused, the input kept (it was truncated).
+  std::ofstream(dir.file("c.h5.tmp"), std::ios::binary) << "a text named like a partial output\n";
+  expect_error({"text", "--output", dir.file("c.h5"), dir.file("c.h5.tmp")},
+               "INPUT '" + dir.file("c.h5.tmp") + "' is " + dir.file("c.h5") + ".tmp, the name the token file is written");
+  EXPECT_EQ(std::filesystem::file_size(dir.file("c.h5.tmp")), 35u);
+  expect_error({"text", "--output", "", dir.file("b.txt")}, "--output is empty (an unset variable?)");
   std::ifstream first(dir.file("a.txt"));
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(first), {}), "the first text\n");
   // An earlier token file is replaced.
