@@ -4,8 +4,7 @@
 // The writer runs in stages; after each stage that can fail on one rank only, the ranks agree
 // (one MPI_Allreduce) and, when any failed, every rank throws the same UserError, so no rank
 // enters a collective HDF5 call the others have left.
-#include <fcntl.h>   // open, fallocate
-#include <sys/statvfs.h>
+#include <fcntl.h>   // open
 #include <hdf5.h>    // parallel build: H5Pset_fapl_mpio, H5Pset_dxpl_mpio
 #include <unistd.h>  // fsync, close
 
@@ -22,6 +21,7 @@
 #include <system_error>
 
 #include "io/collective_error.h"  // agree_or_throw
+#include "io/disk_space.h"        // check_free_space, reserve_disk_space
 #include "io/param_file.h"
 #include "io/param_file_common.h"
 #include "io/tensor_boxes.h"
@@ -420,30 +420,6 @@ void maybe_die_midway(MPI_Comm comm) {
   if (std::to_string(rank) == value) std::raise(SIGKILL);
 }
 
-// Reserves the disk blocks of the whole file before any data is written (rank 0), so that a
-// disk too full for the checkpoint fails here, on every rank alike, and not inside HDF5's
-// collective writes and flushes, where an error on one rank leaves the others waiting in a
-// barrier (HDF5 1.10 does that on ENOSPC). FALLOC_FL_KEEP_SIZE leaves the file's size to
-// HDF5. File systems without fallocate are checked against their free space instead.
-void reserve_space(const std::string& temporary, const std::string& path, int64_t bytes) {
-  const int fd = ::open(temporary.c_str(), O_WRONLY);
-  if (fd < 0) throw UserError(file_label(path) + ": cannot open '" + temporary + "' (" + std::strerror(errno) + ")");
-  const int failed = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
-  ::close(fd);
-  if (failed == 0) return;
-  struct statvfs disk {};
-  const std::string directory = std::filesystem::path(temporary).parent_path().string();
-  const bool known = ::statvfs(directory.empty() ? "." : directory.c_str(), &disk) == 0;
-  const double free_bytes = known ? static_cast<double>(disk.f_bavail) * static_cast<double>(disk.f_frsize) : -1.0;
-  if (failed == EOPNOTSUPP || failed == ENOSYS) {
-    if (!known || free_bytes >= static_cast<double>(bytes)) return;
-  }
-  char sizes[96];
-  std::snprintf(sizes, sizeof sizes, "needs %.1f MB, %.1f MB free", static_cast<double>(bytes) / 1e6,
-                free_bytes / 1e6);
-  throw UserError(file_label(path) + ": not enough space on its disk (" + sizes + "; " +
-                  std::strerror(failed == EOPNOTSUPP || failed == ENOSYS ? ENOSPC : failed) + ")");
-}
 
 // The file's size: the tensors plus room for HDF5's metadata and the attributes.
 int64_t expected_file_bytes(const std::vector<Plan>& plans,
@@ -478,6 +454,13 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
                 const std::vector<std::pair<std::string, std::string>>& string_attributes,
                 const WriteOptions& options, int64_t max_elements) {
   Handle file, transfer, create;
+  // Before HDF5 holds the file: a superblock it cannot flush leaves it a half-closed file that
+  // crashes MPI_Finalize (io/disk_space.h).
+  collective_stage(comm, path, [&] {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0) check_free_space(temporary, file_label(path), expected_file_bytes(plans, string_attributes));
+  });
   collective_stage(comm, path, [&] {
     Handle access = make_handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate", path);
     check_status(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", path);
@@ -501,7 +484,10 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
   collective_stage(comm, path, [&] {
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
-    if (rank == 0) reserve_space(temporary, path, expected_file_bytes(plans, string_attributes));
+    // The whole file's blocks, before any data is written, so that a disk too full for it fails
+    // here, on every rank alike, and not inside HDF5's collective writes and flushes, where an
+    // error on one rank leaves the others waiting in a barrier (HDF5 1.10 does that on ENOSPC).
+    if (rank == 0) reserve_disk_space(temporary, file_label(path), expected_file_bytes(plans, string_attributes));
   });
   collective_stage(comm, path, [&] {
     write_string_attribute(file.get(), "format", kFormatName, path);

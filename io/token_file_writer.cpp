@@ -12,7 +12,8 @@
 #include <system_error>
 #include <utility>
 
-#include "io/token_file_common.h"  // kFormatName, file_label, check_status, make_handle
+#include "io/disk_space.h"         // check_free_space
+#include "io/token_file_common.h"  // kFormatName, file_label, check_status, make_handle (and hdf5_error_detail)
 #include "io/user_error.h"
 
 namespace trident::io {
@@ -67,6 +68,12 @@ TokenFileWriter::TokenFileWriter(std::string path, int64_t vocab_size, int64_t e
       throw UserError(file_label(path_) + ": cannot create directory '" + target.parent_path().string() + "' (" +
                       error.message() + ")");
     }
+  }
+  // Before HDF5 holds the file: chunks it cannot write on a full disk came back as zeros with
+  // exit 0 (io/disk_space.h). The tokens, the document offsets (a few) and room for HDF5's metadata.
+  if (expected_tokens > 0) {
+    const int64_t token_bytes = narrow_tokens(vocab_size) ? 2 : 4;
+    check_free_space(temporary_, file_label(path_), expected_tokens * token_bytes + (int64_t{64} << 10));
   }
   const QuietHdf5Errors quiet;
   errno = 0;
@@ -172,7 +179,16 @@ void TokenFileWriter::finish(const TokenFileAttributes& attributes) {
   }
   tokens_.reset();
   std::error_code error;
-  if (H5Fclose(file_.release()) < 0) {  // it flushes: a full disk shows here
+  // The flush writes what HDF5 still caches (the last chunks, the metadata): a full disk shows
+  // here. H5Fclose alone may succeed and leave the failing writes to the library's exit.
+  if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) {
+    const std::string detail = hdf5_error_detail();
+    file_.reset();
+    std::filesystem::remove(temporary_, error);
+    throw UserError(file_label(path_) + ": cannot finish writing '" + temporary_ + "' (" +
+                    (detail.empty() ? std::string("disk full?") : detail) + ")");
+  }
+  if (H5Fclose(file_.release()) < 0) {
     std::filesystem::remove(temporary_, error);
     check_status(-1, "H5Fclose", path_);
   }

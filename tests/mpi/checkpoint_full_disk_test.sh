@@ -33,6 +33,20 @@ tail -n $((20 - step)) straight/metrics.jsonl > ref.jsonl && tail -n $((20 - ste
   && "$CHECK_METRICS" compare ref.jsonl got.jsonl loss 0 >/dev/null \
   && pass "restart from $survivor: $((20 - step)) losses bit-identical" || fail "restart after the full disk: rc $rc"
 
+# prepare and export into a full disk: exit 2 with the sizes, nothing left behind (prepare wrote
+# zeros with exit 0, export crashed in MPI_Finalize with 139 after its line).
+dd if=/dev/zero of=small/fill bs=1k count=2000 2>/dev/null
+"$TRIDENT" prepare synthetic --output small/p.h5 --tokens 100000 > prep_full.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: dataset 'small/p.h5': not enough space on its disk (needs" prep_full.log \
+  && [ -z "$(ls small | grep 'p.h5')" ] && pass "prepare into a full disk: exit 2, nothing left" \
+  || fail "prepare into a full disk: rc $rc: $(tail -2 prep_full.log) $(ls small)"
+mpi 2 export "$WORK_DIR/roomy/checkpoints/$survivor" small/x.h5 > export_full.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: parameter file 'small/x.h5': not enough space on its disk" export_full.log \
+  && ! grep -q "Segmentation\|signal" export_full.log && [ -z "$(ls small | grep 'x.h5')" ] \
+  && pass "export into a full disk on 2 ranks: exit 2, no crash, nothing left" \
+  || fail "export into a full disk: rc $rc: $(grep -m3 'error\|Segm' export_full.log)"
+rm -f small/fill
+
 # A read-only checkpoint.dir is refused at start-up, not after checkpoint.every steps.
 rm -rf small/ck && mkdir small/empty
 if mount -o remount,ro small 2>/dev/null; then
