@@ -117,6 +117,20 @@ void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
                     deck.value("model.context") + ", or model.context = " +
                     deck.value("train.seq_len") + ")");
   }
+  // The optimizer computes in fp32: values the deck's range admits but fp32 cannot tell from 0
+  // or 1 make every update NaN (eps 5e-324 becomes 0; beta2 = 0.9999999999999999 becomes 1, and
+  // the bias correction 1 - beta2^t with it), which was reported as diverged gradients.
+  if (static_cast<float>(config.optim.eps) < std::numeric_limits<float>::min()) {
+    throw UserError(quoted(deck, "optim.eps") + " is below the smallest normal fp32 number (about 1.2e-38), " +
+                    "and the optimizer computes in fp32 (use optim.eps >= 1e-30; 1e-8 is usual)");
+  }
+  for (const char* key : {"optim.beta1", "optim.beta2"}) {
+    const double beta = std::string(key) == "optim.beta1" ? config.optim.beta1 : config.optim.beta2;
+    if (static_cast<float>(beta) >= 1.0f) {
+      throw UserError(quoted(deck, key) + " rounds to 1 in fp32, in which the optimizer computes (use at most " +
+                      "0.99999994, the largest fp32 number below 1)");
+    }
+  }
   if (config.optim.min_lr > config.optim.lr) {
     throw UserError(quoted(deck, "optim.min_lr") + " is larger than " +
                     quoted(deck, "optim.lr") +

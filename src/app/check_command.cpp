@@ -153,6 +153,22 @@ std::string machine_warnings(const io::RunConfig& c, int ranks, std::size_t rank
   return out;
 }
 
+// Why `dir` could not be created or used as a directory ("" when it exists as one or could be
+// made): it, or the nearest of its parents that exists, is not a directory.
+std::string uncreatable_directory(const std::string& key, const std::string& dir) {
+  if (dir.empty()) return "";
+  std::error_code ec;
+  for (std::filesystem::path at = dir; !at.empty(); at = at.parent_path()) {
+    if (!std::filesystem::exists(at, ec)) {
+      if (at == at.parent_path()) break;
+      continue;
+    }
+    if (std::filesystem::is_directory(at, ec)) return "";
+    return key + " '" + dir + "': cannot be created: '" + at.string() + "' is a file, not a directory";
+  }
+  return "";
+}
+
 }  // namespace
 
 int check_command(const std::vector<std::string>& raw_args) {
@@ -236,6 +252,23 @@ int check_command(const std::vector<std::string>& raw_args) {
   if (c.train.precision != "fp32") std::printf("%s", counted.note.c_str());
   std::printf("%s", memory_alternatives(setup, grid, attention_scratch, counted).c_str());
   std::printf("%s", data_note.c_str());
+  // Directories train would create: one under a file (or a file in a directory's place) is
+  // refused as train would refuse it, without creating anything here.
+  if (const std::string problem = uncreatable_directory("run.dir", c.run.dir); !problem.empty()) {
+    throw io::UserError(problem);
+  }
+  if (c.checkpoint.every > 0) {
+    const std::string dir = train::checkpoint_directory(c.run.dir, c.checkpoint.dir);
+    if (const std::string problem = uncreatable_directory("checkpoint.dir", dir); !problem.empty()) {
+      throw io::UserError(problem);
+    }
+  }
+  if (!std::filesystem::exists(c.data.path) && c.data.generate == "synthetic") {
+    const std::string parent = std::filesystem::path(c.data.path).parent_path().string();
+    if (const std::string problem = uncreatable_directory("data.path's directory", parent); !problem.empty()) {
+      throw io::UserError(problem);
+    }
+  }
   std::printf("%s", describe_restart(c, setup.deck, train::checkpoint_directory(c.run.dir, c.checkpoint.dir)).c_str());
   if (const std::string holder = RunDirLock::current_holder(c.run.dir); !holder.empty()) {
     std::printf("warning: run.dir '%s' is in use by another training (%s): train would stop at start-up until "

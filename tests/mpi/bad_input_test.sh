@@ -107,6 +107,17 @@ out=$("$TRIDENT" check good.ini --data.path=absent.h5 --data.generate=none 2>&1)
   && grep -q "^memory per rank" <<< "$out" && pass "check without the dataset: layout and memory, and a warning" \
   || fail "check without the dataset: exit $rc: $out"
 
+# check refuses the directories train could not create (a file in the way), as train does.
+echo x > a_file
+for spec in "run.dir|--run.dir=a_file|run.dir 'a_file': cannot be created: 'a_file' is a file" \
+            "checkpoint.dir|--checkpoint.dir=$PWD/a_file/ck --checkpoint.every=2|checkpoint.dir '$PWD/a_file/ck': cannot be created" \
+            "data.path|--data.path=$PWD/a_file/x.h5 --data.generate=synthetic|data.path's directory '$PWD/a_file': cannot be created"; do
+  IFS='|' read -r what overrides text <<< "$spec"
+  out=$("$TRIDENT" check good.ini $overrides 2>&1); rc=$?
+  [ $rc -eq 2 ] && grep -q "^trident: error: $text" <<< "$out" && pass "check refuses a $what under a file" \
+    || fail "check, $what under a file: rc $rc: $(tail -1 <<< "$out")"
+done
+
 # check warns (exit 0: another machine may hold it) where one rank would not fit this one.
 out=$("$TRIDENT" check good.ini --run.device=cpu --model.hidden=32768 --model.heads=32 --model.layers=200 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "^warning: on this machine even one rank does not fit: not enough memory on node" <<< "$out" \

@@ -203,4 +203,16 @@ TEST(RunConfig, WarmupMustEndBeforeTheDecay) {
 }
 
 }  // namespace
+// The optimizer computes in fp32: an eps that is 0 there, or a beta that is 1 there, made every
+// update NaN, reported as diverged gradients.
+TEST(RunConfig, OptimizerConstantsMustSurviveFp32) {
+  EXPECT_EQ(config_error({"--optim.eps=5e-324"}).rfind("optim.eps = 5e-324 is below the smallest normal fp32 number", 0),
+            0u);
+  EXPECT_EQ(config_error({"--optim.beta2=0.9999999999999999"}).rfind("optim.beta2 = 0.9999999999999999 rounds to 1 in fp32", 0),
+            0u);
+  EXPECT_EQ(config_error({"--optim.beta1=0.99999999"}).rfind("optim.beta1 = 0.99999999 rounds to 1 in fp32", 0), 0u);
+  EXPECT_DOUBLE_EQ(config_of({"--optim.beta2=0.99999994"}).optim.beta2, 0.99999994);
+  EXPECT_DOUBLE_EQ(config_of({"--optim.eps=1e-30"}).optim.eps, 1e-30);
+}
+
 }  // namespace trident::io
