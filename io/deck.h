@@ -40,6 +40,10 @@ class ResolvedDeck {
 ResolvedDeck parse_deck(const std::string& deck_text, const std::string& deck_name,
                         const std::vector<std::string>& overrides);
 
+// The deck saved in checkpoint `checkpoint` (its `deck` attribute), parsed as parse_deck does;
+// an error names the checkpoint, as the user did not write that text.
+ResolvedDeck parse_checkpoint_deck(const std::string& deck_text, const std::string& checkpoint);
+
 // Reads the deck file (UserError naming the file when missing or unreadable).
 std::string read_deck_file(const std::string& path);
 

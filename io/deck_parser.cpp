@@ -197,6 +197,15 @@ std::string ResolvedDeck::to_ini() const {
   return ini;
 }
 
+ResolvedDeck parse_checkpoint_deck(const std::string& deck_text, const std::string& checkpoint) {
+  try {
+    return parse_deck(deck_text, "checkpoint '" + checkpoint + "' (its deck)", {});
+  } catch (const UserError& e) {
+    throw UserError("checkpoint '" + checkpoint + "': its saved deck does not read back (" + e.what() +
+                    "): a damaged or foreign file");
+  }
+}
+
 ResolvedDeck parse_deck(const std::string& deck_text, const std::string& deck_name,
                         const std::vector<std::string>& overrides) {
   const po::options_description options = schema_options();

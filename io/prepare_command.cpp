@@ -78,7 +78,7 @@ void notify(const std::string& command, po::variables_map& values) {
 
 void check_val_fraction(const std::string& command, double val_fraction) {
   if (!(val_fraction > 0.0 && val_fraction <= kMaxValFraction)) {
-    throw UserError(command + ": --val-fraction " + format_double(val_fraction, "%g") +
+    throw UserError(command + ": --val-fraction " + format_double(val_fraction, "%.15g") +
                     " must be above 0 and at most " + format_double(kMaxValFraction, "%g") +
                     " (the share of tokens held out for validation)");
   }

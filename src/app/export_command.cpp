@@ -57,7 +57,7 @@ struct ExportSummary {
 
 // The model the checkpoint holds, from its saved deck, with an unpadded vocabulary.
 model::GptConfig checkpoint_model(const std::string& checkpoint, const std::string& deck_text) {
-  const io::ResolvedDeck deck = io::parse_deck(deck_text, "checkpoint '" + checkpoint + "' (its deck)", {});
+  const io::ResolvedDeck deck = io::parse_checkpoint_deck(deck_text, checkpoint);
   model::GptConfig config = gpt_config(io::to_run_config(deck));
   config.padded_vocab = config.vocab;
   return config;

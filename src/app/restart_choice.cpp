@@ -143,7 +143,7 @@ int64_t checkpoint_step(const std::string& path) {
 std::string check_saved_deck(const std::string& path, const io::ResolvedDeck& deck) {
   const auto saved = io::read_param_file_string_attribute(path, "deck");
   if (!saved) return "";
-  const io::ResolvedDeck saved_deck = io::parse_deck(*saved, path, {});
+  const io::ResolvedDeck saved_deck = io::parse_checkpoint_deck(*saved, path);
   check_restart_compatible(saved_deck, deck, path);
   const std::string changes = changed_training_keys(saved_deck, deck);
   return changes.empty() ? "" : "restart: note: " + changes + ": the steps after the checkpoint would train with these\n";

@@ -327,7 +327,7 @@ int train_command(const std::vector<std::string>& args) {
   } else {
     // Every rank reads the same attribute and compares the same way: the same error everywhere.
     if (const auto saved = io::read_param_file_string_attribute(restart, "deck")) {
-      const io::ResolvedDeck saved_deck = io::parse_deck(*saved, restart, {});
+      const io::ResolvedDeck saved_deck = io::parse_checkpoint_deck(*saved, restart);
       check_restart_compatible(saved_deck, setup.deck, restart);
       if (const std::string changes = changed_training_keys(saved_deck, setup.deck); leader && !changes.empty()) {
         std::printf("restart: note: %s: the steps after the checkpoint train with these\n", changes.c_str());

@@ -274,6 +274,9 @@ TEST(PrepareCommand, BadArgumentsAreOneLineUserErrors) {
   expect_error({"synthetic", "--output", out, "--tokens", "1"}, "--tokens 1");
   expect_error({"synthetic", "--output", out, "--val-fraction", "1.5"}, "--val-fraction 1.5");
   expect_error({"synthetic", "--output", out, "--val-fraction", "0.6"}, "--val-fraction 0.6 must be above 0 and at most 0.5");
+  // Named as given, not rounded to the bound it exceeds.
+  expect_error({"synthetic", "--output", out, "--val-fraction", "0.50000000001"},
+               "--val-fraction 0.50000000001 must be above 0 and at most 0.5");
   expect_error({"synthetic", "--output", out, "--seed", "-3"}, "--seed -3");
   expect_error({"synthetic", "--output", out, "stray"}, "stray");
   expect_error({"text", "--output", out}, "no INPUT");

@@ -111,6 +111,21 @@ TEST(DeckParse, MalformedFloatIsRejected) {
             "optim.lr = '1e-999' is beyond what a double holds (magnitudes from about 2e-308 to 1.8e308)");
 }
 
+// A checkpoint's saved deck that does not parse names the checkpoint: its text is not the user's.
+TEST(DeckParse, ASavedDeckThatDoesNotReadBackNamesTheCheckpoint) {
+  try {
+    parse_checkpoint_deck("[model]\nlayers = abc\n", "run/checkpoints/step-000000010.h5");
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("checkpoint 'run/checkpoints/step-000000010.h5': its saved deck does not "
+                                          "read back (model.layers = 'abc' is not an integer",
+                                          0),
+              0u)
+        << e.what();
+  }
+  EXPECT_EQ(parse_checkpoint_deck("[model]\nlayers = 3\n", "c.h5").value("model.layers"), "3");
+}
+
 TEST(DeckParse, ValueOutOfRangeNamesTheRange) {
   EXPECT_EQ(parse_error("[train]\nmicro_batch = 0\n"),
             "train.micro_batch = 0 is out of range (must be >= 1 and <= 16777216)");
