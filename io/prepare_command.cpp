@@ -340,6 +340,23 @@ int prepare_tokens(const std::vector<std::string>& args, std::ostream& out) {
     throw UserError(command + ": --eot " + std::to_string(eot) + " is not a token of --vocab " + std::to_string(vocab));
   }
   if (val_inputs.empty()) check_val_fraction(command, val_fraction);
+  const bool fraction_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a.rfind("--val-fraction", 0) == 0;
+  });
+  if (fraction_given && !val_inputs.empty()) {
+    throw UserError(command + ": --val-fraction and --val both say what is held out for validation; give one " +
+                    "(with --val files the fraction is not used)");
+  }
+  // A file given as both INPUT and --val would make validation a copy of training data.
+  for (const std::string& val : val_inputs) {
+    for (const std::string& input : inputs) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(val, input, ec)) {
+        throw UserError(command + ": '" + val + "' is both an INPUT and a --val file: the validation loss would " +
+                        "be measured on training data");
+      }
+    }
+  }
   std::vector<std::string> all = inputs;
   all.insert(all.end(), val_inputs.begin(), val_inputs.end());
   check_output_replaceable(command, output, all);

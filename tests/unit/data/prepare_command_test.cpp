@@ -235,6 +235,10 @@ TEST(PrepareCommand, TokensRefusesWhatItCannotTrust) {
   expect_error({"tokens", "--output", out, "--eot", "50257", dir.file("ok.bin")}, "--eot 50257 is not a token");
   expect_error({"tokens", "--output", out, "--val", dir.file("odd.bin")}, "no INPUT");
   expect_error({"tokens", "--output", dir.file("ok.bin"), dir.file("ok.bin")}, "is also an INPUT");
+  expect_error({"tokens", "--output", out, "--val", dir.file("ok.bin"), dir.file("ok.bin")},
+               "'" + dir.file("ok.bin") + "' is both an INPUT and a --val file");
+  expect_error({"tokens", "--output", out, "--val-fraction", "0.1", "--val", dir.file("odd.bin"), dir.file("ok.bin")},
+               "--val-fraction and --val both say what is held out for validation");
   EXPECT_FALSE(std::filesystem::exists(out));
 
   // A bad token found after ok.bin's were written leaves the earlier output as it was.
