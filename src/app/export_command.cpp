@@ -33,6 +33,7 @@
 #include "src/app/commands.h"
 #include "src/app/run_setup.h"  // gpt_config
 #include "src/model/gpt.h"      // build_gpt_param_table
+#include "src/train/checkpoint_files.h"  // checkpoint_step_problem
 
 namespace trident::app {
 
@@ -108,6 +109,9 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   // A corrupt checkpoint must not become a model someone deploys.
   if (const std::string reason = io::verify_param_file(checkpoint, MPI_COMM_SELF); !reason.empty()) {
     throw io::UserError("cannot export: " + reason);
+  }
+  if (const std::string problem = train::checkpoint_step_problem(checkpoint); !problem.empty()) {
+    throw io::UserError("cannot export: " + problem);
   }
   const auto attributes = io::read_param_file_int_attributes(checkpoint);
   const auto step = attributes.find("step");

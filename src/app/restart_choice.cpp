@@ -1,11 +1,9 @@
 #include "src/app/restart_choice.h"
 
-#include <cinttypes>  // SCNd64
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <sstream>
 #include <vector>
 
@@ -28,33 +26,12 @@ std::string list_newest_first(const std::string& dir) {
 }
 
 // Verifies `path` collectively; prints the time on rank 0. Returns "" or the reason.
-// The checksums cover the tensors, not the attributes: a checkpoint whose `step` attribute
-// disagrees with its name (step-N.h5) would resume at another step than the one its tensors
-// hold, replaying or skipping steps. "" when they agree or the name is not step-N.h5.
-std::string step_mismatch(const std::string& path) {
-  const std::string name = std::filesystem::path(path).filename().string();
-  int64_t named = -1;
-  char rest = 0;
-  if (std::sscanf(name.c_str(), "step-%" SCNd64 ".h5%c", &named, &rest) != 1) return "";
-  std::map<std::string, int64_t> attributes;
-  try {
-    attributes = io::read_param_file_int_attributes(path);
-  } catch (const io::UserError& e) {
-    return e.what();
-  }
-  const auto step = attributes.find("step");
-  if (step == attributes.end()) return "parameter file '" + path + "': no step attribute";
-  if (step->second == named) return "";
-  return "parameter file '" + path + "': its step attribute is " + std::to_string(step->second) +
-         " where its name says " + std::to_string(named) + " (damaged metadata)";
-}
-
 std::string verify(const std::string& path, parallel::Comm& world, MPI_Comm comm) {
   const auto start = std::chrono::steady_clock::now();
   std::string reason = io::verify_param_file(path, comm);
   // Rank 0 reads it and tells the others: a file it then sets aside must not vanish under
   // another rank's read.
-  if (reason.empty()) reason = parallel::broadcast_string(world, world.rank() == 0 ? step_mismatch(path) : "", 0);
+  if (reason.empty()) reason = parallel::broadcast_string(world, world.rank() == 0 ? train::checkpoint_step_problem(path) : "", 0);
   if (reason.empty() && world.rank() == 0) {
     std::printf("restart: %s verified (checksums of every tensor) in %.2f s\n", path.c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -6,10 +6,15 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cinttypes>  // SCNd64
 #include <cstdio>
 #include <cstring>  // std::strerror
 #include <filesystem>
+#include <map>
 #include <system_error>
+
+#include "io/param_file.h"  // read_param_file_int_attributes
+#include "io/user_error.h"
 
 namespace trident::train {
 
@@ -30,6 +35,26 @@ std::string checkpoint_directory_problem(const std::string& dir) {
   ::close(fd);
   ::unlink(probe.c_str());
   return "";
+}
+
+std::string checkpoint_step_problem(const std::string& path) {
+  std::map<std::string, int64_t> attributes;
+  try {
+    attributes = io::read_param_file_int_attributes(path);
+  } catch (const io::UserError& e) {
+    return e.what();
+  }
+  const auto step = attributes.find("step");
+  if (step == attributes.end()) return "parameter file '" + path + "': no step attribute";
+  if (step->second < 0) {
+    return "parameter file '" + path + "': its step attribute is " + std::to_string(step->second) + " (damaged metadata)";
+  }
+  const std::string name = std::filesystem::path(path).filename().string();
+  int64_t named = -1;
+  char rest = 0;
+  if (std::sscanf(name.c_str(), "step-%" SCNd64 ".h5%c", &named, &rest) != 1 || step->second == named) return "";
+  return "parameter file '" + path + "': its step attribute is " + std::to_string(step->second) +
+         " where its name says " + std::to_string(named) + " (damaged metadata)";
 }
 
 std::string checkpoint_name(int64_t steps_done) {

@@ -126,6 +126,10 @@ expect_error out_not_writable 1 "OUT 'deck.ini/out.h5': cannot create its direct
   export "$checkpoint" deck.ini/out.h5
 expect_error out_is_checkpoint 1 "is the checkpoint itself" export "$checkpoint" "./$checkpoint"
 expect_error out_empty 1 "OUT is empty (an unset variable?)" export "$checkpoint" ""
+# A damaged step attribute (no checksum covers it) is not exported as the checkpoint's step.
+cp "$checkpoint" step-000000010.h5 && /usr/bin/python3 -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['step'] = numpy.int64(-7); f.close()" step-000000010.h5
+expect_error negative_step 1 "cannot export: parameter file 'step-000000010.h5': its step attribute is -7 (damaged metadata)" \
+  export step-000000010.h5 neg.h5
 # An existing OUT that is not an earlier export (a deck, a token file) is left as it is.
 cp deck.ini kept.ini
 expect_error out_not_an_export 1 "OUT 'kept.ini' exists and is not an earlier export; it is left as it is" export "$checkpoint" kept.ini
