@@ -157,7 +157,11 @@ std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck
     return "restart: auto: would resume from " + newest + " after step " + std::to_string(checkpoint_step(newest)) +
            " (if its checksums verify at start-up; else the one before it)\n" + note;
   } catch (const io::UserError& e) {
-    if (std::string(e.what()).rfind("run.restart: ", 0) == 0) throw;  // the deck differs: train would refuse
+    const std::string what = e.what();
+    // The deck differs, or does not read back: train would refuse either, not set the file aside.
+    if (what.rfind("run.restart: ", 0) == 0 || what.find("its saved deck does not read back") != std::string::npos) {
+      throw;
+    }
     return "warning: restart: the newest checkpoint " + newest + " cannot be read (" + e.what() +
            "): train would set it aside and try the one before it\n";
   }

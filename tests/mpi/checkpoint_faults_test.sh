@@ -53,6 +53,17 @@ mpi 2 train deck.ini --train.steps=20 --run.dir=stepattr $common > stepattr.log 
   && pass "step attribute against the name: reported, set aside, resumed from step 10, losses bit-identical" \
   || fail "step attribute: rc $rc: $(grep -m3 '^restart\|error' stepattr.log)"
 
+# A saved deck that does not read back (damaged metadata): train and check refuse it naming the
+# checkpoint (check once called it unreadable and said train would set it aside).
+cp -r base baddeck && /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['deck'] = '[model]\nlayers = abc\n'; f.close()" "baddeck/$newest"
+mpi 2 train deck.ini --train.steps=20 --run.dir=baddeck $common > baddeck.log 2>&1; rc=$?
+"$TRIDENT" check deck.ini --ranks 2 --train.steps=20 --run.dir=baddeck $common > baddeck_check.log 2>&1; check_rc=$?
+[ $rc -eq 2 ] && [ $check_rc -eq 2 ] \
+  && grep -q "^trident: error: checkpoint 'baddeck/$newest': its saved deck does not read back (model.layers = 'abc' is not an integer" baddeck.log \
+  && grep -q "^trident: error: checkpoint 'baddeck/$newest': its saved deck does not read back" baddeck_check.log \
+  && pass "a saved deck that does not read back: train and check exit 2 naming the checkpoint" \
+  || fail "saved deck: train rc $rc, check rc $check_rc: $(grep -m1 error baddeck.log) / $(grep -m1 'error\|warning' baddeck_check.log)"
+
 # A checkpoint directory that cannot be written is found at start-up, before any step.
 mkdir -p rofs && echo x > rofs/blocker
 mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.dir="$PWD/rofs/blocker/ck" --run.dir=rofs/run $common \
