@@ -9,6 +9,7 @@
 #include "io/user_error.h"
 #include "kernels/out_of_memory.h"  // OutOfMemory
 #include "src/app/commands.h"
+#include "src/app/rank_error.h"  // end_job_from_rank
 #include "src/app/version_text.h"
 #include "src/train/training_diverged.h"  // TrainingDiverged
 
@@ -95,19 +96,13 @@ int run_cli(int argc, char** argv) {
     if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
     status = 3;
   } catch (const kernels::OutOfMemory& e) {
-    std::fflush(stdout);
     // One rank short of memory after the check before allocation passed (memory the estimate
     // leaves out, or taken by another process since): the others cannot know, so end the job,
     // saying what ran out rather than calling it an internal error.
-    std::fprintf(stderr, "trident: error on rank %d: %s\n", rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    end_job_from_rank(rank, "error", e.what(), 1);
   } catch (const std::exception& e) {
-    std::fflush(stdout);
     // Anything else is a fault of one rank that the others cannot know about: end the job.
-    std::fprintf(stderr, "trident: internal error on rank %d: %s\n", rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    end_job_from_rank(rank, "internal error", e.what(), 1);
   }
   std::fflush(stdout);
   MPI_Finalize();

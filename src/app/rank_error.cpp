@@ -24,10 +24,10 @@ bool every_rank_arrives(MPI_Comm comm, std::chrono::milliseconds patience) {
   }
 }
 
-void end_job_from_rank(int world_rank, const std::string& message, int status) {
+void end_job_from_rank(int world_rank, const char* kind, const std::string& message, int status) {
   // What stdout holds first, so that the error follows the report in a shared log.
   std::fflush(stdout);
-  std::fprintf(stderr, "trident: error on rank %d: %s\n", world_rank, message.c_str());
+  std::fprintf(stderr, "trident: %s on rank %d: %s\n", kind, world_rank, message.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, status);
   std::_Exit(status);  // MPI_Abort does not return; should it, the status still reaches mpirun
@@ -38,13 +38,13 @@ void end_job_on_rank_error(MPI_Comm agreement, int world_rank, const std::functi
     step_loop();
   } catch (const io::UserError& e) {
     if (every_rank_arrives(agreement, kAgreementPatience)) throw;
-    end_job_from_rank(world_rank, e.what(), 2);
+    end_job_from_rank(world_rank, "error", e.what(), 2);
   } catch (const train::TrainingDiverged&) {
     throw;
   } catch (const kernels::OutOfMemory& e) {
-    end_job_from_rank(world_rank, e.what(), 1);
+    end_job_from_rank(world_rank, "error", e.what(), 1);
   } catch (const std::exception& e) {
-    end_job_from_rank(world_rank, std::string("internal error: ") + e.what(), 1);
+    end_job_from_rank(world_rank, "internal error", e.what(), 1);
   }
 }
 

@@ -27,9 +27,10 @@ namespace trident::app {
 // `comm` must serve no other communication: a rank that times out leaves its barrier pending.
 bool every_rank_arrives(MPI_Comm comm, std::chrono::milliseconds patience);
 
-// Prints "trident: error on rank R: MESSAGE" (after flushing stdout) and ends the job with
-// MPI_Abort(MPI_COMM_WORLD, status).
-[[noreturn]] void end_job_from_rank(int world_rank, const std::string& message, int status);
+// Prints "trident: KIND on rank R: MESSAGE" (KIND "error" or "internal error"; after flushing
+// stdout) and ends the job with MPI_Abort(MPI_COMM_WORLD, status). Also main's way out for an
+// out-of-memory or internal error that reaches it.
+[[noreturn]] void end_job_from_rank(int world_rank, const char* kind, const std::string& message, int status);
 
 // How long the ranks of an agreed error take to reach the handler: they leave the agreeing
 // collective together, so seconds are a wide margin.
