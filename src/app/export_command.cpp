@@ -33,7 +33,7 @@
 #include "src/app/commands.h"
 #include "src/app/run_setup.h"  // gpt_config
 #include "src/model/gpt.h"      // build_gpt_param_table
-#include "src/train/checkpoint_files.h"  // checkpoint_step_problem
+#include "src/train/checkpoint_files.h"  // checkpoint_metadata_problem
 
 namespace trident::app {
 
@@ -110,7 +110,7 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   if (const std::string reason = io::verify_param_file(checkpoint, MPI_COMM_SELF); !reason.empty()) {
     throw io::UserError("cannot export: " + reason);
   }
-  if (const std::string problem = train::checkpoint_step_problem(checkpoint); !problem.empty()) {
+  if (const std::string problem = train::checkpoint_metadata_problem(checkpoint); !problem.empty()) {
     throw io::UserError("cannot export: " + problem);
   }
   const auto attributes = io::read_param_file_int_attributes(checkpoint);

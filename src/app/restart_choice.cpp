@@ -31,7 +31,7 @@ std::string verify(const std::string& path, parallel::Comm& world, MPI_Comm comm
   std::string reason = io::verify_param_file(path, comm);
   // Rank 0 reads it and tells the others: a file it then sets aside must not vanish under
   // another rank's read.
-  if (reason.empty()) reason = parallel::broadcast_string(world, world.rank() == 0 ? train::checkpoint_step_problem(path) : "", 0);
+  if (reason.empty()) reason = parallel::broadcast_string(world, world.rank() == 0 ? train::checkpoint_metadata_problem(path) : "", 0);
   if (reason.empty() && world.rank() == 0) {
     std::printf("restart: %s verified (checksums of every tensor) in %.2f s\n", path.c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cinttypes>  // SCNd64
+#include <cmath>      // std::isfinite
 #include <cstdio>
 #include <cstring>  // std::strerror
 #include <filesystem>
@@ -37,10 +38,12 @@ std::string checkpoint_directory_problem(const std::string& dir) {
   return "";
 }
 
-std::string checkpoint_step_problem(const std::string& path) {
+std::string checkpoint_metadata_problem(const std::string& path) {
   std::map<std::string, int64_t> attributes;
+  std::map<std::string, double> doubles;
   try {
     attributes = io::read_param_file_int_attributes(path);
+    doubles = io::read_param_file_double_attributes(path);
   } catch (const io::UserError& e) {
     return e.what();
   }
@@ -48,6 +51,15 @@ std::string checkpoint_step_problem(const std::string& path) {
   if (step == attributes.end()) return "parameter file '" + path + "': no step attribute";
   if (step->second < 0) {
     return "parameter file '" + path + "': its step attribute is " + std::to_string(step->second) + " (damaged metadata)";
+  }
+  if (const auto scale = doubles.find("loss_scale"); scale != doubles.end() && !(std::isfinite(scale->second) && scale->second > 0)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", scale->second);
+    return "parameter file '" + path + "': its loss_scale attribute is " + value + " (damaged metadata)";
+  }
+  if (const auto clean = attributes.find("loss_scale_clean_steps"); clean != attributes.end() && clean->second < 0) {
+    return "parameter file '" + path + "': its loss_scale_clean_steps attribute is " + std::to_string(clean->second) +
+           " (damaged metadata)";
   }
   const std::string name = std::filesystem::path(path).filename().string();
   int64_t named = -1;

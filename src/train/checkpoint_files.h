@@ -17,11 +17,13 @@ std::string checkpoint_directory(const std::string& run_dir, const std::string& 
 // found at start-up rather than after checkpoint.every steps of training. Rank 0 only.
 std::string checkpoint_directory_problem(const std::string& dir);
 
-// Why the `step` attribute of checkpoint `path` cannot be trusted ("" when it can): it is
-// negative, missing, or differs from the step of the file's name (step-N.h5; any other name is
-// not compared). The tensors' checksums do not cover attributes, and a damaged step would resume
-// (or export) at another step than the tensors hold.
-std::string checkpoint_step_problem(const std::string& path);
+// Why the metadata of checkpoint `path` cannot be trusted ("" when it can): the `step` attribute
+// is negative, missing, or differs from the step of the file's name (step-N.h5; any other name is
+// not compared); `loss_scale` is not a finite positive number, or `loss_scale_clean_steps` is
+// negative. The tensors' checksums do not cover attributes: a damaged step would resume (or
+// export) at another step than the tensors hold, a damaged scale would make every fp16 step of
+// the restart overflow or vanish.
+std::string checkpoint_metadata_problem(const std::string& path);
 
 // "step-000001000.h5" for 1000 steps done.
 std::string checkpoint_name(int64_t steps_done);

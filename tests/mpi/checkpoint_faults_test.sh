@@ -7,7 +7,9 @@
 #   previous complete checkpoint and finishes with the same losses;
 # - a checkpoint with a missing tensor, and one of another model: exit 2 on every rank naming
 #   the file and tensor, or the key and both values;
-# - run.restart = auto when every checkpoint failed verification: exit 2, not a silent fresh start.
+# - run.restart = auto when every checkpoint failed verification: exit 2, not a silent fresh start;
+# - damaged attributes (step, loss_scale) set aside like damaged tensors; latest that cannot be
+#   updated: exit 2, the new checkpoint kept.
 source "$(dirname "$0")/lib.sh"
 tiny_deck deck.ini
 common="--optim.decay_steps=20 --train.eval_batches=0 --parallel.dp=2"
@@ -44,14 +46,22 @@ mpi 2 train deck.ini --train.steps=20 --run.dir=trunc $common > trunc.log 2>&1; 
   && pass "truncated file: reported, set aside as .bad, resumed from step 10, losses bit-identical" \
   || fail "truncated file: rc $rc: $(grep -m3 '^restart\|error' trunc.log)"
 
-# A step attribute that disagrees with the name (metadata the tensors' checksums do not cover):
-# resuming at step 13 would have replayed two steps on step 15's tensors.
-cp -r base stepattr && /usr/bin/python3 -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['step'] = numpy.int64(13); f.close()" "stepattr/$newest"
-mpi 2 train deck.ini --train.steps=20 --run.dir=stepattr $common > stepattr.log 2>&1; rc=$?
-[ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*its step attribute is 13 where its name says 15.*set aside as step-000000015.h5.bad;" stepattr.log \
-  && resumed_from stepattr.log 10 && same_tail stepattr stepattr \
-  && pass "step attribute against the name: reported, set aside, resumed from step 10, losses bit-identical" \
-  || fail "step attribute: rc $rc: $(grep -m3 '^restart\|error' stepattr.log)"
+# damaged_attribute DIR ATTR VALUE REASON: the newest checkpoint with attribute ATTR set to VALUE
+# (a numpy expression), metadata the tensors' checksums do not cover, is reported with REASON, set
+# aside, and the run resumes from step 10 with the uninterrupted run's losses.
+damaged_attribute() {
+  cp -r base "$1" && /usr/bin/python3 -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['$2'] = $3; f.close()" "$1/$newest"
+  mpi 2 train deck.ini --train.steps=20 --run.dir="$1" $common > "$1.log" 2>&1; rc=$?
+  [ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*$4; set aside as step-000000015.h5.bad;" "$1.log" \
+    && resumed_from "$1.log" 10 && same_tail "$1" "$1" \
+    && pass "$2 attribute $3: reported, set aside, resumed from step 10, losses bit-identical" \
+    || fail "$2 attribute: rc $rc: $(grep -m3 '^restart\|error' "$1.log")"
+}
+# A step that disagrees with the name: resuming at step 13 would replay two steps on step 15's
+# tensors. A loss scale that is not a finite positive number: every fp16 step of the restart
+# would overflow or underflow.
+damaged_attribute stepattr step "numpy.int64(13)" "its step attribute is 13 where its name says 15 (damaged metadata)"
+damaged_attribute scaleattr loss_scale "numpy.float64('nan')" "its loss_scale attribute is nan (damaged metadata)"
 
 # A saved deck that does not read back (damaged metadata): train and check refuse it naming the
 # checkpoint (check once called it unreadable and said train would set it aside).
@@ -71,6 +81,15 @@ mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.dir="$PW
 [ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir '$PWD/rofs/blocker/ck': cannot create it" rofs.log \
   && ! grep -q "^step " rofs.log && pass "unwritable checkpoint.dir: exit 2 at start-up, no step trained" \
   || fail "unwritable checkpoint.dir: rc $rc: $(grep -m3 'error\|^step' rofs.log)"
+
+# latest cannot be updated (here latest.tmp is a directory; in the field, a disk out of inodes):
+# exit 2 with the system's reason, and the checkpoint just written is kept for the next restart.
+cp -r base latestdir && mkdir latestdir/checkpoints/latest.tmp
+mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 --run.dir=latestdir $common \
+  > latestdir.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir '.*': cannot update latest (cannot create latest.tmp: Is a directory)" latestdir.log \
+  && [ -f latestdir/checkpoints/step-000000020.h5 ] && pass "latest not updatable: exit 2 naming latest.tmp's reason, step 20's file kept" \
+  || fail "latest not updatable: rc $rc: $(grep -m3 'error' latestdir.log)"
 
 # kill -9 of rank 1 halfway through the datasets of the step-15 checkpoint.
 cp -r base killed && rm killed/checkpoints/step-000000015.h5 && echo step-000000010.h5 > killed/checkpoints/latest
