@@ -2,6 +2,8 @@
 // size nor the dataset (those are made where the layout and the data are known).
 #include <algorithm>  // std::max
 #include <charconv>  // std::from_chars
+#include <cmath>     // std::ceil
+#include <cstdio>    // std::snprintf
 #include <cstdint>   // int64_t, uint64_t
 #include <limits>    // std::numeric_limits
 #include <string>
@@ -87,6 +89,30 @@ void check_flash_warpgroups(const ResolvedDeck& deck, const RunSection& run) {
   }
 }
 
+// The largest tensor of one micro-batch, in elements: its token rows times the widest of the MLP's
+// 4 * hidden, the padded vocabulary's logits and the GEMM attention's scores. A bound far beyond
+// any machine (2^40 elements, 4 TiB in fp32) keeps every byte count of the activations (about 20
+// such tensors a layer, 1024 layers, the micro-batches in flight) inside 64 bits, so the memory
+// estimate cannot wrap to a size that fits.
+void check_micro_batch_tensors(const ResolvedDeck& deck, const RunConfig& config) {
+  const auto rows = static_cast<long double>(config.train.micro_batch) * config.train.seq_len;
+  const long double padded_vocab = std::ceil(static_cast<long double>(config.model.vocab) / config.model.vocab_multiple) *
+                                   config.model.vocab_multiple;
+  const long double widest = std::max({4.0L * config.model.hidden, padded_vocab,
+                                       static_cast<long double>(config.model.heads) * config.train.seq_len});
+  constexpr long double kMaxElements = 1099511627776.0L;  // 2^40
+  if (rows * widest <= kMaxElements) return;
+  char elements[32];
+  std::snprintf(elements, sizeof elements, "%.3Lg", rows * widest);
+  throw UserError(quoted(deck, "train.micro_batch") + " and " + quoted(deck, "train.seq_len") + " make " +
+                  std::to_string(static_cast<int64_t>(rows)) + " token rows a micro-batch, and its widest tensor (" +
+                  std::to_string(static_cast<int64_t>(widest)) +
+                  " values a row: the widest of 4 * model.hidden, the padded vocabulary and model.heads * "
+                  "train.seq_len attention scores) would hold " + elements +
+                  " elements, more than 2^40 (4 TiB in fp32), beyond any machine (lower train.micro_batch or "
+                  "train.seq_len)");
+}
+
 void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
   check_heads_divide_hidden(deck, config.model);
   // Refused here, before the device is chosen, so that check refuses what train would: with
@@ -117,6 +143,7 @@ void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
                     deck.value("model.context") + ", or model.context = " +
                     deck.value("train.seq_len") + ")");
   }
+  check_micro_batch_tensors(deck, config);
   // The optimizer computes in fp32: values the deck's range admits but fp32 cannot tell from 0
   // or 1 make every update NaN (eps 5e-324 becomes 0; beta2 = 0.9999999999999999 becomes 1, and
   // the bias correction 1 - beta2^t with it), which was reported as diverged gradients.

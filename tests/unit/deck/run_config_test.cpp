@@ -202,7 +202,6 @@ TEST(RunConfig, WarmupMustEndBeforeTheDecay) {
   EXPECT_EQ(config_of({"--optim.warmup_steps=200"}).optim.warmup_steps, 200);
 }
 
-}  // namespace
 // The optimizer computes in fp32: an eps that is 0 there, or a beta that is 1 there, made every
 // update NaN, reported as diverged gradients.
 TEST(RunConfig, OptimizerConstantsMustSurviveFp32) {
@@ -215,4 +214,21 @@ TEST(RunConfig, OptimizerConstantsMustSurviveFp32) {
   EXPECT_DOUBLE_EQ(config_of({"--optim.eps=1e-30"}).optim.eps, 1e-30);
 }
 
+// A micro-batch whose widest tensor is beyond 2^40 elements is refused: its byte counts would
+// otherwise wrap in 64 bits (check's memory table did, at 2^24 sequences of 2^20 tokens).
+TEST(RunConfig, MicroBatchTensorsStayInsideTheByteCounts) {
+  const std::string message = config_error({"--train.micro_batch=16777216", "--train.global_batch=16777216"});
+  EXPECT_EQ(message.rfind("train.micro_batch = 16777216 and train.seq_len = ", 0), 0u) << message;
+  EXPECT_NE(message.find("more than 2^40"), std::string::npos) << message;
+  // 2^40 elements exactly is allowed: 2^20 rows of one head's 2^20 attention scores; a second
+  // head is refused.
+  const std::vector<std::string> one_head = {"--train.micro_batch=1", "--train.global_batch=1", "--model.heads=1",
+                                             "--train.seq_len=1048576", "--model.context=1048576"};
+  EXPECT_EQ(config_of(one_head).train.seq_len, 1048576);
+  std::vector<std::string> two_heads = one_head;
+  two_heads[2] = "--model.heads=2";
+  EXPECT_NE(config_error(two_heads).find("would hold 2.2e+12 elements"), std::string::npos) << config_error(two_heads);
+}
+
+}  // namespace
 }  // namespace trident::io
