@@ -339,6 +339,12 @@ int prepare_tokens(const std::vector<std::string>& args, std::ostream& out) {
   if (eot < 0 || eot >= vocab) {
     throw UserError(command + ": --eot " + std::to_string(eot) + " is not a token of --vocab " + std::to_string(vocab));
   }
+  // The name is printed in one-line reports (check, train's start-up): printable ASCII only, so a
+  // stray newline or shell quoting mistake cannot split or garble them.
+  if (tokenizer.empty() || std::any_of(tokenizer.begin(), tokenizer.end(), [](char c) { return c < 0x20 || c > 0x7e; })) {
+    throw UserError(command + ": --tokenizer must be a name of printable ASCII characters (for example gpt2 or "
+                    "llama3), not empty and without line breaks or control characters");
+  }
   if (val_inputs.empty()) check_val_fraction(command, val_fraction);
   const bool fraction_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
     return a.rfind("--val-fraction", 0) == 0;

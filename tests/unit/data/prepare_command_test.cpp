@@ -232,6 +232,10 @@ TEST(PrepareCommand, TokensRefusesWhatItCannotTrust) {
   expect_error({"tokens", "--output", out, dir.file("one.bin")},
                "trident prepare tokens: the INPUT files hold 1 token(s); splitting off the validation part");
   expect_error({"tokens", "--output", out, "--raw", "int8", dir.file("ok.bin")}, "--raw 'int8'");
+  for (const char* name : {"gpt2\nx", "", "caf\xc3\xa9"}) {
+    expect_error({"tokens", "--output", out, "--tokenizer", name, dir.file("ok.bin")},
+                 "--tokenizer must be a name of printable ASCII characters");
+  }
   expect_error({"tokens", "--output", out, "--eot", "50257", dir.file("ok.bin")}, "--eot 50257 is not a token");
   expect_error({"tokens", "--output", out, "--val", dir.file("odd.bin")}, "no INPUT");
   expect_error({"tokens", "--output", dir.file("ok.bin"), dir.file("ok.bin")}, "is also an INPUT");
