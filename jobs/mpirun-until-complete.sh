@@ -14,8 +14,10 @@
 # TRIDENT (default build/bin/trident beside this script's folder) and MPIEXEC (default mpirun)
 # name the programs.
 set -uo pipefail
-ranks=${1:?usage: jobs/mpirun-until-complete.sh RANKS RUN_DIR DECK [--section.key=value ...]}
-run_dir=${2:?}
+usage="usage: jobs/mpirun-until-complete.sh RANKS RUN_DIR DECK [--section.key=value ...]"
+[ $# -ge 3 ] && [ -n "$1" ] && [ -n "$2" ] || { echo "$usage" >&2; exit 2; }
+ranks=$1
+run_dir=$2
 shift 2
 flags=(--oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
@@ -40,6 +42,13 @@ for attempt in $(seq "${MAX_ATTEMPTS:-20}"); do
     status=$?
     kill -0 "$launcher" 2>/dev/null || break
   done
+  # A wait cut short by a trap (status 128 + N) whose mpirun ended right after it: its own status
+  # is still there to collect (127: there was none, the status above was mpirun's).
+  if [ $status -gt 128 ]; then
+    wait "$launcher" 2>/dev/null
+    again=$?
+    [ $again -ne 127 ] && status=$again
+  fi
   launcher=
   [ -e "$run_dir/complete" ] && { echo "complete after $attempt attempt(s)"; exit 0; }
   [ $status -eq 2 ] && { echo "user error (exit 2): not retrying"; exit 2; }

@@ -1,8 +1,9 @@
 # The job scripts of jobs/ (docs/running-on-slurm.md), with stand-ins for srun and scontrol:
 # - slurm-train.sbatch trains in the deck's run.dir, or in the command line's --run.dir, which
 #   it accepts with --run.threads as the user gives them; it requeues a run that was stopped
-#   before its end or stalled (exit 4), and not a complete one; a bad deck ends the job before
-#   any rank starts;
+#   before its end by the time-limit warning or stalled (exit 4), and not a complete one nor one
+#   sent SIGTERM (preempted or cancelled), which it outlives until the ranks' checkpoint; a bad
+#   deck ends the job before any rank starts;
 # - mpirun-until-complete.sh, signalled itself, stops the run with a checkpoint and does not
 #   start another attempt; rerun, it completes;
 # - mpirun-local.sh runs from any directory.
@@ -16,14 +17,20 @@ mkdir -p repo/build/bin fakebin && ln -s "$TRIDENT" repo/build/bin/trident && cp
 cat > fakebin/srun <<FAKE
 #!/usr/bin/env bash
 # srun stand-in: one rank per task under mpirun; STOP_AFTER_METRICS=FILE sends SIGUSR1 to the
-# ranks once FILE has a line (as Slurm does before the time limit).
+# ranks once FILE has a line (as Slurm does before the time limit); with PREEMPT=1 it sends
+# SIGTERM to the ranks and to the batch script, its parent (as Slurm does on preemption).
 echo "srun \$*" >> "$WORK_DIR/srun.calls"
 args=(); for a in "\$@"; do case \$a in --cpu-bind=* | --kill-on-bad-exit=*) ;; *) args+=("\$a") ;; esac; done
 "$MPIEXEC" --oversubscribe -np "\$SLURM_NTASKS" "\${args[@]}" &
 job=\$!
 if [ -n "\${STOP_AFTER_METRICS:-}" ]; then
   for _ in \$(seq 300); do [ -s "\$STOP_AFTER_METRICS" ] && break; sleep 0.1; done
-  pkill -USR1 -f "^\${args[0]} train deck.ini"
+  if [ "\${PREEMPT:-0}" = 1 ]; then
+    kill -TERM \$PPID
+    pkill -TERM -f "^\${args[0]} train deck.ini"
+  else
+    pkill -USR1 -f "^\${args[0]} train deck.ini"
+  fi
 fi
 wait \$job
 FAKE
@@ -50,6 +57,16 @@ slurm 12 deck.ini --run.dir=mine --run.threads=1 --train.steps=20000 $common > m
 [ $rc -eq 0 ] && grep -q "^restart: resuming from" mine2.log && [ -e repo/mine/complete ] \
   && [ "$(grep -c requeue scontrol.calls)" = 1 ] && pass "sbatch: the requeued job resumes and completes" \
   || fail "sbatch, requeued: rc $rc: $(tail -2 mine2.log)"
+
+# Preemption (or scancel): SIGTERM to the tasks and to the script. The script outlives it until
+# srun returns (the ranks write their checkpoint) and leaves the requeue to Slurm.
+PREEMPT=1 STOP_AFTER_METRICS=preempted/metrics.jsonl slurm 15 deck.ini --run.dir=preempted --train.steps=20000 \
+  --checkpoint.every=0 $common > preempted.log 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^stopped by a signal after step" preempted.log \
+  && grep -q "^trident: the job was sent SIGTERM (preempted or cancelled; exit 0): not requeued" preempted.log \
+  && ls repo/preempted/checkpoints/step-*.h5 > /dev/null && ! grep -q "requeue 15" scontrol.calls \
+  && pass "sbatch: SIGTERM to the script and ranks: it waits for their checkpoint, no requeue of its own" \
+  || fail "sbatch, preempted: rc $rc: $(tail -3 preempted.log)"
 
 # A stall (exit 4; the TRIDENT_TEST_STALL hook hangs rank 1 in step 3, after step 2's checkpoint) is
 # requeued, srun asked to end every task when one fails.
