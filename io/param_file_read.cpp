@@ -28,6 +28,26 @@ std::string read_string_attribute(hid_t object, const char* name, const std::str
                   (reason.empty() ? "" : " (" + reason + ")"));
 }
 
+namespace {
+
+// The root's format_version: a scalar integer; FormatError when absent or of another kind.
+int64_t read_format_version(hid_t file, const std::string& path) {
+  const htri_t exists = H5Aexists(file, "format_version");
+  check_status(exists, "H5Aexists", path);
+  if (exists == 0) throw FormatError(path, "no attribute 'format_version'");
+  Handle attribute = make_handle(H5Aopen(file, "format_version", H5P_DEFAULT), H5Aclose, "H5Aopen", path);
+  Handle type = make_handle(H5Aget_type(attribute.get()), H5Tclose, "H5Aget_type", path);
+  Handle space = make_handle(H5Aget_space(attribute.get()), H5Sclose, "H5Aget_space", path);
+  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Sget_simple_extent_npoints(space.get()) != 1) {
+    throw FormatError(path, "attribute 'format_version' is not an integer");
+  }
+  int64_t version = 0;
+  check_status(H5Aread(attribute.get(), H5T_NATIVE_INT64, &version), "H5Aread", path);
+  return version;
+}
+
+}  // namespace
+
 Handle open_checked(const std::string& path, hid_t access) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
@@ -44,6 +64,14 @@ Handle open_checked(const std::string& path, hid_t access) {
   const std::string format = read_string_attribute(file.get(), "format", path);
   if (format != kFormatName) {
     throw FormatError(path, "attribute 'format' is '" + format + "', expected '" + kFormatName + "'");
+  }
+  // A later version may lay out or checksum its tensors otherwise: refused, not read as this one.
+  // Version 1 (no checksums) is still read; verification refuses it (param_file_verify.cpp).
+  const int64_t version = read_format_version(file.get(), path);
+  if (version < 1 || version > kFormatVersion) {
+    throw UserError(file_label(path) + ": unsupported format_version " + std::to_string(version) +
+                    " (this Trident reads versions 1 to " + std::to_string(kFormatVersion) +
+                    (version > kFormatVersion ? "; a newer Trident wrote it)" : ")"));
   }
   return file;
 }

@@ -119,6 +119,17 @@ inline void rewrite_string_attribute(const std::string& path, const char* name, 
   H5Fclose(file);
 }
 
+// Overwrites the existing root integer attribute `name` of the HDF5 file at `path` with `value`.
+inline void set_int_attribute(const std::string& path, const char* name, int64_t value) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  const hid_t attribute = H5Aopen(file, name, H5P_DEFAULT);
+  ASSERT_GE(attribute, 0);
+  EXPECT_GE(H5Awrite(attribute, H5T_NATIVE_INT64, &value), 0);
+  H5Aclose(attribute);
+  H5Fclose(file);
+}
+
 // Little-endian bytes of `values`, each `width` bytes wide, after an optional llm.c header (256
 // int32, the given ones first, zeros after).
 inline std::string token_bytes(const std::vector<uint32_t>& values, int width,

@@ -267,5 +267,25 @@ TEST(ParamFile, ReadingSomethingElseIsAUserErrorNamingTheFile) {
   EXPECT_NE(error.find("not a Trident parameter file"), std::string::npos) << error;
 }
 
+// A file of a later format version (or none that exists) is refused by every reader, not read as
+// version 2: a future layout or checksum would be misread. Version 1 is read (unverifiable).
+TEST(ParamFile, OtherFormatVersionsAreRefused) {
+  ScratchDir dir;
+  const std::string path = dir.file("params.h5");
+  write_param_file(path, MPI_COMM_WORLD, {whole("b", {16}, ramp(16, 2.0f))}, {});
+  testing::set_int_attribute(path, "format_version", 3);
+  for (const std::string& error : {error_of([&] { read_param_file(path); }),
+                                   error_of([&] { read_param_file_int_attributes(path); }),
+                                   verify_param_file(path, MPI_COMM_WORLD)}) {
+    EXPECT_NE(error.find("unsupported format_version 3 (this Trident reads versions 1 to 2; a newer Trident wrote it)"),
+              std::string::npos)
+        << error;
+  }
+  testing::set_int_attribute(path, "format_version", 0);
+  EXPECT_NE(error_of([&] { read_param_file(path); }).find("unsupported format_version 0"), std::string::npos);
+  testing::set_int_attribute(path, "format_version", 1);
+  EXPECT_EQ(read_param_file(path).size(), 1u);
+}
+
 }  // namespace
 }  // namespace trident::io

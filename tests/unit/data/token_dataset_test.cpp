@@ -370,21 +370,11 @@ TEST(TokenDatasetErrors, Hdf5FileWithoutOurAttributesIsNotATokenFile) {
 }
 
 // Replaces an integer attribute of a written file.
-void set_int_attribute(const std::string& path, const char* name, int64_t value) {
-  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(file, 0);
-  const hid_t attribute = H5Aopen(file, name, H5P_DEFAULT);
-  ASSERT_GE(attribute, 0);
-  ASSERT_GE(H5Awrite(attribute, H5T_NATIVE_INT64, &value), 0);
-  H5Aclose(attribute);
-  H5Fclose(file);
-}
-
 TEST(TokenDatasetErrors, WrongFormatVersionIsRefused) {
   ScratchDir dir;
   const std::string path = dir.file("future.h5");
   write_token_file(path, counting_contents(100, 10, 90, 100));
-  set_int_attribute(path, "format_version", 2);
+  testing::set_int_attribute(path, "format_version", 2);
   expect_bad_file(path, "unsupported format_version 2");
 }
 
@@ -392,7 +382,7 @@ TEST(TokenDatasetErrors, TrainTokensBeyondTheFileIsRefused) {
   ScratchDir dir;
   const std::string path = dir.file("split.h5");
   write_token_file(path, counting_contents(100, 10, 90, 100));
-  set_int_attribute(path, "train_tokens", 101);
+  testing::set_int_attribute(path, "train_tokens", 101);
   expect_bad_file(path, "train_tokens 101");
 }
 
@@ -400,8 +390,8 @@ TEST(TokenDatasetErrors, Uint16TokensWithALargerVocabularyAreRefused) {
   ScratchDir dir;
   const std::string path = dir.file("narrow.h5");
   write_token_file(path, counting_contents(100, 10, 90, 100));
-  set_int_attribute(path, "vocab_size", 70000);
-  set_int_attribute(path, "eot_id", 0);
+  testing::set_int_attribute(path, "vocab_size", 70000);
+  testing::set_int_attribute(path, "eot_id", 0);
   expect_bad_file(path, "uint16");
 }
 
@@ -409,8 +399,8 @@ TEST(TokenDatasetErrors, TokenAboveTheVocabularyIsReportedWhenRead) {
   ScratchDir dir;
   const std::string path = dir.file("shrunk.h5");
   write_token_file(path, counting_contents(100, 10, 90, 100));
-  set_int_attribute(path, "vocab_size", 5);
-  set_int_attribute(path, "eot_id", 4);
+  testing::set_int_attribute(path, "vocab_size", 5);
+  testing::set_int_attribute(path, "eot_id", 4);
   const TokenDataset dataset(path, MPI_COMM_SELF);
   std::vector<int32_t> sample(9);
   EXPECT_THROW(dataset.read_sample(Split::kTrain, 0, 8, sample.data()), UserError);
