@@ -30,4 +30,15 @@ std::optional<std::string> read_hdf5_string(hid_t attribute, hid_t file_type) {
   return std::string(buffer.data());
 }
 
+std::optional<std::string> read_root_string_attribute(const std::string& path, const char* name) {
+  const QuietHdf5Errors quiet;
+  const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (file.get() < 0 || H5Aexists(file.get(), name) <= 0) return std::nullopt;
+  const Handle attribute(H5Aopen(file.get(), name, H5P_DEFAULT), H5Aclose);
+  if (attribute.get() < 0) return std::nullopt;
+  const Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  if (type.get() < 0 || H5Tget_class(type.get()) != H5T_STRING) return std::nullopt;
+  return read_hdf5_string(attribute.get(), type.get());
+}
+
 }  // namespace trident::io

@@ -14,4 +14,8 @@ namespace trident::io {
 // call failed (hdf5_error_detail() then says why).
 std::optional<std::string> read_hdf5_string(hid_t attribute, hid_t file_type);
 
+// The root string attribute `name` of the HDF5 file at `path`, opened read-only; empty when the
+// file cannot be opened or has no such string attribute (HDF5's error stack kept quiet).
+std::optional<std::string> read_root_string_attribute(const std::string& path, const char* name);
+
 }  // namespace trident::io

@@ -11,12 +11,15 @@
 #include <fstream>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/byte_tokenizer.h"     // TextFileReader, kByteVocabSize, kByteEotId
+#include "io/hdf5_string.h"        // read_root_string_attribute
 #include "io/synthetic_source.h"   // SyntheticSource, make_synthetic_file, train_split_tokens
 #include "io/token_dataset.h"      // read_token_file_info
+#include "io/token_file_common.h"  // token_file_detail::kFormatName
 #include "io/token_file_writer.h"  // TokenFileWriter, write_token_file
 #include "io/token_import.h"       // TokenArrayReader
 #include "io/user_error.h"         // UserError
@@ -97,7 +100,7 @@ bool is_hdf5_file(const std::string& path) {
   return file.read(head, sizeof head) && std::equal(head, head + 8, kSignature);
 }
 
-// --output may replace an earlier HDF5 file, never one of the inputs or any other file: a shell
+// --output may replace an earlier token file, never one of the inputs or any other file: a shell
 // glob (`--output corpus/*.txt`) would otherwise turn a text file into a token file.
 void check_output_replaceable(const std::string& command, const std::string& output,
                               const std::vector<std::string>& inputs) {
@@ -118,9 +121,18 @@ void check_output_replaceable(const std::string& command, const std::string& out
                       "before it is renamed to --output; it would be overwritten (choose another output name)");
     }
   }
-  if (std::filesystem::exists(output, ec) && !is_hdf5_file(output)) {
+  if (!std::filesystem::exists(output, ec)) return;
+  if (!is_hdf5_file(output)) {
     throw UserError(command + ": --output '" + output + "' exists and is not an HDF5 file; it is left as it is " +
                     "(remove it, or choose another output name)");
+  }
+  // Nor an HDF5 file other than a token file: a mistyped --output would destroy a checkpoint.
+  const std::optional<std::string> format = read_root_string_attribute(output, "format");
+  if (format != token_file_detail::kFormatName) {
+    throw UserError(command + ": --output '" + output + "' exists and is not a Trident token file (" +
+                    (format == "trident-params" ? "a checkpoint or parameter file"
+                                                : "an HDF5 file of another kind, or one that cannot be read") +
+                    "); it is left as it is (remove it, or choose another output name)");
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/byte_tokenizer.h"
+#include "io/param_file.h"
 #include "io/synthetic_source.h"
 #include "io/token_dataset.h"
 #include "io/token_file_writer.h"
@@ -112,7 +113,7 @@ TEST(PrepareCommand, TextWritesOneDocumentPerInput) {
 
 // --output replaces an earlier token file but never an input or another kind of file (a shell
 // glob, `--output corpus/*.txt`, makes the first text file the output).
-TEST(PrepareCommand, OutputNeverReplacesAnInputOrAFileThatIsNotHdf5) {
+TEST(PrepareCommand, OutputReplacesOnlyAnEarlierTokenFile) {
   ScratchDir dir;
   std::ofstream(dir.file("a.txt"), std::ios::binary) << "the first text\n";
   std::ofstream(dir.file("b.txt"), std::ios::binary) << "the second text\n";
@@ -138,6 +139,15 @@ TEST(PrepareCommand, OutputNeverReplacesAnInputOrAFileThatIsNotHdf5) {
   EXPECT_EQ(run_prepare({"text", "--output", tokens, dir.file("a.txt")}, out), 0);
   EXPECT_EQ(run_prepare({"text", "--output", tokens, dir.file("a.txt"), dir.file("b.txt")}, out), 0);
   EXPECT_EQ(read_token_file_info(tokens).num_docs, 2);
+  // A checkpoint or parameter file, or any other HDF5 file, is not: a mistyped --output would
+  // have destroyed a checkpoint.
+  const std::string params = dir.file("step-000000010.h5");
+  write_param_file(params, MPI_COMM_SELF, {}, {{"step", 10}});
+  expect_error({"synthetic", "--output", params},
+               "--output '" + params + "' exists and is not a Trident token file (a checkpoint or parameter file)");
+  EXPECT_EQ(read_param_file_int_attributes(params).at("step"), 10);
+  testing::rewrite_string_attribute(tokens, "format", "something-else", true, true);
+  expect_error({"text", "--output", tokens, dir.file("a.txt")}, "(an HDF5 file of another kind, or one that cannot be read)");
 }
 
 // Empty inputs and binary ones: refused when nothing is left, otherwise written with a warning.
