@@ -130,7 +130,7 @@ void check_layout(io::RunConfig& c, int world_size) {
       for (std::size_t i = 0; i < ranks.size(); ++i) {
         launch += (i == 0 ? "" : i + 1 == ranks.size() ? " or " : ", ") + str(ranks[i]);
       }
-      other_dp = ", or launch " + launch + " ranks, so that parallel.dp divides the micro-batches "
+      other_dp = ", or launch " + launch + (ranks.size() == 1 && ranks[0] == 1 ? " rank" : " ranks") + ", so that parallel.dp divides the micro-batches "
                  "train.global_batch / train.micro_batch = " + str(micro);
     }
     problems.push_back("train.global_batch = " + str(c.train.global_batch) +
