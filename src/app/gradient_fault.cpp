@@ -74,11 +74,18 @@ std::unique_ptr<kernels::Backend> gradient_fault_from_environment(kernels::Backe
     int rank = -1;
     long long call = 0;
     char rest = 0;  // anything after CALL makes the match count 3
-    if (std::sscanf(value, "%d:%lld%c", &rank, &call, &rest) != 2 || rank < 0 || call < 1) {
-      throw io::UserError(std::string(variable) + " = '" + value +
-                          "': expected RANK:CALL (a world rank, and which of its embedding backwards, from 1)");
+    // CALL 0 of the rank error: at start-up, here, before the model is made.
+    const long long first = fault == Fault::kUserError ? 0 : 1;
+    if (std::sscanf(value, "%d:%lld%c", &rank, &call, &rest) != 2 || rank < 0 || call < first) {
+      throw io::UserError(std::string(variable) + " = '" + value + "': expected RANK:CALL (a world rank, and which of " +
+                          "its embedding backwards, from 1" + (first == 0 ? "; 0: at start-up)" : ")"));
     }
-    if (rank == world_rank) return std::make_unique<GradientFault>(inner, fault, call);
+    if (rank != world_rank) continue;
+    if (call == 0) {
+      throw io::UserError(std::string(kRankErrorVariable) +
+                          ": a user error on this rank alone at start-up, as a file only this rank reads raises");
+    }
+    return std::make_unique<GradientFault>(inner, fault, call);
   }
   return nullptr;
 }

@@ -7,7 +7,8 @@
 // instead, sleeping until it is killed, as a stuck kernel or a lost collective would leave it:
 // the stall watchdog's case (src/train/stall_watchdog.h). TRIDENT_TEST_RANK_ERROR=R:N
 // (tests/mpi/rank_error_test.sh) makes rank R throw a user error there, as a read of its share
-// of the dataset would (src/app/rank_error.h). Unset, nothing is wrapped and nothing changes.
+// of the dataset would (src/app/rank_error.h), or with N = 0 at start-up, when this is called
+// (the device chosen, the dataset open, the model not yet made). Unset, nothing is wrapped and nothing changes.
 #pragma once
 
 #include <memory>

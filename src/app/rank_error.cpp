@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>  // std::_Exit
 #include <exception>
+#include <stdexcept>
 #include <thread>
 
 #include "io/user_error.h"
@@ -33,19 +34,25 @@ void end_job_from_rank(int world_rank, const char* kind, const std::string& mess
   std::_Exit(status);  // MPI_Abort does not return; should it, the status still reaches mpirun
 }
 
-void end_job_on_rank_error(MPI_Comm agreement, int world_rank, const std::function<void()>& step_loop) {
+void end_job_on_rank_error(MPI_Comm comm, int world_rank, const std::function<void()>& work) {
+  // Its own communicator: a rank that times out leaves its barrier pending on it.
+  MPI_Comm agreement = MPI_COMM_NULL;
+  if (MPI_Comm_dup(comm, &agreement) != MPI_SUCCESS) throw std::runtime_error("MPI_Comm_dup failed");
   try {
-    step_loop();
+    work();
   } catch (const io::UserError& e) {
-    if (every_rank_arrives(agreement, kAgreementPatience)) throw;
-    end_job_from_rank(world_rank, "error", e.what(), 2);
+    if (!every_rank_arrives(agreement, kAgreementPatience)) end_job_from_rank(world_rank, "error", e.what(), 2);
+    MPI_Comm_free(&agreement);
+    throw;
   } catch (const train::TrainingDiverged&) {
+    MPI_Comm_free(&agreement);
     throw;
   } catch (const kernels::OutOfMemory& e) {
     end_job_from_rank(world_rank, "error", e.what(), 1);
   } catch (const std::exception& e) {
     end_job_from_rank(world_rank, "internal error", e.what(), 1);
   }
+  MPI_Comm_free(&agreement);
 }
 
 }  // namespace trident::app

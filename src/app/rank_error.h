@@ -7,12 +7,14 @@
 // failing rank, unwinding, would block too: closing the dataset's parallel HDF5 file is itself a
 // collective. Such a job hung silently until its time limit or run.stall_timeout.
 //
-// So the trainer's step loop runs inside end_job_on_rank_error: a user error is first offered
+// So train runs everything after the deck (the dataset's opening, the device, the model, the
+// restart, the steps, the final files) inside end_job_on_rank_error: a user error is first offered
 // to the other ranks (every_rank_arrives on a communicator used for nothing else). If every rank
-// arrives within a few seconds, the error was agreed (a checkpoint write that failed everywhere)
-// and unwinds as before: one line, exit 2 everywhere. Otherwise this rank prints its error,
-// naming itself, and ends the job with MPI_Abort and exit status 2; an internal error or an
-// out-of-memory ends it at once with status 1, as main would have after the unwinding.
+// arrives within a few seconds, the error was agreed (a checkpoint write that failed everywhere,
+// a dataset that does not fit the deck) and unwinds as before: one line, exit 2 everywhere.
+// Otherwise this rank prints its error, naming itself, and ends the job with MPI_Abort and exit
+// status 2; an internal error or an out-of-memory ends it at once with status 1, before the
+// unwinding, as main would have after it.
 #pragma once
 
 #include <mpi.h>
@@ -36,9 +38,10 @@ bool every_rank_arrives(MPI_Comm comm, std::chrono::milliseconds patience);
 // collective together, so seconds are a wide margin.
 inline constexpr std::chrono::milliseconds kAgreementPatience{10000};
 
-// Runs `step_loop`; on an exception, ends the job from this rank unless the error is a user
-// error that every rank of `agreement` raised too (then it is rethrown) or the training diverged
-// (agreed over the world by construction: rethrown).
-void end_job_on_rank_error(MPI_Comm agreement, int world_rank, const std::function<void()>& step_loop);
+// Runs `work` (collective over `comm`: every rank of it calls this); on an exception, ends the
+// job from this rank unless the error is a user error that every rank of `comm` raised too (then
+// it is rethrown) or the training diverged (agreed over the world by construction: rethrown). The
+// agreement runs on a duplicate of `comm`, made and freed here.
+void end_job_on_rank_error(MPI_Comm comm, int world_rank, const std::function<void()>& work);
 
 }  // namespace trident::app

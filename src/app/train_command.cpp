@@ -166,42 +166,50 @@ void check_run_fits(const MemoryEstimate& estimate, const DeviceChoice& device, 
   if (!error.empty()) throw io::UserError(error);
 }
 
-}  // namespace
+// The objects of a run that train_from_deck makes, owned by train_command outside
+// end_job_on_rank_error, so that a rank's error is handled (rank_error.h) while they are alive.
+// Some of their destructors are collective or wait for peers (the dataset's parallel HDF5 close, a
+// pending reduction's request in the trainer, an NCCL stream): run while a failing rank unwinds,
+// they would block it while the others wait in their next collective. Declared in the order of
+// their making, so destroyed in the reverse: the groups before the backend whose memory and
+// stream they use.
+struct RunObjects {
+  std::unique_ptr<io::TokenDataset> dataset;
+  RunDirLock run_dir_lock;
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<parallel::BackendMemory> backend_memory;
+  std::unique_ptr<parallel::ParallelContext> ctx;
+  std::unique_ptr<train::StallWatchdog> watchdog;
+  std::unique_ptr<kernels::Backend> fault;
+  std::unique_ptr<kernels::TimingBackend> timing;
+  std::unique_ptr<kernels::RoundedStorageBackend> rounded;
+  std::unique_ptr<train::Trainer> trainer;
+};
 
-int train_command(const std::vector<std::string>& args) {
-  if (print_help_if_asked(args, kTrainUsage)) return 0;
-  StartupClock startup;
-  int world_size = 1;
-  TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
-  MPI_Comm world_dup;
-  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
-  parallel::MpiComm world(world_dup, "world");
-  const bool leader = world.rank() == 0;
-
-  install_stop_handlers();  // first: a preemption warning during start-up is not lost
-  const CommandArgs command = split_command_args("train", args);
-  const std::string text = read_deck_collectively(world, command.deck_path);
-  const RunSetup setup = make_run_setup(text, command.deck_path, command.overrides, world_size);
+// Everything after the deck: the dataset, the device and groups, the model, the restart, the
+// steps and the final files, made into `run`. Its errors may be one rank's alone (train_command
+// runs it inside end_job_on_rank_error).
+int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClock& startup, RunObjects& run) {
   const auto& c = setup.config;
-  // The banner first: it heads every log, also above the line of a dataset being generated.
-  if (leader) std::printf("%s", version_text().c_str());
-
-  auto dataset = open_run_dataset(setup, world, MPI_COMM_WORLD);
+  const int world_size = world.size();
+  const bool leader = world.rank() == 0;
+  run.dataset = open_run_dataset(setup, world, MPI_COMM_WORLD);
+  const std::unique_ptr<io::TokenDataset>& dataset = run.dataset;
   const auto& info = dataset->info();
   check_dataset_fits(setup, info.vocab_size, dataset->num_samples(io::Split::kTrain, c.train.seq_len),
                      dataset->num_samples(io::Split::kValidation, c.train.seq_len), c.data.path);
-  const RunDirLock run_dir_lock = prepare_run_dir(setup, world);
+  run.run_dir_lock = prepare_run_dir(setup, world);
   startup.phase_done("deck and data");
 
-  // Declared before the groups, made after them (the device is chosen per node-local rank): the
-  // groups' NCCL and staging communicators use the backend's memory and stream until they are
-  // destroyed, so the backend must be destroyed after them.
-  std::unique_ptr<kernels::Backend> backend;
-  std::unique_ptr<parallel::BackendMemory> backend_memory;
-  parallel::ParallelContext ctx(MPI_COMM_WORLD, c.parallel.tp, c.parallel.dp, c.parallel.pp);
+  // The backend is declared before the groups, made after them (the device is chosen per
+  // node-local rank): the groups' NCCL and staging communicators use the backend's memory and
+  // stream until they are destroyed, so the backend must be destroyed after them (RunObjects).
+  std::unique_ptr<kernels::Backend>& backend = run.backend;
+  run.ctx = std::make_unique<parallel::ParallelContext>(MPI_COMM_WORLD, c.parallel.tp, c.parallel.dp, c.parallel.pp);
+  parallel::ParallelContext& ctx = *run.ctx;
   // run.stall_timeout: from here on a rank that stops making progress (a device, NCCL's set-up, a
   // step, a checkpoint) ends the job saying where it was, rather than hold it to its time limit.
-  std::unique_ptr<train::StallWatchdog> watchdog;
+  std::unique_ptr<train::StallWatchdog>& watchdog = run.watchdog;
   if (c.run.stall_timeout > 0) {
     watchdog = std::make_unique<train::StallWatchdog>(
         c.run.stall_timeout, stall_exit_action(ctx.world_rank(), ctx.coord(), c.run.stall_timeout,
@@ -219,18 +227,18 @@ int train_command(const std::vector<std::string>& args) {
   backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu, kernel_options);
   // On GPUs the groups talk NCCL on device memory, or (parallel.comm = mpi) MPI on host copies
   // of the device buffers. CPU runs use MPI on their own memory.
-  backend_memory = std::make_unique<parallel::BackendMemory>(*backend);
+  run.backend_memory = std::make_unique<parallel::BackendMemory>(*backend);
   // The same choice the memory estimate counts the communication buffers of.
   const parallel::CommTransport transport = comm_transport(device.device != kernels::Device::kCpu, c.parallel.comm);
   if (transport == parallel::CommTransport::kNccl) {
     // A build without NCCL refuses on every rank alike: a user error (parallel.comm = mpi works).
     try {
-      ctx.use_nccl(*backend_memory, backend->device_stream());
+      ctx.use_nccl(*run.backend_memory, backend->device_stream());
     } catch (const std::runtime_error& e) {
       throw io::UserError(e.what());
     }
   } else if (transport == parallel::CommTransport::kMpiStaged) {
-    ctx.stage_device_buffers(*backend_memory);
+    ctx.stage_device_buffers(*run.backend_memory);
   }
   startup.phase_done("device and groups");
   // bf16 / fp16: 16-bit storage semantics (kernels/rounded_storage_backend.h) for the model's
@@ -238,18 +246,17 @@ int train_command(const std::vector<std::string>& args) {
   // CUDA) run on widened fp32 copies.
   const kernels::Precision precision = kernels::parse_precision(c.train.precision);
   // A test's injected NaN (src/app/gradient_fault.h), innermost: the rest sees a kernel's output.
-  const std::unique_ptr<kernels::Backend> fault = gradient_fault_from_environment(*backend, ctx.world_rank());
-  kernels::Backend& device_kernels = fault ? *fault : *backend;
+  run.fault = gradient_fault_from_environment(*backend, ctx.world_rank());
+  kernels::Backend& device_kernels = run.fault ? *run.fault : *backend;
   // run.profile: the kernels timed where they run, under the rounding (its widening and
   // narrowing, where a kernel lacks 16-bit loads, show as kernels of their own).
-  std::unique_ptr<kernels::TimingBackend> timing;
+  std::unique_ptr<kernels::TimingBackend>& timing = run.timing;
   if (c.run.profile) timing = std::make_unique<kernels::TimingBackend>(device_kernels);
   kernels::Backend& kernels_backend = timing ? static_cast<kernels::Backend&>(*timing) : device_kernels;
-  std::unique_ptr<kernels::RoundedStorageBackend> rounded;
   if (precision != kernels::Precision::kFp32) {
-    rounded = std::make_unique<kernels::RoundedStorageBackend>(kernels_backend, precision);
+    run.rounded = std::make_unique<kernels::RoundedStorageBackend>(kernels_backend, precision);
   }
-  kernels::Backend& compute = rounded ? static_cast<kernels::Backend&>(*rounded) : kernels_backend;
+  kernels::Backend& compute = run.rounded ? static_cast<kernels::Backend&>(*run.rounded) : kernels_backend;
 
   if (leader) {
     std::printf("%s", startup_report(setup, ctx.grid(),
@@ -307,7 +314,8 @@ int train_command(const std::vector<std::string>& args) {
   // Memory the trainer adds (parameters, gradients, optimizer state, activations), measured as
   // the growth of the resident high-water mark, against the estimate printed at start-up.
   const double resident_before = static_cast<double>(resident_bytes());
-  train::Trainer trainer(c, setup.model, layout, ctx, compute, *dataset);
+  run.trainer = std::make_unique<train::Trainer>(c, setup.model, layout, ctx, compute, *dataset);
+  train::Trainer& trainer = *run.trainer;
   if (timing) trainer.profile_kernels(*timing);
   if (watchdog) trainer.watch(*watchdog);
   startup.phase_done("model memory");
@@ -359,14 +367,8 @@ int train_command(const std::vector<std::string>& args) {
     std::printf("%s\n", startup_line.c_str());
     std::fflush(stdout);
   }
-  // An error of one rank alone must end the job, not leave the others waiting (rank_error.h).
-  MPI_Comm error_agreement;
-  TRIDENT_MPI_CHECK(MPI_Comm_dup(ctx.world_handle(), &error_agreement));
-  train::RunSummary summary;
-  end_job_on_rank_error(error_agreement, world.rank(), [&] {
-    summary = trainer.run(c.run.dir + "/metrics.jsonl", peak, start_step, [] { return stop_requested(); });
-  });
-  TRIDENT_MPI_CHECK(MPI_Comm_free(&error_agreement));
+  const train::RunSummary summary =
+      trainer.run(c.run.dir + "/metrics.jsonl", peak, start_step, [] { return stop_requested(); });
   if (summary.stopped) {
     if (leader) {
       std::printf("stopped by a signal after step %lld: checkpoint written to %s; run the same command to resume\n",
@@ -433,6 +435,32 @@ int train_command(const std::vector<std::string>& args) {
   // run.dir/complete tells job scripts that a rerun has nothing left to do.
   if (leader) std::ofstream(c.run.dir + "/complete") << c.train.steps << "\n";
   return 0;
+}
+
+}  // namespace
+
+int train_command(const std::vector<std::string>& args) {
+  if (print_help_if_asked(args, kTrainUsage)) return 0;
+  StartupClock startup;
+  int world_size = 1;
+  TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  MPI_Comm world_dup;
+  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
+  parallel::MpiComm world(world_dup, "world");
+
+  install_stop_handlers();  // first: a preemption warning during start-up is not lost
+  const CommandArgs command = split_command_args("train", args);
+  const std::string text = read_deck_collectively(world, command.deck_path);
+  const RunSetup setup = make_run_setup(text, command.deck_path, command.overrides, world_size);
+  // The banner first: it heads every log, also above the line of a dataset being generated.
+  if (world.rank() == 0) std::printf("%s", version_text().c_str());
+  // An error of one rank alone (an allocation, a file, a device) must end the job, not leave the
+  // others waiting in their next collective while it blocks in a collective destructor
+  // (rank_error.h, RunObjects). Errors of the deck above are every rank's alike.
+  RunObjects run;
+  int status = 0;
+  end_job_on_rank_error(MPI_COMM_WORLD, world.rank(), [&] { status = train_from_deck(setup, world, startup, run); });
+  return status;
 }
 
 }  // namespace trident::app

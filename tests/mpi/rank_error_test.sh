@@ -1,4 +1,5 @@
-# An error of one rank alone in the step loop (src/app/rank_error.h) ends the job within seconds,
+# An error of one rank alone in the step loop or at start-up once the dataset is open
+# (src/app/rank_error.h) ends the job within seconds,
 # exit 2, with that rank's line; before, the others waited in the gradient reduction and the
 # failing rank in the dataset's collective close, silently, until the time limit. The
 # TRIDENT_TEST_RANK_ERROR=RANK:CALL hook raises it in the rank's CALL-th embedding backward, as an
@@ -30,6 +31,9 @@ fails() {
 # waits for the activation gradient; the embedding's backward runs on stage 0).
 fails dp 1 5 --parallel.dp=2
 fails pp 0 5 --parallel.pp=2 --parallel.dp=1
+# At start-up, with the dataset open (there a failed allocation, a device or a file of one rank
+# alone hung the job until run.stall_timeout, whose exit 4 blamed a stalled peer; call 0).
+fails startup 1 0 --parallel.dp=2
 # One rank: nothing to wait for, the plain user error line.
 TRIDENT_TEST_RANK_ERROR=0:3 timeout 60 "$TRIDENT" train deck.ini $common --run.dir=one > one.out 2> one.err; rc=$?
 [ $rc -eq 2 ] && grep -qx "trident: error: TRIDENT_TEST_RANK_ERROR: a user error on this rank alone, as an unreadable share of the dataset raises" one.err \
