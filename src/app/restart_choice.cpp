@@ -53,8 +53,8 @@ std::string not_a_checkpoint(const std::string& path) {
   }
 }
 
-// The step of a checkpoint file name ("step-000000030.h5" -> 30).
-int64_t step_of(const std::string& name) { return std::stoll(name.substr(name.find('-') + 1)); }
+// The step of a listed checkpoint file name ("step-000000030.h5" -> 30).
+int64_t step_of(const std::string& name) { return train::checkpoint_step_of_name(name); }
 
 // Rank 0's reason why a run that starts after step `start` (0: a fresh start) may not use
 // checkpoint_dir as it is, or "": checkpoints of later steps there belong to another line of

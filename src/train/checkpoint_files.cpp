@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cinttypes>  // SCNd64
 #include <cmath>      // std::isfinite
 #include <cstdio>
 #include <cstring>  // std::strerror
@@ -61,10 +60,8 @@ std::string checkpoint_metadata_problem(const std::string& path) {
     return "parameter file '" + path + "': its loss_scale_clean_steps attribute is " + std::to_string(clean->second) +
            " (damaged metadata)";
   }
-  const std::string name = std::filesystem::path(path).filename().string();
-  int64_t named = -1;
-  char rest = 0;
-  if (std::sscanf(name.c_str(), "step-%" SCNd64 ".h5%c", &named, &rest) != 1 || step->second == named) return "";
+  const int64_t named = checkpoint_step_of_name(std::filesystem::path(path).filename().string());
+  if (named < 0 || step->second == named) return "";
   return "parameter file '" + path + "': its step attribute is " + std::to_string(step->second) +
          " where its name says " + std::to_string(named) + " (damaged metadata)";
 }
@@ -75,20 +72,41 @@ std::string checkpoint_name(int64_t steps_done) {
   return name;
 }
 
+namespace {
+
+// The step of `file` when it is "step-" + digits + `suffix` ("step-000000030.h5" -> 30), else -1:
+// a copy named otherwise (step-best.h5) is no checkpoint of the run.
+int64_t named_step(const std::string& file, const std::string& suffix) {
+  constexpr std::size_t kPrefix = 5;  // "step-"
+  if (file.rfind("step-", 0) != 0 || file.size() <= kPrefix + suffix.size() ||
+      file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return -1;
+  }
+  const std::string digits = file.substr(kPrefix, file.size() - kPrefix - suffix.size());
+  if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+int64_t checkpoint_step_of_name(const std::string& name) { return named_step(name, ".h5"); }
+
 std::vector<std::string> list_checkpoint_files(const std::string& dir, const std::string& suffix) {
-  std::vector<std::string> names;
+  std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string file = it->path().filename().string();
     // A directory of a checkpoint's name (a user's copy of one) is neither read nor set aside.
     std::error_code kind_error;
     if (it->is_directory(kind_error)) continue;
-    if (file.rfind("step-", 0) == 0 && file.size() > suffix.size() &&
-        file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      names.push_back(file);
-    }
+    if (const int64_t step = named_step(file, suffix); step >= 0) found.emplace_back(step, file);
   }
-  std::sort(names.begin(), names.end());  // zero-padded step numbers sort in order
+  // By step (a name of more than 9 digits sorts after the padded ones by number, not by text).
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> names;
+  for (auto& [step, file] : found) names.push_back(std::move(file));
   return names;
 }
 

@@ -25,11 +25,15 @@ std::string checkpoint_directory_problem(const std::string& dir);
 // the restart overflow or vanish.
 std::string checkpoint_metadata_problem(const std::string& path);
 
+// The step a checkpoint's name says ("step-000000030.h5" -> 30), or -1 for any other name.
+int64_t checkpoint_step_of_name(const std::string& name);
+
 // "step-000001000.h5" for 1000 steps done.
 std::string checkpoint_name(int64_t steps_done);
 
-// Names in `dir` that are "step-*" + suffix (".h5": checkpoints; ".h5.bad": set aside), in
-// ascending order (oldest first). Empty when dir cannot be read.
+// Names in `dir` that are "step-" + digits + suffix (".h5": checkpoints; ".h5.bad": set aside),
+// in ascending order of step (oldest first); other names (a copy called step-best.h5) are not
+// listed. Empty when dir cannot be read.
 std::vector<std::string> list_checkpoint_files(const std::string& dir, const std::string& suffix = ".h5");
 
 // Names in `dir` set aside by a restart: "step-*.h5.bad" and "step-*.h5.bad.N", ascending.

@@ -39,6 +39,22 @@ TEST_F(CheckpointFiles, CheckpointsAndSetAsideFilesAreToldApart) {
             (std::vector<std::string>{"step-000000015.h5.bad", "step-000000015.h5.bad.2"}));
 }
 
+// A copy named otherwise (step-best.h5) is no checkpoint: it sorted after every padded name, so a
+// restart took it as the newest (an older step), and its name's step threw std::stoll on rank 0
+// alone. Steps beyond 9 digits sort by number.
+TEST_F(CheckpointFiles, OnlyStepNumbersNameCheckpointsInStepOrder) {
+  for (const char* name : {"step-best.h5", "step-.h5", "step-12a.h5", "step-+15.h5", "step-000000006.h5",
+                           "step-1000000000.h5", "step-999999999.h5"}) {
+    touch(name);
+  }
+  EXPECT_EQ(list_checkpoint_files(dir_),
+            (std::vector<std::string>{"step-000000006.h5", "step-999999999.h5", "step-1000000000.h5"}));
+  EXPECT_EQ(checkpoint_step_of_name("step-000000030.h5"), 30);
+  EXPECT_EQ(checkpoint_step_of_name("step-best.h5"), -1);
+  EXPECT_EQ(checkpoint_step_of_name("step-30.h5.bad"), -1);
+  EXPECT_EQ(checkpoint_name(1000000000), "step-1000000000.h5");
+}
+
 TEST_F(CheckpointFiles, SettingAsideTakesTheFirstFreeName) {
   const std::string name = checkpoint_name(15);
   EXPECT_EQ(name, "step-000000015.h5");
