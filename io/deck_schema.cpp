@@ -266,12 +266,15 @@ std::vector<KeySpec> make_schema() {
                 "Clip the global gradient norm to this value; 0 = off."),
 
       // [parallel]
-      int_key("parallel.dp", "0", 0, kNone,
+      // The upper bounds keep the products of the sizes (dp * tp * pp, virtual_stages * pp) far
+      // inside 64 bits: tp divides model.heads and pp is at most model.layers (both <= 1024), and
+      // dp divides the micro-batches of a step (global_batch <= 2^24).
+      int_key("parallel.dp", "0", 0, 16777216.0,
               "Data-parallel size; 0 = world size / (tp * pp). dp * tp * pp must equal the "
               "number of ranks."),
-      int_key("parallel.tp", "1", 1, kNone,
+      int_key("parallel.tp", "1", 1, 1024,
               "Tensor-parallel size: ranks sharing each layer's matrices."),
-      int_key("parallel.pp", "1", 1, kNone,
+      int_key("parallel.pp", "1", 1, 1024,
               "Pipeline-parallel size: ranks holding consecutive groups of layers."),
       float_key("parallel.bucket_mb", "25", 0, true, kNone, false,
                 "Size in MiB of the gradient buckets reduced across data-parallel ranks while "
@@ -282,7 +285,7 @@ std::vector<KeySpec> make_schema() {
                  "interleaved gives each rank parallel.virtual_stages model chunks (Megatron's "
                  "virtual pipeline: bubble divided by their number; micro-batches per step must be "
                  "a multiple of pp)."),
-      int_key("parallel.virtual_stages", "2", 1, kNone,
+      int_key("parallel.virtual_stages", "2", 1, 1024,
               "Model chunks per pipeline rank for parallel.schedule = interleaved, at least 2 there (the "
               "layers are split over virtual_stages * pp virtual stages); ignored by the other schedules."),
       string_key("parallel.stage_layers", "even",

@@ -91,14 +91,14 @@ void check_layout(io::RunConfig& c, int world_size) {
                                                   str(p.pp) + " ranks two chunks: use ") +
                        "parallel.schedule = 1f1b");
   }
-  const int model_ranks = p.tp * p.pp;
+  const int64_t model_ranks = static_cast<int64_t>(p.tp) * p.pp;  // and dp * model_ranks: in 64 bits
   const bool dp_derived = p.dp == 0;
   if (p.dp == 0) {
     if (world_size % model_ranks != 0) {
       problems.push_back("parallel.tp * parallel.pp = " + str(model_ranks) + " does not divide the " +
                          str(world_size) + " ranks of this job; launch a multiple of " + str(model_ranks) + " ranks");
     }
-    p.dp = world_size / model_ranks;
+    p.dp = static_cast<int>(world_size / model_ranks);
   } else if (p.dp * model_ranks != world_size) {
     problems.push_back("parallel.dp * parallel.tp * parallel.pp = " + str(p.dp) + " * " + str(p.tp) + " * " +
                        str(p.pp) + " = " + str(p.dp * model_ranks) + " but the job has " + str(world_size) +

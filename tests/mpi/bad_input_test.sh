@@ -65,6 +65,12 @@ expect_user_error fewer_layers_than_stages 4 "model.layers" train good.ini --par
 # Independent problems come in one line, so that fixing the first does not lead into the next.
 expect_user_error two_layout_problems 4 "model.layers = 2 is fewer than parallel.pp = 3 .*; also, parallel.tp \* parallel.pp = 6 does not divide the 4 ranks of this job" \
   train good.ini --parallel.tp=2 --parallel.pp=3
+# Sizes whose products overflowed 32 bits (a SIGFPE, or std::vector's length error) before they
+# had bounds and 64-bit products.
+expect_user_error huge_tp_pp 1 "parallel.tp = 65536 is out of range (must be >= 1 and <= 1024)" train good.ini \
+  --parallel.tp=65536 --parallel.pp=65536
+expect_user_error huge_dp_product 1 "parallel.dp \* parallel.tp \* parallel.pp = 16777216 \* 1 \* 256 = 4294967296 but the job has 1 rank" \
+  train good.ini --parallel.dp=16777216 --parallel.pp=256
 expect_user_error stage_list_sum 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,2
 expect_user_error stage_list_malformed 2 "parallel.stage_layers" train good.ini --parallel.pp=2 --parallel.stage_layers=1,x
 expect_user_error interleaved_layers 2 "virtual stages of parallel.schedule = interleaved; every virtual stage needs at least one layer, and 2 layers cannot give each of the 2 ranks two chunks: use parallel.schedule = 1f1b" \
