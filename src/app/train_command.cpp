@@ -1,8 +1,11 @@
 // trident train DECK [--section.key=value ...]
 #include <memory>
 #include <chrono>
+#include <algorithm>  // std::max
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>  // std::strerror
 #include <filesystem>
 #include <system_error>
 #include <fstream>
@@ -423,17 +426,33 @@ int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupCloc
     }
     std::printf("; metrics in %s/metrics.jsonl\n", c.run.dir.c_str());
   }
+  // The step the parameters are at: train.steps, or the checkpoint's when it was past it.
+  const int64_t steps_reached = std::max<int64_t>(start_step, c.train.steps);
   // The final parameters, global shapes, one file for any layout (docs/param-file.md).
   // Collective: every rank writes the slices it owns.
   if (c.run.save_final) {
     const std::string params_path = c.run.dir + "/final-params.h5";
     train::write_final_parameters(params_path, trainer.model().params(), trainer.fp32_parameters(),
                                   trainer.fp32_parameters_begin(), *backend, ctx,
-                                  c.train.steps, setup.model, ctx.world_handle());
+                                  steps_reached, setup.model, ctx.world_handle());
     if (leader) std::printf("final parameters: %s\n", params_path.c_str());
   }
-  // run.dir/complete tells job scripts that a rerun has nothing left to do.
-  if (leader) std::ofstream(c.run.dir + "/complete") << c.train.steps << "\n";
+  // run.dir/complete tells job scripts that a rerun has nothing left to do. Checked: without it
+  // they would rerun a finished run, each time with nothing left to train.
+  std::string complete_error;
+  if (leader) {
+    errno = 0;
+    std::ofstream complete(c.run.dir + "/complete");
+    complete << steps_reached << "\n";
+    complete.close();
+    if (!complete) {
+      complete_error = "run.dir '" + c.run.dir + "': cannot write its 'complete' marker (" + std::strerror(errno) +
+                       "): the run finished, but job scripts would rerun it; free space and rerun the same command (it has "
+                       "nothing left to train and writes the marker)";
+    }
+  }
+  complete_error = parallel::agree_on_error(world, complete_error);
+  if (!complete_error.empty()) throw io::UserError(complete_error);
   return 0;
 }
 

@@ -79,6 +79,19 @@ mpi 1 train deck.ini --train.steps=10 --run.dir=keep $common > again.log 2>&1 &&
   && grep -q "^done: nothing left to train: the checkpoint is at step 10 of train.steps = 10" again.log \
   && ! grep -q "final loss nan" again.log && pass "resume of a finished run" \
   || fail "resume of a finished run: $(grep '^done' again.log)"
+# With a lower train.steps: still nothing trained, and final-params.h5 and complete name step 10,
+# the step its parameters are at (they said 6).
+mpi 1 train deck.ini --train.steps=6 --run.dir=keep $common > lower.log 2>&1 \
+  && grep -q "^done: nothing left to train: the checkpoint is at step 10 of train.steps = 6" lower.log \
+  && [ "$(/usr/bin/python3 -c "import h5py, sys; print(int(h5py.File(sys.argv[1], 'r').attrs['step']))" keep/final-params.h5)" = 10 ] \
+  && [ "$(cat keep/complete)" = 10 ] && pass "rerun below the checkpoint's step: final-params.h5 and complete say step 10" \
+  || fail "rerun below the checkpoint's step: $(grep '^done\|error' lower.log); complete: $(cat keep/complete)"
+# The complete marker cannot be written (here a directory holds its name; in the field, a full
+# disk): exit 2 naming it, as job scripts would otherwise rerun the finished run forever.
+mkdir -p blocked/complete/x
+mpi 1 train deck.ini --train.steps=3 --run.dir=blocked --run.restart=none $common > blocked.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: run.dir 'blocked': cannot write its 'complete' marker (Is a directory)" blocked.log \
+  && pass "complete marker not writable: exit 2 naming it" || fail "complete marker: rc $rc: $(grep -m2 'error' blocked.log)"
 # A deck that changes the model or the optimizer against the checkpoint is refused on every rank,
 # naming the key and both values.
 # (The learning-rate schedule may change: tests/mpi/diverged_test.sh.)
