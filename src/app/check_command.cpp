@@ -269,7 +269,9 @@ int check_command(const std::vector<std::string>& raw_args) {
       throw io::UserError(problem);
     }
   }
-  std::printf("%s", describe_restart(c, setup.deck, train::checkpoint_directory(c.run.dir, c.checkpoint.dir)).c_str());
+  std::printf("%s", describe_restart(c, setup.deck, train::checkpoint_directory(c.run.dir, c.checkpoint.dir),
+                                     recorded_checkpoint_directory(c.run.dir))
+                        .c_str());
   if (const std::string holder = RunDirLock::current_holder(c.run.dir); !holder.empty()) {
     std::printf("warning: run.dir '%s' is in use by another training (%s): train would stop at start-up until "
                 "it ends\n",

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -98,14 +99,29 @@ std::string explicit_checkpoint_problem(const std::string& restart) {
   return "";
 }
 
-// Rank 0's reason not to start afresh where no checkpoint is: run.dir holds a finished run
-// (checkpoint.every = 0 writes none) whose metrics and final parameters training would overwrite.
-std::string finished_run_problem(const io::RunConfig& config) {
+// Rank 0's reason not to start afresh where checkpoint_dir holds no checkpoint: run.dir holds a
+// finished run (checkpoint.every = 0 writes none), or its last run kept its checkpoints in another
+// checkpoint.dir (recorded_dir, from its config.ini), which a changed checkpoint.dir would silently
+// leave behind; either way training would overwrite its metrics and final parameters.
+std::string earlier_run_problem(const io::RunConfig& config, const std::string& checkpoint_dir,
+                                const std::string& recorded_dir) {
   const std::string marker = config.run.dir + "/complete";
-  if (!std::filesystem::exists(marker)) return "";
-  return "run.dir '" + config.run.dir + "' holds a finished run (" + marker +
-         ") and no checkpoint to resume: training would overwrite its metrics.jsonl and final-params.h5; give another "
-         "run.dir, or run.restart = none to train it again from step 0";
+  if (std::filesystem::exists(marker)) {
+    return "run.dir '" + config.run.dir + "' holds a finished run (" + marker +
+           ") and no checkpoint to resume: training would overwrite its metrics.jsonl and final-params.h5; give "
+           "another run.dir, or run.restart = none to train it again from step 0";
+  }
+  std::error_code ec;
+  if (recorded_dir.empty() || recorded_dir == checkpoint_dir || std::filesystem::equivalent(recorded_dir, checkpoint_dir, ec)) {
+    return "";
+  }
+  const std::vector<std::string> earlier = train::list_checkpoint_files(recorded_dir);
+  if (earlier.empty()) return "";
+  return "run.dir '" + config.run.dir + "' was last trained with its checkpoints in '" + recorded_dir + "' (" +
+         std::to_string(earlier.size()) + " there, the newest: " + earlier.back() + "), but this run's checkpoint.dir '" +
+         checkpoint_dir + "' holds none: a fresh start would overwrite its metrics.jsonl and final-params.h5; resume " +
+         "with that checkpoint.dir (or run.restart = " + recorded_dir + "/" + earlier.back() +
+         "), give another run.dir, or run.restart = none to train it again from step 0";
 }
 
 // The step attribute of a checkpoint file (-1 when it has none).
@@ -128,8 +144,21 @@ std::string check_saved_deck(const std::string& path, const io::ResolvedDeck& de
 
 }  // namespace
 
+std::string recorded_checkpoint_directory(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/config.ini");
+  if (!in) return "";
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    const io::ResolvedDeck recorded = io::parse_deck(text.str(), run_dir + "/config.ini", {});
+    return train::checkpoint_directory(run_dir, recorded.value("checkpoint.dir"));
+  } catch (const std::exception&) {
+    return "";  // a config.ini of another version, or edited: nothing to compare with
+  }
+}
+
 std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck& deck,
-                             const std::string& checkpoint_dir) {
+                             const std::string& checkpoint_dir, const std::string& recorded_checkpoint_dir) {
   const std::string& restart = config.run.restart;
   auto refuse = [](const std::string& error) {
     if (!error.empty()) throw io::UserError(error);
@@ -148,7 +177,7 @@ std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck
   }
   const std::vector<std::string> names = train::list_checkpoint_files(checkpoint_dir);
   if (names.empty()) {
-    refuse(finished_run_problem(config));
+    refuse(earlier_run_problem(config, checkpoint_dir, recorded_checkpoint_dir));
     return "restart: auto: no checkpoint in " + checkpoint_dir + ": a fresh start\n";
   }
   const std::string newest = checkpoint_dir + "/" + names.back();
@@ -167,8 +196,8 @@ std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck
   }
 }
 
-std::string choose_restart(const io::RunConfig& config, const std::string& checkpoint_dir, parallel::Comm& world,
-                           MPI_Comm comm) {
+std::string choose_restart(const io::RunConfig& config, const std::string& checkpoint_dir,
+                           const std::string& recorded_checkpoint_dir, parallel::Comm& world, MPI_Comm comm) {
   const std::string& restart = config.run.restart;
   if (restart == "none") {
     const std::string error =
@@ -221,9 +250,11 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
                         (newest_reason.empty() ? "" : "; the newest: " + newest_reason) +
                         "); give one with run.restart = PATH, or start afresh with run.restart = none");
   }
-  // No checkpoint at all: a fresh start, unless run.dir holds a finished run.
-  const std::string finished = parallel::agree_on_error(world, world.rank() == 0 ? finished_run_problem(config) : "");
-  if (!finished.empty()) throw io::UserError(finished);
+  // No checkpoint at all: a fresh start, unless run.dir holds a finished run or its checkpoints
+  // elsewhere.
+  const std::string earlier = parallel::agree_on_error(
+      world, world.rank() == 0 ? earlier_run_problem(config, checkpoint_dir, recorded_checkpoint_dir) : "");
+  if (!earlier.empty()) throw io::UserError(earlier);
   return "";
 }
 

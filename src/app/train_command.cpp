@@ -66,8 +66,8 @@ constexpr const char* kTrainUsage =
     "0 success, 2 a user error (one line naming the key or file), 3 training diverged, 4 a rank\n"
     "stalled (rerun to resume), 1 an internal error.\n";
 
-// Rank 0 creates run.dir, takes its lock (one training at a time, run_dir_lock.h) and writes
-// config.ini; failures are agreed by every rank. The lock is rank 0's to hold for the run.
+// Rank 0 creates run.dir and takes its lock (one training at a time, run_dir_lock.h); failures
+// are agreed by every rank. The lock is rank 0's to hold for the run.
 RunDirLock prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   std::string error;
   RunDirLock lock;
@@ -75,21 +75,11 @@ RunDirLock prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
     const std::string& dir = setup.config.run.dir;
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    const std::string config_path = dir + "/config.ini";
     try {
-      if (!ec) lock = RunDirLock(dir);
+      if (ec) error = "run.dir '" + dir + "': cannot create the run directory (" + ec.message() + ")";
+      else lock = RunDirLock(dir);
     } catch (const io::UserError& e) {
       error = e.what();
-    }
-    if (error.empty()) {
-      std::ofstream out(config_path);
-      if (ec || !out) {
-        error = "run.dir '" + dir + "': cannot create the run directory or " + config_path +
-                (ec ? " (" + ec.message() + ")" : "");
-      } else {
-        out << setup.deck.to_ini();
-        if (!out.flush()) error = "run.dir '" + dir + "': cannot write " + config_path;
-      }
     }
     if (error.empty() && !lock.unsupported_reason().empty()) {
       std::printf("note: %s: a second training started in this run.dir would not be refused\n",
@@ -99,6 +89,21 @@ RunDirLock prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   error = parallel::agree_on_error(world, error);
   if (!error.empty()) throw io::UserError(error);
   return lock;
+}
+
+// Rank 0 writes the resolved deck as run.dir/config.ini once the restart is chosen: a start that
+// is refused leaves the last run's config.ini, whose checkpoint.dir the next attempt compares
+// (choose_restart). Failures are agreed by every rank.
+void write_run_config(const RunSetup& setup, parallel::Comm& world) {
+  std::string error;
+  if (world.rank() == 0) {
+    const std::string config_path = setup.config.run.dir + "/config.ini";
+    std::ofstream out(config_path);
+    if (out) out << setup.deck.to_ini();
+    if (!out || !out.flush()) error = "run.dir '" + setup.config.run.dir + "': cannot write " + config_path;
+  }
+  error = parallel::agree_on_error(world, error);
+  if (!error.empty()) throw io::UserError(error);
 }
 
 // run.device for this rank (src/app/device_choice.h); a refusal on any node fails every rank.
@@ -201,6 +206,9 @@ int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupCloc
   const auto& info = dataset->info();
   check_dataset_fits(setup, info.vocab_size, dataset->num_samples(io::Split::kTrain, c.train.seq_len),
                      dataset->num_samples(io::Split::kValidation, c.train.seq_len), c.data.path);
+  // Where run.dir's last run kept its checkpoints (its config.ini, rewritten once the restart is
+  // chosen): a changed checkpoint.dir must not silently start that run over (choose_restart).
+  const std::string recorded_checkpoint_dir = leader ? recorded_checkpoint_directory(c.run.dir) : "";
   run.run_dir_lock = prepare_run_dir(setup, world);
   startup.phase_done("deck and data");
 
@@ -325,12 +333,13 @@ int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupCloc
   const auto start = std::chrono::steady_clock::now();
   trainer.record_deck(setup.deck.to_ini());
   if (watchdog) watchdog->mark({.activity = train::Activity::kLoadingCheckpoint});
-  const std::string restart = choose_restart(c, trainer.checkpoint_dir(), world, ctx.world_handle());
+  const std::string restart = choose_restart(c, trainer.checkpoint_dir(), recorded_checkpoint_dir, world, ctx.world_handle());
   if (c.checkpoint.every > 0) {
     const std::string problem =
         parallel::agree_on_error(world, leader ? train::checkpoint_directory_problem(trainer.checkpoint_dir()) : "");
     if (!problem.empty()) throw io::UserError(problem);
   }
+  write_run_config(setup, world);
   int64_t start_step = 0;
   if (restart.empty()) {
     trainer.initialize_parameters();

@@ -86,6 +86,21 @@ mpi 1 train deck.ini --train.steps=6 --run.dir=keep $common > lower.log 2>&1 \
   && [ "$(/usr/bin/python3 -c "import h5py, sys; print(int(h5py.File(sys.argv[1], 'r').attrs['step']))" keep/final-params.h5)" = 10 ] \
   && [ "$(cat keep/complete)" = 10 ] && pass "rerun below the checkpoint's step: final-params.h5 and complete say step 10" \
   || fail "rerun below the checkpoint's step: $(grep '^done\|error' lower.log); complete: $(cat keep/complete)"
+# A rerun that changes checkpoint.dir, where run.dir's last run kept its checkpoints elsewhere:
+# refused by train and check, naming both (it started over from step 0, overwriting metrics.jsonl).
+mpi 1 train deck.ini --train.steps=6 --checkpoint.every=3 --run.dir=moved $common > moved1.log 2>&1 \
+  && rm moved/complete || fail "moved: first run"
+mpi 1 train deck.ini --train.steps=9 --checkpoint.every=3 --checkpoint.dir=elsewhere --run.dir=moved $common > moved.log 2>&1; rc=$?
+"$TRIDENT" check deck.ini --train.steps=9 --checkpoint.every=3 --checkpoint.dir=elsewhere --run.dir=moved $common \
+  > moved_check.log 2>&1; check_rc=$?
+[ $rc -eq 2 ] && [ $check_rc -eq 2 ] \
+  && grep -q "^trident: error: run.dir 'moved' was last trained with its checkpoints in 'moved/checkpoints' (2 there, the newest: step-000000006.h5), but this run's checkpoint.dir 'moved/elsewhere' holds none" moved.log \
+  && grep -q "was last trained with its checkpoints in 'moved/checkpoints'" moved_check.log \
+  && [ "$(grep -c '"step"' moved/metrics.jsonl)" -ge 6 ] && pass "changed checkpoint.dir beside the last run's checkpoints: refused" \
+  || fail "changed checkpoint.dir: rc $rc, check rc $check_rc: $(grep -m1 error moved.log)"
+mpi 1 train deck.ini --train.steps=9 --checkpoint.every=3 --run.dir=moved $common > moved2.log 2>&1 \
+  && grep -q "^restart: resuming from moved/checkpoints/step-000000006.h5 after step 6" moved2.log \
+  && pass "the same run with its own checkpoint.dir resumes" || fail "moved: resume: $(grep -m2 'error\|restart' moved2.log)"
 # The complete marker cannot be written (here a directory holds its name; in the field, a full
 # disk): exit 2 naming it, as job scripts would otherwise rerun the finished run forever.
 mkdir -p blocked/complete/x
