@@ -1,5 +1,7 @@
 #include "io/metrics_log.h"
 
+#include <unistd.h>  // fsync
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -11,20 +13,34 @@
 namespace trident::io {
 
 MetricsLog::MetricsLog(const std::string& path, int64_t resume_after) : path_(path) {
-  std::string kept;
-  if (resume_after > 0) {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      const std::size_t at = line.find("\"step\": ");
-      if (at != std::string::npos && std::strtoll(line.c_str() + at + 8, nullptr, 10) <= resume_after) {
-        kept += line + "\n";
-      }
+  auto fail = [&path](const char* what) {
+    throw UserError("metrics file '" + path + "': " + what + " (" + std::strerror(errno) + ")");
+  };
+  std::ifstream in;
+  if (resume_after > 0) in.open(path);
+  if (!in.is_open()) {
+    file_ = std::fopen(path.c_str(), "w");
+    if (!file_) fail("cannot create");
+    return;
+  }
+  // The kept lines go to PATH.tmp, renamed over PATH: a crash in between leaves the whole history
+  // (one file or the other), where rewriting PATH in place would leave it truncated.
+  const std::string temporary = path + ".tmp";
+  std::FILE* kept = std::fopen(temporary.c_str(), "w");
+  if (!kept) fail("cannot create its .tmp");
+  std::string line;
+  bool written = true;
+  while (written && std::getline(in, line)) {
+    const std::size_t at = line.find("\"step\": ");
+    if (at != std::string::npos && std::strtoll(line.c_str() + at + 8, nullptr, 10) <= resume_after) {
+      written = std::fputs((line + "\n").c_str(), kept) >= 0;
     }
   }
-  file_ = std::fopen(path.c_str(), "w");
-  if (file_ && !kept.empty()) std::fputs(kept.c_str(), file_);
-  if (!file_) throw UserError("metrics file '" + path + "': cannot create (" + std::strerror(errno) + ")");
+  written = written && std::fflush(kept) == 0 && ::fsync(fileno(kept)) == 0;
+  if (std::fclose(kept) != 0 || !written) fail("cannot write its .tmp");
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail("cannot replace it with its .tmp");
+  file_ = std::fopen(path.c_str(), "a");
+  if (!file_) fail("cannot open to append");
 }
 
 MetricsLog::~MetricsLog() {
@@ -36,7 +52,10 @@ void MetricsLog::write(const std::vector<std::pair<std::string, double>>& fields
   char number[64];
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const double v = fields[i].second;
-    if (std::isfinite(v)) {
+    if (std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 9007199254740992.0) {
+      // Counts (steps, tokens) in full: %.9g wrote 2^31 steps as 2.14748365e+09.
+      std::snprintf(number, sizeof number, "%.0f", v);
+    } else if (std::isfinite(v)) {
       std::snprintf(number, sizeof number, "%.9g", v);
     } else {
       std::snprintf(number, sizeof number, "null");  // JSON has no NaN/Inf

@@ -19,8 +19,9 @@ class MetricsLog {
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
-  // Writes {"k1": v1, ...} with numbers at 9 significant digits (exact float round trip),
-  // and flushes so a crashed run keeps every line written.
+  // Writes {"k1": v1, ...} with numbers at 9 significant digits (exact float round trip), whole
+  // numbers below 2^53 (steps, tokens) in full, and flushes so a crashed run keeps every line
+  // written.
   void write(const std::vector<std::pair<std::string, double>>& fields);
 
  private:

@@ -305,7 +305,11 @@ int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupCloc
     std::printf("peak: %.0f TFLOP/s per rank (%s, datasheet; set log.peak_tflops to override)\n", peak / 1e12,
                 datasheet.c_str());
   }
-  if (peak <= 0.0) {
+  // Measured on every rank or on none: the mean below is a collective, and ranks on GPUs of
+  // different models (some without a datasheet peak) would otherwise disagree on entering it.
+  double unknown = peak <= 0.0 ? 1.0 : 0.0;
+  world.all_reduce_sum(&unknown, 1);
+  if (unknown > 0.0) {
     peak = train::measure_matmul_flops(*backend);
     // Ranks of a node share its cores: take the mean so MFU is against the job as a whole.
     world.all_reduce_sum(&peak, 1);
