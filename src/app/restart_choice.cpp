@@ -54,9 +54,6 @@ std::string not_a_checkpoint(const std::string& path) {
   }
 }
 
-// The step of a listed checkpoint file name ("step-000000030.h5" -> 30).
-int64_t step_of(const std::string& name) { return train::checkpoint_step_of_name(name); }
-
 // Rank 0's reason why a run that starts after step `start` (0: a fresh start) may not use
 // checkpoint_dir as it is, or "": checkpoints of later steps there belong to another line of
 // training. The run would prune its own new checkpoints as the oldest, and a later
@@ -64,7 +61,7 @@ int64_t step_of(const std::string& name) { return train::checkpoint_step_of_name
 std::string later_checkpoints(const io::RunConfig& config, const std::string& checkpoint_dir, int64_t start) {
   std::vector<std::string> later;
   for (const std::string& name : train::list_checkpoint_files(checkpoint_dir)) {
-    if (step_of(name) > start) later.push_back(name);
+    if (train::checkpoint_step_of_name(name) > start) later.push_back(name);
   }
   if (later.empty()) return "";
   const std::string what = std::to_string(later.size()) + " checkpoint(s) " +

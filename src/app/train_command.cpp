@@ -197,7 +197,7 @@ struct RunObjects {
 // Everything after the deck: the dataset, the device and groups, the model, the restart, the
 // steps and the final files, made into `run`. Its errors may be one rank's alone (train_command
 // runs it inside end_job_on_rank_error).
-int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClock& startup, RunObjects& run) {
+void train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClock& startup, RunObjects& run) {
   const auto& c = setup.config;
   const int world_size = world.size();
   const bool leader = world.rank() == 0;
@@ -301,14 +301,14 @@ int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupCloc
   double peak = c.log.peak_tflops * 1e12;
   std::string datasheet;
   if (peak <= 0.0) peak = train::datasheet_peak_flops(backend->name(), precision, datasheet);
-  if (peak > 0.0 && !datasheet.empty() && leader) {
-    std::printf("peak: %.0f TFLOP/s per rank (%s, datasheet; set log.peak_tflops to override)\n", peak / 1e12,
-                datasheet.c_str());
-  }
   // Measured on every rank or on none: the mean below is a collective, and ranks on GPUs of
   // different models (some without a datasheet peak) would otherwise disagree on entering it.
   double unknown = peak <= 0.0 ? 1.0 : 0.0;
   world.all_reduce_sum(&unknown, 1);
+  if (unknown == 0.0 && !datasheet.empty() && leader) {
+    std::printf("peak: %.0f TFLOP/s per rank (%s, datasheet; set log.peak_tflops to override)\n", peak / 1e12,
+                datasheet.c_str());
+  }
   if (unknown > 0.0) {
     peak = train::measure_matmul_flops(*backend);
     // Ranks of a node share its cores: take the mean so MFU is against the job as a whole.
@@ -390,7 +390,7 @@ int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupCloc
       std::printf("stopped by a signal after step %lld: checkpoint written to %s; run the same command to resume\n",
                   static_cast<long long>(summary.steps_done), trainer.checkpoint_dir().c_str());
     }
-    return 0;
+    return;
   }
   {
     float grown_mib = static_cast<float>((static_cast<double>(peak_resident_bytes()) - resident_before) / 1048576.0);
@@ -466,7 +466,6 @@ int train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupCloc
   }
   complete_error = parallel::agree_on_error(world, complete_error);
   if (!complete_error.empty()) throw io::UserError(complete_error);
-  return 0;
 }
 
 }  // namespace
@@ -490,9 +489,8 @@ int train_command(const std::vector<std::string>& args) {
   // others waiting in their next collective while it blocks in a collective destructor
   // (rank_error.h, RunObjects). Errors of the deck above are every rank's alike.
   RunObjects run;
-  int status = 0;
-  end_job_on_rank_error(MPI_COMM_WORLD, world.rank(), [&] { status = train_from_deck(setup, world, startup, run); });
-  return status;
+  end_job_on_rank_error(MPI_COMM_WORLD, world.rank(), [&] { train_from_deck(setup, world, startup, run); });
+  return 0;
 }
 
 }  // namespace trident::app
