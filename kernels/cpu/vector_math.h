@@ -6,11 +6,13 @@
 //
 // Cephes expf: n = round(x log2 e) with the 1.5*2^23 trick, r = x - n ln2 in two parts
 // (exact to float), exp(r) by a degree-7 polynomial on |r| <= ln2/2, times 2^n built in the
-// exponent bits. Accuracy: within 2 ulp of exp(x) on [-87.3, 88.3]; inputs are clamped to that
-// range, so the result is always finite and normal (~1.2e-38 below, ~2.4e38 above), which is
-// what a softmax (arguments <= 0) and the GELU sigmoid need. The clamp works on the bit
-// patterns with integer masks: under GCC's default -ftrapping-math a float compare-and-select
-// (or a select GCC can thread into a branch) stops the loop from being vectorised.
+// exponent bits. Accuracy: within 2 ulp of exp(x) on [-87.3, 88.3]; other numbers are clamped to
+// that range, so the result is finite and normal (~1.2e-38 below, ~2.4e38 above), which is
+// what a softmax (arguments <= 0) and the GELU sigmoid need. A NaN gives a NaN, as expf does
+// (the clamp alone took a NaN for one end of the range, and a NaN logit then gave a finite
+// loss on the CPU twin where the GPU's expf gave NaN). The clamp works on the bit patterns
+// with integer masks: under GCC's default -ftrapping-math a float compare-and-select (or a
+// select GCC can thread into a branch) stops the loop from being vectorised.
 #pragma once
 
 #include <bit>
@@ -26,6 +28,8 @@ inline float exp_approx(float x) {
   constexpr std::uint32_t kLowBits = std::bit_cast<std::uint32_t>(-87.3f);
   constexpr std::uint32_t kHighBits = std::bit_cast<std::uint32_t>(88.3f);
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  // A NaN's magnitude bits are above +inf's; its mask sets the quiet-NaN bits of the result.
+  const std::uint32_t is_nan = 0u - static_cast<std::uint32_t>((bits & 0x7FFFFFFFu) > 0x7F800000u);
   // Below -87.3 (or -inf): the sign bit is set and the magnitude bits are larger, so the
   // unsigned pattern is larger. Above 88.3 (or +inf): sign clear and larger as a signed int.
   const std::uint32_t too_low = 0u - static_cast<std::uint32_t>(bits > kLowBits);
@@ -48,14 +52,15 @@ inline float exp_approx(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const float scale = std::bit_cast<float>((ni + 127) << 23);  // 2^n, n in [-126, 127]
-  return p * scale;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(p * scale) | (is_nan & 0x7FC00000u));
 }
 
 // max_of: max of x[0..n), n >= 1. Sixteen independent running maxima: a single one is a serial
 // chain of compare-selects (4 cycles each), and GCC does not vectorise a plain float max
 // reduction under its default -ftrapping-math. The `simd` lane loop becomes packed maxps: one
 // AVX-512 register, two AVX2 or four SSE2 ones, whichever the caller is compiled for
-// (TRIDENT_SIMD_CLONES). NaNs are not propagated reliably (callers pass finite values).
+// (TRIDENT_SIMD_CLONES). A NaN is not propagated reliably (only a first one is): the softmaxes
+// that call it get theirs from exp_approx(NaN - max) instead.
 inline float max_of(const float* x, int n) {
   constexpr int kLanes = 16;
   float lanes[kLanes];

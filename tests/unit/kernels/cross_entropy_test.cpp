@@ -107,6 +107,27 @@ TEST(CpuCrossEntropy, BackwardInPlaceEqualsOutOfPlace) {
     ASSERT_EQ(in_place[i], separate[i]) << "element " << i << " differs when dlogits == logits";
 }
 
+// A NaN or +inf logit anywhere in a row (not only its first column, whatever its sign) makes
+// that row's loss and gradient non-finite, as the GPU's expf does: the CPU twin once gave a
+// finite loss for a NaN logit (its exponential clamped the NaN into range), hiding a diverged
+// step from the loss and from the comparison with the GPU.
+TEST(CpuCrossEntropy, NonFiniteLogitMakesItsRowNonFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  cpu::CpuBackend backend(kTestThreads);
+  for (const float bad : {kNaN, -kNaN, inf}) {
+    auto p = make_problem(44);
+    const int row = 3, column = (p.targets[row] + 5) % kV;  // not the target column
+    p.logits[row * kVp + column] = bad;
+    std::vector<float> losses(kN, 0.0f), dlogits(p.logits.size(), 0.0f);
+    backend.cross_entropy_forward(losses.data(), nullptr, nullptr, p.logits.data(), p.targets.data(), kN, kV, kVp);
+    backend.cross_entropy_backward(dlogits.data(), p.logits.data(), p.targets.data(), 1.0f, kN, kV, kVp);
+    for (int n = 0; n < kN; n++) EXPECT_EQ(std::isfinite(losses[n]), n != row) << "row " << n << ", logit " << bad;
+    bool row_finite = true;
+    for (int v = 0; v < kV; v++) row_finite = row_finite && std::isfinite(dlogits[row * kVp + v]);
+    EXPECT_FALSE(row_finite) << "gradient of the row with logit " << bad;
+  }
+}
+
 // --- vocabulary-parallel (sharded) cross-entropy ------------------------------------------------
 
 // A [kN, Vp] problem, Vp = tp * Vp_local: logits in [-3,3], padded columns V..Vp NaN, row 2

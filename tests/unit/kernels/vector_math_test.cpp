@@ -1,7 +1,9 @@
 // exp_approx (the vectorisable exponential behind GELU and the softmaxes) against std::exp.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -41,6 +43,14 @@ TEST(CpuVectorMath, ExpApproxClampsOutOfRangeInputsToFiniteValues) {
     const float y = exp_approx(x);
     EXPECT_TRUE(std::isfinite(y)) << x;
     EXPECT_GT(y, 1e38f) << x;
+  }
+}
+
+TEST(CpuVectorMath, ExpApproxGivesNanForNanAsExpfDoes) {
+  // Both signs and a signalling pattern: the clamp once took these for -87.3 or 88.3.
+  for (const std::uint32_t bits : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFBFFFFFu}) {
+    const float x = std::bit_cast<float>(bits);
+    EXPECT_TRUE(std::isnan(exp_approx(x))) << std::hex << bits;
   }
 }
 
