@@ -87,7 +87,9 @@ export LD_LIBRARY_PATH="$second/lib:$LD_LIBRARY_PATH"
 ENV
 fi
 mkdir -p .gpu
-tar czf .gpu/pack.tgz -C "$stage" .
+# The packs by name, not ".": the archive's "./" would carry the stage's mode (0700) onto
+# /tmp when unpacked there as root, dropping its sticky bit.
+tar czf .gpu/pack.tgz -C "$stage" devpack ${other_name:+"devpack-$other_name"}
 size=$(du -m .gpu/pack.tgz | cut -f1)
 echo "gpu_pack.sh: .gpu/pack.tgz, $size MiB with ${#selected[@]} playground programs (carry \".gpu\"; the working tree and every carry: 64 MiB in all)"
 if [ -z "$kernels" ]; then

@@ -13,7 +13,8 @@ micro-batch per step (no accumulation), the shapes of perf/gpu_bench.sh.
     python3 perf/pytorch_reference.py --runs 124m:8 --steps 40
     python3 perf/pytorch_reference.py --runs 124m:8 --no-compile   # eager, to tell compile apart
 
-Each run is capped (--run-timeout, default RUN_CAP_S or 150 s, compilation included).
+Each run is capped (--run-timeout, default RUN_CAP_S or 150 s, compilation included), and all
+runs together by --budget (GPU_BUDGET_S or 540 s): a run the budget cannot start says so.
 
 Each run is its own process (a fresh compile cache and a fresh peak-memory count). Per run it
 prints one line `SUMMARY pytorch ...` and appends a row to $OUT/pytorch.md (or ./pytorch.md):
@@ -170,6 +171,9 @@ def main():
     parser.add_argument("--no-compile", dest="compile", action="store_false")
     parser.add_argument("--run-timeout", type=float, default=float(os.environ.get("RUN_CAP_S", 150)),
                         help="seconds per run, compilation included (default: RUN_CAP_S or 150)")
+    parser.add_argument("--budget", type=float, default=float(os.environ.get("GPU_BUDGET_S", 540)),
+                        help="seconds for all runs together, under a GPU machine's 600 s a command "
+                             "(default: GPU_BUDGET_S or 540, as perf/gpu_budget.sh)")
     parser.add_argument("--model", help=argparse.SUPPRESS)  # set for the child process of one run
     parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -179,6 +183,7 @@ def main():
         one_run(args)
         return
     failures = 0
+    start = time.monotonic()
     for run in args.runs.split(","):
         model, _, batch = run.partition(":")
         if model not in SHAPES or not batch.isdigit() or int(batch) < 1:
@@ -188,11 +193,18 @@ def main():
                    "--peak-tflops", str(args.peak_tflops)] + ([] if args.compile else ["--no-compile"])
         # A cap per run (compilation included), so that a hang costs its row and not the GPU
         # machine's whole command (killed at its time limit, after which only $OUT comes back).
-        try:
-            failed = subprocess.run(command, timeout=args.run_timeout).returncode != 0
-            why = "failed (see above)"
-        except subprocess.TimeoutExpired:
-            failed, why = True, f"timed out after {args.run_timeout:.0f} s"
+        # Within the budget too: five runs of 150 s each would pass the command's 600 s, and
+        # the machine's kill at that limit loses what was printed but not yet under $OUT.
+        left = args.budget - (time.monotonic() - start)
+        cap = min(args.run_timeout, left)
+        if cap < 10:
+            failed, why = True, f"skipped: budget spent ({args.budget:.0f} s, --budget or GPU_BUDGET_S)"
+        else:
+            try:
+                failed = subprocess.run(command, timeout=cap).returncode != 0
+                why = "failed (see above)"
+            except subprocess.TimeoutExpired:
+                failed, why = True, f"timed out after {cap:.0f} s"
         if failed:
             print(f"SUMMARY pytorch gpt2-{model} B={batch}: {why}", flush=True)
             failures += 1

@@ -77,16 +77,19 @@ if [ -x "$pack/bin/$program" ] && [[ -z "$only" || "$program" =~ $only ]]; then
     done
   done
 fi
-# The linear layers' backward on one stream and on two at GPT-2 124M's width too (C = 768, where
-# the GEMMs have fewer tiles still): variants 1 and 2.
-program=playground_matmul_backward
-if [ -x "$pack/bin/$program" ] && [[ -z "$only" || "$program" =~ $only ]]; then
-  for variant in 1 2; do
+# The linear layers' backward on one stream and on two (variants 1 and 2), and cuBLASLt's other
+# algorithms for the products (all), at GPT-2 124M's width too (C = 768, where the GEMMs have
+# fewer tiles still).
+for program in playground_matmul_backward playground_matmul_algorithms; do
+  [ -x "$pack/bin/$program" ] && [[ -z "$only" || "$program" =~ $only ]] || continue
+  variants=(1 2)
+  [ "$program" = playground_matmul_algorithms ] && variants=(all)
+  for variant in "${variants[@]}"; do
     echo "== $program $variant $reps MM_C=768" | tee -a "$log"
     capped "$program_cap" env MM_C=768 "$pack/bin/$program" "$variant" "$reps" 2>&1 | tee -a "$log"
     rc=${PIPESTATUS[0]}
     echo "== $program $variant MM_C=768: exit $rc" | tee -a "$log"
     [ "$rc" -eq 0 ] || status=1
   done
-fi
+done
 exit $status

@@ -1,19 +1,21 @@
 # perf/kernels/run.sh rehearsed without a GPU (CTest mpi.playground_rehearsal): step 4 of a GPU
 # sitting (perf/kernels/README.md) runs it on the playground programs of the pack, and its loops
 # (the attention programs again at micro-batch 32 and at a shape of fewer blocks than SMs,
-# LayerNorm's backward at C = 1280 and 1024, the linear layers' backward at C = 768) have changed
+# LayerNorm's backward at C = 1280 and 1024, the linear layers' backward and cuBLASLt's algorithms
+# at C = 768) have changed
 # since a GPU last ran them. Here the pack's programs are stand-ins that note how they were called
 # (arguments and the shape variables), so what is checked is which runs the script makes:
 # - with PLAYGROUND, only the programs it names run, each first with `all REPS`;
 # - the attention programs' variants at both settings, LayerNorm's at both widths, the linear
-#   layers' backward at C = 768, each with its shape in the environment;
+#   layers' backward (1 and 2) and the algorithms (all) at C = 768, each with its shape in the
+#   environment;
 # - a program that fails makes the script's exit status 1 and its log line says so, and the
 #   programs after it still run; $OUT gets the log.
 source "$(dirname "$0")/lib.sh"
 
 pack=$WORK_DIR/pack
 mkdir -p "$pack/bin"
-for program in attention_forward attention_backward layernorm_backward matmul_backward adamw; do
+for program in attention_forward attention_backward layernorm_backward matmul_backward matmul_algorithms adamw; do
   cat > "$pack/bin/playground_$program" <<STANDIN
 #!/usr/bin/env bash
 # The rehearsal's playground program (tests/mpi/playground_rehearsal_test.sh): notes its call.
@@ -37,12 +39,12 @@ run_sh="$TRIDENT_SOURCE_DIR/perf/kernels/run.sh"
 # calls PATTERN: how many noted calls match the extended regular expression.
 calls() { grep -c -E -- "$1" calls; }
 
-OUT=$WORK_DIR/out PLAYGROUND='attention|layernorm_backward|matmul_backward' bash "$run_sh" "$pack" 5 > run.log 2>&1
+OUT=$WORK_DIR/out PLAYGROUND='attention|layernorm_backward|matmul_backward|matmul_algorithms' bash "$run_sh" "$pack" 5 > run.log 2>&1
 rc=$?
 [ $rc -eq 0 ] && pass "run.sh: exit 0" || fail "run.sh: exit $rc: $(tail -5 run.log)"
 [ "$(calls 'playground_adamw')" = 0 ] && pass "PLAYGROUND leaves adamw out" || fail "adamw ran: $(cat calls)"
-for program in attention_forward attention_backward layernorm_backward matmul_backward; do
-  [ "$(calls "^playground_$program all 5 ")" = 1 ] && pass "$program: all 5 once" \
+for program in attention_forward attention_backward layernorm_backward matmul_backward matmul_algorithms; do
+  [ "$(calls "^playground_$program all 5 .* MM_C=$")" = 1 ] && pass "$program: all 5 once" \
     || fail "$program: 'all 5' ran $(calls "^playground_$program all 5 ") times"
 done
 for program in attention_forward attention_backward; do
@@ -63,6 +65,8 @@ done
   || fail "layernorm_backward: $(calls '^playground_layernorm_backward [0-9] 5 ') runs, not 14"
 [ "$(calls '^playground_matmul_backward [12] 5 .* MM_C=768$')" = 2 ] && pass "matmul_backward 1 and 2 at C = 768" \
   || fail "matmul_backward: $(grep '^playground_matmul_backward' calls)"
+[ "$(calls '^playground_matmul_algorithms all 5 .* MM_C=768$')" = 1 ] && pass "matmul_algorithms: all at C = 768" \
+  || fail "matmul_algorithms: $(grep '^playground_matmul_algorithms' calls)"
 [ -s out/playground.txt ] && grep -q '^== playground_matmul_backward 2 MM_C=768: exit 0$' out/playground.txt \
   && pass "\$OUT/playground.txt has the log" || fail "\$OUT/playground.txt: $(tail -3 out/playground.txt 2>&1)"
 
