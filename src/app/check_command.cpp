@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "io/deck_schema.h"  // nearest_key
+#include "io/path_lookup.h"
 #include "io/synthetic_source.h"  // SyntheticSource, train_split_tokens
 #include "io/token_dataset.h"
 #include "io/user_error.h"
@@ -212,7 +213,9 @@ int check_command(const std::vector<std::string>& raw_args) {
   const int64_t seq = c.train.seq_len;
   auto samples = [seq](int64_t tokens) { return tokens > 1 ? (tokens - 1) / seq : int64_t{0}; };
   std::string data_note;
-  if (std::filesystem::exists(c.data.path)) {
+  const io::PathLookup data_lookup = io::look_up_path("data.path", c.data.path);
+  if (!data_lookup.problem.empty()) throw io::UserError(data_lookup.problem);
+  if (data_lookup.exists) {
     const io::TokenFileInfo info = io::read_token_file_info(c.data.path);
     if (const std::string stale = stale_synthetic_problem(c, info); !stale.empty()) throw io::UserError(stale);
     const int64_t train_samples = samples(info.train_tokens);
@@ -263,7 +266,7 @@ int check_command(const std::vector<std::string>& raw_args) {
       throw io::UserError(problem);
     }
   }
-  if (!std::filesystem::exists(c.data.path) && c.data.generate == "synthetic") {
+  if (!io::look_up_path("data.path", c.data.path).exists && c.data.generate == "synthetic") {
     const std::string parent = std::filesystem::path(c.data.path).parent_path().string();
     if (const std::string problem = uncreatable_directory("data.path's directory", parent); !problem.empty()) {
       throw io::UserError(problem);

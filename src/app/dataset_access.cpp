@@ -1,8 +1,7 @@
 #include "src/app/dataset_access.h"
 
 #include <cstdio>
-#include <filesystem>
-
+#include "io/path_lookup.h"
 #include "io/synthetic_source.h"
 #include "io/user_error.h"
 
@@ -26,8 +25,10 @@ std::string stale_synthetic_problem(const io::RunConfig& config, const io::Token
 
 std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parallel::Comm& world, MPI_Comm mpi_world) {
   const auto& d = setup.config.data;
-  std::string error;
-  if (world.rank() == 0 && d.generate == "synthetic" && !std::filesystem::exists(d.path)) {
+  // Rank 0 looks (an exception here, of rank 0 alone, would leave the others in the agreement).
+  const io::PathLookup lookup = world.rank() == 0 ? io::look_up_path("data.path", d.path) : io::PathLookup{};
+  std::string error = lookup.problem;
+  if (error.empty() && world.rank() == 0 && d.generate == "synthetic" && !lookup.exists) {
     try {
       std::printf("data: %s is missing; generating the synthetic source (data.generate = synthetic)\n",
                   d.path.c_str());
@@ -38,7 +39,9 @@ std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parall
       error = e.what();
     }
   }
-  if (error.empty() && world.rank() == 0 && !std::filesystem::exists(d.path)) error = missing_dataset_problem(d.path);
+  if (error.empty() && world.rank() == 0 && !io::look_up_path("data.path", d.path).exists) {  // after generating
+    error = missing_dataset_problem(d.path);
+  }
   if (error.empty() && world.rank() == 0) {
     try {
       if (d.generate == "synthetic") error = stale_synthetic_problem(setup.config, io::read_token_file_info(d.path));

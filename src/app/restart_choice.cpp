@@ -10,6 +10,7 @@
 
 #include "io/deck.h"
 #include "io/param_file.h"
+#include "io/path_lookup.h"
 #include "io/user_error.h"
 #include "src/app/restart_compatibility.h"
 #include "src/train/checkpoint_files.h"
@@ -81,8 +82,11 @@ std::string later_checkpoints(const io::RunConfig& config, const std::string& ch
 // Rank 0's reason why `restart`, a path given as run.restart, cannot be resumed from before its
 // checksums are read, or "".
 std::string explicit_checkpoint_problem(const std::string& restart) {
-  if (!std::filesystem::exists(restart)) return "run.restart = '" + restart + "': no such checkpoint file";
-  if (std::filesystem::is_directory(restart)) {
+  const io::PathLookup lookup = io::look_up_path("run.restart", restart);
+  if (!lookup.problem.empty()) return lookup.problem;
+  if (!lookup.exists) return "run.restart = '" + restart + "': no such checkpoint file";
+  std::error_code ec;
+  if (std::filesystem::is_directory(restart, ec)) {
     const std::vector<std::string> inside = train::list_checkpoint_files(restart);
     return "run.restart = '" + restart + "' is a directory: give a checkpoint file" +
            (inside.empty() ? std::string(" (it holds none)") : " in it (the newest: " + restart + "/" + inside.back() + ")") +
@@ -103,7 +107,9 @@ std::string explicit_checkpoint_problem(const std::string& restart) {
 std::string earlier_run_problem(const io::RunConfig& config, const std::string& checkpoint_dir,
                                 const std::string& recorded_dir) {
   const std::string marker = config.run.dir + "/complete";
-  if (std::filesystem::exists(marker)) {
+  const io::PathLookup lookup = io::look_up_path("run.dir", marker);
+  if (!lookup.problem.empty()) return lookup.problem;
+  if (lookup.exists) {
     return "run.dir '" + config.run.dir + "' holds a finished run (" + marker +
            ") and no checkpoint to resume: training would overwrite its metrics.jsonl and final-params.h5; give "
            "another run.dir, or run.restart = none to train it again from step 0";

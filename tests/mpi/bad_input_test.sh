@@ -113,6 +113,17 @@ out=$("$TRIDENT" check good.ini --data.path=absent.h5 --data.generate=none 2>&1)
   && grep -q "^memory per rank" <<< "$out" && pass "check without the dataset: layout and memory, and a warning" \
   || fail "check without the dataset: exit $rc: $out"
 
+# A path whose lookup fails (here a loop of links; also a directory that cannot be searched, a
+# name too long): one line naming the key and the system's reason, not an internal error of rank 0.
+ln -s loop loop
+expect_user_error data_path_lookup 2 "data.path '$PWD/loop/d.h5': cannot look it up (Too many levels of symbolic links)" \
+  train good.ini --data.path="$PWD/loop/d.h5"
+expect_user_error restart_lookup 2 "run.restart '$PWD/loop/step-1.h5': cannot look it up" \
+  train good.ini --run.restart="$PWD/loop/step-1.h5"
+out=$("$TRIDENT" check good.ini --data.path="$PWD/loop/d.h5" 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$out" = "trident: error: data.path '$PWD/loop/d.h5': cannot look it up (Too many levels of symbolic links)" ] \
+  && pass "check: a data.path that cannot be looked up" || fail "check, data.path in a loop of links: rc $rc: $out"
+
 # check refuses the directories train could not create (a file in the way), as train does.
 echo x > a_file
 for spec in "run.dir|--run.dir=a_file|run.dir 'a_file': cannot be created: 'a_file' is a file" \
