@@ -96,6 +96,12 @@ struct TensorSliceRead {
   int64_t rows_required = -1;
 };
 
+// "" when a tensor stored with shape `stored` can be read as `s` (the same shape, or at least
+// s.rows_required rows where that is set), else "tensor 'NAME' has shape [..] in the file, where
+// the model's is [..]: a file of another model". read_param_slices' check, for a caller that
+// wants it before it takes the memory to read into.
+std::string stored_shape_problem(const TensorSliceRead& s, const std::vector<int64_t>& stored);
+
 // Collective over `comm` (every rank calls it with its own list): opens the file through
 // parallel HDF5 and reads each rank's slices independently, so a file written by one layout is
 // read by any other. A tensor with rows_required >= 0 whose stored rows (axis 0) differ from

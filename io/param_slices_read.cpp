@@ -55,17 +55,9 @@ std::string read_slice(hid_t file, const TensorSliceRead& s, hid_t transfer, int
   if (rank < 0) return "tensor '" + s.name + "': its shape cannot be read";
   std::vector<hsize_t> stored(static_cast<std::size_t>(rank));
   if (rank > 0) H5Sget_simple_extent_dims(space.get(), stored.data(), nullptr);
-  // The stored shape must be the model's, up to padding rows of a vocabulary (rows_required).
-  bool fits = rank == static_cast<int>(s.global_shape.size());
-  for (int d = 0; fits && d < rank; ++d) {
-    const auto have = static_cast<int64_t>(stored[static_cast<std::size_t>(d)]);
-    fits = d == 0 && s.rows_required >= 0 ? have >= s.rows_required : have == s.global_shape[static_cast<std::size_t>(d)];
-  }
-  if (!fits) {
-    return "tensor '" + s.name + "' has shape " + shape_text(std::vector<int64_t>(stored.begin(), stored.end())) +
-           " in the file, where the model's is " + shape_text(s.global_shape) +
-           (s.rows_required >= 0 ? " (at least " + std::to_string(s.rows_required) + " rows)" : "") +
-           ": a file of another model";
+  if (std::string problem = stored_shape_problem(s, std::vector<int64_t>(stored.begin(), stored.end()));
+      !problem.empty()) {
+    return problem;
   }
   if (rank == 0) {  // a scalar: nothing to clip or split
     return H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, transfer, s.data) >= 0
@@ -94,6 +86,19 @@ std::string read_slice(hid_t file, const TensorSliceRead& s, hid_t transfer, int
 }
 
 }  // namespace
+
+std::string stored_shape_problem(const TensorSliceRead& s, const std::vector<int64_t>& stored) {
+  // The stored shape must be the model's, up to padding rows of a vocabulary (rows_required).
+  bool fits = stored.size() == s.global_shape.size();
+  for (std::size_t d = 0; fits && d < stored.size(); ++d) {
+    fits = d == 0 && s.rows_required >= 0 ? stored[d] >= s.rows_required : stored[d] == s.global_shape[d];
+  }
+  if (fits) return "";
+  return "tensor '" + s.name + "' has shape " + shape_text(stored) + " in the file, where the model's is " +
+         shape_text(s.global_shape) +
+         (s.rows_required >= 0 ? " (at least " + std::to_string(s.rows_required) + " rows)" : "") +
+         ": a file of another model";
+}
 
 void read_param_slices(const std::string& path, MPI_Comm comm, const std::vector<TensorSliceRead>& slices,
                        int64_t max_bytes_per_call) {

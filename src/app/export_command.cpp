@@ -19,6 +19,8 @@
 #include <cstring>  // std::strerror
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <new>  // std::bad_alloc
 #include <optional>
 #include <string>
 #include <system_error>
@@ -126,16 +128,36 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
 
   // One rank holding every tensor whole: the table's offsets index one host arena.
   const model::ParamTable table = model::build_gpt_param_table(config);
-  std::vector<float> weights(table.total_count());
   std::vector<io::TensorSliceRead> reads;
-  std::vector<io::TensorSlice> writes;
   for (const model::ParamTensor& t : table.tensors()) {
-    float* data = weights.data() + t.offset;
     // wte is stored [padded vocab, C]: read_param_slices reads the first `vocab` rows of it, which
     // the file must hold.
-    reads.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, data});
+    reads.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, nullptr});
     if (t.spec.name == "wte") reads.back().rows_required = config.vocab;
-    writes.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, data, true});
+  }
+  // The deck's model against the file's tensors before the memory is taken: a deck that names
+  // another model (one edited to hidden = 65536) asked for all of that first, and ended in
+  // std::bad_alloc as an internal error.
+  const std::map<std::string, std::vector<int64_t>> stored = io::list_param_file(checkpoint);
+  for (const io::TensorSliceRead& r : reads) {
+    const auto found = stored.find(r.name);
+    const std::string problem = found == stored.end() ? "tensor '" + r.name + "' is missing, which its deck's model has"
+                                                      : io::stored_shape_problem(r, found->second);
+    if (!problem.empty()) throw io::UserError("checkpoint '" + checkpoint + "': " + problem);
+  }
+  std::vector<float> weights;
+  try {
+    weights.resize(table.total_count());
+  } catch (const std::bad_alloc&) {
+    throw io::UserError("export holds the whole model in host memory, " +
+                        std::to_string(table.total_count() * sizeof(float) >> 20) +
+                        " MiB, which this machine could not allocate: export on a machine with more memory");
+  }
+  std::vector<io::TensorSlice> writes;
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    const model::ParamTensor& t = table.tensors()[i];
+    reads[i].data = weights.data() + t.offset;
+    writes.push_back({t.spec.name, t.spec.global_shape, -1, 0, 0, reads[i].data, true});
   }
   io::read_param_slices(checkpoint, MPI_COMM_SELF, reads);
   // As prepare does for its --output: a models/ directory that does not exist yet is made.

@@ -115,6 +115,18 @@ if cp "$checkpoint" incomplete.h5 && "$REMOVE_DATASET" incomplete.h5 block1.mlp.
 else
   fail "could not make incomplete.h5"
 fi
+# A deck attribute naming another, far larger model (no checksum covers the deck): refused from
+# the file's shapes before the memory is taken (it was asked for first: std::bad_alloc, exit 1).
+cp "$checkpoint" bigdeck.h5 && /usr/bin/python3 -c "
+import h5py, re, sys
+f = h5py.File(sys.argv[1], 'r+')
+deck = f.attrs['deck']
+deck = deck.decode() if isinstance(deck, bytes) else deck
+deck = re.sub(r'(?m)^hidden = .*$', 'hidden = 65536', re.sub(r'(?m)^heads = .*$', 'heads = 1', deck))
+f.attrs['deck'] = deck
+f.close()" bigdeck.h5
+expect_error other_model_deck 1 "checkpoint 'bigdeck.h5': tensor '[a-z0-9_.]*' has shape \\[.*\\] in the file, where the model's is \\[[0-9]*, 65536\\].*: a file of another model" \
+  export bigdeck.h5 out.h5
 # A corrupt checkpoint is refused, naming the tensor that fails its checksum.
 cp "$checkpoint" corrupt.h5 && flip_byte corrupt.h5 block0.attn.qkv.weight 17
 expect_error corrupt 1 "cannot export: parameter file 'corrupt.h5': tensor 'block0.attn.qkv.weight' fails its checksum" \
