@@ -57,12 +57,15 @@ std::string format_double(double value, const char* format) {
 }
 
 // Parses `args` (after the source word) against `options`; Boost's errors become UserError.
+// Whole option names only, as deck overrides: Boost's default guessing took --val-frac for
+// --val-fraction, past the check that refuses it beside --val (which looks for its full name).
 po::variables_map parse(const std::string& command, const std::vector<std::string>& args,
                         const po::options_description& options,
                         const po::positional_options_description& positional) {
   po::variables_map values;
   try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(),
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(args).options(options).positional(positional).style(style).run(),
               values);
   } catch (const po::error& e) {
     throw UserError(command + ": " + e.what() + " (see " + command + " --help)");

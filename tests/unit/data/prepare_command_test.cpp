@@ -253,6 +253,9 @@ TEST(PrepareCommand, TokensRefusesWhatItCannotTrust) {
                "'" + dir.file("ok.bin") + "' is both an INPUT and a --val file");
   expect_error({"tokens", "--output", out, "--val-fraction", "0.1", "--val", dir.file("odd.bin"), dir.file("ok.bin")},
                "--val-fraction and --val both say what is held out for validation");
+  // Whole option names only: an abbreviation was taken for --val-fraction past that check.
+  expect_error({"tokens", "--output", out, "--val-frac", "0.1", "--val", dir.file("odd.bin"), dir.file("ok.bin")},
+               "unrecognised option '--val-frac'");
   EXPECT_FALSE(std::filesystem::exists(out));
 
   // A bad token found after ok.bin's were written leaves the earlier output as it was.
