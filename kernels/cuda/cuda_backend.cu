@@ -53,7 +53,11 @@ namespace {
 // still gets a real allocation, so every pointer handed out is distinct and non-null.
 void* allocate_bytes(std::size_t bytes) {
   void* ptr = nullptr;
-  if (cudaMalloc(&ptr, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+  if (const cudaError_t status = cudaMalloc(&ptr, bytes == 0 ? 1 : bytes); status != cudaSuccess) {
+    // Only cudaErrorMemoryAllocation is a want of memory. Anything else (an earlier kernel's
+    // fault, sticky for the whole context, surfaces at the next call) was reported as "out of
+    // device memory ... 0 B free of 0 B", sending the user to lower the micro-batch.
+    if (status != cudaErrorMemoryAllocation) throw_cuda_error(status, "cudaMalloc", __FILE__, __LINE__);
     (void)cudaGetLastError();  // out of memory is not sticky: clear it for the caller's retry
     int device = -1;
     std::size_t free_bytes = 0, total_bytes = 0;

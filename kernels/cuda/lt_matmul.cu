@@ -70,9 +70,11 @@ LtMatmul::LtMatmul(bool timed) : timed_(timed) {
     library_ = "cuBLASLt " + std::to_string(cublasLtGetVersion()) + " on " + properties.name;
   }
   CUBLAS_CHECK(cublasLtCreate(&handle_));
-  if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess) {
-    (void)cudaGetLastError();
+  if (const cudaError_t status = cudaMalloc(&workspace_, kWorkspaceBytes); status != cudaSuccess) {
     (void)cublasLtDestroy(handle_);
+    // Another error than a want of memory (an earlier kernel's fault) is reported as itself.
+    if (status != cudaErrorMemoryAllocation) throw_cuda_error(status, "cudaMalloc", __FILE__, __LINE__);
+    (void)cudaGetLastError();
     throw OutOfMemory("out of device memory: cuBLASLt's workspace of " + mib(kWorkspaceBytes) +
                       " could not be allocated (run.matmul_epilogues = separate does without it)");
   }

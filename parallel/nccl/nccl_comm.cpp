@@ -205,7 +205,11 @@ void NcclComm::all_reduce_max(float* data, std::size_t count) {
 void NcclComm::reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
   require_same_storage(send, recv, "reduce_scatter_sum");
   if (count == 0) return;
-  if (!on_device(send.get()) || !on_device(recv.get())) return host_->reduce_scatter_sum(send, recv, count);
+  // MPI would be handed the device one (no caller mixes them; the fallback is for host buffers).
+  if (on_device(send.get()) != on_device(recv.get())) {
+    throw std::logic_error("NcclComm::reduce_scatter_sum: one buffer on the device and one on the host");
+  }
+  if (!on_device(send.get())) return host_->reduce_scatter_sum(send, recv, count);
   after_compute();
   NCCL_CHECK(ncclReduceScatter(send.get(), recv.get(), count, nccl_type(recv.storage()), ncclSum, comm_, stream_));
   before_compute();
@@ -214,7 +218,11 @@ void NcclComm::reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr rec
 void NcclComm::all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
   require_same_storage(send, recv, "all_gather");
   if (count == 0) return;
-  if (!on_device(send.get()) || !on_device(recv.get())) return host_->all_gather(send, recv, count);
+  // MPI would be handed the device one (no caller mixes them; the fallback is for host buffers).
+  if (on_device(send.get()) != on_device(recv.get())) {
+    throw std::logic_error("NcclComm::all_gather: one buffer on the device and one on the host");
+  }
+  if (!on_device(send.get())) return host_->all_gather(send, recv, count);
   after_compute();
   NCCL_CHECK(ncclAllGather(send.get(), recv.get(), count, nccl_type(recv.storage()), comm_, stream_));
   before_compute();
