@@ -29,6 +29,7 @@
 
 #include "io/deck.h"        // parse_deck, to_run_config
 #include "io/param_file.h"  // read_param_slices, write_param_file, read_param_file_*_attribute(s)
+#include "io/path_lookup.h"
 #include "io/user_error.h"
 #include "parallel/comm.h"  // agree_on_error
 #include "parallel/mpi_comm.h"
@@ -69,6 +70,11 @@ model::GptConfig checkpoint_model(const std::string& checkpoint, const std::stri
 // Reads the checkpoint and writes OUT; one process, serial. Throws UserError naming the file.
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out) {
   std::error_code ec;
+  // A path that cannot be looked up (a directory on the way that cannot be searched) says why,
+  // not "no such file".
+  if (const io::PathLookup lookup = io::look_up_path("checkpoint", checkpoint); !lookup.problem.empty()) {
+    throw io::UserError(lookup.problem);
+  }
   if (std::filesystem::is_directory(checkpoint, ec)) {
     throw io::UserError("checkpoint '" + checkpoint + "' is a directory: give one of its step-N.h5 files");
   }

@@ -105,6 +105,9 @@ expect_error() {
 }
 expect_error missing 1 "checkpoint 'nowhere.h5': no such file" export nowhere.h5 out.h5
 expect_error missing_on_2_ranks 2 "checkpoint 'nowhere.h5': no such file" export nowhere.h5 out.h5
+ln -s loop loop  # a path whose lookup fails: its reason, not "no such file"
+expect_error lookup 1 "checkpoint 'loop/step-1.h5': cannot look it up (Too many levels of symbolic links)" \
+  export loop/step-1.h5 out.h5
 expect_error directory 1 "checkpoint 'run/checkpoints' is a directory: give one of its step-N.h5 files" export run/checkpoints out.h5
 expect_error token_file 1 "$WORK_DIR/tiny.h5" export "$WORK_DIR/tiny.h5" out.h5
 expect_error final_params 1 "'run/final-params.h5' has no 'deck' attribute" export run/final-params.h5 out.h5
