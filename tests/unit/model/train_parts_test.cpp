@@ -28,6 +28,16 @@ TEST(LrSchedule, WarmupThenCosineToFloor) {
   for (int64_t i = 11; i < 110; ++i) EXPECT_LT(s.at(i), s.at(i - 1));
 }
 
+// Warm-up ending where the decay does: the peak once, then min_lr (docs/model.md), not the peak
+// for the rest of the run.
+TEST(LrSchedule, DecayEndingWithTheWarmupGivesTheFloorAfterIt) {
+  train::LrSchedule s{3e-3, 3e-4, 4, 4};
+  EXPECT_DOUBLE_EQ(s.at(0), 7.5e-4);
+  EXPECT_DOUBLE_EQ(s.at(3), 3e-3);
+  EXPECT_DOUBLE_EQ(s.at(4), 3e-4);
+  EXPECT_DOUBLE_EQ(s.at(100), 3e-4);
+}
+
 TEST(LrSchedule, NoWarmupStartsAtPeak) {
   train::LrSchedule s{3e-4, 3e-5, 0, 100};
   EXPECT_DOUBLE_EQ(s.at(0), 3e-4);
