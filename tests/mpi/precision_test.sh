@@ -24,8 +24,13 @@
 source "$(dirname "$0")/lib.sh"
 
 last_val_loss() { grep '"val_loss"' "$1" | tail -1 | sed 's/.*"val_loss": \([^,}]*\).*/\1/'; }
-# within_percent A B P: |A - B| <= P% of B
-within_percent() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= p / 100 * b) }'; }
+# within_percent A B P: |A - B| <= P% of B, both numbers (awk reads "" or null as 0, and two
+# missing losses then agreed), B positive.
+within_percent() {
+  awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { number = "^-?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$"
+    if (a !~ number || b !~ number || b + 0 <= 0) exit 1
+    d = a - b; if (d < 0) d = -d; exit !(d <= p / 100 * b) }'
+}
 
 sed "s#^path = .*#path = $WORK_DIR/quickstart.h5#; s#^dir = .*#dir = run#" \
   "$TRIDENT_SOURCE_DIR/inputs/quickstart.ini" > quick.ini
@@ -37,7 +42,7 @@ done
 mpi 1 train quick.ini $quick --train.precision=fp16 --train.loss_scale=16777216 --run.dir=qover > qover.log 2>&1 \
   || { tail -5 qover.log; fail "quickstart fp16 from 2^24"; }
 ref=$(last_val_loss qfp32/metrics.jsonl)
-awk -v l="$ref" 'BEGIN { exit !(l < 1.5) }' && pass "fp32 quickstart learned (validation loss $ref from ln 17 = 2.83)" \
+[ -n "$ref" ] && awk -v l="$ref" 'BEGIN { exit !(l > 0 && l < 1.5) }' && pass "fp32 quickstart learned (validation loss $ref from ln 17 = 2.83)" \
   || fail "fp32 quickstart validation loss $ref"
 for run in qbf16 qover; do
   val=$(last_val_loss $run/metrics.jsonl)
@@ -80,15 +85,27 @@ done
 grep -q '"skipped": 1' fp16.straight/metrics.jsonl && [ "$(grep -o '"loss_scale": [0-9]*' fp16.straight/metrics.jsonl | sort -u | wc -l)" -ge 3 ] \
   && pass "fp16 tiny run both backs off and grows" || fail "fp16 tiny run: the scale did not move both ways"
 
-# Layouts against one rank, bf16.
+# Layouts against one rank, bf16. The loss alone is nearly blind to a gradient's scale (AdamW
+# divides it out: a clip factor of 1/1000 on every step moved the loss by 5e-4), so the
+# gradient norms too, within 1e-2 (measured: 2.5e-3 on tp = 2, 7e-4 on dp = 2, both from bf16
+# sums in another order); and the final parameters where the layout rounds nothing differently
+# (pp = 2 sends the stored bf16 values; dp = 2 with the fp32 reduction): within 1e-5, measured
+# 2e-9 and 3e-8. Elsewhere bf16 rounding in another order moves the key bias, whose gradient is
+# zero in exact arithmetic (check_metrics compare-params), by tens of percent: not compared.
 mpi 1 train deck.ini --train.precision=bf16 --run.dir=one $common > one.log 2>&1 || fail "bf16 one rank"
-for spec in "tp2:--parallel.tp=2" "tp2sp:--parallel.tp=2 --parallel.sequence_parallel=true" "pp2:--parallel.pp=2" \
-            "dp2:--parallel.dp=2" "dp2fp32:--parallel.dp=2 --parallel.grad_reduce=fp32"; do
-  IFS=: read -r name flags <<< "$spec"
+for spec in "tp2:--parallel.tp=2:" "tp2sp:--parallel.tp=2 --parallel.sequence_parallel=true:" "pp2:--parallel.pp=2:1e-5" \
+            "dp2:--parallel.dp=2:" "dp2fp32:--parallel.dp=2 --parallel.grad_reduce=fp32:1e-5"; do
+  IFS=: read -r name flags params_tolerance <<< "$spec"
   mpi 2 train deck.ini --train.precision=bf16 --run.dir=$name $flags $common > $name.log 2>&1 \
     || { tail -5 $name.log; fail "bf16 $name"; continue; }
   out=$("$CHECK_METRICS" compare one/metrics.jsonl $name/metrics.jsonl loss 1e-3) \
     && pass "bf16 $name matches one rank: $out" || fail "bf16 $name: $out"
+  out=$("$CHECK_METRICS" compare one/metrics.jsonl $name/metrics.jsonl grad_norm 1e-2) \
+    && pass "bf16 $name gradient norms: $out" || fail "bf16 $name gradient norms: $out"
+  if [ -n "$params_tolerance" ]; then
+    out=$("$CHECK_METRICS" compare-params one/final-params.h5 $name/final-params.h5 "$params_tolerance") \
+      && pass "bf16 $name final parameters within $params_tolerance" || fail "bf16 $name final parameters: $out"
+  fi
 done
 
 # 16-bit buffers on every layout, moved as 16 bits: half the pipeline bytes on pp = 2, and half

@@ -1,7 +1,9 @@
 // check_metrics: assertions over metrics.jsonl files for the script tests.
 //
-//   check_metrics compare A.jsonl B.jsonl KEY RTOL   every step's KEY within RTOL (relative)
+//   check_metrics compare A.jsonl B.jsonl KEY RTOL   every step's KEY within RTOL (relative); the rows'
+//       steps must be the same
 //   check_metrics floor RUN.jsonl DATASET.h5 WITHIN  last val_loss <= (1 + WITHIN) * entropy rate
+//       (the last row with a val_loss: null there fails)
 //   check_metrics compare-params A.h5 B.h5 RTOL       two parameter files (docs/param-file.md):
 //       the same dataset names and shapes, and relative differences in the 2-norm,
 //       rel(x, y) = ||x - y||_2 / max(||x||_2, ||y||_2):
@@ -45,6 +47,10 @@ double field(const std::vector<std::pair<std::string, double>>& row, const std::
   return NAN;
 }
 
+bool has_field(const std::vector<std::pair<std::string, double>>& row, const std::string& key) {
+  return std::any_of(row.begin(), row.end(), [&key](const auto& entry) { return entry.first == key; });
+}
+
 int compare(const std::string& a_path, const std::string& b_path, const std::string& key, double rtol) {
   const Rows a = trident::io::read_metrics(a_path), b = trident::io::read_metrics(b_path);
   if (a.size() != b.size() || a.empty()) {
@@ -54,6 +60,14 @@ int compare(const std::string& a_path, const std::string& b_path, const std::str
   double worst = 0.0;
   int failures = 0;
   for (size_t i = 0; i < a.size(); ++i) {
+    // Rows are paired by position: their steps must agree too (a resumed log with stale rows,
+    // or one that skipped a step, would otherwise compare the wrong steps, or pass).
+    if (!(field(a[i], "step") == field(b[i], "step"))) {
+      std::printf("FAIL: row %zu is step %.0f in %s, step %.0f in %s\n", i + 1, field(a[i], "step"), a_path.c_str(),
+                  field(b[i], "step"), b_path.c_str());
+      ++failures;
+      continue;
+    }
     const double x = field(a[i], key), y = field(b[i], key);
     const double rel = std::fabs(x - y) / std::max(std::fabs(x), 1e-30);
     worst = std::max(worst, rel);
@@ -71,9 +85,11 @@ int compare(const std::string& a_path, const std::string& b_path, const std::str
 int floor_check(const std::string& metrics, const std::string& dataset, double within) {
   const auto info = trident::io::read_token_file_info(dataset);
   const Rows rows = trident::io::read_metrics(metrics);
+  // The last evaluation's: a null there (a non-finite loss) fails, rather than an earlier one
+  // standing in for it.
   double val = NAN;
   for (const auto& row : rows)
-    if (!std::isnan(field(row, "val_loss"))) val = field(row, "val_loss");
+    if (has_field(row, "val_loss")) val = field(row, "val_loss");
   const double floor = info.entropy_rate_nats;
   std::printf("final val_loss %.4f, entropy rate %.4f nats, ratio %.3f (limit %.3f)\n", val, floor, val / floor,
               1.0 + within);
