@@ -228,12 +228,16 @@ out=$("$CHECK_METRICS" compare fcpu16/metrics.jsonl sgpu16/metrics.jsonl loss 1e
 common="--train.eval_batches=0 --run.device=cuda --run.restart=none"
 # The reference: one rank with host-staged communication (parallel.comm defaults to nccl).
 mpi 1 train deck.ini $common --parallel.comm=mpi --run.dir=one > one.log 2>&1 || fail "tiny model, one rank on the GPU"
-# two_ranks_match NAME COMM FLAGS...: the tiny model on two ranks against one rank, within 1e-4.
+# two_ranks_match NAME COMM FLAGS...: the tiny model on two ranks against one rank, losses and
+# gradient norms within 1e-4.
 two_ranks_match() {
   mpi 2 train deck.ini $common --parallel.comm="$2" --run.dir="$1" "${@:3}" > "$1.log" 2>&1 \
     || { tail -20 "$1.log"; fail "$1 (parallel.comm = $2)"; return; }
   local out
+  # The gradient norms too: the losses alone pass a gradient of the wrong scale (AdamW divides
+  # it out; tests/emulation/training_lib.sh's `matches`).
   out=$("$CHECK_METRICS" compare one/metrics.jsonl "$1/metrics.jsonl" loss 1e-4) \
+    && out="$out; $("$CHECK_METRICS" compare one/metrics.jsonl "$1/metrics.jsonl" grad_norm 1e-4)" \
     && pass "$1 (parallel.comm = $2) matches one rank: $out" || fail "$1 (parallel.comm = $2): $out"
 }
 two_ranks_match tp2 mpi --parallel.tp=2  # both ranks on one GPU
