@@ -91,14 +91,23 @@ TEST(ParamFileMpi, EveryRankWritesWhatItOwns) {
 
   const auto read = trident::io::read_param_file(path);
   ASSERT_EQ(read.size(), static_cast<size_t>(4 + size));
-  EXPECT_EQ(read.at("split").first, (std::vector<int64_t>{3, columns}));
+  // The values' counts first: a short read would otherwise be indexed past its end.
+  for (const auto& [name, entry] : read) {
+    int64_t count = 1;
+    for (const int64_t d : entry.first) count *= d;
+    ASSERT_EQ(entry.second.size(), static_cast<size_t>(count)) << name;
+  }
+  ASSERT_EQ(read.at("split").first, (std::vector<int64_t>{3, columns}));
+  ASSERT_EQ(read.at("replicated").first, (std::vector<int64_t>{2, 3}));
+  ASSERT_EQ(read.at("replica").first, (std::vector<int64_t>{5}));
+  ASSERT_EQ(read.at("tied").first, (std::vector<int64_t>{2, 2}));
   for (int64_t i = 0; i < 3 * columns; ++i) EXPECT_EQ(read.at("split").second[static_cast<size_t>(i)], value(0, i));
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(read.at("replicated").second[static_cast<size_t>(i)], value(0, i));
   for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(read.at("replica").second[static_cast<size_t>(i)], value(size - 1, i));
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(read.at("tied").second[static_cast<size_t>(i)], value(0, i));
   for (int r = 0; r < size; ++r) {
     const auto& stage = read.at("stage" + std::to_string(r));
-    EXPECT_EQ(stage.first, (std::vector<int64_t>{2 + r}));
+    ASSERT_EQ(stage.first, (std::vector<int64_t>{2 + r}));
     for (int64_t i = 0; i < 2 + r; ++i) EXPECT_EQ(stage.second[static_cast<size_t>(i)], value(r, i));
   }
   EXPECT_EQ(trident::io::read_param_file_int_attributes(path).at("step"), 3);
