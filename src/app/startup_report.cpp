@@ -78,6 +78,13 @@ std::string startup_report(const RunSetup& setup, const parallel::RankGrid& grid
                             .c_str()
                       : (", buckets" + when).c_str());
     out += line;
+    // fp16 sums outside an fp16 run have no loss scale to keep them in fp16's range: an explicit
+    // choice, but not one to make unawares.
+    if (setup.config.parallel.grad_reduce == "fp16" && setup.config.train.precision != "fp16") {
+      out += "note: parallel.grad_reduce = fp16 in a " + setup.config.train.precision +
+             " run, without fp16's loss scaling: gradients below about 6e-8 flush to zero on the wire, and a sum "
+             "past 65504 overflows (a diverged step, exit 3); bf16 or fp32 keep the range\n";
+    }
   }
   if (grid.pp() > 1) {
     const auto kind = parallel::parse_schedule_kind(setup.config.parallel.schedule);

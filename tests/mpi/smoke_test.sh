@@ -114,6 +114,12 @@ for schedule in 1f1b interleaved; do
   grep -q "^gradient reduction: over 2 data ranks in fp32 (parallel.grad_reduce), $want" <<< "$out" \
     && pass "start-up report, $schedule: $want" || fail "start-up report, $schedule: $(grep 'gradient reduction' <<< "$out")"
 done
+# fp16 gradient sums outside an fp16 run (no loss scale keeps them in range) are noted; fp16's own are not.
+out=$("$TRIDENT" check good.ini --ranks 2 --parallel.dp=2 --train.precision=bf16 --parallel.grad_reduce=fp16 2>&1)
+fp16_out=$("$TRIDENT" check good.ini --ranks 2 --parallel.dp=2 --train.precision=fp16 2>&1)
+grep -q "^note: parallel.grad_reduce = fp16 in a bf16 run, without fp16's loss scaling" <<< "$out" \
+  && ! grep -q "^note: parallel.grad_reduce" <<< "$fp16_out" \
+  && pass "start-up report: fp16 gradient sums in a bf16 run noted" || fail "grad_reduce = fp16 note: $(grep -E 'note|gradient' <<< "$out")"
 out=$("$TRIDENT" check empty.ini 2>&1); rc=$?
 [ $rc -eq 0 ] && echo "$out" | grep -q "^model: GPT, 12 layers" \
   && echo "$out" | grep -q "^warning: data.path 'data/tokens.h5': no such file" \
