@@ -266,7 +266,7 @@ int check_command(const std::vector<std::string>& raw_args) {
       throw io::UserError(problem);
     }
   }
-  if (!io::look_up_path("data.path", c.data.path).exists && c.data.generate == "synthetic") {
+  if (!data_lookup.exists && c.data.generate == "synthetic") {
     const std::string parent = std::filesystem::path(c.data.path).parent_path().string();
     if (const std::string problem = uncreatable_directory("data.path's directory", parent); !problem.empty()) {
       throw io::UserError(problem);

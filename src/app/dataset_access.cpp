@@ -1,6 +1,7 @@
 #include "src/app/dataset_access.h"
 
 #include <cstdio>
+
 #include "io/path_lookup.h"
 #include "io/synthetic_source.h"
 #include "io/user_error.h"

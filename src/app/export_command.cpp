@@ -31,6 +31,7 @@
 #include "io/param_file.h"  // read_param_slices, write_param_file, read_param_file_*_attribute(s)
 #include "io/path_lookup.h"
 #include "io/user_error.h"
+#include "kernels/out_of_memory.h"  // mib
 #include "parallel/comm.h"  // agree_on_error
 #include "parallel/mpi_comm.h"
 #include "src/app/commands.h"
@@ -155,9 +156,8 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   try {
     weights.resize(table.total_count());
   } catch (const std::bad_alloc&) {
-    throw io::UserError("export holds the whole model in host memory, " +
-                        std::to_string(table.total_count() * sizeof(float) >> 20) +
-                        " MiB, which this machine could not allocate: export on a machine with more memory");
+    throw io::UserError("export holds the whole model in host memory, " + kernels::mib(table.total_count() * sizeof(float)) +
+                        ", which this machine could not allocate: export on a machine with more memory");
   }
   std::vector<io::TensorSlice> writes;
   for (std::size_t i = 0; i < reads.size(); ++i) {
