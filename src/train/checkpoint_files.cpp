@@ -34,6 +34,13 @@ std::string checkpoint_directory_problem(const std::string& dir) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+  // A directory that takes files but cannot be listed (mode -wx) would make every listing empty:
+  // run.restart = auto would start afresh over a run's checkpoints, and none would be pruned.
+  std::filesystem::directory_iterator listing(dir, ec);
+  if (ec) {
+    return "checkpoint.dir '" + dir + "': cannot list it (" + ec.message() +
+           "): restarts and checkpoint.keep read its checkpoints";
+  }
   return "";
 }
 

@@ -14,7 +14,8 @@ std::string checkpoint_directory(const std::string& run_dir, const std::string& 
 
 // Why checkpoints cannot be written into `dir` ("" when they can): it is created when missing,
 // and a probe file is created and removed in it, so that a read-only or full file system is
-// found at start-up rather than after checkpoint.every steps of training. Rank 0 only.
+// found at start-up rather than after checkpoint.every steps of training; it must also list (a
+// directory without read permission would look empty to restarts and pruning). Rank 0 only.
 std::string checkpoint_directory_problem(const std::string& dir);
 
 // Why the metadata of checkpoint `path` cannot be trusted ("" when it can): the `step` attribute

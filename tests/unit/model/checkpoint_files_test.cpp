@@ -3,6 +3,8 @@
 #include "src/train/checkpoint_files.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>  // waitpid
+#include <unistd.h>    // fork, pipe, setuid
 
 #include <filesystem>
 #include <fstream>
@@ -64,6 +66,44 @@ TEST_F(CheckpointFiles, SettingAsideTakesTheFirstFreeName) {
   touch(name + ".bad.2");
   EXPECT_EQ(set_aside_name(dir_, name), name + ".bad.3");
   EXPECT_EQ(set_aside_name(dir_, checkpoint_name(10)), checkpoint_name(10) + ".bad");
+}
+
+// checkpoint_directory_problem as a user without read permission on `dir`: root reads any
+// directory, so as root the check runs in a child that has become `nobody`. Its answer comes
+// back through a pipe.
+std::string problem_without_read_permission(const std::string& dir) {
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_write | std::filesystem::perms::owner_exec |
+                                        std::filesystem::perms::group_write | std::filesystem::perms::group_exec |
+                                        std::filesystem::perms::others_write | std::filesystem::perms::others_exec);
+  if (::geteuid() != 0) return checkpoint_directory_problem(dir);
+  int ends[2];
+  if (::pipe(ends) != 0) return "pipe failed";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ends[0]);
+    constexpr uid_t kNobody = 65534;
+    const std::string answer = ::setgid(kNobody) == 0 && ::setuid(kNobody) == 0 ? checkpoint_directory_problem(dir)
+                                                                              : "setuid failed";
+    const ssize_t written = ::write(ends[1], answer.data(), answer.size());
+    ::_exit(written == static_cast<ssize_t>(answer.size()) ? 0 : 1);
+  }
+  ::close(ends[1]);
+  std::string answer;
+  char buffer[256];
+  for (ssize_t n; (n = ::read(ends[0], buffer, sizeof buffer)) > 0;) answer.append(buffer, static_cast<size_t>(n));
+  ::close(ends[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return answer;
+}
+
+TEST_F(CheckpointFiles, ADirectoryThatTakesFilesButCannotBeListedIsRefused) {
+  EXPECT_EQ(checkpoint_directory_problem(dir_), "");
+  touch(checkpoint_name(5));
+  const std::string problem = problem_without_read_permission(dir_);
+  std::filesystem::permissions(dir_, std::filesystem::perms::owner_all);
+  EXPECT_NE(problem.find("checkpoint.dir '" + dir_ + "': cannot list it (Permission denied)"), std::string::npos)
+      << problem;
 }
 
 }  // namespace
