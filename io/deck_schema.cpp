@@ -74,8 +74,10 @@ std::vector<KeySpec> make_schema() {
       choice_key("run.attention", "auto", {"auto", "gemm", "flash"},
                  "Attention kernels: gemm (the scores through a T x T workspace per head, one layer "
                  "at a time; every device), flash (tiled, online softmax, nothing T x T; tensor cores under "
-                 "bf16 and fp16; CUDA only, model.hidden / model.heads = 64), or auto (flash where it runs on "
-                 "the tensor cores: CUDA, bf16 or fp16, heads of 64 channels; gemm otherwise). Flash was 1.5 "
+                 "bf16 and fp16; CUDA only, model.hidden / model.heads = 64, compute capability 8.0 or later), "
+                 "or auto (flash where it runs on the tensor cores: CUDA, bf16 or fp16, heads of 64 channels, a "
+                 "GPU that gives a block its 66,560 bytes of shared memory, not Turing's 64 KiB; gemm "
+                 "otherwise). Flash was 1.5 "
                  "to 1.6 times faster a bf16 step on one H100 (docs/performance.md)."),
       choice_key("run.matmul_epilogues", "fused", {"fused", "separate"},
                  "16-bit matmuls on CUDA: fused (bias, GELU and GELU gradient in cuBLASLt's epilogues, "

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_backend.h"  // CpuBackend
+#include "kernels/device_refusal.h"
 #ifdef TRIDENT_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"  // CudaBackend
 #endif
@@ -19,6 +20,7 @@ int cuda_device_count() { return 0; }
 std::string cuda_device_problem() { return ""; }
 std::string cuda_library_problem() { return ""; }
 std::string cuda_device_bus_id(int) { return ""; }
+bool cuda_flash_attention_fits(int) { return false; }
 DeviceMemoryInfo cuda_device_memory(int) { return {}; }
 #endif
 
@@ -57,19 +59,19 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused
   switch (device) {
     case Device::kCpu:
       if (options.attention == AttentionKernel::kFlash) {
-        throw std::runtime_error("the CPU backend has no flash attention kernel (run.attention = flash needs CUDA)");
+        throw DeviceRefusal("the CPU backend has no flash attention kernel (run.attention = flash needs CUDA)");
       }
       return std::make_unique<cpu::CpuBackend>(threads);
     case Device::kCuda:
 #ifdef TRIDENT_HAVE_CUDA
       if (gpu < 0 || gpu >= cuda_device_count()) {
-        throw std::runtime_error("CUDA device " + std::to_string(gpu) + " is not visible (" +
+        throw DeviceRefusal("CUDA device " + std::to_string(gpu) + " is not visible (" +
                                  std::to_string(cuda_device_count()) +
                                  " are; check nvidia-smi and CUDA_VISIBLE_DEVICES); use run.device = cpu");
       }
       return std::make_unique<cuda::CudaBackend>(gpu, options);
 #else
-      throw std::runtime_error("this build has no CUDA backend (configure with -DTRIDENT_CUDA=ON)");
+      throw DeviceRefusal("this build has no CUDA backend (configure with -DTRIDENT_CUDA=ON)");
 #endif
   }
   throw std::runtime_error("unknown device");

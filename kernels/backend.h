@@ -507,8 +507,10 @@ struct BackendOptions {
 
 // Builds the backend for a device. threads: worker threads for the CPU backend (> 0); gpu: the
 // index among the visible CUDA devices (src/app/device_choice.h chooses it).
-// Throws std::runtime_error when the device is not available in this build or machine, or has
-// no kernel for an option (flash attention on the CPU).
+// Throws DeviceRefusal (a std::runtime_error) when the device is not available in this build or
+// machine, or has no kernel for an option (flash attention on the CPU, wgmma before Hopper, flash
+// on a GPU with too little shared memory a block); another std::runtime_error for a fault of the
+// device or its libraries.
 std::unique_ptr<Backend> make_backend(Device device, int threads, int gpu = 0, BackendOptions options = {});
 
 // The kernel families the backend of `device` computes on 16-bit operands itself, as its
@@ -526,6 +528,11 @@ int cuda_device_count();
 // whatever CUDA_VISIBLE_DEVICES calls it, so ranks bound to one GPU each (Slurm's
 // --gpus-per-task) can be told from ranks crowding one. "" without CUDA or when not known.
 std::string cuda_device_bus_id(int index);
+// Whether visible CUDA device `index` gives one block the shared memory the flash attention
+// kernels ask for (66,560 bytes opted in: sm_80 and later; Turing's 64 KiB is short), so that
+// run.attention = auto takes the GEMM attention where flash would be refused. False without CUDA
+// or when the device does not answer.
+bool cuda_flash_attention_fits(int index);
 // Why a machine with a CUDA driver shows no usable device ("" when devices are usable, or when
 // there is no GPU or no driver at all, as on a build machine): the CUDA runtime's error, e.g.
 // cudaErrorInsufficientDriver for a driver older than this build's CUDA runtime. A GPU machine

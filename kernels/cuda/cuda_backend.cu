@@ -24,6 +24,7 @@
 #include <string>
 
 #include "kernels/choice_table.h"          // merge_choice_tables (both cuBLASLt handles' answers)
+#include "kernels/device_refusal.h"
 #include "kernels/cuda/adamw.cuh"          // adamw_update
 #include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
 #include "kernels/cuda/column_sums.cuh"  // add_column_sums (the timed weight GEMM's bias sums)
@@ -108,7 +109,7 @@ std::string warpgroup_choice(const char* direction, FlashProducts products, Warp
     const std::string missing = arch == "sm_90" ? "this build has no sm_90a code (configure it with 90 in "
                                                   "CMAKE_CUDA_ARCHITECTURES)"
                                                 : "this GPU is " + arch + ", not compute capability 9.0 (H100, H200)";
-    throw std::runtime_error(std::string("run.flash_") + direction + " = " + choice +
+    throw DeviceRefusal(std::string("run.flash_") + direction + " = " + choice +
                              " needs Hopper's warpgroup products, but " + missing + "; use run.flash_" + direction +
                              " = mma_sync");
   }
@@ -175,11 +176,11 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     count = 0;
   }
   if (device_index < 0 || device_index >= count) {
-    throw std::runtime_error("CUDA device " + std::to_string(device_index) + " requested, but " +
+    throw DeviceRefusal("CUDA device " + std::to_string(device_index) + " requested, but " +
                              std::to_string(count) + " device(s) are visible");
   }
   // cuBLAS is opened on first use (cublas_library.h): a node without it is refused here, in words.
-  if (!cublas_problem().empty()) throw std::runtime_error(cublas_problem());
+  if (!cublas_problem().empty()) throw DeviceRefusal(cublas_problem());
   CUDA_CHECK(cudaSetDevice(device_index));
   cudaDeviceProp props{};
   CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));
@@ -222,7 +223,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
           (epilogues_ == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + candidates + ")";
   if (attention_ == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
     // Refused here rather than by a failed launch in the first backward step.
-    throw std::runtime_error("run.attention = flash: the flash kernels need " +
+    throw DeviceRefusal("run.attention = flash: the flash kernels need " +
                              std::to_string(flash_attention_shared_bytes()) + " bytes of shared memory per block; " +
                              props.name + " (" + arch + ") allows " + std::to_string(props.sharedMemPerBlockOptin) +
                              "; use run.attention = gemm");

@@ -1,12 +1,12 @@
-// The CUDA side of the backend seam: device discovery. The CUDA kernels themselves arrive with
-// the CUDA-backend issue; this translation unit keeps the toolchain, flags and linking honest
-// in every build that has TRIDENT_CUDA on, including CI machines without a GPU.
+// The CUDA side of the backend seam: device discovery, answered without making a backend (the
+// device choice, the memory check and run.attention = auto ask before one exists).
 #include <cuda_runtime.h>
 #include <dlfcn.h>  // dlopen: is a driver installed at all?
 
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/flash_attention.cuh"  // flash_attention_shared_bytes
 
 namespace trident::kernels {
 
@@ -29,6 +29,15 @@ std::string cuda_device_bus_id(int index) {
     return "";
   }
   return id;
+}
+
+bool cuda_flash_attention_fits(int index) {
+  int optin = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return static_cast<std::size_t>(optin) >= cuda::flash_attention_shared_bytes();
 }
 
 std::string cuda_device_problem() {

@@ -2,18 +2,18 @@
 
 namespace trident::app {
 
-kernels::AttentionKernel attention_kernel(const io::RunConfig& config, kernels::Device device) {
+kernels::AttentionKernel attention_kernel(const io::RunConfig& config, kernels::Device device, bool flash_fits) {
   if (config.run.attention == "auto") {
-    const bool tensor_cores = device == kernels::Device::kCuda && config.train.precision != "fp32" &&
+    const bool tensor_cores = device == kernels::Device::kCuda && flash_fits && config.train.precision != "fp32" &&
                               config.model.hidden / config.model.heads == io::kFlashHeadSize;
     return tensor_cores ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
   }
   return config.run.attention == "flash" ? kernels::AttentionKernel::kFlash : kernels::AttentionKernel::kGemm;
 }
 
-kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::Device device) {
+kernels::BackendOptions backend_options(const io::RunConfig& config, kernels::Device device, bool flash_fits) {
   kernels::BackendOptions options;
-  options.attention = attention_kernel(config, device);
+  options.attention = attention_kernel(config, device, flash_fits);
   const bool fuse = config.run.matmul_epilogues == "fused" && config.train.precision != "fp32";
   options.matmul_epilogues = fuse ? kernels::MatmulEpilogues::kFused : kernels::MatmulEpilogues::kSeparate;
   options.attention_blocks = config.run.attention_blocks;

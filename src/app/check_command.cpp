@@ -67,7 +67,11 @@ struct CountedKernels {
 CountedKernels counted_kernels(const io::RunConfig& c) {
   const bool gpu_here = kernels::cuda_compiled() && kernels::cuda_device_count() > 0;
   const bool cuda = c.run.device == "cuda" || c.run.attention == "flash" || (c.run.device == "auto" && gpu_here);
-  const kernels::BackendOptions options = backend_options(c, cuda ? kernels::Device::kCuda : kernels::Device::kCpu);
+  // Without a GPU here (a login node) the run's GPU is not known: counted as one the flash kernels
+  // fit (compute capability 8.0 and later).
+  const bool flash_fits = !gpu_here || kernels::cuda_flash_attention_fits(0);
+  const kernels::BackendOptions options =
+      backend_options(c, cuda ? kernels::Device::kCuda : kernels::Device::kCpu, flash_fits);
   std::string why = "run.device = " + c.run.device;
   if (c.run.device != "cuda" && c.run.attention == "flash") {
     why += ", run.attention = flash";

@@ -12,6 +12,7 @@
 
 #include "io/user_error.h"
 #include "kernels/backend.h"
+#include "kernels/device_refusal.h"  // DeviceRefusal: reported as the user's error
 #include "kernels/rounded_storage_backend.h"
 #include "kernels/timing_backend.h"
 #include "parallel/mpi_comm.h"
@@ -229,13 +230,21 @@ void train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClo
   const int threads = c.run.threads > 0 ? c.run.threads : default_threads(ctx.node_local_size());
   const bool nccl = c.parallel.comm == "nccl";
   const DeviceChoice device = choose_device_collectively(c.run.device, !nccl, ctx, world);
-  const kernels::BackendOptions kernel_options = backend_options(c, device.device);
+  const bool flash_fits = device.device == kernels::Device::kCuda && kernels::cuda_flash_attention_fits(device.gpu);
+  const kernels::BackendOptions kernel_options = backend_options(c, device.device, flash_fits);
+  // run.attention = auto passing over flash for this GPU alone (said in the start-up report).
+  const bool flash_too_large = kernel_options.attention == kernels::AttentionKernel::kGemm &&
+                               attention_kernel(c, device.device, true) == kernels::AttentionKernel::kFlash;
   if (kernel_options.attention == kernels::AttentionKernel::kFlash && device.device == kernels::Device::kCpu) {
     // Every rank chose the same device (choose_device_collectively): all refuse alike.
     throw io::UserError("run.attention = flash: only the CUDA backend has flash attention, and this run is on the "
                         "CPU (" + device.reason + "); use run.attention = gemm");
   }
-  backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu, kernel_options);
+  try {
+    backend = kernels::make_backend(device.device, threads, device.gpu < 0 ? 0 : device.gpu, kernel_options);
+  } catch (const kernels::DeviceRefusal& e) {
+    throw io::UserError(e.what());  // the deck's kernel choices against this device: the user's to change
+  }
   // On GPUs the groups talk NCCL on device memory, or (parallel.comm = mpi) MPI on host copies
   // of the device buffers. CPU runs use MPI on their own memory.
   run.backend_memory = std::make_unique<parallel::BackendMemory>(*backend);
@@ -276,6 +285,10 @@ void train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClo
                                      backend->native_16bit(), transport)
                           .c_str());
     std::printf("backend: %s per rank (%s)\n", compute.name().c_str(), device.reason.c_str());
+    if (flash_too_large) {
+      std::printf("note: run.attention = auto: GEMM attention, as this GPU gives a block less shared memory than the "
+                  "flash kernels need (compute capability 8.0 and later give enough)\n");
+    }
     // Only where the thread count came from the binding; a GPU run's host threads matter little.
     if (const std::string note = binding_note(ctx.node_local_size());
         !note.empty() && c.run.threads == 0 && device.device == kernels::Device::kCpu) {

@@ -48,6 +48,13 @@ int device_count() {
   return text == nullptr ? 1 : std::atoi(text);
 }
 
+// The opt-in shared memory a block may have: sm_90's, or TRIDENT_CUDA_EMULATION_OPTIN_SHARED_BYTES
+// to play an older GPU (65536: Turing's), whose limit the flash kernels exceed.
+std::size_t optin_shared_bytes() {
+  const char* text = std::getenv("TRIDENT_CUDA_EMULATION_OPTIN_SHARED_BYTES");
+  return text == nullptr ? kOptinSharedBytes : std::strtoull(text, nullptr, 10);
+}
+
 }  // namespace
 
 void set_last_error(cudaError_t error, const std::string& why) {
@@ -132,7 +139,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   std::snprintf(prop->name, sizeof prop->name, "CUDA emulation on the CPU");
   prop->totalGlobalMem = cuda_emu::kDeviceBytes;
   prop->sharedMemPerBlock = cuda_emu::kDefaultSharedBytes;
-  prop->sharedMemPerBlockOptin = cuda_emu::kOptinSharedBytes;
+  prop->sharedMemPerBlockOptin = cuda_emu::optin_shared_bytes();
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
   prop->multiProcessorCount = cuda_emu::kMultiprocessors;
@@ -154,7 +161,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
       *value = cuda_emu::kMultiprocessors;
       return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = static_cast<int>(cuda_emu::kOptinSharedBytes);
+      *value = static_cast<int>(cuda_emu::optin_shared_bytes());
       return cudaSuccess;
     default:
       return cuda_emu::tl_last_error = cudaErrorInvalidValue;
@@ -338,7 +345,7 @@ cudaError_t cudaMemset(void* p, int value, std::size_t bytes) { return cudaMemse
 
 cudaError_t cudaFuncSetAttribute(const void* /*func*/, cudaFuncAttribute attr, int value) {
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-    if (value < 0 || static_cast<std::size_t>(value) > cuda_emu::kOptinSharedBytes) {
+    if (value < 0 || static_cast<std::size_t>(value) > cuda_emu::optin_shared_bytes()) {
       return cuda_emu::tl_last_error = cudaErrorInvalidValue;
     }
     auto& r = runtime();

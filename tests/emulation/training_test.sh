@@ -8,7 +8,9 @@
 #   run below names flash, so its bit-for-bit match holds auto to flash too: an emulated bf16
 #   flash run costs ~12 s, so none is added for it); bf16 with the matmul epilogues in separate
 #   kernels; the GEMM attention in its default schedule (4 causal
-#   blocks, pointer-array products) and with 1 block and strided calls;
+#   blocks, pointer-array products) and with 1 block and strided calls; on a GPU with 64 KiB
+#   of shared memory a block (Turing's, played by the emulation) auto takes the GEMM attention
+#   within 1e-2, and flash is refused;
 #   run.profile on bf16 flash: the same losses, the fused MLP pairs timed whole; the kernel
 #   choices waiting for a GPU's timing (run.flash_dq, run.flash_block_order, run.flash_forward and
 #   run.flash_backward on wgmma, run.layernorm_sums, run.cross_entropy_loads, run.adamw_loads,
@@ -47,6 +49,21 @@ train flash16 $gpu $wide --train.precision=bf16
 grep -q "^backend.*flash attention" flash16.log \
   || { grep '^backend' flash16.log; fail "run.attention = auto, bf16, head size 64: not flash attention"; }
 matches "flash attention (run.attention = auto), bf16, against the CPU's bf16" wcpu16 flash16 1e-2
+# A GPU whose blocks cannot have the flash kernels' 66,560 bytes of shared memory (the emulation
+# playing Turing's 64 KiB): run.attention = auto takes the GEMM attention and says why; a deck's
+# flash is refused at start-up naming run.attention = gemm.
+TRIDENT_CUDA_EMULATION_OPTIN_SHARED_BYTES=65536 train small16 $gpu $wide --train.precision=bf16
+if grep -q "^backend.*flash attention" small16.log || ! grep -q "^note: run.attention = auto: GEMM attention" small16.log; then
+  grep '^backend\|^note' small16.log
+  fail "run.attention = auto on a GPU with 64 KiB a block: not the GEMM attention, or not said"
+fi
+matches "run.attention = auto on a GPU with 64 KiB a block (GEMM attention), bf16, against the CPU's bf16" wcpu16 small16 1e-2
+TRIDENT_CUDA_EMULATION_OPTIN_SHARED_BYTES=65536 mpi 1 train deck.ini $short --run.dir=smallflash16 $gpu $wide \
+  --train.precision=bf16 --run.attention=flash > smallflash16.log 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: run.attention = flash: the flash kernels need .*; use run.attention = gemm" \
+  smallflash16.log && pass "run.attention = flash on a GPU with 64 KiB a block: refused naming gemm" \
+  || { tail -3 smallflash16.log; fail "run.attention = flash on a GPU with 64 KiB a block: rc $rc"; }
 # run.profile on the CUDA backend: the same bits; the MLP's fused pairs reach it whole (its
 # cuBLASLt epilogues still run), and no kernel widens 16-bit operands.
 train profiled16 $gpu $wide --train.precision=bf16 --run.attention=flash --run.profile=true

@@ -1,6 +1,6 @@
 // backend_options: each deck key of the kernels reaches kernels::BackendOptions, with the
 // defaults the deck schema gives, fp32 never fusing matmul epilogues, and run.attention = auto
-// taking flash only where it runs on the tensor cores.
+// taking flash only where it runs on the tensor cores of a GPU it fits.
 #include "src/app/backend_options.h"
 
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@ namespace trident::app {
 namespace {
 
 kernels::BackendOptions options_of(const std::vector<std::string>& overrides,
-                                   kernels::Device device = kernels::Device::kCpu) {
-  return backend_options(io::to_run_config(io::parse_deck("", "d.ini", overrides)), device);
+                                   kernels::Device device = kernels::Device::kCpu, bool flash_fits = true) {
+  return backend_options(io::to_run_config(io::parse_deck("", "d.ini", overrides)), device, flash_fits);
 }
 
 TEST(BackendOptions, DefaultsAreTheBackendsDefaults) {
@@ -107,6 +107,11 @@ TEST(BackendOptions, AutoAttentionIsFlashOnlyOnTheTensorCores) {
   EXPECT_EQ(options_of({"--train.precision=fp32", "--run.device=cuda", "--run.attention=flash"}, Device::kCuda).attention,
             AttentionKernel::kFlash);
   EXPECT_EQ(options_of({"--run.device=auto", "--run.attention=flash"}, Device::kCpu).attention, AttentionKernel::kFlash);
+  // A GPU whose blocks cannot have the flash kernels' shared memory (Turing): auto takes gemm, a
+  // deck's flash stands (and the backend refuses it naming run.attention = gemm).
+  EXPECT_EQ(options_of({"--train.precision=fp16"}, Device::kCuda, false).attention, AttentionKernel::kGemm);
+  EXPECT_EQ(options_of({"--train.precision=fp16", "--run.device=cuda", "--run.attention=flash"}, Device::kCuda, false).attention,
+            AttentionKernel::kFlash);
 }
 
 TEST(BackendOptions, Fp32NeverFusesEpilogues) {
