@@ -35,6 +35,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cublas_library.h"  // cublas_problem
 #include "kernels/cuda/cuda_check.h"     // CUDA_CHECK, CUBLAS_CHECK
+#include "kernels/cuda/device_code.cuh"   // device_code_problem
 #include "kernels/cuda/elementwise.cuh"  // add, accumulate, scale, sum_squares
 #include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
 #include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
@@ -184,6 +185,7 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   CUDA_CHECK(cudaSetDevice(device_index));
   cudaDeviceProp props{};
   CUDA_CHECK(cudaGetDeviceProperties(&props, device_index));
+  if (const std::string problem = device_code_problem(props); !problem.empty()) throw DeviceRefusal(problem);
   const std::string arch = "sm_" + std::to_string(props.major) + std::to_string(props.minor);
   std::string schedule;
   if (attention_ == AttentionKernel::kGemm && attention_blocks_ > 1) {

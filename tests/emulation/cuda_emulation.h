@@ -148,10 +148,14 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
   return result;
 }
 
-// The C++ wrapper cuda_runtime.h declares only under nvcc.
+// The C++ wrappers cuda_runtime.h declares only under nvcc.
 template <class T>
 cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attribute, int value) {
   return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attribute, value);
+}
+template <class T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, T* kernel) {
+  return ::cudaFuncGetAttributes(attributes, reinterpret_cast<const void*>(kernel));
 }
 
 // CUDA's min and max for device code, on the types the kernels use.

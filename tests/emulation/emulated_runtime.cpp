@@ -48,6 +48,14 @@ int device_count() {
   return text == nullptr ? 1 : std::atoi(text);
 }
 
+// The compute capability the emulated GPUs report, as major * 10 + minor: 90 (an H100's), or
+// TRIDENT_CUDA_EMULATION_COMPUTE_CAPABILITY to play another GPU (80: an A100). The emulation runs
+// the code a build for 90 holds (sm_90 and compute_90's PTX), so a lower one finds no code.
+int compute_capability() {
+  const char* text = std::getenv("TRIDENT_CUDA_EMULATION_COMPUTE_CAPABILITY");
+  return text == nullptr ? 90 : std::atoi(text);
+}
+
 // The opt-in shared memory a block may have: sm_90's, or TRIDENT_CUDA_EMULATION_OPTIN_SHARED_BYTES
 // to play an older GPU (65536: Turing's), whose limit the flash kernels exceed.
 std::size_t optin_shared_bytes() {
@@ -143,8 +151,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
   prop->multiProcessorCount = cuda_emu::kMultiprocessors;
-  prop->major = 9;
-  prop->minor = 0;
+  prop->major = cuda_emu::compute_capability() / 10;
+  prop->minor = cuda_emu::compute_capability() % 10;
   prop->pciBusID = 0x18 + device;
   return cudaSuccess;
 }
@@ -342,6 +350,15 @@ cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t 
 
 // On the legacy stream, as CUDA's: asynchronous to the host for device memory.
 cudaError_t cudaMemset(void* p, int value, std::size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
+
+// Whether the build has code for the current device (kernels/cuda/device_code.cu): not below sm_90.
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* /*func*/) {
+  if (cuda_emu::compute_capability() < 90) return cuda_emu::tl_last_error = cudaErrorNoKernelImageForDevice;
+  std::memset(attributes, 0, sizeof *attributes);
+  attributes->maxThreadsPerBlock = 1024;
+  attributes->maxDynamicSharedSizeBytes = static_cast<int>(cuda_emu::kDefaultSharedBytes);
+  return cudaSuccess;
+}
 
 cudaError_t cudaFuncSetAttribute(const void* /*func*/, cudaFuncAttribute attr, int value) {
   if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {

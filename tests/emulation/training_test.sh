@@ -10,7 +10,8 @@
 #   kernels; the GEMM attention in its default schedule (4 causal
 #   blocks, pointer-array products) and with 1 block and strided calls; on a GPU with 64 KiB
 #   of shared memory a block (Turing's, played by the emulation) auto takes the GEMM attention
-#   within 1e-2, and flash is refused;
+#   within 1e-2, and flash is refused; a GPU the build has no code for (an A100 played by the
+#   emulation) is refused naming CMAKE_CUDA_ARCHITECTURES;
 #   run.profile on bf16 flash: the same losses, the fused MLP pairs timed whole; the kernel
 #   choices waiting for a GPU's timing (run.flash_dq, run.flash_block_order, run.flash_forward and
 #   run.flash_backward on wgmma, run.layernorm_sums, run.cross_entropy_loads, run.adamw_loads,
@@ -64,6 +65,14 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "^trident: error: run.attention = flash: the flash kernels need .*; use run.attention = gemm" \
   smallflash16.log && pass "run.attention = flash on a GPU with 64 KiB a block: refused naming gemm" \
   || { tail -3 smallflash16.log; fail "run.attention = flash on a GPU with 64 KiB a block: rc $rc"; }
+# A GPU this build holds no code for (the emulation playing an A100, compute capability 8.0, where
+# the build is sm_90's): refused at start-up naming the CMake option to rebuild with, not an
+# internal error at the first kernel's launch.
+TRIDENT_CUDA_EMULATION_COMPUTE_CAPABILITY=80 mpi 1 train deck.ini $short --run.dir=sm80 $gpu > sm80.log 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: this build has no GPU code for CUDA emulation on the CPU (compute capability 8.0): it was built for CMAKE_CUDA_ARCHITECTURES = 90; rebuild with scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=80 " \
+  sm80.log && pass "a GPU without code in the build: refused naming CMAKE_CUDA_ARCHITECTURES=80" \
+  || { tail -3 sm80.log; fail "a GPU without code in the build: rc $rc"; }
 # run.profile on the CUDA backend: the same bits; the MLP's fused pairs reach it whole (its
 # cuBLASLt epilogues still run), and no kernel widens 16-bit operands.
 train profiled16 $gpu $wide --train.precision=bf16 --run.attention=flash --run.profile=true
