@@ -216,6 +216,11 @@ int64_t Trainer::load_checkpoint(const std::string& path) {
     const auto scale = doubles.find("loss_scale");
     if (scale == doubles.end()) throw io::UserError("checkpoint '" + path + "': loss_scale_clean_steps without loss_scale");
     scaler_.restore(scale->second, clean->second);
+    // The start-up report's "dynamic loss scale from" names train.loss_scale, where a fresh run starts.
+    if (ctx_.world_rank() == 0 && scale->second != config_.train.loss_scale) {
+      std::printf("restart: fp16 loss scale %.10g from the checkpoint (%lld clean steps), not train.loss_scale = %.10g\n",
+                  scale->second, static_cast<long long>(clean->second), config_.train.loss_scale);
+    }
   }
   return step->second;
 }

@@ -8,7 +8,8 @@
 # - fp16 starting at a loss scale of 2^24 overflows: those steps are skipped and logged, the
 #   scale backs off, and training still ends within 2% of fp32;
 # - restart: bf16 on dp = 2 with ZeRO-1 (master weights sharded) and fp16 (loss-scaler state,
-#   growing every 3 clean steps so that the count matters) resume bit-identically;
+#   growing every 3 clean steps so that the count matters) resume bit-identically; the fp16
+#   restart names the loss scale it resumed at;
 # - layouts: bf16 on tp = 2 (with and without sequence parallelism) and pp = 2 against one
 #   rank within 1e-3 relative; their collectives and sends move the 16-bit activations as they
 #   are (tensor sums rounded to bf16 as NCCL's are): half of fp32's tensor and pipeline bytes.
@@ -80,6 +81,10 @@ for spec in "bf16z:2:--train.precision=bf16 --parallel.dp=2 --parallel.zero=1" \
 done
 "$CHECK_METRICS" compare fp16.straight/metrics.jsonl fp16.split/metrics.jsonl loss_scale 0 > /dev/null \
   && pass "fp16: loss scale resumed with its clean-step count" || fail "fp16: loss scale differs after restart"
+# The start-up report names train.loss_scale; the restart says which scale it resumed at instead.
+grep -q "^restart: fp16 loss scale 4194304 from the checkpoint (0 clean steps), not train.loss_scale = 16777216$" \
+  fp16.second.log && pass "fp16: the restart names the checkpoint's loss scale" \
+  || fail "fp16: the resumed loss scale is not said: $(grep '^restart' fp16.second.log)"
 # The tiny model at 2^24 both overflows and grows again within 20 steps (window 3), so the
 # comparison above covers a clean-step count carried across the checkpoint.
 grep -q '"skipped": 1' fp16.straight/metrics.jsonl && [ "$(grep -o '"loss_scale": [0-9]*' fp16.straight/metrics.jsonl | sort -u | wc -l)" -ge 3 ] \
