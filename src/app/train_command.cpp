@@ -92,9 +92,10 @@ RunDirLock prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   return lock;
 }
 
-// Rank 0 writes the resolved deck as run.dir/config.ini once the restart is chosen: a start that
-// is refused leaves the last run's config.ini, whose checkpoint.dir the next attempt compares
-// (choose_restart). Failures are agreed by every rank.
+// Rank 0 writes the resolved deck as run.dir/config.ini once the restart is chosen and its
+// checkpoint read: a start that is refused (a deck the checkpoint does not allow among them) leaves
+// the last run's config.ini, which still resumes that run and whose checkpoint.dir the next
+// attempt compares (choose_restart). Failures are agreed by every rank.
 void write_run_config(const RunSetup& setup, parallel::Comm& world) {
   std::string error;
   if (world.rank() == 0) {
@@ -356,7 +357,6 @@ void train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClo
         parallel::agree_on_error(world, leader ? train::checkpoint_directory_problem(trainer.checkpoint_dir()) : "");
     if (!problem.empty()) throw io::UserError(problem);
   }
-  write_run_config(setup, world);
   int64_t start_step = 0;
   if (restart.empty()) {
     trainer.initialize_parameters();
@@ -385,6 +385,7 @@ void train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClo
     }
     startup.phase_done("checkpoint read");
   }
+  write_run_config(setup, world);
   // From here the run is not complete, whatever an earlier one of run.dir said (train.steps raised,
   // or run.restart = none): a job script must rerun it if this attempt stops early.
   if (leader && start_step < c.train.steps) {

@@ -115,11 +115,15 @@ mpi 1 train deck.ini --train.steps=3 --run.dir=blocked --run.restart=none $commo
 [ $rc -eq 2 ] && grep -q "^trident: error: run.dir 'blocked': cannot write its 'complete' marker (Is a directory)" blocked.log \
   && pass "complete marker not writable: exit 2 naming it" || fail "complete marker: rc $rc: $(grep -m2 'error' blocked.log)"
 # A deck that changes the model or the optimizer against the checkpoint is refused on every rank,
-# naming the key and both values.
+# naming the key and both values; run.dir's config.ini still holds the run's deck, which resumes
+# it (it was once overwritten with the refused deck, which config.ini then could not resume).
 # (The learning-rate schedule may change: tests/mpi/diverged_test.sh.)
+config_before=$(md5sum < l111.split/config.ini)
 mpi 2 train deck.ini --train.steps=20 --run.dir=l111.split --optim.weight_decay=0.01 $common > changed.log 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "run.restart: optim.weight_decay = 0.01 differs from 0.1" changed.log \
-  && pass "changed optim.weight_decay refused" || fail "changed optim.weight_decay: rc $rc: $(tail -2 changed.log)"
+  && [ "$(md5sum < l111.split/config.ini)" = "$config_before" ] \
+  && pass "changed optim.weight_decay refused, config.ini untouched" \
+  || fail "changed optim.weight_decay: rc $rc: $(tail -2 changed.log); config.ini $(grep weight_decay l111.split/config.ini)"
 # A directory of another line of training is not mixed with this one (exit 2 on every rank,
 # nothing deleted): run.restart = none where checkpoints are, or an explicit checkpoint older
 # than others there (a run that deleted its own new checkpoints as the oldest before).
