@@ -149,7 +149,7 @@ void check_cross_keys(const ResolvedDeck& deck, const RunConfig& config) {
   // the bias correction 1 - beta2^t with it), which was reported as diverged gradients.
   if (static_cast<float>(config.optim.eps) < std::numeric_limits<float>::min()) {
     throw UserError(quoted(deck, "optim.eps") + " is below the smallest normal fp32 number (about 1.2e-38), " +
-                    "and the optimizer computes in fp32 (use optim.eps >= 1e-30; 1e-8 is usual)");
+                    "and the optimizer computes in fp32 (use optim.eps >= 1.2e-38; 1e-8 is usual)");
   }
   for (const char* key : {"optim.beta1", "optim.beta2"}) {
     const double beta = std::string(key) == "optim.beta1" ? config.optim.beta1 : config.optim.beta2;
