@@ -101,7 +101,7 @@ __device__ softmax::Running row_statistics(const E* row, int V) {
 }
 
 template <class S, class E = typename S::Element>
-__global__ void __launch_bounds__(kLossRowThreads, 2)
+__global__ void __launch_bounds__(kLossRowThreads, kLossRowBlocksPerSm)
     cross_entropy_forward_kernel(float* losses, float* row_max, float* row_sumexp, const E* logits,
                                              const int32_t* targets, int V, int Vp) {
   const int n = blockIdx.x;
@@ -138,7 +138,7 @@ __global__ void cross_entropy_backward_kernel(E* dlogits, const E* logits, const
 // stats[n], stats[N + n], stats[2N + n]: this shard's row max, the sum of exp(l - that max) and
 // the target's logit (V_local may be 0: no values, max -infinity, sum 0, no local target).
 template <class S, class E = typename S::Element>
-__global__ void __launch_bounds__(kLossRowThreads, 2)
+__global__ void __launch_bounds__(kLossRowThreads, kLossRowBlocksPerSm)
     cross_entropy_shard_statistics_kernel(float* stats, const E* logits, const int32_t* targets,
                                                       int V_local, int Vp_local, int vocab_begin) {
   const int n = blockIdx.x;
@@ -211,7 +211,7 @@ __global__ void cross_entropy_backward_sharded_kernel(E* dlogits, const E* logit
 // block per row. The factor is backward_row's from the statistics as stored (the sum rounded to
 // float), so every value has the bits of the two kernels.
 template <class S, CrossEntropyLoads kAccess, class E = typename S::Element>
-__global__ void __launch_bounds__(kLossRowThreads, 2)
+__global__ void __launch_bounds__(kLossRowThreads, kLossRowBlocksPerSm)
     cross_entropy_forward_backward_kernel(float* losses, float* row_max, float* row_sumexp, E* dlogits,
                                                       const E* logits, const int32_t* targets, float dloss, int V,
                                                       int Vp) {

@@ -30,9 +30,14 @@ inline constexpr int kRowThreads = 256;
 // about 264 rows in flight on an H100, 26 MB of bf16 logits, which its 50 MB L2 holds: so the
 // fused kernel's second read of its row, for the gradient, finds the row there. Eight blocks of
 // kRowThreads would have 1056 rows, 106 MB, in flight. (llm.c's fused classifier also takes
-// blocks of 1024.) The kernels declare __launch_bounds__(kLossRowThreads, 2): 32 registers at
-// most, so that both blocks fit.
+// blocks of 1024.) The kernels declare __launch_bounds__(kLossRowThreads, kLossRowBlocksPerSm):
+// 32 registers at most, so that both blocks fit.
 inline constexpr int kLossRowThreads = 1024;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+inline constexpr int kLossRowBlocksPerSm = 1;  // sm_75 holds 1024 threads an SM: one such block
+#else
+inline constexpr int kLossRowBlocksPerSm = 2;
+#endif
 
 // A grid-stride loop is
 //   for (std::size_t i = grid_first_index(); i < n; i += grid_stride()) ...
