@@ -7,6 +7,7 @@
 
 #include "io/param_file.h"
 #include "io/param_file_common.h"
+#include "io/file_kind.h"  // special_file_kind
 #include "io/hdf5_string.h"  // read_hdf5_string
 
 namespace trident::io {
@@ -51,7 +52,11 @@ int64_t read_format_version(hid_t file, const std::string& path) {
 Handle open_checked(const std::string& path, hid_t access) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    throw UserError(file_label(path) + ": cannot open (no such file)");
+    const std::string kind = special_file_kind(path);
+    const std::string why = !kind.empty()                                 ? kind + ", not a regular file"
+                            : error && error != std::errc::no_such_file_or_directory ? error.message()
+                                                                                     : "no such file";
+    throw UserError(file_label(path) + ": cannot open (" + why + ")");
   }
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 <= 0) throw UserError(file_label(path) + ": cannot open (not an HDF5 file)");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "io/byte_tokenizer.h"     // TextFileReader, kByteVocabSize, kByteEotId
+#include "io/file_kind.h"          // special_file_kind
 #include "io/hdf5_string.h"        // read_root_string_attribute
 #include "io/synthetic_source.h"   // SyntheticSource, make_synthetic_file, train_split_tokens
 #include "io/token_dataset.h"      // read_token_file_info
@@ -125,6 +126,11 @@ void check_output_replaceable(const std::string& command, const std::string& out
     }
   }
   if (!std::filesystem::exists(output, ec)) return;
+  // Before is_hdf5_file's read, which would wait for a FIFO's writer for good.
+  if (const std::string kind = special_file_kind(output); !kind.empty()) {
+    throw UserError(command + ": --output '" + output + "' is " + kind + ", not a regular file; it is left as it is " +
+                    "(give the token file's name)");
+  }
   if (!is_hdf5_file(output)) {
     throw UserError(command + ": --output '" + output + "' exists and is not an HDF5 file; it is left as it is " +
                     "(remove it, or choose another output name)");

@@ -21,6 +21,7 @@
 #include <system_error>
 #include <vector>
 
+#include "io/file_kind.h"    // special_file_kind
 #include "io/hdf5_error.h"   // hdf5_error_detail
 #include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
 #include "io/hdf5_string.h"  // read_hdf5_string
@@ -54,6 +55,10 @@ std::string open_failure(const std::string& path) {
 
 // Checks that the file can be opened for reading and is HDF5; throws UserError otherwise.
 void check_openable(const std::string& path) {
+  // Before the open, which would wait for a FIFO's writer for good.
+  if (const std::string kind = special_file_kind(path); !kind.empty() && kind != "a directory") {
+    throw UserError(file_label(path) + " is " + kind + ", not a regular file: give an HDF5 token file");
+  }
   std::FILE* stream = std::fopen(path.c_str(), "rb");
   if (stream == nullptr) {
     throw UserError(file_label(path) + ": cannot open (" + std::strerror(errno) + ")");

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "io/deck.h"        // parse_deck, to_run_config
+#include "io/file_kind.h"   // special_file_kind
 #include "io/param_file.h"  // read_param_slices, write_param_file, read_param_file_*_attribute(s)
 #include "io/path_lookup.h"
 #include "io/user_error.h"
@@ -80,7 +81,8 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     throw io::UserError("checkpoint '" + checkpoint + "' is a directory: give one of its step-N.h5 files");
   }
   if (!std::filesystem::is_regular_file(checkpoint, ec)) {
-    throw io::UserError("checkpoint '" + checkpoint + "': no such file");
+    const std::string kind = io::special_file_kind(checkpoint);
+    throw io::UserError("checkpoint '" + checkpoint + "': " + (kind.empty() ? "no such file" : "is " + kind + ", not a regular file"));
   }
   if (out.empty()) throw io::UserError("OUT is empty (an unset variable?): give the file to write");
   if (std::filesystem::is_directory(out, ec)) {

@@ -88,6 +88,16 @@ expect_user_error missing_dataset 2 "data.path 'absent.h5': no such file (make o
   train good.ini --data.path=absent.h5 --data.generate=none
 echo "not hdf5" > text.h5
 expect_user_error not_a_dataset 2 "text.h5" train good.ini --data.path=text.h5
+# A FIFO in a file's place, refused naming its kind: train, check, prepare and export opened it
+# and waited for a writer for good.
+mkfifo fifo.h5
+expect_user_error dataset_fifo 2 "dataset 'fifo.h5' is a FIFO, not a regular file" train good.ini --data.path=fifo.h5
+expect_user_error check_dataset_fifo 1 "dataset 'fifo.h5' is a FIFO, not a regular file" check good.ini --data.path=fifo.h5
+expect_user_error prepare_output_fifo 1 "--output 'fifo.h5' is a FIFO, not a regular file" \
+  prepare synthetic --output fifo.h5 --tokens 1000
+expect_user_error restart_fifo 1 "parameter file 'fifo.h5': cannot open (a FIFO, not a regular file)" \
+  train good.ini --run.restart=fifo.h5
+expect_user_error export_fifo 1 "checkpoint 'fifo.h5': is a FIFO, not a regular file" export fifo.h5 exported.h5
 expect_user_error vocab_too_large 2 "model.vocab" train good.ini --model.vocab=20
 # A model that no node holds (about 76 TiB for the two ranks): refused on every rank before
 # anything of it is allocated, naming the node, the need and what is available.
