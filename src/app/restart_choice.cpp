@@ -134,11 +134,12 @@ int64_t checkpoint_step(const std::string& path) {
   return step == attributes.end() ? -1 : step->second;
 }
 
-// A checkpoint's saved deck against this run's (check_restart_compatible), when it has one; the
-// note train prints for a changed learning-rate schedule, or "".
+// A checkpoint's saved deck against this run's (check_restart_compatible); the note train prints
+// for a changed learning-rate schedule, or "". A checkpoint without one is damaged
+// (checkpoint_metadata_problem): a UserError saying so.
 std::string check_saved_deck(const std::string& path, const io::ResolvedDeck& deck) {
   const auto saved = io::read_param_file_string_attribute(path, "deck");
-  if (!saved) return "";
+  if (!saved) throw io::UserError(train::checkpoint_metadata_problem(path));  // train refuses it, or sets it aside
   const io::ResolvedDeck saved_deck = io::parse_checkpoint_deck(*saved, path);
   check_restart_compatible(saved_deck, deck, path);
   const std::string changes = changed_training_keys(saved_deck, deck);

@@ -47,14 +47,20 @@ std::string checkpoint_directory_problem(const std::string& dir) {
 std::string checkpoint_metadata_problem(const std::string& path) {
   std::map<std::string, int64_t> attributes;
   std::map<std::string, double> doubles;
+  bool has_deck = false;
   try {
     attributes = io::read_param_file_int_attributes(path);
     doubles = io::read_param_file_double_attributes(path);
+    has_deck = io::read_param_file_string_attribute(path, "deck").has_value();
   } catch (const io::UserError& e) {
     return e.what();
   }
   const auto step = attributes.find("step");
   if (step == attributes.end()) return "parameter file '" + path + "': no step attribute";
+  // Every checkpoint has both: without `samples` the data position is lost, without `deck` the
+  // restart could not check that the model, optimizer and seed are the checkpointed run's.
+  if (attributes.count("samples") == 0) return "parameter file '" + path + "': no samples attribute (damaged metadata)";
+  if (!has_deck) return "parameter file '" + path + "': no deck attribute (damaged metadata)";
   if (step->second < 0) {
     return "parameter file '" + path + "': its step attribute is " + std::to_string(step->second) + " (damaged metadata)";
   }

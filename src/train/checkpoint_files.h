@@ -20,8 +20,9 @@ std::string checkpoint_directory_problem(const std::string& dir);
 
 // Why the metadata of checkpoint `path` cannot be trusted ("" when it can): the `step` attribute
 // is negative, missing, or differs from the step of the file's name (step-N.h5; any other name is
-// not compared); `loss_scale` is not a finite positive number, or `loss_scale_clean_steps` is
-// negative. The tensors' checksums do not cover attributes: a damaged step would resume (or
+// not compared); `samples` (the data position) or `deck` (what the restart checks its own deck
+// against) is missing; `loss_scale` is not a finite positive number, or `loss_scale_clean_steps`
+// is negative. The tensors' checksums do not cover attributes: a damaged step would resume (or
 // export) at another step than the tensors hold, a damaged scale would make every fp16 step of
 // the restart overflow or vanish.
 std::string checkpoint_metadata_problem(const std::string& path);

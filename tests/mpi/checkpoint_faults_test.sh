@@ -47,10 +47,12 @@ mpi 2 train deck.ini --train.steps=20 --run.dir=trunc $common > trunc.log 2>&1; 
   || fail "truncated file: rc $rc: $(grep -m3 '^restart\|error' trunc.log)"
 
 # damaged_attribute DIR ATTR VALUE REASON: the newest checkpoint with attribute ATTR set to VALUE
-# (a numpy expression), metadata the tensors' checksums do not cover, is reported with REASON, set
-# aside, and the run resumes from step 10 with the uninterrupted run's losses.
+# (a numpy expression; `del`: deleted), metadata the tensors' checksums do not cover, is reported
+# with REASON, set aside, and the run resumes from step 10 with the uninterrupted run's losses.
 damaged_attribute() {
-  cp -r base "$1" && /usr/bin/python3 -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); f.attrs['$2'] = $3; f.close()" "$1/$newest"
+  local edit="f.attrs['$2'] = $3"
+  [ "$3" = del ] && edit="del f.attrs['$2']"
+  cp -r base "$1" && /usr/bin/python3 -c "import h5py, numpy, sys; f = h5py.File(sys.argv[1], 'r+'); $edit; f.close()" "$1/$newest"
   mpi 2 train deck.ini --train.steps=20 --run.dir="$1" $common > "$1.log" 2>&1; rc=$?
   [ $rc -eq 0 ] && grep -q "^restart: skipping .*step-000000015.h5: .*$4; set aside as step-000000015.h5.bad;" "$1.log" \
     && resumed_from "$1.log" 10 && same_tail "$1" "$1" \
@@ -62,6 +64,10 @@ damaged_attribute() {
 # would overflow or underflow.
 damaged_attribute stepattr step "numpy.int64(13)" "its step attribute is 13 where its name says 15 (damaged metadata)"
 damaged_attribute scaleattr loss_scale "numpy.float64('nan')" "its loss_scale attribute is nan (damaged metadata)"
+# Without its deck the restart cannot check the model, optimizer and seed against it (it resumed
+# under any deck); without samples the data position is lost.
+damaged_attribute nodeck deck del "no deck attribute (damaged metadata)"
+damaged_attribute nosamples samples del "no samples attribute (damaged metadata)"
 
 # A saved deck that does not read back (damaged metadata): train and check refuse it naming the
 # checkpoint (check once called it unreadable and said train would set it aside).
