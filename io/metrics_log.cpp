@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "io/user_error.h"
@@ -19,6 +20,9 @@ MetricsLog::MetricsLog(const std::string& path, int64_t resume_after) : path_(pa
   std::ifstream in;
   if (resume_after > 0) in.open(path);
   if (!in.is_open()) {
+    if (resume_after > 0) {
+      resume_note_ = "metrics: " + path + " was not there: it starts again at step " + std::to_string(resume_after + 1);
+    }
     file_ = std::fopen(path.c_str(), "w");
     if (!file_) fail("cannot create");
     return;
@@ -30,10 +34,30 @@ MetricsLog::MetricsLog(const std::string& path, int64_t resume_after) : path_(pa
   if (!kept) fail("cannot create its .tmp");
   std::string line;
   bool written = true;
+  int64_t cut = 0;
+  std::set<int64_t> steps;
   while (written && std::getline(in, line)) {
+    // A line cut short (the file is flushed each step, not synced: a crash of the node can cut
+    // its end) is dropped rather than kept as a line no JSON reader takes.
+    if (line.size() < 2 || line.front() != '{' || line.back() != '}') {
+      cut += line.empty() ? 0 : 1;
+      continue;
+    }
     const std::size_t at = line.find("\"step\": ");
-    if (at != std::string::npos && std::strtoll(line.c_str() + at + 8, nullptr, 10) <= resume_after) {
+    if (at == std::string::npos) continue;
+    const int64_t step = std::strtoll(line.c_str() + at + 8, nullptr, 10);
+    if (step <= resume_after) {
       written = std::fputs((line + "\n").c_str(), kept) >= 0;
+      if (step >= 1) steps.insert(step);
+    }
+  }
+  const int64_t held = static_cast<int64_t>(steps.size());
+  if (cut > 0 || held < resume_after) {
+    resume_note_ = "metrics: " + path;
+    if (cut > 0) resume_note_ += ": " + std::to_string(cut) + " line(s) cut short dropped";
+    if (held < resume_after) {
+      resume_note_ += std::string(cut > 0 ? "; it" : ":") + " holds " + std::to_string(held) + " of steps 1 to " +
+                      std::to_string(resume_after) + " (the others were lost)";
     }
   }
   written = written && std::fflush(kept) == 0 && ::fsync(fileno(kept)) == 0;

@@ -23,10 +23,14 @@ class MetricsLog {
   // numbers below 2^53 (steps, tokens) in full, and flushes so a crashed run keeps every line
   // written.
   void write(const std::vector<std::pair<std::string, double>>& fields);
+  // For a resumed run, what the kept history lacks ("" when nothing): lines cut short (dropped),
+  // steps up to resume_after that are not there, or the whole file gone.
+  const std::string& resume_note() const { return resume_note_; }
 
  private:
   std::FILE* file_ = nullptr;
   std::string path_;
+  std::string resume_note_;
 };
 
 // Reads back the lines of a metrics file: each line as (key, value) pairs. For tests and tools.

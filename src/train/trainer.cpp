@@ -328,6 +328,7 @@ RunSummary Trainer::run(const std::string& metrics_path, double peak_flops_per_r
   const bool leader = ctx_.world_rank() == 0;
   std::unique_ptr<io::MetricsLog> metrics;
   if (leader && !metrics_path.empty()) metrics = std::make_unique<io::MetricsLog>(metrics_path, start_step);
+  if (metrics && !metrics->resume_note().empty()) std::printf("%s\n", metrics->resume_note().c_str());
   ProgressLine progress(config_.train.steps, tokens_per_step_,
                         model_.config().flops_per_token(config_.train.seq_len),
                         peak_flops_per_rank * ctx_.grid().world_size());

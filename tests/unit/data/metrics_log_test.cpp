@@ -42,6 +42,28 @@ TEST(MetricsLog, ResumeKeepsTheStepsUpToTheCheckpointAndAppends) {
   EXPECT_EQ(contents(fresh), "{\"step\": 8}\n");
 }
 
+TEST(MetricsLog, AResumeDropsLinesCutShortAndSaysWhatIsMissing) {
+  ScratchDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  {
+    MetricsLog log(path);
+    for (int step = 1; step <= 4; ++step) log.write({{"step", step}, {"loss", 1.0}});
+  }
+  // A crash of the node cut the file inside step 2's line: steps 3 and 4 are gone.
+  std::filesystem::resize_file(path, contents(path).find("\n") + 10);
+  {
+    MetricsLog log(path, 4);
+    EXPECT_EQ(log.resume_note(), "metrics: " + path + ": 1 line(s) cut short dropped; it holds 1 of steps 1 to 4 " +
+                                     "(the others were lost)");
+    log.write({{"step", 5}, {"loss", 0.5}});
+  }
+  EXPECT_EQ(contents(path), "{\"step\": 1, \"loss\": 1}\n{\"step\": 5, \"loss\": 0.5}\n");
+  // A whole history says nothing; a missing one says where it starts again.
+  EXPECT_EQ(MetricsLog(path, 1).resume_note(), "");
+  EXPECT_EQ(MetricsLog(dir.file("gone.jsonl"), 9).resume_note(),
+            "metrics: " + dir.file("gone.jsonl") + " was not there: it starts again at step 10");
+}
+
 TEST(MetricsLog, CountsAreWrittenInFull) {
   ScratchDir dir;
   const std::string path = dir.file("metrics.jsonl");
