@@ -59,12 +59,23 @@ int line_number_of(const std::string& deck_text, const std::string& bad_line) {
 }
 
 // The deck as Boost's INI reader should see it, line for line: without a UTF-8 byte-order mark
-// (Windows editors write one; Boost would read it as part of the first line), and with section
-// headers written `[ model ]` trimmed to `[model]` (Boost keeps the spaces in the name).
+// (Windows editors write one; Boost would read it as part of the first line), with every line
+// ending in LF (CRLF from Windows, and a lone CR from classic Mac OS editors, which Boost read as
+// one long line whose leading comment hid every key: the deck ran silently on its defaults), and
+// with section headers written `[ model ]` trimmed to `[model]` (Boost keeps the spaces in the name).
 std::string normalized_ini(const std::string& deck_text) {
   static constexpr char kByteOrderMark[] = "\xEF\xBB\xBF";
   const bool bom = deck_text.rfind(kByteOrderMark, 0) == 0;
-  std::istringstream lines(bom ? deck_text.substr(3) : deck_text);
+  std::string lf_text;
+  lf_text.reserve(deck_text.size());
+  for (std::size_t i = bom ? 3 : 0; i < deck_text.size(); ++i) {
+    if (deck_text[i] != '\r') {
+      lf_text.push_back(deck_text[i]);
+    } else if (i + 1 == deck_text.size() || deck_text[i + 1] != '\n') {
+      lf_text.push_back('\n');
+    }
+  }
+  std::istringstream lines(lf_text);
   std::string out, line;
   while (std::getline(lines, line)) {
     const std::string code = trimmed(line.substr(0, line.find('#')));

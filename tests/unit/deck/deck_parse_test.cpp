@@ -205,6 +205,20 @@ TEST(DeckParse, SpacedSectionHeadersAndAByteOrderMarkAreRead) {
             "deck quickstart.ini, line 3: 'warmup 10' is not a [section] or a key = value line");
 }
 
+// Lines end in LF, CRLF (Windows) or a lone CR (classic Mac OS editors): the lone CR was read as
+// one long line, whose leading comment hid every key, and the deck ran on its defaults.
+TEST(DeckParse, EveryLineEndIsRead) {
+  for (const char* end : {"\n", "\r\n", "\r"}) {
+    const std::string text = std::string("# a deck") + end + "[model]" + end + "layers = 3" + end + "[train]" + end +
+                             "steps = 5  # comment" + end;
+    const ResolvedDeck deck = parse_deck(text, "e.ini", {});
+    EXPECT_EQ(deck.value("model.layers"), "3") << static_cast<int>(end[0]) << static_cast<int>(end[1]);
+    EXPECT_EQ(deck.value("train.steps"), "5");
+  }
+  EXPECT_EQ(parse_error("[train]\rsteps = 5\rwarmup 10\r"),
+            "deck quickstart.ini, line 3: 'warmup 10' is not a [section] or a key = value line");
+}
+
 TEST(DeckParse, BooleanValuesAreNormalised) {
   KeySpec flag;
   flag.name = "test.flag";
