@@ -11,9 +11,14 @@
 
 namespace trident::io {
 
+// UserError "LABEL: needs X MB, past this process's file size limit of Y MB (ulimit -f); ..." when
+// `bytes` exceed RLIMIT_FSIZE: a write past it kills the process with SIGXFSZ, and under MPI-IO
+// a write failing on one rank leaves the others waiting. Nothing without a limit.
+void check_file_size_limit(const std::string& label, int64_t bytes);
+
 // UserError "LABEL: not enough space on its disk (needs X MB, Y MB free; No space left on
 // device)" when the file system holding `file` (which need not exist yet) has fewer than `bytes`
-// available; nothing when it has them or cannot say.
+// available, or the limit above; nothing when it has them or cannot say.
 void check_free_space(const std::string& file, const std::string& label, int64_t bytes);
 
 // Allocates `bytes` for `file` (which exists) with fallocate, keeping its size, so that the

@@ -19,7 +19,21 @@ std::string readable_hdf5_error(const std::string& description) {
     return "truncated: " + std::to_string(present) + " of its " + std::to_string(stored) +
            " bytes are there (an interrupted copy or transfer?)";
   }
-  return description;
+  // The POSIX driver's "file write failed: time = <ctime's line, with its newline>, filename =
+  // ..., errno = 28, error message = 'No space left on device', ..." (H5FDsec2.c): the system's
+  // reason is what a person can act on.
+  const std::string failed = description.substr(0, description.find(':'));
+  const std::string marker = "error message = '";
+  if (const std::size_t at = description.find(marker);
+      (failed == "file write failed" || failed == "file read failed") && at != std::string::npos) {
+    const std::size_t begin = at + marker.size();
+    return failed + ": " + description.substr(begin, description.find('\'', begin) - begin);
+  }
+  std::string one_line = description;  // an error is one line
+  for (char& c : one_line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return one_line;
 }
 
 std::string hdf5_error_detail() {

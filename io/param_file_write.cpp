@@ -21,7 +21,7 @@
 #include <system_error>
 
 #include "io/collective_error.h"  // agree_or_throw
-#include "io/disk_space.h"        // check_free_space, reserve_disk_space
+#include "io/disk_space.h"        // check_file_size_limit, check_free_space, reserve_disk_space
 #include "io/param_file.h"
 #include "io/param_file_common.h"
 #include "io/tensor_boxes.h"
@@ -459,7 +459,10 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
   collective_stage(comm, path, [&] {
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
-    if (rank == 0) check_free_space(temporary, file_label(path), expected_file_bytes(plans, string_attributes));
+    const int64_t bytes = expected_file_bytes(plans, string_attributes);
+    // Each rank's own file size limit (each writes up to the file's end); the disk's, once.
+    check_file_size_limit(file_label(path), bytes);
+    if (rank == 0) check_free_space(temporary, file_label(path), bytes);
   });
   collective_stage(comm, path, [&] {
     Handle access = make_handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate", path);

@@ -1,4 +1,5 @@
-// HDF5's reasons in a user's words: a truncated file gets its sizes, anything else passes as is.
+// HDF5's reasons in a user's words: a truncated file gets its sizes, a failed write the system's
+// reason, anything else passes as is, on one line.
 #include "io/hdf5_error.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,17 @@ namespace {
 TEST(Hdf5Error, TruncatedFileIsWordedWithItsSizes) {
   EXPECT_EQ(readable_hdf5_error("truncated file: eof = 20000, sblock->base_addr = 0, stored_eof = 1318768"),
             "truncated: 20000 of its 1318768 bytes are there (an interrupted copy or transfer?)");
+}
+
+// The POSIX driver's write failure (HDF5 1.10.8, a file past `ulimit -f`): the system's reason
+// alone, where the whole description ran over two lines (ctime's newline).
+TEST(Hdf5Error, AFailedWriteGivesTheSystemsReasonOnOneLine) {
+  EXPECT_EQ(readable_hdf5_error("file write failed: time = Wed Nov 25 15:57:52 2026\n, filename = 'data/q.h5.tmp', "
+                                "file descriptor = 18, errno = 27, error message = 'File too large', buf = 0x5648, "
+                                "total write size = 1076648, bytes this sub-write = 1076648, bytes actually written = "
+                                "18446744073709551615, offset = 0"),
+            "file write failed: File too large");
+  EXPECT_EQ(readable_hdf5_error("two\nlines"), "two lines");
 }
 
 TEST(Hdf5Error, OtherReasonsPassUnchanged) {
