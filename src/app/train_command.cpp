@@ -351,12 +351,14 @@ void train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClo
   const auto start = std::chrono::steady_clock::now();
   trainer.record_deck(setup.deck.to_ini());
   if (watchdog) watchdog->mark({.activity = train::Activity::kLoadingCheckpoint});
-  const std::string restart = choose_restart(c, trainer.checkpoint_dir(), recorded_checkpoint_dir, world, ctx.world_handle());
+  // Before the restart's choice, which reads checkpoint.dir: a file in its place would read as a
+  // directory without checkpoints (a fresh start, or "a finished run" refused for the wrong reason).
   if (c.checkpoint.every > 0) {
     const std::string problem =
         parallel::agree_on_error(world, leader ? train::checkpoint_directory_problem(trainer.checkpoint_dir()) : "");
     if (!problem.empty()) throw io::UserError(problem);
   }
+  const std::string restart = choose_restart(c, trainer.checkpoint_dir(), recorded_checkpoint_dir, world, ctx.world_handle());
   int64_t start_step = 0;
   if (restart.empty()) {
     trainer.initialize_parameters();

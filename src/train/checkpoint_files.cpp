@@ -24,6 +24,9 @@ std::string checkpoint_directory(const std::string& run_dir, const std::string& 
 
 std::string checkpoint_directory_problem(const std::string& dir) {
   std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    return "checkpoint.dir '" + dir + "' is a file, not a directory";
+  }
   std::filesystem::create_directories(dir, ec);
   if (ec) return "checkpoint.dir '" + dir + "': cannot create it (" + ec.message() + ")";
   const std::string probe = dir + "/.write-probe-" + std::to_string(::getpid());

@@ -87,6 +87,12 @@ mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.dir="$PW
 [ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir '$PWD/rofs/blocker/ck': cannot create it" rofs.log \
   && ! grep -q "^step " rofs.log && pass "unwritable checkpoint.dir: exit 2 at start-up, no step trained" \
   || fail "unwritable checkpoint.dir: rc $rc: $(grep -m3 'error\|^step' rofs.log)"
+# A file in checkpoint.dir's place, named as such (it was read as a directory without
+# checkpoints: here a finished run without any, "run.restart = none to train it again").
+mkdir -p ckfile && cp base/metrics.jsonl base/config.ini ckfile/ && touch ckfile/complete && echo x > ckfile/checkpoints
+mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --run.dir=ckfile $common > ckfile.log 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir 'ckfile/checkpoints' is a file, not a directory$" ckfile.log \
+  && pass "a file in checkpoint.dir's place: named" || fail "a file as checkpoint.dir: rc $rc: $(grep -m2 'error' ckfile.log)"
 
 # latest cannot be updated (here latest.tmp is a directory; in the field, a disk out of inodes):
 # exit 2 with the system's reason, and the checkpoint just written is kept for the next restart.
