@@ -15,4 +15,18 @@ PathLookup look_up_path(const std::string& key, const std::string& path) {
   return {std::filesystem::exists(status), ""};
 }
 
+std::string uncreatable_directory(const std::string& key, const std::string& dir) {
+  if (dir.empty()) return "";
+  std::error_code ec;
+  for (std::filesystem::path at = dir; !at.empty(); at = at.parent_path()) {
+    if (!std::filesystem::exists(at, ec)) {
+      if (at == at.parent_path()) break;
+      continue;
+    }
+    if (std::filesystem::is_directory(at, ec)) return "";
+    return key + " '" + dir + "': cannot be created: '" + at.string() + "' is a file, not a directory";
+  }
+  return "";
+}
+
 }  // namespace trident::io

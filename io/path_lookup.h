@@ -17,4 +17,9 @@ struct PathLookup {
 // and checks that rank 0 makes alone then ended the job as an internal error.
 PathLookup look_up_path(const std::string& key, const std::string& path);
 
+// Why directory `dir` could not be created or used as one ("" when it exists as one or could be
+// made): it, or the nearest of its parents that exists, is not a directory. "KEY 'DIR': cannot be
+// created: 'PATH' is a file, not a directory". trident check and train refuse with the same line.
+std::string uncreatable_directory(const std::string& key, const std::string& dir);
+
 }  // namespace trident::io

@@ -134,6 +134,10 @@ std::string machine_warnings(const io::RunConfig& c, int ranks, std::size_t rank
                              const CountedKernels& counted) {
   std::string out;
   const bool gpu_here = kernels::cuda_compiled() && kernels::cuda_device_count() > 0;
+  if (c.run.device == "cuda" && !gpu_here) {
+    out += "warning: run.device = cuda, and this machine has no GPU (or this build no CUDA): train would stop here "
+           "(it trains where a GPU is; the memory above is counted for one)\n";
+  }
   if (c.run.attention == "flash" && c.run.device == "auto" && !gpu_here) {
     out += "warning: run.attention = flash needs the CUDA backend, and run.device = auto finds no GPU on this machine: "
            "train would stop here (it trains where a GPU is)\n";
@@ -156,22 +160,6 @@ std::string machine_warnings(const io::RunConfig& c, int ranks, std::size_t rank
     }
   }
   return out;
-}
-
-// Why `dir` could not be created or used as a directory ("" when it exists as one or could be
-// made): it, or the nearest of its parents that exists, is not a directory.
-std::string uncreatable_directory(const std::string& key, const std::string& dir) {
-  if (dir.empty()) return "";
-  std::error_code ec;
-  for (std::filesystem::path at = dir; !at.empty(); at = at.parent_path()) {
-    if (!std::filesystem::exists(at, ec)) {
-      if (at == at.parent_path()) break;
-      continue;
-    }
-    if (std::filesystem::is_directory(at, ec)) return "";
-    return key + " '" + dir + "': cannot be created: '" + at.string() + "' is a file, not a directory";
-  }
-  return "";
 }
 
 }  // namespace
@@ -219,6 +207,13 @@ int check_command(const std::vector<std::string>& raw_args) {
   std::string data_note;
   const io::PathLookup data_lookup = io::look_up_path("data.path", c.data.path);
   if (!data_lookup.problem.empty()) throw io::UserError(data_lookup.problem);
+  // First, as train generates the file before it checks anything of it.
+  if (!data_lookup.exists && c.data.generate == "synthetic") {
+    const std::string parent = std::filesystem::path(c.data.path).parent_path().string();
+    if (const std::string problem = io::uncreatable_directory("data.path's directory", parent); !problem.empty()) {
+      throw io::UserError(problem);
+    }
+  }
   if (data_lookup.exists) {
     const io::TokenFileInfo info = io::read_token_file_info(c.data.path);
     if (const std::string stale = stale_synthetic_problem(c, info); !stale.empty()) throw io::UserError(stale);
@@ -261,18 +256,12 @@ int check_command(const std::vector<std::string>& raw_args) {
   std::printf("%s", data_note.c_str());
   // Directories train would create: one under a file (or a file in a directory's place) is
   // refused as train would refuse it, without creating anything here.
-  if (const std::string problem = uncreatable_directory("run.dir", c.run.dir); !problem.empty()) {
+  if (const std::string problem = io::uncreatable_directory("run.dir", c.run.dir); !problem.empty()) {
     throw io::UserError(problem);
   }
   if (c.checkpoint.every > 0) {
     const std::string dir = train::checkpoint_directory(c.run.dir, c.checkpoint.dir);
-    if (const std::string problem = uncreatable_directory("checkpoint.dir", dir); !problem.empty()) {
-      throw io::UserError(problem);
-    }
-  }
-  if (!data_lookup.exists && c.data.generate == "synthetic") {
-    const std::string parent = std::filesystem::path(c.data.path).parent_path().string();
-    if (const std::string problem = uncreatable_directory("data.path's directory", parent); !problem.empty()) {
+    if (const std::string problem = io::uncreatable_directory("checkpoint.dir", dir); !problem.empty()) {
       throw io::UserError(problem);
     }
   }

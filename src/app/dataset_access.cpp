@@ -1,6 +1,7 @@
 #include "src/app/dataset_access.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "io/path_lookup.h"
 #include "io/synthetic_source.h"
@@ -29,6 +30,10 @@ std::unique_ptr<io::TokenDataset> open_run_dataset(const RunSetup& setup, parall
   // Rank 0 looks (an exception here, of rank 0 alone, would leave the others in the agreement).
   const io::PathLookup lookup = world.rank() == 0 ? io::look_up_path("data.path", d.path) : io::PathLookup{};
   std::string error = lookup.problem;
+  if (error.empty() && world.rank() == 0 && d.generate == "synthetic" && !lookup.exists) {
+    // A file in the way of its directory: trident check's line.
+    error = io::uncreatable_directory("data.path's directory", std::filesystem::path(d.path).parent_path().string());
+  }
   if (error.empty() && world.rank() == 0 && d.generate == "synthetic" && !lookup.exists) {
     try {
       std::printf("data: %s is missing; generating the synthetic source (data.generate = synthetic)\n",

@@ -19,6 +19,20 @@ namespace trident::app {
 
 namespace {
 
+// Why run.restart = PATH is refused once the file is looked at (train: its verification; check:
+// its metadata).
+std::string unusable_restart(const std::string& restart, const std::string& reason) {
+  return "run.restart = '" + restart + "' cannot be used: " + reason;
+}
+
+// Why run.restart = auto stops: `set_aside` checkpoints of checkpoint_dir are set aside as *.bad
+// (by this attempt or earlier ones) and none is left that verifies; newest_reason is the newest's.
+std::string no_checkpoint_verifies(const std::string& checkpoint_dir, int set_aside, const std::string& newest_reason) {
+  return "run.restart = auto: no checkpoint in " + checkpoint_dir + " verifies (" + std::to_string(set_aside) +
+         " set aside as *.bad" + (newest_reason.empty() ? "" : "; the newest: " + newest_reason) +
+         "); give one with run.restart = PATH, or start afresh with run.restart = none";
+}
+
 // Rank 0's listing of DIR: checkpoints newest first, one per line.
 std::string list_newest_first(const std::string& dir) {
   const std::vector<std::string> names = train::list_checkpoint_files(dir);
@@ -173,6 +187,10 @@ std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck
   }
   if (restart != "auto") {
     refuse(explicit_checkpoint_problem(restart));
+    // What train's verification would say of it, but for the checksums (not read here).
+    if (const std::string problem = train::checkpoint_metadata_problem(restart); !problem.empty()) {
+      refuse(unusable_restart(restart, problem));
+    }
     const int64_t step = checkpoint_step(restart);
     refuse(later_checkpoints(config, checkpoint_dir, step));
     const std::string note = check_saved_deck(restart, deck);
@@ -180,11 +198,17 @@ std::string describe_restart(const io::RunConfig& config, const io::ResolvedDeck
            " (its checksums are verified at start-up)\n" + note;
   }
   const std::vector<std::string> names = train::list_checkpoint_files(checkpoint_dir);
+  const int set_aside = static_cast<int>(train::list_set_aside_files(checkpoint_dir).size());
   if (names.empty()) {
+    if (set_aside > 0) refuse(no_checkpoint_verifies(checkpoint_dir, set_aside, ""));
     refuse(earlier_run_problem(config, checkpoint_dir, recorded_checkpoint_dir));
     return "restart: auto: no checkpoint in " + checkpoint_dir + ": a fresh start\n";
   }
   const std::string newest = checkpoint_dir + "/" + names.back();
+  // The only checkpoint damaged: train sets it aside and stops.
+  if (const std::string problem = train::checkpoint_metadata_problem(newest); !problem.empty() && names.size() == 1) {
+    refuse(no_checkpoint_verifies(checkpoint_dir, set_aside + 1, problem));
+  }
   try {
     const std::string note = check_saved_deck(newest, deck);
     return "restart: auto: would resume from " + newest + " after step " + std::to_string(checkpoint_step(newest)) +
@@ -213,7 +237,7 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
     std::string error = parallel::agree_on_error(world, world.rank() == 0 ? explicit_checkpoint_problem(restart) : "");
     if (!error.empty()) throw io::UserError(error);
     const std::string reason = verify(restart, world, comm);
-    if (!reason.empty()) throw io::UserError("run.restart = '" + restart + "' cannot be used: " + reason);
+    if (!reason.empty()) throw io::UserError(unusable_restart(restart, reason));
     if (world.rank() == 0) error = later_checkpoints(config, checkpoint_dir, checkpoint_step(restart));
     error = parallel::agree_on_error(world, error);
     if (!error.empty()) throw io::UserError(error);
@@ -248,12 +272,7 @@ std::string choose_restart(const io::RunConfig& config, const std::string& check
     }
   }
   world.broadcast(&set_aside, sizeof set_aside, 0);
-  if (failed > 0 || set_aside > 0) {
-    throw io::UserError("run.restart = auto: no checkpoint in " + checkpoint_dir + " verifies (" +
-                        std::to_string(failed + set_aside) + " set aside as *.bad" +
-                        (newest_reason.empty() ? "" : "; the newest: " + newest_reason) +
-                        "); give one with run.restart = PATH, or start afresh with run.restart = none");
-  }
+  if (failed > 0 || set_aside > 0) throw io::UserError(no_checkpoint_verifies(checkpoint_dir, failed + set_aside, newest_reason));
   // No checkpoint at all: a fresh start, unless run.dir holds a finished run or its checkpoints
   // elsewhere.
   const std::string earlier = parallel::agree_on_error(

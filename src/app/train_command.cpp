@@ -10,6 +10,7 @@
 #include <system_error>
 #include <fstream>
 
+#include "io/path_lookup.h"  // uncreatable_directory
 #include "io/user_error.h"
 #include "kernels/backend.h"
 #include "kernels/device_refusal.h"  // DeviceRefusal: reported as the user's error
@@ -74,13 +75,16 @@ RunDirLock prepare_run_dir(const RunSetup& setup, parallel::Comm& world) {
   RunDirLock lock;
   if (world.rank() == 0) {
     const std::string& dir = setup.config.run.dir;
+    error = io::uncreatable_directory("run.dir", dir);  // a file in the way: trident check's line
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    try {
-      if (ec) error = "run.dir '" + dir + "': cannot create the run directory (" + ec.message() + ")";
-      else lock = RunDirLock(dir);
-    } catch (const io::UserError& e) {
-      error = e.what();
+    if (error.empty()) std::filesystem::create_directories(dir, ec);
+    if (error.empty() && ec) error = "run.dir '" + dir + "': cannot create the run directory (" + ec.message() + ")";
+    if (error.empty()) {
+      try {
+        lock = RunDirLock(dir);
+      } catch (const io::UserError& e) {
+        error = e.what();
+      }
     }
     if (error.empty() && !lock.unsupported_reason().empty()) {
       std::printf("note: %s: a second training started in this run.dir would not be refused\n",

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "io/param_file.h"  // read_param_file_int_attributes
+#include "io/path_lookup.h"  // uncreatable_directory
 #include "io/user_error.h"
 
 namespace trident::train {
@@ -23,10 +24,8 @@ std::string checkpoint_directory(const std::string& run_dir, const std::string& 
 }
 
 std::string checkpoint_directory_problem(const std::string& dir) {
+  if (std::string problem = io::uncreatable_directory("checkpoint.dir", dir); !problem.empty()) return problem;
   std::error_code ec;
-  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
-    return "checkpoint.dir '" + dir + "' is a file, not a directory";
-  }
   std::filesystem::create_directories(dir, ec);
   if (ec) return "checkpoint.dir '" + dir + "': cannot create it (" + ec.message() + ")";
   const std::string probe = dir + "/.write-probe-" + std::to_string(::getpid());

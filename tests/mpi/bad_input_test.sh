@@ -134,16 +134,24 @@ out=$("$TRIDENT" check good.ini --data.path="$PWD/loop/d.h5" 2>&1); rc=$?
 [ $rc -eq 2 ] && [ "$out" = "trident: error: data.path '$PWD/loop/d.h5': cannot look it up (Too many levels of symbolic links)" ] \
   && pass "check: a data.path that cannot be looked up" || fail "check, data.path in a loop of links: rc $rc: $out"
 
-# check refuses the directories train could not create (a file in the way), as train does.
+# check refuses the directories train could not create (a file in the way) with train's line.
 echo x > a_file
 for spec in "run.dir|--run.dir=a_file|run.dir 'a_file': cannot be created: 'a_file' is a file" \
             "checkpoint.dir|--checkpoint.dir=$PWD/a_file/ck --checkpoint.every=2|checkpoint.dir '$PWD/a_file/ck': cannot be created" \
             "data.path|--data.path=$PWD/a_file/x.h5 --data.generate=synthetic|data.path's directory '$PWD/a_file': cannot be created"; do
   IFS='|' read -r what overrides text <<< "$spec"
   out=$("$TRIDENT" check good.ini $overrides 2>&1); rc=$?
-  [ $rc -eq 2 ] && grep -q "^trident: error: $text" <<< "$out" && pass "check refuses a $what under a file" \
-    || fail "check, $what under a file: rc $rc: $(tail -1 <<< "$out")"
+  trained=$(mpi 1 train good.ini --run.restart=none $overrides 2>&1 | grep "^trident: error:")
+  [ $rc -eq 2 ] && grep -q "^trident: error: $text" <<< "$out" && [ "$(tail -1 <<< "$out")" = "$trained" ] \
+    && pass "check and train refuse a $what under a file alike" \
+    || fail "check, $what under a file: rc $rc: $(tail -1 <<< "$out") / train: $trained"
 done
+# run.device = cuda where this machine has no GPU: check warns (another machine has one).
+if "$TRIDENT" --version | grep -Eq "CUDA: (no|yes \(0 device)"; then
+  out=$("$TRIDENT" check good.ini --run.device=cuda 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -q "^warning: run.device = cuda, and this machine has no GPU" <<< "$out" \
+    && pass "check: run.device = cuda without a GPU here is a warning" || fail "check, cuda without GPU: rc $rc: $(grep -E 'warning|error' <<< "$out")"
+fi
 
 # check warns (exit 0: another machine may hold it) where one rank would not fit this one.
 out=$("$TRIDENT" check good.ini --run.device=cpu --model.hidden=32768 --model.heads=32 --model.layers=200 2>&1); rc=$?
