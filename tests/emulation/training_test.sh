@@ -60,19 +60,19 @@ if grep -q "^backend.*flash attention" small16.log || ! grep -q "^note: run.atte
 fi
 matches "run.attention = auto on a GPU with 64 KiB a block (GEMM attention), bf16, against the CPU's bf16" wcpu16 small16 1e-2
 TRIDENT_CUDA_EMULATION_OPTIN_SHARED_BYTES=65536 mpi 1 train deck.ini $short --run.dir=smallflash16 $gpu $wide \
-  --train.precision=bf16 --run.attention=flash > smallflash16.log 2>&1
+  --train.precision=bf16 --run.attention=flash > smallflash16.log 2> smallflash16.err
 rc=$?
 [ $rc -eq 2 ] && grep -q "^trident: error: run.attention = flash: the flash kernels need .*; use run.attention = gemm" \
-  smallflash16.log && pass "run.attention = flash on a GPU with 64 KiB a block: refused naming gemm" \
-  || { tail -3 smallflash16.log; fail "run.attention = flash on a GPU with 64 KiB a block: rc $rc"; }
+  smallflash16.err && pass "run.attention = flash on a GPU with 64 KiB a block: refused naming gemm" \
+  || { tail -3 smallflash16.err; fail "run.attention = flash on a GPU with 64 KiB a block: rc $rc"; }
 # A GPU this build holds no code for (the emulation playing an A100, compute capability 8.0, where
 # the build is sm_90's): refused at start-up naming the CMake option to rebuild with, not an
 # internal error at the first kernel's launch.
-TRIDENT_CUDA_EMULATION_COMPUTE_CAPABILITY=80 mpi 1 train deck.ini $short --run.dir=sm80 $gpu > sm80.log 2>&1
+TRIDENT_CUDA_EMULATION_COMPUTE_CAPABILITY=80 mpi 1 train deck.ini $short --run.dir=sm80 $gpu > sm80.log 2> sm80.err
 rc=$?
 [ $rc -eq 2 ] && grep -q "^trident: error: this build has no GPU code for CUDA emulation on the CPU (compute capability 8.0): it was built for CMAKE_CUDA_ARCHITECTURES = 90; rebuild with scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=80 " \
-  sm80.log && pass "a GPU without code in the build: refused naming CMAKE_CUDA_ARCHITECTURES=80" \
-  || { tail -3 sm80.log; fail "a GPU without code in the build: rc $rc"; }
+  sm80.err && pass "a GPU without code in the build: refused naming CMAKE_CUDA_ARCHITECTURES=80" \
+  || { tail -3 sm80.err; fail "a GPU without code in the build: rc $rc"; }
 # run.profile on the CUDA backend: the same bits; the MLP's fused pairs reach it whole (its
 # cuBLASLt epilogues still run), and no kernel widens 16-bit operands.
 train profiled16 $gpu $wide --train.precision=bf16 --run.attention=flash --run.profile=true

@@ -141,7 +141,7 @@ for spec in "run.dir|--run.dir=a_file|run.dir 'a_file': cannot be created: 'a_fi
             "data.path|--data.path=$PWD/a_file/x.h5 --data.generate=synthetic|data.path's directory '$PWD/a_file': cannot be created"; do
   IFS='|' read -r what overrides text <<< "$spec"
   out=$("$TRIDENT" check good.ini $overrides 2>&1); rc=$?
-  trained=$(mpi 1 train good.ini --run.restart=none $overrides 2>&1 | grep "^trident: error:")
+  trained=$(mpi 1 train good.ini --run.restart=none $overrides 2>&1 >/dev/null | grep "^trident: error:")
   [ $rc -eq 2 ] && grep -q "^trident: error: $text" <<< "$out" && [ "$(tail -1 <<< "$out")" = "$trained" ] \
     && pass "check and train refuse a $what under a file alike" \
     || fail "check, $what under a file: rc $rc: $(tail -1 <<< "$out") / train: $trained"

@@ -83,16 +83,18 @@ mpi 2 train deck.ini --train.steps=20 --run.dir=baddeck $common > baddeck.log 2>
 # A checkpoint directory that cannot be written is found at start-up, before any step.
 mkdir -p rofs && echo x > rofs/blocker
 mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.dir="$PWD/rofs/blocker/ck" --run.dir=rofs/run $common \
-  > rofs.log 2>&1; rc=$?
-[ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir '$PWD/rofs/blocker/ck': cannot be created: '$PWD/rofs/blocker' is a file" rofs.log \
+  > rofs.log 2> rofs.err; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir '$PWD/rofs/blocker/ck': cannot be created: '$PWD/rofs/blocker' is a file" rofs.err \
   && ! grep -q "^step " rofs.log && pass "unwritable checkpoint.dir: exit 2 at start-up, no step trained" \
-  || fail "unwritable checkpoint.dir: rc $rc: $(grep -m3 'error\|^step' rofs.log)"
+  || fail "unwritable checkpoint.dir: rc $rc: $(cat rofs.err) $(grep -m3 '^step' rofs.log)"
+# (The error lines are read from stderr alone: mpirun forwards a rank's stdout and stderr apart,
+# so in one file an error may land inside a line of the start-up report.)
 # A file in checkpoint.dir's place, named as such (it was read as a directory without
 # checkpoints: here a finished run without any, "run.restart = none to train it again").
 mkdir -p ckfile && cp base/metrics.jsonl base/config.ini ckfile/ && touch ckfile/complete && echo x > ckfile/checkpoints
-mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --run.dir=ckfile $common > ckfile.log 2>&1; rc=$?
-[ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir 'ckfile/checkpoints': cannot be created: 'ckfile/checkpoints' is a file, not a directory$" ckfile.log \
-  && pass "a file in checkpoint.dir's place: named" || fail "a file as checkpoint.dir: rc $rc: $(grep -m2 'error' ckfile.log)"
+mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --run.dir=ckfile $common > ckfile.log 2> ckfile.err; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir 'ckfile/checkpoints': cannot be created: 'ckfile/checkpoints' is a file, not a directory$" ckfile.err \
+  && pass "a file in checkpoint.dir's place: named" || fail "a file as checkpoint.dir: rc $rc: $(cat ckfile.err)"
 
 # latest cannot be updated (here latest.tmp is a directory; in the field, a disk out of inodes):
 # exit 2 with the system's reason, and the checkpoint just written is kept for the next restart.
@@ -135,20 +137,20 @@ mkdir -p allbad/checkpoints && cp base/checkpoints/step-000000005.h5 allbad/chec
 "$TRIDENT" check deck.ini --ranks 2 --train.steps=20 --run.dir=allbad $common > allbad_check.log 2>&1; check_rc=$?
 mpi 2 train deck.ini --train.steps=20 --run.dir=allbad $common > allbad.log 2>&1; rc=$?
 "$TRIDENT" check deck.ini --ranks 2 --train.steps=20 --run.dir=allbad $common > allbad_check2.log 2>&1; check_rc2=$?
-mpi 2 train deck.ini --train.steps=20 --run.dir=allbad $common > allbad2.log 2>&1; rc2=$?
-[ $rc -eq 2 ] && [ $rc2 -eq 2 ] && grep -q "no checkpoint in .* verifies" allbad.log && grep -q "no checkpoint in .* verifies" allbad2.log \
+mpi 2 train deck.ini --train.steps=20 --run.dir=allbad $common > allbad2.log 2> allbad2.err; rc2=$?
+[ $rc -eq 2 ] && [ $rc2 -eq 2 ] && grep -q "no checkpoint in .* verifies" allbad.log && grep -q "no checkpoint in .* verifies" allbad2.err \
   && pass "no checkpoint verifies: exit 2 (also on the next attempt)" || fail "no checkpoint verifies: rc $rc/$rc2: $(tail -2 allbad.log)"
 [ $check_rc -eq 2 ] && [ $check_rc2 -eq 2 ] \
   && grep -q "^trident: error: run.restart = auto: no checkpoint in allbad/checkpoints verifies (1 set aside as \*.bad; the newest: .*truncated" allbad_check.log \
-  && [ "$(tail -1 allbad_check2.log)" = "$(grep '^trident: error' allbad2.log)" ] \
+  && [ "$(tail -1 allbad_check2.log)" = "$(grep '^trident: error' allbad2.err)" ] \
   && pass "check: no checkpoint verifies, before and after train set it aside, with train's line" \
   || fail "check, no checkpoint verifies: rc $check_rc/$check_rc2: $(tail -1 allbad_check.log) / $(tail -1 allbad_check2.log)"
 # An explicit run.restart that is no HDF5 file: check and train say it with the same line.
 echo "not hdf5" > notckpt.h5
 "$TRIDENT" check deck.ini --ranks 2 --train.steps=20 --run.dir=notckpt --run.restart=notckpt.h5 $common > notckpt_check.log 2>&1
-mpi 2 train deck.ini --train.steps=20 --run.dir=notckpt --run.restart=notckpt.h5 $common > notckpt.log 2>&1; rc=$?
-[ $rc -eq 2 ] && grep -q "^trident: error: run.restart = 'notckpt.h5' cannot be used: " notckpt.log \
-  && [ "$(tail -1 notckpt_check.log)" = "$(grep '^trident: error' notckpt.log)" ] \
+mpi 2 train deck.ini --train.steps=20 --run.dir=notckpt --run.restart=notckpt.h5 $common > notckpt.log 2> notckpt.err; rc=$?
+[ $rc -eq 2 ] && grep -q "^trident: error: run.restart = 'notckpt.h5' cannot be used: " notckpt.err \
+  && [ "$(tail -1 notckpt_check.log)" = "$(grep '^trident: error' notckpt.err)" ] \
   && pass "an explicit run.restart that is no HDF5 file: check and train alike" \
-  || fail "explicit non-HDF5 restart: rc $rc: $(tail -1 notckpt_check.log) / $(grep '^trident: error' notckpt.log)"
+  || fail "explicit non-HDF5 restart: rc $rc: $(tail -1 notckpt_check.log) / $(cat notckpt.err)"
 finish
