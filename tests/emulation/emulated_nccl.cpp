@@ -2,8 +2,11 @@
 // (cuda_emulation.h), so that parallel.comm = nccl runs there: the communicator's set-up from
 // a unique id, its stream ordering and its 16-bit wire, with ranks each on an emulated GPU.
 //
-// - ncclCommInitRank splits MPI_COMM_WORLD by the unique id: every rank creates its NCCL
-//   communicators in the same order (one per group of each kind), so the split is collective.
+// - ncclCommInitRank makes an MPI communicator of the group's members alone, as NCCL's set-up
+//   involves only them (the embedding group of a pipeline has no middle stages): the unique id
+//   names the world rank that made it and a number of its own; each member sends its (rank,
+//   world rank) there, gets the whole list back, and MPI_Comm_create_group builds the group.
+//   Members must create their shared communicators in the same order, as NCCL's ranks must.
 // - A call first runs the work queued on its stream (emulated_streams.cpp), so it reads its
 //   send buffer after the writes it was ordered after and no sooner; then it communicates at
 //   once, over the split communicator (the ranks' MPI calls stay in program order, so none
@@ -30,7 +33,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "tests/emulation/emulated_state.h"
@@ -158,17 +160,48 @@ const char* ncclGetErrorString(ncclResult_t result) {
 const char* ncclGetLastError(ncclComm_t) { return ""; }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  std::random_device seed;
-  for (char& c : id->internal) c = static_cast<char>(seed());
+  // The maker's world rank and its count of ids so far: the members meet there, on a tag of
+  // that count (emulated_nccl's own range, above Trident's).
+  static int made = 0;  // the emulated library's state: one per process, as NCCL's
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  std::memset(id->internal, 0, sizeof id->internal);
+  const int fields[2] = {world_rank, made++};
+  std::memcpy(id->internal, fields, sizeof fields);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
-  // The colour: the id's first bytes, non-negative as MPI_Comm_split wants.
-  std::uint32_t colour = 0;
-  std::memcpy(&colour, id.internal, sizeof colour);
+  int fields[2] = {};
+  std::memcpy(fields, id.internal, sizeof fields);
+  const int maker = fields[0], tag = 0x40000 + (fields[1] & 0xffff);
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  // members[r]: the world rank of the group's rank r, gathered at the maker.
+  std::vector<int> members(static_cast<std::size_t>(nranks), -1);
+  members[static_cast<std::size_t>(rank)] = world_rank;
+  if (world_rank == maker) {
+    for (int arrived = 1; arrived < nranks; ++arrived) {
+      int pair[2] = {};
+      MPI_Recv(pair, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      members[static_cast<std::size_t>(pair[0])] = pair[1];
+    }
+    for (int r = 0; r < nranks; ++r) {
+      if (r != rank) MPI_Send(members.data(), nranks, MPI_INT, members[static_cast<std::size_t>(r)], tag, MPI_COMM_WORLD);
+    }
+  } else {
+    const int pair[2] = {rank, world_rank};
+    MPI_Send(pair, 2, MPI_INT, maker, tag, MPI_COMM_WORLD);
+    MPI_Recv(members.data(), nranks, MPI_INT, maker, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Group_incl(world_group, nranks, members.data(), &group);
   auto* c = new cuda_emu::NcclComm{};
-  if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(colour & 0x7fffffffu), rank, &c->mpi) != MPI_SUCCESS) {
+  const int created = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &c->mpi);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  if (created != MPI_SUCCESS) {
     delete c;
     return ncclSystemError;
   }

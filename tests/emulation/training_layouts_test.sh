@@ -5,7 +5,7 @@
 # - parallel.comm = nccl (the emulation's NCCL over MPI, tests/emulation/emulated_nccl.cpp):
 #   one rank identical to parallel.comm = mpi; with two emulated GPUs dp = 2, tp = 2, pp = 2 and
 #   ZeRO-1 against one rank within 1e-4, and with four dp = 2 x tp = 2 and dp = 2 x pp = 2 with
-#   ZeRO-1; the bf16 wire buffer as estimated, with and without ZeRO-1 (whose bf16 run gives
+#   ZeRO-1, with three pp = 3 (an embedding group without the middle stage); the bf16 wire buffer as estimated, with and without ZeRO-1 (whose bf16 run gives
 #   plain dp = 2's losses exactly: one addition per element either way, rounded alike); two
 #   ranks on one GPU refused, the GPU named by its bus id;
 # - run.matmul_algorithms = timed with the emulation's random event times
@@ -54,6 +54,13 @@ for layout in "ndp2tp2 --parallel.dp=2 --parallel.tp=2" "ndp2pp2zero --parallel.
     || { tail -5 "$name.log"; fail "$name"; }
   matches "$name over NCCL against one rank" gpu "$name" 1e-4
 done
+# Three pipeline stages over NCCL, a GPU each: the embedding group (first and last stage) has a
+# communicator the middle stage takes no part in (the emulation's set-up once involved every
+# rank, and the middle stage's absence hung it).
+train gpu3 $gpu --model.layers=3
+TRIDENT_CUDA_EMULATION_DEVICES=3 mpi 3 train deck.ini $nccl --run.dir=npp3 --parallel.pp=3 --model.layers=3 \
+  > npp3.log 2>&1 || { tail -5 npp3.log; fail "npp3"; }
+matches "npp3 over NCCL against one rank" gpu3 npp3 1e-4
 two_gpus ndp2bf16 --parallel.dp=2 --train.precision=bf16
 reduction_buffers_match "dp2 over nccl, bf16 wire" ndp2bf16.log nonzero
 # ZeRO-1's buckets on the bf16 wire: each summed to its owner, which alone decodes the sum; at
