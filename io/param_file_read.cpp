@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <system_error>
 
+#include "io/file_kind.h"    // special_file_kind
+#include "io/hdf5_string.h"  // read_hdf5_string
 #include "io/param_file.h"
 #include "io/param_file_common.h"
-#include "io/file_kind.h"  // special_file_kind
-#include "io/hdf5_string.h"  // read_hdf5_string
 
 namespace trident::io {
 

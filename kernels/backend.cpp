@@ -66,8 +66,8 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused
 #ifdef TRIDENT_HAVE_CUDA
       if (gpu < 0 || gpu >= cuda_device_count()) {
         throw DeviceRefusal("CUDA device " + std::to_string(gpu) + " is not visible (" +
-                                 std::to_string(cuda_device_count()) +
-                                 " are; check nvidia-smi and CUDA_VISIBLE_DEVICES); use run.device = cpu");
+                            std::to_string(cuda_device_count()) +
+                            " are; check nvidia-smi and CUDA_VISIBLE_DEVICES); use run.device = cpu");
       }
       return std::make_unique<cuda::CudaBackend>(gpu, options);
 #else

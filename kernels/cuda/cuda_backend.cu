@@ -111,8 +111,8 @@ std::string warpgroup_choice(const char* direction, FlashProducts products, Warp
                                                   "CMAKE_CUDA_ARCHITECTURES)"
                                                 : "this GPU is " + arch + ", not compute capability 9.0 (H100, H200)";
     throw DeviceRefusal(std::string("run.flash_") + direction + " = " + choice +
-                             " needs Hopper's warpgroup products, but " + missing + "; use run.flash_" + direction +
-                             " = mma_sync");
+                        " needs Hopper's warpgroup products, but " + missing + "; use run.flash_" + direction +
+                        " = mma_sync");
   }
   return std::string(", flash ") + direction + " on wgmma" +
          (schedule == WarpgroupSchedule::kOverlapped ? ", overlapped" : "");
@@ -177,8 +177,8 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
     count = 0;
   }
   if (device_index < 0 || device_index >= count) {
-    throw DeviceRefusal("CUDA device " + std::to_string(device_index) + " requested, but " +
-                             std::to_string(count) + " device(s) are visible");
+    throw DeviceRefusal("CUDA device " + std::to_string(device_index) + " requested, but " + std::to_string(count) +
+                        " device(s) are visible");
   }
   // cuBLAS is opened on first use (cublas_library.h): a node without it is refused here, in words.
   if (!cublas_problem().empty()) throw DeviceRefusal(cublas_problem());
@@ -223,12 +223,12 @@ CudaBackend::CudaBackend(int device_index, BackendOptions options)
   name_ = std::string("cuda (") + props.name + ", " + arch +
           (attention_ == AttentionKernel::kFlash ? ", flash attention" : "") + schedule +
           (epilogues_ == MatmulEpilogues::kFused ? ", cuBLASLt epilogues for 16-bit matmuls" : "") + candidates + ")";
-  if (attention_ == AttentionKernel::kFlash && props.sharedMemPerBlockOptin < flash_attention_shared_bytes()) {
-    // Refused here rather than by a failed launch in the first backward step.
-    throw DeviceRefusal("run.attention = flash: the flash kernels need " +
-                             std::to_string(flash_attention_shared_bytes()) + " bytes of shared memory per block; " +
-                             props.name + " (" + arch + ") allows " + std::to_string(props.sharedMemPerBlockOptin) +
-                             "; use run.attention = gemm");
+  // The rule run.attention = auto follows (cuda_flash_attention_fits), refused here rather than by
+  // a failed launch in the first backward step.
+  if (attention_ == AttentionKernel::kFlash && !cuda_flash_attention_fits(device_index)) {
+    throw DeviceRefusal("run.attention = flash: the flash kernels need " + std::to_string(flash_attention_shared_bytes()) +
+                        " bytes of shared memory per block; " + props.name + " (" + arch + ") allows " +
+                        std::to_string(props.sharedMemPerBlockOptin) + "; use run.attention = gemm");
   }
 
   CUDA_CHECK(cudaStreamCreate(&stream_));
