@@ -23,7 +23,7 @@
 #include "src/app/restart_choice.h"    // describe_restart
 #include "src/app/run_dir_lock.h"      // RunDirLock::current_holder
 #include "src/app/startup_report.h"
-#include "src/train/checkpoint_files.h"  // checkpoint_directory
+#include "src/train/checkpoint_files.h"  // checkpoint_directory, checkpoint_name_clash
 #include "src/train/run_layout.h"
 
 namespace trident::app {
@@ -264,6 +264,7 @@ int check_command(const std::vector<std::string>& raw_args) {
     if (const std::string problem = io::uncreatable_directory("checkpoint.dir", dir); !problem.empty()) {
       throw io::UserError(problem);
     }
+    if (const std::string clash = train::checkpoint_name_clash(dir); !clash.empty()) throw io::UserError(clash);
   }
   std::printf("%s", describe_restart(c, setup.deck, train::checkpoint_directory(c.run.dir, c.checkpoint.dir),
                                      recorded_checkpoint_directory(c.run.dir))

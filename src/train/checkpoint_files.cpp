@@ -43,6 +43,25 @@ std::string checkpoint_directory_problem(const std::string& dir) {
     return "checkpoint.dir '" + dir + "': cannot list it (" + ec.message() +
            "): restarts and checkpoint.keep read its checkpoints";
   }
+  return checkpoint_name_clash(dir);
+}
+
+std::string checkpoint_name_clash(const std::string& dir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const int64_t step = checkpoint_step_of_name(name);
+    if (step < 0 && name != "latest") continue;
+    // status follows a link: a link to a checkpoint file is a checkpoint; to a directory it is not.
+    std::error_code kind_error;
+    const std::filesystem::file_type kind = std::filesystem::status(it->path(), kind_error).type();
+    if (kind_error || kind == std::filesystem::file_type::regular) continue;
+    const std::string what = step >= 0 ? "where the run would write the checkpoint of step " + std::to_string(step)
+                                       : "where the run names its newest checkpoint";
+    return "checkpoint.dir '" + dir + "': '" + name + "' is " +
+           (kind == std::filesystem::file_type::directory ? "a directory" : "not a regular file") + ", " + what +
+           ", and a checkpoint cannot replace it; move it out of checkpoint.dir";
+  }
   return "";
 }
 

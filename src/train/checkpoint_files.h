@@ -18,6 +18,12 @@ std::string checkpoint_directory(const std::string& run_dir, const std::string& 
 // directory without read permission would look empty to restarts and pruning). Rank 0 only.
 std::string checkpoint_directory_problem(const std::string& dir);
 
+// Why a checkpoint or `latest` could not be written into `dir` for an entry already in its place
+// ("" when none is): a directory (or another non-file) named step-N.h5 or `latest`, which the
+// rename that publishes a checkpoint cannot replace, so that the run would fail at that
+// checkpoint, hours in. A missing or unreadable `dir` has no such entry. Any rank; `check` asks too.
+std::string checkpoint_name_clash(const std::string& dir);
+
 // Why the metadata of checkpoint `path` cannot be trusted ("" when it can): the `step` attribute
 // is negative, missing, or differs from the step of the file's name (step-N.h5; any other name is
 // not compared); `samples` (the data position) or `deck` (what the restart checks its own deck

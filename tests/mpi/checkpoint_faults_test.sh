@@ -96,6 +96,19 @@ mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --run.dir=ckfile $com
 [ $rc -eq 2 ] && grep -q "^trident: error: checkpoint.dir 'ckfile/checkpoints': cannot be created: 'ckfile/checkpoints' is a file, not a directory$" ckfile.err \
   && pass "a file in checkpoint.dir's place: named" || fail "a file as checkpoint.dir: rc $rc: $(cat ckfile.err)"
 
+# A directory named like a checkpoint the run will write (a user's unpacked copy): the rename
+# that publishes step 20 could not replace it, so train and check refuse it at start-up, not 20
+# steps in.
+mkdir -p ckclash/checkpoints/step-000000020.h5
+mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --run.dir=ckclash $common > ckclash.log 2> ckclash.err; rc=$?
+"$TRIDENT" check deck.ini --ranks 2 --train.steps=20 --checkpoint.every=5 --run.dir=ckclash $common \
+  > ckclash_check.log 2>&1; check_rc=$?
+clash="checkpoint.dir 'ckclash/checkpoints': 'step-000000020.h5' is a directory, where the run would write the checkpoint of step 20"
+[ $rc -eq 2 ] && [ $check_rc -eq 2 ] && grep -q "^trident: error: $clash" ckclash.err \
+  && grep -q "^trident: error: $clash" ckclash_check.log && ! grep -q "^step " ckclash.log \
+  && pass "a directory in a future checkpoint's place: train and check exit 2 at start-up, naming it" \
+  || fail "a directory as a future checkpoint: train rc $rc, check rc $check_rc: $(cat ckclash.err) / $(grep -m1 error ckclash_check.log)"
+
 # latest cannot be updated (here latest.tmp is a directory; in the field, a disk out of inodes):
 # exit 2 with the system's reason, and the checkpoint just written is kept for the next restart.
 cp -r base latestdir && mkdir latestdir/checkpoints/latest.tmp

@@ -106,5 +106,22 @@ TEST_F(CheckpointFiles, ADirectoryThatTakesFilesButCannotBeListedIsRefused) {
       << problem;
 }
 
+TEST_F(CheckpointFiles, ADirectoryInACheckpointsPlaceIsRefusedBeforeTraining) {
+  touch(checkpoint_name(5));
+  EXPECT_EQ(checkpoint_name_clash(dir_), "");
+  std::filesystem::create_directory(dir_ + "/" + checkpoint_name(10));
+  const std::string clash = checkpoint_directory_problem(dir_);
+  EXPECT_EQ(clash, "checkpoint.dir '" + dir_ + "': 'step-000000010.h5' is a directory, where the run would write the "
+                   "checkpoint of step 10, and a checkpoint cannot replace it; move it out of checkpoint.dir");
+  std::filesystem::remove(dir_ + "/" + checkpoint_name(10));
+  // A link to a checkpoint file is one; a directory named `latest` would fail the publishing rename.
+  std::filesystem::create_symlink(dir_ + "/" + checkpoint_name(5), dir_ + "/" + checkpoint_name(6));
+  EXPECT_EQ(checkpoint_name_clash(dir_), "");
+  std::filesystem::create_directory(dir_ + "/latest");
+  EXPECT_NE(checkpoint_name_clash(dir_).find("'latest' is a directory, where the run names its newest checkpoint"),
+            std::string::npos);
+  EXPECT_EQ(checkpoint_name_clash(dir_ + "/missing"), "");
+}
+
 }  // namespace
 }  // namespace trident::train
