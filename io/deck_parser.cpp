@@ -91,6 +91,30 @@ std::string normalized_ini(const std::string& deck_text) {
   return out;
 }
 
+// The first section header of the normalized `deck_text` that names no schema section, as
+// "line N: [name]", or "". Keys under such a header are refused by name (with a suggestion) before
+// this is asked, so only an empty one is left: a misspelt header whose keys are all commented
+// out, or a deck of another program; either way not what the user meant to run.
+std::string unknown_section(const std::string& deck_text) {
+  std::istringstream lines(deck_text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const std::string code = trimmed(line.substr(0, line.find('#')));
+    if (code.size() < 2 || code.front() != '[' || code.back() != ']') continue;
+    const std::string name = code.substr(1, code.size() - 2);
+    bool known = false;
+    for (const SectionSpec& section : deck_sections()) known = known || section.name == name;
+    if (!known) return "line " + std::to_string(number) + ": [" + printable(name) + "]";
+  }
+  return "";
+}
+
+std::string section_names() {
+  std::string names;
+  for (const SectionSpec& section : deck_sections()) names += (names.empty() ? "" : ", ") + section.name;
+  return names;
+}
+
 using KeyValues = std::map<std::string, std::string>;
 
 KeyValues read_ini(const std::string& raw_deck_text, const std::string& deck_name,
@@ -117,6 +141,10 @@ KeyValues read_ini(const std::string& raw_deck_text, const std::string& deck_nam
                       "' is given twice (keep one of the lines)");
     }
     values[option.string_key] = option.value.empty() ? std::string() : option.value.front();
+  }
+  if (const std::string where = unknown_section(deck_text); !where.empty()) {
+    throw UserError(source + ", " + where + " is not a section of a Trident deck (the sections are " +
+                    section_names() + ")");
   }
   return values;
 }

@@ -75,6 +75,18 @@ TEST(DeckParse, KeyOutsideAnySectionIsUnknown) {
   EXPECT_NE(message.find("did you mean 'train.steps'?"), std::string::npos) << message;
 }
 
+TEST(DeckParse, AnEmptyUnknownSectionIsRefusedNamingItsLine) {
+  // A misspelt header whose keys are all commented out would otherwise pass unnoticed.
+  const std::string message = parse_error("[train]\nsteps = 5\n\n[optimiser]\n# lr = 1e-3\n");
+  EXPECT_EQ(message.rfind("deck quickstart.ini, line 4: [optimiser] is not a section of a Trident deck (the sections "
+                          "are ", 0),
+            0u)
+      << message;
+  EXPECT_NE(message.find("optim"), std::string::npos) << message;
+  // Keys under an unknown header are still named one by one, with a suggestion.
+  EXPECT_NE(parse_error("[optimiser]\nlr = 1e-3\n").find("did you mean 'optim.lr'?"), std::string::npos);
+}
+
 TEST(DeckParse, UnknownKeyFarFromEveryKeyGetsNoSuggestion) {
   const std::string message = parse_error("[banana]\nsplit = 3\n");
   EXPECT_NE(message.find("unknown key 'banana.split'"), std::string::npos) << message;
