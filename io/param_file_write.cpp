@@ -447,6 +447,76 @@ std::string creation_failure_reason(const std::string& temporary) {
   return "";
 }
 
+// The attributes, datasets and checksums of the created file, then its flush and close; every
+// failure is agreed by all ranks. A failure leaves the datasets' handles open (see write_file).
+void write_contents(Handle& file, Handle& create, Handle& transfer, const std::string& temporary,
+                    const std::string& path, MPI_Comm comm,
+                    const std::vector<Plan>& plans, const std::vector<TensorSlice>& tensors,
+                    const std::vector<std::pair<std::string, int64_t>>& int_attributes,
+                    const std::vector<std::pair<std::string, std::string>>& string_attributes,
+                    const WriteOptions& options, int64_t max_elements) {
+  collective_stage(comm, path, [&] {
+    write_string_attribute(file.get(), "format", kFormatName, path);
+    write_scalar_attribute<int64_t>(file.get(), "format_version", kFormatVersion, H5T_STD_I64LE, H5T_NATIVE_INT64,
+                                    path);
+    write_string_attribute(file.get(), "checksum_algorithm", kChecksumAlgorithm, path);
+    for (const auto& [name, value] : int_attributes) {
+      write_scalar_attribute<int64_t>(file.get(), name, value, H5T_STD_I64LE, H5T_NATIVE_INT64, path);
+    }
+    for (const auto& [name, value] : options.double_attributes) {
+      write_scalar_attribute<double>(file.get(), name, value, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, path);
+    }
+    for (const auto& [name, value] : string_attributes) write_string_attribute(file.get(), name.c_str(), value, path);
+  });
+  // The checksums are computed while the data is written (they read the same const buffers):
+  // hashing 1.5 GB takes about as long as writing it.
+  std::future<std::vector<uint64_t>> partial_sums =
+      std::async(std::launch::async, partial_checksums, std::cref(plans), std::cref(tensors), max_elements);
+  std::vector<Handle> datasets;
+  try {
+    for (size_t p = 0; p < plans.size(); ++p) {
+      if (p == plans.size() / 2) maybe_die_midway(comm);
+      const Plan& plan = plans[p];
+      collective_stage(comm, path, [&] {
+        Handle space = make_space(plan.shape, path);
+        datasets.push_back(make_handle(H5Dcreate2(file.get(), plan.name.c_str(), H5T_IEEE_F32LE, space.get(),
+                                                  H5P_DEFAULT, create.get(), H5P_DEFAULT),
+                                       H5Dclose, "H5Dcreate2", path));
+        write_dataset(datasets.back().get(), plan, tensors, transfer.get(), max_elements, path);
+      });
+    }
+  } catch (...) {
+    partial_sums.wait();  // the thread reads the tensors: it must end before they can go
+    for (Handle& dataset : datasets) dataset.release();
+    throw;
+  }
+  std::vector<uint64_t> sums = partial_sums.get();
+  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
+  try {
+    collective_stage(comm, path, [&] {
+      for (size_t p = 0; p < plans.size(); ++p) {
+        write_scalar_attribute<uint64_t>(datasets[p].get(), "checksum", sums[p], H5T_STD_U64LE, H5T_NATIVE_UINT64,
+                                         path);
+        check_status(H5Dclose(datasets[p].release()), "H5Dclose", path);
+      }
+    });
+  } catch (...) {
+    for (Handle& dataset : datasets) dataset.release();
+    throw;
+  }
+  collective_stage(comm, path, [&] {
+    transfer.reset();
+    create.reset();
+    // H5Fflush calls MPI_File_sync: the data is on the disk before the rename makes it the
+    // checkpoint (H5Fclose alone does not sync).
+    if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(file.release()) < 0) {
+      const std::string detail = hdf5_error_detail();
+      throw UserError(file_label(path) + ": cannot finish writing '" + temporary + "'" +
+                      (detail.empty() ? " (disk full?)" : " (" + detail + ")"));
+    }
+  });
+}
+
 // Writes the whole file at `temporary` collectively; every failure is agreed by all ranks.
 void write_file(const std::string& temporary, const std::string& path, MPI_Comm comm, const std::vector<Plan>& plans,
                 const std::vector<TensorSlice>& tensors,
@@ -492,60 +562,15 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
     // error on one rank leaves the others waiting in a barrier (HDF5 1.10 does that on ENOSPC).
     if (rank == 0) reserve_disk_space(temporary, file_label(path), expected_file_bytes(plans, string_attributes));
   });
-  collective_stage(comm, path, [&] {
-    write_string_attribute(file.get(), "format", kFormatName, path);
-    write_scalar_attribute<int64_t>(file.get(), "format_version", kFormatVersion, H5T_STD_I64LE, H5T_NATIVE_INT64,
-                                    path);
-    write_string_attribute(file.get(), "checksum_algorithm", kChecksumAlgorithm, path);
-    for (const auto& [name, value] : int_attributes) {
-      write_scalar_attribute<int64_t>(file.get(), name, value, H5T_STD_I64LE, H5T_NATIVE_INT64, path);
-    }
-    for (const auto& [name, value] : options.double_attributes) {
-      write_scalar_attribute<double>(file.get(), name, value, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, path);
-    }
-    for (const auto& [name, value] : string_attributes) write_string_attribute(file.get(), name.c_str(), value, path);
-  });
-  // The checksums are computed while the data is written (they read the same const buffers):
-  // hashing 1.5 GB takes about as long as writing it.
-  std::future<std::vector<uint64_t>> partial_sums =
-      std::async(std::launch::async, partial_checksums, std::cref(plans), std::cref(tensors), max_elements);
-  std::vector<Handle> datasets;
   try {
-    for (size_t p = 0; p < plans.size(); ++p) {
-      if (p == plans.size() / 2) maybe_die_midway(comm);
-      const Plan& plan = plans[p];
-      collective_stage(comm, path, [&] {
-        Handle space = make_space(plan.shape, path);
-        datasets.push_back(make_handle(H5Dcreate2(file.get(), plan.name.c_str(), H5T_IEEE_F32LE, space.get(),
-                                                  H5P_DEFAULT, create.get(), H5P_DEFAULT),
-                                       H5Dclose, "H5Dcreate2", path));
-        write_dataset(datasets.back().get(), plan, tensors, transfer.get(), max_elements, path);
-      });
-    }
-  } catch (...) {
-    partial_sums.wait();  // the thread reads the tensors: it must end before they can go
-    throw;
+    write_contents(file, create, transfer, temporary, path, comm, plans, tensors, int_attributes, string_attributes,
+                   options, max_elements);
+  } catch (const UserError& e) {
+    // Agreed on every rank (each stage is): leave every HDF5 handle of the file open rather than
+    // close it collectively from diverged states (io/user_error.h).
+    file.release();
+    throw CollectiveWriteAbandoned(e.what());
   }
-  std::vector<uint64_t> sums = partial_sums.get();
-  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
-  collective_stage(comm, path, [&] {
-    for (size_t p = 0; p < plans.size(); ++p) {
-      write_scalar_attribute<uint64_t>(datasets[p].get(), "checksum", sums[p], H5T_STD_U64LE, H5T_NATIVE_UINT64,
-                                       path);
-      check_status(H5Dclose(datasets[p].release()), "H5Dclose", path);
-    }
-  });
-  collective_stage(comm, path, [&] {
-    transfer.reset();
-    create.reset();
-    // H5Fflush calls MPI_File_sync: the data is on the disk before the rename makes it the
-    // checkpoint (H5Fclose alone does not sync).
-    if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0 || H5Fclose(file.release()) < 0) {
-      const std::string detail = hdf5_error_detail();
-      throw UserError(file_label(path) + ": cannot finish writing '" + temporary + "'" +
-                      (detail.empty() ? " (disk full?)" : " (" + detail + ")"));
-    }
-  });
 }
 
 // Makes a rename in `directory` durable.

@@ -3,10 +3,11 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>  // std::_Exit
 #include <string>
 #include <vector>
 
-#include "io/user_error.h"
+#include "io/user_error.h"  // UserError, CollectiveWriteAbandoned
 #include "kernels/out_of_memory.h"  // OutOfMemory
 #include "src/app/commands.h"
 #include "src/app/rank_error.h"  // end_job_from_rank
@@ -82,6 +83,13 @@ int run_cli(int argc, char** argv) {
   int status = 0;
   try {
     status = dispatch(rank, args);
+  } catch (const io::CollectiveWriteAbandoned& e) {
+    // Agreed by every rank, like any UserError, but a parallel-HDF5 file is left open on ranks
+    // whose HDF5 states differ: MPI_Finalize would close it collectively and wait for good.
+    std::fflush(stdout);
+    if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(2);
   } catch (const io::UserError& e) {
     // What stdout holds goes out first: where stdout and stderr share a file (a Slurm log), the
     // error follows the report it ends instead of landing inside a buffered line of it.

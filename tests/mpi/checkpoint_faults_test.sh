@@ -131,6 +131,26 @@ mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 -
   && [ -f killed/checkpoints/step-000000015.h5 ] && pass "after kill -9: resumed from step 10, same losses, no .tmp left" \
   || fail "after kill -9: rc $rc: $(grep -m3 '^restart\|error' rerun.log)"
 
+# An I/O error on rank 1 alone inside the collective write of step 20's checkpoint (a failing
+# disk; tests/tools/fail_writes.c fails its writes to *.h5.tmp with EIO): every rank exits 2 with
+# one line naming the file, and no hang. Closing the file collectively after the failure waited
+# for good (the ranks' HDF5 states differ), until run.stall_timeout ended the job with exit 4.
+# The temporary file is removed, latest still names step 15, and the rerun resumes from it.
+cp -r base eio
+LD_PRELOAD="$FAIL_WRITES" TRIDENT_TEST_FAIL_WRITES_RANK=1 TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES=0 \
+  mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 --run.dir=eio --run.stall_timeout=60 \
+  $common > eio.log 2> eio.err; rc=$?
+[ $rc -eq 2 ] && [ "$(grep -c '^trident: error' eio.err)" -eq 1 ] \
+  && grep -q "^trident: error: parameter file 'eio/checkpoints/step-000000020.h5': writing tensor '.*' failed" eio.err \
+  && [ "$(cat eio/checkpoints/latest)" = step-000000015.h5 ] && [ ! -e eio/checkpoints/step-000000020.h5 ] \
+  && [ ! -e eio/checkpoints/step-000000020.h5.tmp ] \
+  && pass "EIO on one rank during the write: exit 2 with one line, no hang, latest unchanged, no .tmp" \
+  || fail "EIO on one rank during the write: rc $rc: $(grep -m2 'trident:' eio.err) $(ls eio/checkpoints)"
+mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 --run.dir=eio $common > eio_rerun.log 2>&1; rc=$?
+[ $rc -eq 0 ] && resumed_from eio_rerun.log 15 && same_tail eio eio && [ -f eio/checkpoints/step-000000020.h5 ] \
+  && pass "after the EIO: resumed from step 15, same losses" \
+  || fail "after the EIO: rc $rc: $(grep -m3 '^restart\|error' eio_rerun.log)"
+
 # A missing tensor: not a corrupt file but a wrong one, so an error rather than a fallback.
 cp -r base missing && "$REMOVE_DATASET" "missing/$newest" optimizer.v.ln_f.bias
 mpi 2 train deck.ini --train.steps=20 --run.dir=missing $common > missing.log 2>&1; rc=$?
