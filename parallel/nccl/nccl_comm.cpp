@@ -16,11 +16,12 @@ namespace trident::parallel {
 namespace {
 
 // Library errors after start-up cannot be recovered by one rank: report the call, file and line
-// (design.md section 8) and abort the job, so that no other rank waits forever.
+// (design.md section 8) and abort the job, so that no other rank waits forever. Exit status 1, an
+// internal error (docs/running.md): 3 means a diverged run, which job scripts do not retry.
 [[noreturn]] void abort_job(const char* library, const char* call, const char* error, const char* file, int line) {
   std::fprintf(stderr, "trident: %s error: %s failed: %s (%s:%d)\n", library, call, error, file, line);
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 3);
+  MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();
 }
 

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tests/emulation/emulated_state.h"
@@ -104,6 +105,16 @@ bool reduction(ncclDataType_t type, ncclRedOp_t op, Reduction& out) {
 }
 
 ncclResult_t checked(int mpi_result) { return mpi_result == MPI_SUCCESS ? ncclSuccess : ncclSystemError; }
+
+// TRIDENT_CUDA_EMULATION_NCCL_FAIL_RANK=R: ncclAllReduce on world rank R returns ncclSystemError, as
+// a lost peer or a NIC fault would, to test how Trident ends the job (the status it exits with).
+bool injected_failure() {
+  const char* rank_text = std::getenv("TRIDENT_CUDA_EMULATION_NCCL_FAIL_RANK");
+  if (rank_text == nullptr) return false;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return std::to_string(rank) == rank_text;
+}
 
 // The work queued on the call's stream runs first: the call reads its inputs after it.
 void reach(cudaStream_t stream) { synchronize_stream(stream); }
@@ -231,6 +242,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   cuda_emu::require_device_range(recv, bytes, "ncclAllReduce receive buffer");
   cuda_emu::Reduction r{};
   if (!cuda_emu::reduction(type, op, r)) return ncclInvalidArgument;
+  if (cuda_emu::injected_failure()) return ncclSystemError;
   cuda_emu::reach(stream);
   cuda_emu::expect_unchanged_until_reached(stream, "ncclAllReduce", send, bytes);
   const cuda_emu::Result result = cuda_emu::result_buffer(bytes);

@@ -7,7 +7,8 @@
 #   ZeRO-1 against one rank within 1e-4, and with four dp = 2 x tp = 2 and dp = 2 x pp = 2 with
 #   ZeRO-1, with three pp = 3 (an embedding group without the middle stage); the bf16 wire buffer as estimated, with and without ZeRO-1 (whose bf16 run gives
 #   plain dp = 2's losses exactly: one addition per element either way, rounded alike); two
-#   ranks on one GPU refused, the GPU named by its bus id;
+#   ranks on one GPU refused, the GPU named by its bus id; a failed NCCL call ends the job with
+#   exit 1, an internal error, naming the call;
 # - run.matmul_algorithms = timed with the emulation's random event times
 #   (TRIDENT_CUDA_EMULATION_EVENT_MS=random: each process, each rank, times otherwise and keeps
 #   other kernels, as on GPUs): a restart from a step-3 checkpoint of dp = 2 takes the kernels the
@@ -47,6 +48,14 @@ for layout in "ndp2 --parallel.dp=2" "ntp2 --parallel.tp=2" "npp2 --parallel.pp=
   two_gpus "$name" $flags
   matches "$name over NCCL against one rank" gpu "$name" 1e-4
 done
+# A failed NCCL call (the emulation returns ncclSystemError from rank 1's ncclAllReduce): exit 1,
+# an internal error naming the call, on every rank; it once exited 3, a diverged run's status,
+# which job scripts do not retry (jobs/mpirun-until-complete.sh) and tell to lower optim.lr.
+TRIDENT_CUDA_EMULATION_DEVICES=2 TRIDENT_CUDA_EMULATION_NCCL_FAIL_RANK=1 mpi 2 train deck.ini $nccl --run.dir=ncclfail \
+  --parallel.dp=2 > ncclfail.log 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "^trident: NCCL error: ncclAllReduce(.*) failed: system error (NCCL emulation over MPI)" ncclfail.log \
+  && pass "a failed NCCL call: exit 1 naming the call" \
+  || fail "a failed NCCL call: rc $rc: $(grep -m2 'trident' ncclfail.log)"
 # Two groups over NCCL at once (a communicator and a stream each), four ranks with a GPU each.
 for layout in "ndp2tp2 --parallel.dp=2 --parallel.tp=2" "ndp2pp2zero --parallel.dp=2 --parallel.pp=2 --parallel.zero=1"; do
   read -r name flags <<< "$layout"
