@@ -21,6 +21,7 @@
 #include <system_error>
 #include <vector>
 
+#include "io/collective_error.h"  // agree_or_throw
 #include "io/file_kind.h"    // special_file_kind
 #include "io/hdf5_error.h"   // hdf5_error_detail
 #include "io/hdf5_handle.h"  // Handle, QuietHdf5Errors
@@ -237,35 +238,32 @@ TokenFileInfo read_token_file_info(const std::string& path) {
 
 TokenDataset::TokenDataset(const std::string& path, MPI_Comm comm) {
   const QuietHdf5Errors quiet;
-  // Every rank checks, then all agree, so no rank enters the collective H5Fopen alone.
+  // Every rank checks, then all agree, so no rank enters the collective H5Fopen alone. Every
+  // rank throws the first failing rank's reason, which rank 0 prints: a rank other than 0 that
+  // fails alone (a node that does not see the file) is named, as rank 0 could open it.
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const std::string where = rank == 0 ? std::string() : " (on rank " + std::to_string(rank) + ")";
   std::string local_error;
   try {
     check_openable(path);
   } catch (const UserError& e) {
-    local_error = e.what();
+    local_error = e.what() + where;
   }
-  const auto agree = [&](const std::string& stage_error) {
-    int failed = stage_error.empty() ? 0 : 1;
-    int any_failed = 0;
-    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, comm);
-    if (any_failed == 0) return;
-    throw UserError(failed ? stage_error
-                           : file_label(path) + ": cannot open on another rank of the job");
-  };
-  agree(local_error);
+  agree_or_throw(comm, local_error);
 
   Handle access = make_handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate", path);
   check_status(H5Pset_fapl_mpio(access.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", path);
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
-  if (file.get() < 0) local_error = open_failure(path);
-  agree(local_error);
+  if (file.get() < 0) local_error = open_failure(path) + where;
+  agree_or_throw(comm, local_error);
   Handle tokens;
   try {
     tokens = read_info(file.get(), path, info_);
   } catch (const UserError& e) {
-    local_error = e.what();
+    local_error = e.what() + where;
   }
-  agree(local_error);  // on failure, the handles close on every rank as the exception unwinds
+  agree_or_throw(comm, local_error);  // on failure, the handles close on every rank as the exception unwinds
   tokens_ = tokens.release();
   file_ = file.release();
   struct stat status {};

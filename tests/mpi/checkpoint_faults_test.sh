@@ -132,12 +132,12 @@ mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 -
   || fail "after kill -9: rc $rc: $(grep -m3 '^restart\|error' rerun.log)"
 
 # An I/O error on rank 1 alone inside the collective write of step 20's checkpoint (a failing
-# disk; tests/tools/fail_writes.c fails its writes to *.h5.tmp with EIO): every rank exits 2 with
+# disk; tests/tools/io_faults.c fails its writes to *.h5.tmp with EIO): every rank exits 2 with
 # one line naming the file, and no hang. Closing the file collectively after the failure waited
 # for good (the ranks' HDF5 states differ), until run.stall_timeout ended the job with exit 4.
 # The temporary file is removed, latest still names step 15, and the rerun resumes from it.
 cp -r base eio
-LD_PRELOAD="$FAIL_WRITES" TRIDENT_TEST_FAIL_WRITES_RANK=1 TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES=0 \
+LD_PRELOAD="$IO_FAULTS" TRIDENT_TEST_FAULT_RANK=1 TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES=0 \
   mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 --run.dir=eio --run.stall_timeout=60 \
   $common > eio.log 2> eio.err; rc=$?
 [ $rc -eq 2 ] && [ "$(grep -c '^trident: error' eio.err)" -eq 1 ] \

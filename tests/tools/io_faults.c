@@ -1,12 +1,13 @@
-/* A preload library for tests/mpi/checkpoint_faults_test.sh: an I/O error on one rank in the
- * middle of a checkpoint's collective write, as a failing disk or a quota met by another process
- * would give, without a hook in Trident's code. Loaded with LD_PRELOAD into every rank:
+/* A preload library for tests/mpi/checkpoint_faults_test.sh: writes that fail on one rank only,
+ * as a failing disk or a quota met by another process would make them, without a hook in
+ * Trident's code. Loaded with LD_PRELOAD into every rank:
  *
- *   TRIDENT_TEST_FAIL_WRITES_RANK=R          the MPI world rank (OMPI_COMM_WORLD_RANK) that fails
- *   TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES=N   its writes succeed until N bytes, then fail with EIO
+ *   TRIDENT_TEST_FAULT_RANK=R                the MPI world rank (OMPI_COMM_WORLD_RANK) that fails
+ *   TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES=N   its writes to files named "*.h5.tmp" (a parameter
+ *                                            file being written) succeed until N bytes, then fail
+ *                                            with EIO
  *
- * Only writes to files whose name ends in ".h5.tmp" (a parameter file being written) count and
- * fail; every other file, and every other rank, is untouched. Open MPI's MPI-IO (OMPIO) opens with
+ * Every other file, and every other rank, is untouched. Open MPI's MPI-IO (OMPIO) opens with
  * open() and writes with pwritev() or pwrite(); the other calls are covered in case it changes. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,7 +26,7 @@ static long long written;    /* bytes this rank wrote to watched files */
 
 static int failing_rank(void) {
   const char* rank = getenv("OMPI_COMM_WORLD_RANK");
-  const char* target = getenv("TRIDENT_TEST_FAIL_WRITES_RANK");
+  const char* target = getenv("TRIDENT_TEST_FAULT_RANK");
   return rank != NULL && target != NULL && strcmp(rank, target) == 0;
 }
 
@@ -37,9 +38,9 @@ static void watch(int fd, const char* path) {
 
 /* Whether a write of `bytes` to `fd` fails (with errno = EIO); counts the ones that do not. */
 static int fails(int fd, size_t bytes) {
-  if (fd < 0 || fd >= kMaxFd || !watched[fd] || !failing_rank()) return 0;
   const char* after = getenv("TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES");
-  if (written + (long long)bytes > (after != NULL ? atoll(after) : 0)) {
+  if (after == NULL || fd < 0 || fd >= kMaxFd || !watched[fd] || !failing_rank()) return 0;
+  if (written + (long long)bytes > atoll(after)) {
     errno = EIO;
     return 1;
   }
