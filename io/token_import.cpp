@@ -2,6 +2,8 @@
 
 #include <algorithm>  // std::min, std::equal
 #include <array>
+#include <cerrno>
+#include <cstring>  // std::strerror
 #include <utility>
 
 #include "io/input_file.h"  // open_input_file
@@ -36,7 +38,7 @@ TokenArrayReader::TokenArrayReader(std::string path, RawTokenWidth raw_width, in
   std::array<unsigned char, kLlmcHeaderBytes> header{};
   const std::size_t head = std::min(size, kLlmcHeaderBytes);
   if (!file_.read(reinterpret_cast<char*>(header.data()), static_cast<std::streamsize>(head))) {
-    throw UserError(where + "read error");
+    throw UserError(where + "cannot read its first bytes (" + std::strerror(errno) + ")");
   }
   // Read as raw tokens, these would only fail as tokens out of the vocabulary: say what they are.
   static constexpr unsigned char kHdf5Signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};

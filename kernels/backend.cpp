@@ -74,7 +74,7 @@ std::unique_ptr<Backend> make_backend(Device device, int threads, [[maybe_unused
       throw DeviceRefusal("this build has no CUDA backend (configure with -DTRIDENT_CUDA=ON)");
 #endif
   }
-  throw std::runtime_error("unknown device");
+  throw std::runtime_error("make_backend: unknown device " + std::to_string(static_cast<int>(device)));
 }
 
 }  // namespace trident::kernels

@@ -29,7 +29,6 @@ class CountingComm final : public Comm {
   void wrap_inner(Wrap&& wrap) {
     inner_ = wrap(std::move(inner_));
   }
-  void reset_stats() { stats_ = {}; }
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }

@@ -25,6 +25,13 @@ namespace {
 // MPI counts are int: larger buffers go in pieces.
 constexpr std::size_t kMaxCount = INT_MAX / 2;
 
+// The calls below that move one block in one MPI call (no piecewise form): a block past MPI's
+// int counts is a caller's error, named with its size.
+[[noreturn]] void throw_too_large(const char* call, std::size_t count) {
+  throw std::length_error(std::string(call) + ": a block of " + std::to_string(count) +
+                          " elements, more than the " + std::to_string(kMaxCount) + " one MPI call moves here");
+}
+
 int as_count(std::size_t count) { return static_cast<int>(count); }
 
 // Starts one non-blocking call per piece of at most kMaxCount elements:
@@ -197,14 +204,14 @@ void MpiComm::all_reduce_max(float* data, std::size_t count) {
 
 void MpiComm::reduce_scatter_sum(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
   require_same_storage(send, recv, "reduce_scatter_sum");
-  if (count > kMaxCount) throw std::length_error("reduce_scatter_sum: block too large for MPI");
+  if (count > kMaxCount) throw_too_large("reduce_scatter_sum", count);
   TRIDENT_MPI_CHECK(MPI_Reduce_scatter_block(send.get(), recv.get(), as_count(count), element_type(recv.storage()),
                                              sum_op(recv.storage()), comm_));
 }
 
 void MpiComm::all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::size_t count) {
   require_same_storage(send, recv, "all_gather");
-  if (count > kMaxCount) throw std::length_error("all_gather: block too large for MPI");
+  if (count > kMaxCount) throw_too_large("all_gather", count);
   const MPI_Datatype type = element_type(recv.storage());
   TRIDENT_MPI_CHECK(MPI_Allgather(send.get(), as_count(count), type, recv.get(), as_count(count), type, comm_));
 }
@@ -212,7 +219,7 @@ void MpiComm::all_gather(kernels::ConstActPtr send, kernels::ActPtr recv, std::s
 void MpiComm::reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t count, WirePrecision wire) {
   wire = in_place_wire(data, wire);
   if (size_ == 1) return;
-  if (count > kMaxCount) throw std::length_error("reduce_scatter_sum_in_place: block too large for MPI");
+  if (count > kMaxCount) throw_too_large("reduce_scatter_sum_in_place", count);
   const kernels::ActPtr own = data + static_cast<std::size_t>(rank_) * count;
   if (data.is_fp32() && wire != WirePrecision::kFp32) {
     float* values = data.f32();
@@ -234,7 +241,7 @@ void MpiComm::reduce_scatter_sum_in_place(kernels::ActPtr data, std::size_t coun
 
 void MpiComm::all_gather_in_place(kernels::ActPtr data, std::size_t count) {
   if (size_ == 1) return;
-  if (count > kMaxCount) throw std::length_error("all_gather_in_place: block too large for MPI");
+  if (count > kMaxCount) throw_too_large("all_gather_in_place", count);
   TRIDENT_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.get(), as_count(count),
                                   element_type(data.storage()), comm_));
 }

@@ -64,12 +64,6 @@ std::vector<ParallelContext::GroupStats> ParallelContext::comm_stats() const {
   return out;
 }
 
-void ParallelContext::reset_comm_stats() {
-  for (Comm* comm : {tensor_.get(), data_.get(), pipeline_.get(), embedding_.get(), model_.get()}) {
-    if (auto* counting = dynamic_cast<CountingComm*>(comm)) counting->reset_stats();
-  }
-}
-
 void ParallelContext::stage_device_buffers(DeviceMemory& memory) {
   const auto stage = [&memory](std::unique_ptr<Comm> inner) -> std::unique_ptr<Comm> {
     return std::make_unique<HostStagedComm>(std::move(inner), memory);

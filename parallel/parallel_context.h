@@ -53,15 +53,15 @@ class ParallelContext {
   // both hold the tied token embedding and sum its gradient. Null on the stages in between;
   // a group of one when pp = 1.
   Comm* embedding() { return embedding_.get(); }
-  // Payload bytes and seconds spent in each group's calls since the last reset (world excluded),
-  // with the group's size: a group of one rank (pp = 1's pipeline) exchanges nothing.
+  // Payload bytes and seconds spent in each group's calls since the groups were made (world
+  // excluded; the trainer takes differences between two calls), with the group's size: a group
+  // of one rank (pp = 1's pipeline) exchanges nothing.
   struct GroupStats {
     const char* group;
     int ranks;
     CommStats stats;
   };
   std::vector<GroupStats> comm_stats() const;
-  void reset_comm_stats();
 
  private:
   RankGrid grid_;

@@ -8,6 +8,7 @@
 
 #include "io/user_error.h"
 #include "kernels/out_of_memory.h"
+#include "parallel/mpi_comm.h"  // TRIDENT_MPI_CHECK
 #include "src/train/training_diverged.h"
 
 namespace trident::app {
@@ -37,7 +38,7 @@ void end_job_from_rank(int world_rank, const char* kind, const std::string& mess
 void end_job_on_rank_error(MPI_Comm comm, int world_rank, const std::function<void()>& work) {
   // Its own communicator: a rank that times out leaves its barrier pending on it.
   MPI_Comm agreement = MPI_COMM_NULL;
-  if (MPI_Comm_dup(comm, &agreement) != MPI_SUCCESS) throw std::runtime_error("MPI_Comm_dup failed");
+  TRIDENT_MPI_CHECK(MPI_Comm_dup(comm, &agreement));
   try {
     work();
   } catch (const io::UserError& e) {

@@ -184,9 +184,10 @@ void check_run_fits(const MemoryEstimate& estimate, const DeviceChoice& device, 
 // end_job_on_rank_error, so that a rank's error is handled (rank_error.h) while they are alive.
 // Some of their destructors are collective or wait for peers (the dataset's parallel HDF5 close, a
 // pending reduction's request in the trainer, an NCCL stream): run while a failing rank unwinds,
-// they would block it while the others wait in their next collective. Declared in the order of
-// their making, so destroyed in the reverse: the groups before the backend whose memory and
-// stream they use.
+// they would block it while the others wait in their next collective. Members go in the reverse
+// order of declaration, so the order here is chosen for that, not for their making (the backend
+// is made after the groups, which choose the device): the groups go before the backend whose
+// memory and stream they use.
 struct RunObjects {
   std::unique_ptr<io::TokenDataset> dataset;
   RunDirLock run_dir_lock;

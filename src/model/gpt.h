@@ -1,4 +1,5 @@
-// Gpt: a GPT-2 family decoder on one rank, forward and hand-written backward in fp32.
+// Gpt: a GPT-2 family decoder on one rank, forward and hand-written backward (fp32 arithmetic;
+// activations and the compute copy of the weights stored in fp32, bf16 or fp16).
 //
 //   x = wte[tokens] + wpe[positions]
 //   per block:  x = x + proj(attention(ln1(x)));   x = x + down(gelu(up(ln2(x))))
