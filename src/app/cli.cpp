@@ -83,13 +83,6 @@ int run_cli(int argc, char** argv) {
   int status = 0;
   try {
     status = dispatch(rank, args);
-  } catch (const io::CollectiveWriteAbandoned& e) {
-    // Agreed by every rank, like any UserError, but a parallel-HDF5 file is left open on ranks
-    // whose HDF5 states differ: MPI_Finalize would close it collectively and wait for good.
-    std::fflush(stdout);
-    if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
-    std::fflush(stderr);
-    std::_Exit(2);
   } catch (const io::UserError& e) {
     // What stdout holds goes out first: where stdout and stderr share a file (a Slurm log), the
     // error follows the report it ends instead of landing inside a buffered line of it.
@@ -97,6 +90,12 @@ int run_cli(int argc, char** argv) {
     // User errors are raised identically on every rank (decks are parsed everywhere, file
     // checks are agreed), so every rank gets here and no rank waits for another.
     if (rank == 0) std::fprintf(stderr, "trident: error: %s\n", e.what());
+    // A parameter file whose write failed is left open (io/user_error.h): MPI_Finalize would
+    // close it, waiting for good on ranks whose HDF5 states differ, or crashing HDF5.
+    if (dynamic_cast<const io::CollectiveWriteAbandoned*>(&e) != nullptr) {
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
     status = 2;
   } catch (const train::TrainingDiverged& e) {
     std::fflush(stdout);

@@ -224,15 +224,20 @@ int export_command(const std::vector<std::string>& args) {
   const std::string& out = args[1];
 
   std::string error;
+  bool abandoned = false;  // the write failed with OUT left open: no MPI_Finalize (io/user_error.h)
   ExportSummary summary;
   if (world.rank() == 0) {
     try {
       summary = export_checkpoint(checkpoint, out);
+    } catch (const io::CollectiveWriteAbandoned& e) {
+      error = e.what();
+      abandoned = true;
     } catch (const io::UserError& e) {
       error = e.what();
     }
   }
   error = parallel::agree_on_error(world, error);  // also the other ranks' wait for rank 0
+  if (!error.empty() && world.all_reduce_max(abandoned ? 1 : 0) == 1) throw io::CollectiveWriteAbandoned(error);
   if (!error.empty()) throw io::UserError(error);
   if (world.rank() == 0) {
     std::printf("export: %zu tensors, %lld parameters (%.1f MB) from %s at step %lld -> %s\n", summary.tensors,

@@ -8,8 +8,9 @@
 # - docs/export.md's Python (the numpy forward, the Hugging Face renaming) run on the export
 #   gives trident's validation loss; the h5py snippets of param-file.md and checkpoint-format.md run;
 # and the user errors: missing checkpoint, a file that is not a checkpoint (the token dataset,
-# final-params.h5 without a deck), a checkpoint missing a tensor, an OUT that cannot be written
-# or that is the checkpoint, wrong arguments: exit 2 with one line naming the file; and
+# final-params.h5 without a deck), a checkpoint missing a tensor, an OUT that cannot be written,
+# whose write fails (EIO) or that is the checkpoint, wrong arguments: exit 2 with one line naming
+# the file; and
 # run.restart given final-params.h5, an export or a directory: exit 2 saying which it is.
 source "$(dirname "$0")/lib.sh"
 tiny_deck deck.ini
@@ -111,6 +112,20 @@ expect_error lookup 1 "checkpoint 'loop/step-1.h5': cannot look it up (Too many 
 expect_error directory 1 "checkpoint 'run/checkpoints' is a directory: give one of its step-N.h5 files" export run/checkpoints out.h5
 expect_error token_file 1 "$WORK_DIR/tiny.h5" export "$WORK_DIR/tiny.h5" out.h5
 expect_error final_params 1 "'run/final-params.h5' has no 'deck' attribute" export run/final-params.h5 out.h5
+# An I/O error while OUT is written (tests/tools/io_faults.c fails rank 0's writes with EIO): exit
+# 2 on every rank with one error line, no OUT and no OUT.tmp. HDF5 crashed in MPI_Finalize
+# (SIGSEGV, exit 139) on the file the failed write left behind; export now ends without it.
+rm -f status.txt err.*
+LD_PRELOAD="$IO_FAULTS" TRIDENT_TEST_FAULT_RANK=0 TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES=0 timeout 60 "$MPIEXEC" \
+  --oversubscribe -np 2 bash -c \
+  '"$0" "$@" 2>err.$OMPI_COMM_WORLD_RANK >/dev/null; echo "rank $OMPI_COMM_WORLD_RANK exit $?" >>status.txt' \
+  "$TRIDENT" export "$checkpoint" eio.h5 > mpirun.out 2>&1
+[ "$(grep -c "exit 2$" status.txt 2>/dev/null)" = 2 ] && [ "$(grep -c '^trident: error' err.0)" -eq 1 ] \
+  && grep -q "^trident: error: parameter file 'eio.h5': writing tensor '.*' failed" err.0 \
+  && ! grep -q "Segmentation fault\|Process received signal" err.* mpirun.out && [ ! -e eio.h5 ] && [ ! -e eio.h5.tmp ] \
+  && pass "EIO while writing OUT: exit 2 on both ranks, one line, no crash, no OUT or .tmp" \
+  || fail "EIO while writing OUT: $(tr '\n' ' ' < status.txt) $(grep -m2 'trident\|Segm' err.0) $(ls eio.h5* 2>/dev/null)"
+
 # A checkpoint that lacks a tensor of its deck's model (remove_dataset: a tests/tools helper).
 if cp "$checkpoint" incomplete.h5 && "$REMOVE_DATASET" incomplete.h5 block1.mlp.down.bias; then
   expect_error missing_tensor 1 "checkpoint 'incomplete.h5': tensor 'block1.mlp.down.bias' is missing" \
