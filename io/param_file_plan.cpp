@@ -7,6 +7,7 @@
 
 #include "io/param_file_common.h"  // file_label, element_count
 #include "io/user_error.h"
+#include "mpi_support/mpi_check.h"
 
 namespace trident::io::param_file_detail {
 namespace {
@@ -144,17 +145,18 @@ std::vector<Holding> gather_holdings(MPI_Comm comm, const std::vector<TensorSlic
     put<int64_t>(mine, written_count(t));
   }
   int size = 0;
-  MPI_Comm_size(comm, &size);
+  TRIDENT_MPI_CHECK(MPI_Comm_size(comm, &size));
   const int my_bytes = static_cast<int>(mine.size());
   std::vector<int> bytes(static_cast<size_t>(size)), displacements(static_cast<size_t>(size));
-  MPI_Allgather(&my_bytes, 1, MPI_INT, bytes.data(), 1, MPI_INT, comm);
+  TRIDENT_MPI_CHECK(MPI_Allgather(&my_bytes, 1, MPI_INT, bytes.data(), 1, MPI_INT, comm));
   int total = 0;
   for (size_t r = 0; r < bytes.size(); ++r) {
     displacements[r] = total;
     total += bytes[r];
   }
   std::vector<char> all(static_cast<size_t>(total));
-  MPI_Allgatherv(mine.data(), my_bytes, MPI_CHAR, all.data(), bytes.data(), displacements.data(), MPI_CHAR, comm);
+  TRIDENT_MPI_CHECK(MPI_Allgatherv(mine.data(), my_bytes, MPI_CHAR, all.data(), bytes.data(), displacements.data(),
+                                   MPI_CHAR, comm));
 
   std::vector<Holding> holdings;
   size_t at = 0;

@@ -18,6 +18,7 @@
 #include "io/param_file_common.h"
 #include "io/tensor_boxes.h"
 #include "io/tensor_checksum.h"
+#include "mpi_support/mpi_check.h"
 
 namespace trident::io {
 
@@ -180,8 +181,8 @@ std::string hash_band(hid_t file, const Share& share, size_t index, uint64_t& st
 
 void verify(const std::string& path, MPI_Comm comm) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  TRIDENT_MPI_CHECK(MPI_Comm_size(comm, &size));
   std::string error;
   Handle file;
   try {
@@ -226,7 +227,8 @@ void verify(const std::string& path, MPI_Comm comm) {
   }
   agree_or_throw(comm, error);
   std::vector<uint64_t>& sums = pipeline.sums();
-  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
+  TRIDENT_MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm));
   for (size_t i = 0; i < shares.size(); ++i) {
     if (sums[i] != stored[i]) {
       throw UserError(file_label(path) + ": tensor '" + shares[i].name + "' fails its checksum (stored " + hex(stored[i]) +

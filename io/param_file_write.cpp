@@ -27,6 +27,7 @@
 #include "io/param_file_plan.h"  // Plan, check_local, gather_holdings, make_plan, my_pieces
 #include "io/tensor_boxes.h"
 #include "io/tensor_checksum.h"
+#include "mpi_support/mpi_check.h"
 
 namespace trident::io {
 namespace {
@@ -154,7 +155,7 @@ void maybe_die_midway(MPI_Comm comm) {
   const char* value = std::getenv("TRIDENT_TEST_KILL_RANK_DURING_WRITE");
   if (value == nullptr) return;
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   if (std::to_string(rank) == value) std::raise(SIGKILL);
 }
 
@@ -229,7 +230,8 @@ void write_contents(Handle& file, Handle& create, Handle& transfer, const std::s
     throw;
   }
   std::vector<uint64_t> sums = partial_sums.get();
-  MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm);
+  TRIDENT_MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_UINT64_T, MPI_SUM, comm));
   try {
     collective_stage(comm, path, [&] {
       for (size_t p = 0; p < plans.size(); ++p) {
@@ -266,7 +268,7 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
   // crashes MPI_Finalize (io/disk_space.h).
   collective_stage(comm, path, [&] {
     int rank = 0;
-    MPI_Comm_rank(comm, &rank);
+    TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     const int64_t bytes = expected_file_bytes(plans, string_attributes);
     // Each rank's own file size limit (each writes up to the file's end); the disk's, once.
     check_file_size_limit(file_label(path), bytes);
@@ -294,7 +296,7 @@ void write_file(const std::string& temporary, const std::string& path, MPI_Comm 
   });
   collective_stage(comm, path, [&] {
     int rank = 0;
-    MPI_Comm_rank(comm, &rank);
+    TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
     // The whole file's blocks, before any data is written, so that a disk too full for it fails
     // here, on every rank alike, and not inside HDF5's collective writes and flushes, where an
     // error on one rank leaves the others waiting in a barrier (HDF5 1.10 does that on ENOSPC).
@@ -329,7 +331,7 @@ void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<
                       const WriteOptions& options) {
   const QuietHdf5Errors quiet;
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   const int64_t max_elements = std::max<int64_t>(1, options.max_bytes_per_call / static_cast<int64_t>(sizeof(float)));
   collective_stage(comm, path, [&] { check_local(tensors, path); });
   const std::vector<Holding> holdings = gather_holdings(comm, tensors);
@@ -359,7 +361,7 @@ void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<
     }
   }
   agree_or_throw(comm, error);
-  MPI_Barrier(comm);
+  TRIDENT_MPI_CHECK(MPI_Barrier(comm));
 }
 
 }  // namespace trident::io

@@ -28,6 +28,7 @@
 #include "io/hdf5_string.h"  // read_hdf5_string
 #include "io/token_file_common.h"  // format name and limits, HDF5 result checks
 #include "io/user_error.h"  // UserError
+#include "mpi_support/mpi_check.h"
 
 namespace trident::io {
 namespace {
@@ -242,7 +243,7 @@ TokenDataset::TokenDataset(const std::string& path, MPI_Comm comm) {
   // rank throws the first failing rank's reason, which rank 0 prints: a rank other than 0 that
   // fails alone (a node that does not see the file) is named, as rank 0 could open it.
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   const std::string where = rank == 0 ? std::string() : " (on rank " + std::to_string(rank) + ")";
   std::string local_error;
   try {

@@ -2,23 +2,15 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace trident::parallel {
+#include "mpi_support/mpi_check.h"
 
-void check_mpi(int code, const char* call, const char* file, int line) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  std::fprintf(stderr, "trident: MPI error in %s at %s:%d: %s\n", call, file, line, text);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
+namespace trident::parallel {
 
 namespace {
 
@@ -115,11 +107,11 @@ MpiComm::MpiComm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move
 
 MpiComm::~MpiComm() {
   int finalized = 0;
-  MPI_Finalized(&finalized);
+  TRIDENT_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) return;
-  if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
-  if (fp16_sum_ != MPI_OP_NULL) MPI_Op_free(&fp16_sum_);
-  if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (bf16_sum_ != MPI_OP_NULL) TRIDENT_MPI_CHECK(MPI_Op_free(&bf16_sum_));
+  if (fp16_sum_ != MPI_OP_NULL) TRIDENT_MPI_CHECK(MPI_Op_free(&fp16_sum_));
+  if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) TRIDENT_MPI_CHECK(MPI_Comm_free(&comm_));
 }
 
 std::vector<uint16_t>& MpiComm::wire_buffer(const float* data, std::size_t count) {

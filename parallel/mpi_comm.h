@@ -64,9 +64,4 @@ class MpiComm final : public Comm {
   std::unordered_map<const float*, std::vector<uint16_t>> wire_buffers_;
 };
 
-// Checks an MPI return code; on failure prints the call, file and line and aborts the job
-// (an MPI error after start-up cannot be recovered by one rank alone).
-void check_mpi(int code, const char* call, const char* file, int line);
-#define TRIDENT_MPI_CHECK(call) ::trident::parallel::check_mpi((call), #call, __FILE__, __LINE__)
-
 }  // namespace trident::parallel

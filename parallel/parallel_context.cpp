@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "mpi_support/mpi_check.h"
 #include "parallel/counting_comm.h"
 #include "parallel/mpi_comm.h"
 #ifdef TRIDENT_HAVE_NCCL

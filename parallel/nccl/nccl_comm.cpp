@@ -9,7 +9,8 @@
 #include <stdexcept>
 
 #include "kernels/cuda/wire_cast.cuh"  // encode_16bit, decode_16bit
-#include "parallel/mpi_comm.h"         // TRIDENT_MPI_CHECK
+#include "mpi_support/mpi_check.h"
+#include "mpi_support/mpi_process.h"  // abort_job
 
 namespace trident::parallel {
 
@@ -20,9 +21,7 @@ namespace {
 // internal error (docs/running.md): 3 means a diverged run, which job scripts do not retry.
 [[noreturn]] void abort_job(const char* library, const char* call, const char* error, const char* file, int line) {
   std::fprintf(stderr, "trident: %s error: %s failed: %s (%s:%d)\n", library, call, error, file, line);
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
+  mpi_support::abort_job(1);
 }
 
 void check_nccl(ncclResult_t result, const char* call, const char* file, int line) {

@@ -12,6 +12,7 @@
 #include "io/token_dataset.h"
 #include "io/user_error.h"
 #include "kernels/backend.h"
+#include "mpi_support/mpi_process.h"  // duplicate, world_size, processor_name
 #include "parallel/mpi_comm.h"
 #include "src/app/backend_options.h"
 #include "src/app/command_args.h"
@@ -143,10 +144,7 @@ std::string machine_warnings(const io::RunConfig& c, int ranks, std::size_t rank
            "train would stop here (it trains where a GPU is)\n";
   }
   if (!counted.cuda) {
-    char host[MPI_MAX_PROCESSOR_NAME] = {};
-    int length = 0;
-    TRIDENT_MPI_CHECK(MPI_Get_processor_name(host, &length));
-    const MemoryPool pool = host_memory_pool(host);
+    const MemoryPool pool = host_memory_pool(mpi_support::processor_name());
     const std::string error = memory_fit_error(rank_bytes, 1, pool, false);
     if (!error.empty()) {
       out += "warning: on this machine even one rank does not fit: " + error + "\n";
@@ -167,11 +165,8 @@ std::string machine_warnings(const io::RunConfig& c, int ranks, std::size_t rank
 int check_command(const std::vector<std::string>& raw_args) {
   if (print_help_if_asked(raw_args, kCheckUsage)) return 0;
   std::vector<std::string> args = raw_args;
-  int world_size = 1;
-  TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
-  MPI_Comm world_dup;
-  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
-  parallel::MpiComm world(world_dup, "world");
+  const int world_size = mpi_support::world_size();
+  parallel::MpiComm world(mpi_support::duplicate(MPI_COMM_WORLD), "world");
 
   int ranks = world_size;
   if (auto value = take_flag(args, "ranks")) {

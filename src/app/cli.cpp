@@ -1,7 +1,5 @@
 #include "src/app/cli.h"
 
-#include <mpi.h>
-
 #include <cstdio>
 #include <cstdlib>  // std::_Exit
 #include <string>
@@ -9,6 +7,7 @@
 
 #include "io/user_error.h"  // UserError, CollectiveWriteAbandoned
 #include "kernels/out_of_memory.h"  // OutOfMemory
+#include "mpi_support/mpi_process.h"  // start_mpi, world_rank, finish_mpi
 #include "src/app/commands.h"
 #include "src/app/rank_error.h"  // end_job_from_rank
 #include "src/app/version_text.h"
@@ -76,9 +75,8 @@ int dispatch(int rank, const std::vector<std::string>& args) {
 }  // namespace
 
 int run_cli(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  mpi_support::start_mpi(&argc, &argv);
+  const int rank = mpi_support::world_rank();
   const std::vector<std::string> args(argv + 1, argv + argc);
   int status = 0;
   try {
@@ -112,7 +110,7 @@ int run_cli(int argc, char** argv) {
     end_job_from_rank(rank, "internal error", e.what(), 1);
   }
   std::fflush(stdout);
-  MPI_Finalize();
+  mpi_support::finish_mpi();
   return status;
 }
 

@@ -1,11 +1,10 @@
 #include "src/app/command_args.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <cstdio>
 
 #include "io/user_error.h"
+#include "mpi_support/mpi_process.h"  // world_rank
 
 namespace trident::app {
 
@@ -45,8 +44,7 @@ std::optional<std::string> take_flag(std::vector<std::string>& args, const std::
 
 bool print_help_if_asked(const std::vector<std::string>& args, const char* usage) {
   const bool asked = std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
-  int rank = 0;
-  if (asked && MPI_Comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS && rank == 0) std::printf("%s", usage);
+  if (asked && mpi_support::world_rank() == 0) std::printf("%s", usage);
   return asked;
 }
 

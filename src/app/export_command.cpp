@@ -33,6 +33,7 @@
 #include "io/path_lookup.h"
 #include "io/user_error.h"
 #include "kernels/out_of_memory.h"  // mib
+#include "mpi_support/mpi_process.h"  // duplicate
 #include "parallel/comm.h"  // agree_on_error
 #include "parallel/mpi_comm.h"
 #include "src/app/commands.h"
@@ -203,9 +204,7 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
 }  // namespace
 
 int export_command(const std::vector<std::string>& args) {
-  MPI_Comm world_dup;
-  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
-  parallel::MpiComm world(world_dup, "world");
+  parallel::MpiComm world(mpi_support::duplicate(MPI_COMM_WORLD), "world");
   // The arguments are the same on every rank: these checks fail everywhere alike.
   for (const std::string& a : args) {
     if (a == "--help" || a == "-h") {

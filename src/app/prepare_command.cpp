@@ -4,6 +4,7 @@
 
 #include "io/prepare_command.h"
 #include "io/user_error.h"
+#include "mpi_support/mpi_process.h"  // duplicate
 #include "parallel/comm.h"
 #include "parallel/mpi_comm.h"
 #include "src/app/commands.h"
@@ -11,9 +12,7 @@
 namespace trident::app {
 
 int prepare_command(const std::vector<std::string>& args) {
-  MPI_Comm world_dup;
-  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
-  parallel::MpiComm world(world_dup, "world");
+  parallel::MpiComm world(mpi_support::duplicate(MPI_COMM_WORLD), "world");
   std::string error;
   int status = 0;
   if (world.rank() == 0) {

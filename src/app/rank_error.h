@@ -25,10 +25,6 @@
 
 namespace trident::app {
 
-// True when every rank of `comm` calls it within `patience` (an MPI_Ibarrier, tested until then).
-// `comm` must serve no other communication: a rank that times out leaves its barrier pending.
-bool every_rank_arrives(MPI_Comm comm, std::chrono::milliseconds patience);
-
 // Prints "trident: KIND on rank R: MESSAGE" (KIND "error" or "internal error"; after flushing
 // stdout) and ends the job with MPI_Abort(MPI_COMM_WORLD, status). Also main's way out for an
 // out-of-memory or internal error that reaches it.
@@ -41,7 +37,7 @@ inline constexpr std::chrono::milliseconds kAgreementPatience{10000};
 // Runs `work` (collective over `comm`: every rank of it calls this); on an exception, ends the
 // job from this rank unless the error is a user error that every rank of `comm` raised too (then
 // it is rethrown) or the training diverged (agreed over the world by construction: rethrown). The
-// agreement runs on a duplicate of `comm`, made and freed here.
+// agreement (mpi_support::every_rank_arrives) runs on a duplicate of `comm`, made and freed here.
 void end_job_on_rank_error(MPI_Comm comm, int world_rank, const std::function<void()>& work);
 
 }  // namespace trident::app

@@ -16,6 +16,7 @@
 #include "kernels/device_refusal.h"  // DeviceRefusal: reported as the user's error
 #include "kernels/rounded_storage_backend.h"
 #include "kernels/timing_backend.h"
+#include "mpi_support/mpi_process.h"  // duplicate, world_size, processor_name
 #include "parallel/mpi_comm.h"
 #include "parallel/parallel_context.h"
 #include "src/app/backend_options.h"
@@ -156,9 +157,7 @@ DeviceChoice choose_device_collectively(const std::string& requested, bool ranks
 // pool (a node's host memory, or one GPU) need more than it has free (src/app/memory_fit.h).
 void check_run_fits(const MemoryEstimate& estimate, const DeviceChoice& device, parallel::ParallelContext& ctx,
                     parallel::Comm& world) {
-  char node_name[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  TRIDENT_MPI_CHECK(MPI_Get_processor_name(node_name, &length));
+  const std::string node_name = mpi_support::processor_name();
   const bool cuda = device.device == kernels::Device::kCuda;
   MemoryPool pool;
   std::string key = "host";
@@ -494,11 +493,8 @@ void train_from_deck(const RunSetup& setup, parallel::MpiComm& world, StartupClo
 int train_command(const std::vector<std::string>& args) {
   if (print_help_if_asked(args, kTrainUsage)) return 0;
   StartupClock startup;
-  int world_size = 1;
-  TRIDENT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
-  MPI_Comm world_dup;
-  TRIDENT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_dup));
-  parallel::MpiComm world(world_dup, "world");
+  const int world_size = mpi_support::world_size();
+  parallel::MpiComm world(mpi_support::duplicate(MPI_COMM_WORLD), "world");
 
   install_stop_handlers();  // first: a preemption warning during start-up is not lost
   const CommandArgs command = split_command_args("train", args);
