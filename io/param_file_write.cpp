@@ -10,9 +10,7 @@
 
 #include <algorithm>   // std::max
 #include <cerrno>
-#include <csignal>     // raise: the test hook below
 #include <cstdio>      // snprintf
-#include <cstdlib>     // getenv
 #include <cstring>     // std::strerror
 #include <filesystem>  // rename, remove
 #include <functional>  // std::cref
@@ -148,17 +146,6 @@ void write_dataset(hid_t dataset, const Plan& plan, const std::vector<TensorSlic
   }
 }
 
-// Test hook for tests/mpi/checkpoint_faults_test.sh: TRIDENT_TEST_KILL_RANK_DURING_WRITE=R makes
-// world rank R of the writing communicator kill itself with SIGKILL halfway through the
-// datasets, as `kill -9` would, to show that the previous checkpoint survives.
-void maybe_die_midway(MPI_Comm comm) {
-  const char* value = std::getenv("TRIDENT_TEST_KILL_RANK_DURING_WRITE");
-  if (value == nullptr) return;
-  int rank = 0;
-  TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  if (std::to_string(rank) == value) std::raise(SIGKILL);
-}
-
 
 // The file's size: the tensors plus room for HDF5's metadata and the attributes.
 int64_t expected_file_bytes(const std::vector<Plan>& plans,
@@ -214,7 +201,6 @@ void write_contents(Handle& file, Handle& create, Handle& transfer, const std::s
   std::vector<Handle> datasets;
   try {
     for (size_t p = 0; p < plans.size(); ++p) {
-      if (p == plans.size() / 2) maybe_die_midway(comm);
       const Plan& plan = plans[p];
       collective_stage(comm, path, [&] {
         Handle space = make_space(plan.shape, path);

@@ -1,5 +1,5 @@
-// Test hook for tests/mpi/diverged_test.sh (as io/param_file_write.cpp's
-// TRIDENT_TEST_KILL_RANK_DURING_WRITE is for the checkpoint faults):
+// Test hook for tests/mpi/diverged_test.sh, a backend wrapped around the real one (faults of
+// files and MPI calls come from preload libraries instead: tests/tools/io_faults.c, mpi_faults.c):
 // TRIDENT_TEST_NAN_GRADIENT=R:N makes world rank R write a NaN into the token embedding's
 // gradient at its N-th embedding backward (one a micro-batch, on the first pipeline stage), as
 // a diverging step or a faulty GPU would leave one on a single rank, before the data-parallel

@@ -118,9 +118,11 @@ mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 -
   && [ -f latestdir/checkpoints/step-000000020.h5 ] && pass "latest not updatable: exit 2 naming latest.tmp's reason, step 20's file kept" \
   || fail "latest not updatable: rc $rc: $(grep -m3 'error' latestdir.log)"
 
-# kill -9 of rank 1 halfway through the datasets of the step-15 checkpoint.
+# kill -9 of rank 1 halfway through its writes of the step-15 checkpoint (tests/tools/io_faults.c
+# raises SIGKILL in place of the write that would pass 120000 bytes, of the 245056 that rank 1
+# writes to a checkpoint of this run).
 cp -r base killed && rm killed/checkpoints/step-000000015.h5 && echo step-000000010.h5 > killed/checkpoints/latest
-TRIDENT_TEST_KILL_RANK_DURING_WRITE=1 mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 \
+LD_PRELOAD="$IO_FAULTS" TRIDENT_TEST_FAULT_RANK=1 TRIDENT_TEST_KILL_AFTER_BYTES=120000 mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 \
   --run.dir=killed $common > killed.log 2>&1; rc=$?
 [ $rc -ne 0 ] && [ -f killed/checkpoints/step-000000015.h5.tmp ] && [ ! -f killed/checkpoints/step-000000015.h5 ] \
   && [ "$(cat killed/checkpoints/latest)" = step-000000010.h5 ] \

@@ -1,17 +1,23 @@
 /* A preload library for tests/mpi/checkpoint_faults_test.sh: writes that fail on one rank only,
- * as a failing disk or a quota met by another process would make them, without a hook in
- * Trident's code. Loaded with LD_PRELOAD into every rank:
+ * as a failing disk or a quota met by another process would make them, or a rank killed in the
+ * middle of a write, without a hook in Trident's code. Loaded with LD_PRELOAD into every rank:
  *
  *   TRIDENT_TEST_FAULT_RANK=R                the MPI world rank (OMPI_COMM_WORLD_RANK) that fails
  *   TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES=N   its writes to files named "*.h5.tmp" (a parameter
  *                                            file being written) succeed until N bytes, then fail
  *                                            with EIO
+ *   TRIDENT_TEST_KILL_AFTER_BYTES=N          or: succeed until N bytes, then the rank is killed
+ *                                            by SIGKILL instead of the write that would pass N,
+ *                                            as `kill -9` or the kernel's out-of-memory killer
+ *                                            would end it; exact to the byte, so not a race
+ *                                            against a fast write
  *
  * Every other file, and every other rank, is untouched. Open MPI's MPI-IO (OMPIO) opens with
  * open() and writes with pwritev() or pwrite(); the other calls are covered in case it changes. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -36,11 +42,14 @@ static void watch(int fd, const char* path) {
   watched[fd] = length > 7 && strcmp(path + length - 7, ".h5.tmp") == 0;
 }
 
-/* Whether a write of `bytes` to `fd` fails (with errno = EIO); counts the ones that do not. */
+/* Whether a write of `bytes` to `fd` fails (with errno = EIO; or the rank is killed first); counts
+ * the ones that do not. */
 static int fails(int fd, size_t bytes) {
   const char* after = getenv("TRIDENT_TEST_FAIL_WRITES_AFTER_BYTES");
-  if (after == NULL || fd < 0 || fd >= kMaxFd || !watched[fd] || !failing_rank()) return 0;
-  if (written + (long long)bytes > atoll(after)) {
+  const char* kill_after = getenv("TRIDENT_TEST_KILL_AFTER_BYTES");
+  if ((after == NULL && kill_after == NULL) || fd < 0 || fd >= kMaxFd || !watched[fd] || !failing_rank()) return 0;
+  if (kill_after != NULL && written + (long long)bytes > atoll(kill_after)) raise(SIGKILL);
+  if (after != NULL && written + (long long)bytes > atoll(after)) {
     errno = EIO;
     return 1;
   }
