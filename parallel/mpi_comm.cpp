@@ -111,7 +111,9 @@ MpiComm::~MpiComm() {
   if (finalized) return;
   if (bf16_sum_ != MPI_OP_NULL) TRIDENT_MPI_CHECK(MPI_Op_free(&bf16_sum_));
   if (fp16_sum_ != MPI_OP_NULL) TRIDENT_MPI_CHECK(MPI_Op_free(&fp16_sum_));
-  if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) TRIDENT_MPI_CHECK(MPI_Comm_free(&comm_));
+  if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_SELF && comm_ != MPI_COMM_NULL) {
+    TRIDENT_MPI_CHECK(MPI_Comm_free(&comm_));
+  }
 }
 
 std::vector<uint16_t>& MpiComm::wire_buffer(const float* data, std::size_t count) {

@@ -122,8 +122,8 @@ mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 -
 # raises SIGKILL in place of the write that would pass 120000 bytes, of the 245056 that rank 1
 # writes to a checkpoint of this run).
 cp -r base killed && rm killed/checkpoints/step-000000015.h5 && echo step-000000010.h5 > killed/checkpoints/latest
-LD_PRELOAD="$IO_FAULTS" TRIDENT_TEST_FAULT_RANK=1 TRIDENT_TEST_KILL_AFTER_BYTES=120000 mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 \
-  --run.dir=killed $common > killed.log 2>&1; rc=$?
+LD_PRELOAD="$IO_FAULTS" TRIDENT_TEST_FAULT_RANK=1 TRIDENT_TEST_KILL_AFTER_BYTES=120000 \
+  mpi 2 train deck.ini --train.steps=20 --checkpoint.every=5 --checkpoint.keep=5 --run.dir=killed $common > killed.log 2>&1; rc=$?
 [ $rc -ne 0 ] && [ -f killed/checkpoints/step-000000015.h5.tmp ] && [ ! -f killed/checkpoints/step-000000015.h5 ] \
   && [ "$(cat killed/checkpoints/latest)" = step-000000010.h5 ] \
   && pass "kill -9 during the write: job failed (rc $rc), partial .tmp only, latest unchanged" \
