@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_backend.h"  // CpuBackend
+#include "kernels/cuda_devices.h"        // the answers without CUDA, cuda_device_count
 #include "kernels/device_refusal.h"
 #ifdef TRIDENT_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"  // CudaBackend

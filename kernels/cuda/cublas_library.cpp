@@ -20,7 +20,7 @@
 #include <cublas_v2.h>
 #endif
 
-#include "kernels/backend.h"  // cuda_library_problem
+#include "kernels/cuda_devices.h"  // cuda_library_problem
 
 namespace trident::kernels {
 

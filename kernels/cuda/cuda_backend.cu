@@ -13,39 +13,29 @@
 // stream cannot overtake us. Copies wait for the stream before returning, which makes them
 // synchronous for the caller, as the CPU twin's memcpy is: a copy back returns with the data on
 // the host, and a host buffer copied from may be reused at once.
+//
+// This file: construction (the device, its handles and the kernel choices the deck made), memory
+// and copies. cuda_backend_matmul.cu holds the linear layers (cuBLAS, cuBLASLt and the second
+// stream), cuda_backend_operations.cu every other operation's forwarding.
 #include <cublas_v2.h>     // cublasCreate, cublasSetStream, cublasSetMathMode
 #include <cuda_runtime.h>  // cudaMalloc, cudaMemcpyAsync, cudaStreamCreate
 
 #include <algorithm>  // std::max
-#include <cstdio>     // std::snprintf
-#include <initializer_list>
-#include <new>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/choice_table.h"          // merge_choice_tables (both cuBLASLt handles' answers)
-#include "kernels/device_refusal.h"
-#include "kernels/cuda/adamw.cuh"          // adamw_update
-#include "kernels/cuda/attention.cuh"      // attention_forward/backward, attention_scratch_size
-#include "kernels/cuda/column_sums.cuh"  // add_column_sums (the timed weight GEMM's bias sums)
-#include "kernels/cuda/column_sums_math.h"  // columns::sum_scratch_floats, pair_scratch_floats
-#include "kernels/cuda/flash_attention.cuh"  // flash_attention_forward/backward, its scratch size
-#include "kernels/cuda/flash_attention_mma.cuh"  // FlashMmaOptions, flash_attention_wgmma_available
-#include "kernels/cuda/cross_entropy.cuh"  // cross_entropy_forward/backward, sharded pieces
+#include "kernels/cuda/cublas_library.h"         // cublas_problem
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cublas_library.h"  // cublas_problem
-#include "kernels/cuda/cuda_check.h"     // CUDA_CHECK, CUBLAS_CHECK
-#include "kernels/cuda/device_code.cuh"   // device_code_problem
-#include "kernels/cuda/elementwise.cuh"  // add, accumulate, scale, sum_squares
-#include "kernels/cuda/embedding.cuh"    // embedding_forward, embedding_backward
-#include "kernels/cuda/gelu.cuh"         // gelu_forward, gelu_backward
-#include "kernels/cuda/gemm.cuh"         // cuda_data_type
-#include "kernels/cuda/layernorm.cuh"    // layernorm_forward, layernorm_backward
-#include "kernels/cuda/lt_matmul.cuh"    // LtMatmul: cuBLASLt GEMMs with bias and GELU epilogues
-#include "kernels/cuda/matmul.cuh"       // matmul_forward/backward, their halves and 16-bit forms
-#include "kernels/cuda/side_stream.cuh"  // SideStream (run.matmul_backward_streams = two)
-#include "kernels/cuda/wire_cast.cuh"    // encode_16bit, decode_16bit (16-bit activation storage)
-#include "kernels/out_of_memory.h"       // OutOfMemory, mib
+#include "kernels/cuda/cuda_check.h"             // CUDA_CHECK, CUBLAS_CHECK
+#include "kernels/cuda/device_code.cuh"          // device_code_problem
+#include "kernels/cuda/elementwise.cuh"          // kSumSquaresScratch
+#include "kernels/cuda/flash_attention.cuh"      // flash_attention_shared_bytes
+#include "kernels/cuda/flash_attention_mma.cuh"  // flash_attention_wgmma_available
+#include "kernels/cuda/lt_matmul.cuh"            // LtMatmul
+#include "kernels/cuda/side_stream.cuh"          // SideStream (run.matmul_backward_streams = two)
+#include "kernels/cuda_devices.h"                // cuda_flash_attention_fits
+#include "kernels/device_refusal.h"
+#include "kernels/out_of_memory.h"               // OutOfMemory, mib
 
 namespace trident::kernels::cuda {
 
@@ -79,18 +69,6 @@ void release_bytes(void* ptr) {
   if (ptr != nullptr && cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
 }
 
-// The 16-bit format all the given operands (null ones aside) share, or fp32 when one is fp32 or
-// they mix formats: a call the fused cuBLASLt path does not take.
-Precision shared_16bit_format(std::initializer_list<ConstActPtr> operands) {
-  Precision found = Precision::kFp32;
-  for (ConstActPtr p : operands) {
-    if (!p) continue;
-    if (p.is_fp32() || (found != Precision::kFp32 && p.storage() != found)) return Precision::kFp32;
-    found = p.storage();
-  }
-  return found;
-}
-
 void copy_and_wait(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                    cudaStream_t stream) {
   if (bytes == 0) return;
@@ -116,23 +94,6 @@ std::string warpgroup_choice(const char* direction, FlashProducts products, Warp
   }
   return std::string(", flash ") + direction + " on wgmma" +
          (schedule == WarpgroupSchedule::kOverlapped ? ", overlapped" : "");
-}
-
-// The one 16-bit precision of a native 16-bit call's operands (null ones aside); a mix of
-// formats, or an fp32 operand among them, is a caller's bug (RoundedStorageBackend widens
-// those calls instead).
-Precision one_16bit_precision(std::initializer_list<ConstActPtr> operands, const char* call) {
-  Precision found = Precision::kFp32;
-  for (ConstActPtr p : operands) {
-    if (!p) continue;
-    if (p.is_fp32() || (found != Precision::kFp32 && p.storage() != found)) {
-      throw std::logic_error(std::string("CudaBackend::") + call +
-                             ": 16-bit operands must all be 16-bit of one format (fp32 and 16-bit, or bf16 "
-                             "and fp16, mixed)");
-    }
-    found = p.storage();
-  }
-  return found;
 }
 
 }  // namespace
@@ -352,48 +313,6 @@ Native16BitKernels CudaBackend::native_16bit() const {
   return native_16bit_kernels(Device::kCuda, options);
 }
 
-void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr wte,
-                                    ConstActPtr wpe, int B, int T, int C, int vocab_begin,
-                                    int vocab_end) {
-  cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, vocab_begin, vocab_end, stream_);
-}
-
-void CudaBackend::embedding_backward(float* dwte, float* dwpe, ConstActPtr dout,
-                                     const int32_t* tokens, int B, int T, int C, int vocab_begin,
-                                     int vocab_end) {
-  cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, vocab_end,
-                           workspace(cuda::embedding_backward_scratch_bytes(B * T)), stream_);
-}
-
-LtMatmul* CudaBackend::lt() { return lt_.get(); }
-
-std::vector<TimedMatmulShape> CudaBackend::timed_matmul_shapes() const {
-  std::vector<TimedMatmulShape> shapes;
-  for (const LtMatmul* lt : {lt_.get(), side_lt_.get()}) {
-    if (lt == nullptr) continue;
-    const std::vector<TimedMatmulShape> own = lt->timed_shapes();
-    shapes.insert(shapes.end(), own.begin(), own.end());
-  }
-  return shapes;
-}
-
-// One table for both cuBLASLt handles: a shape's answer numbers the same kernel on either.
-std::string CudaBackend::matmul_algorithm_choices() const {
-  std::vector<std::string> tables;
-  for (const LtMatmul* lt : {lt_.get(), side_lt_.get()}) {
-    if (lt != nullptr) tables.push_back(lt->chosen_answers());
-  }
-  return merge_choice_tables(tables);
-}
-
-bool CudaBackend::adopt_matmul_algorithm_choices(const std::string& table) {
-  bool adopted = false;
-  for (LtMatmul* lt : {lt_.get(), side_lt_.get()}) {
-    if (lt != nullptr) adopted = lt->adopt_answers(table) || adopted;
-  }
-  return adopted;
-}
-
 void* CudaBackend::workspace(std::size_t bytes) {
   if (bytes > workspace_bytes_) {
     // Queued kernels may still use the old buffer: wait for them before it goes.
@@ -405,337 +324,6 @@ void* CudaBackend::workspace(std::size_t bytes) {
     workspace_bytes_ = bytes;
   }
   return workspace_;
-}
-
-float* CudaBackend::column_scratch(std::size_t floats) {
-  return static_cast<float*>(workspace(floats * sizeof(float)));
-}
-
-float* CudaBackend::bias_scratch(const float* dbias, int OC) {
-  return dbias != nullptr ? column_scratch(columns::sum_scratch_floats(OC)) : nullptr;
-}
-
-bool CudaBackend::counted(bool ran) {
-  ++(ran ? epilogue_counts_.fused : epilogue_counts_.fell_back);
-  return ran;
-}
-
-void CudaBackend::matmul_forward(ActPtr out, ConstActPtr inp, ConstActPtr weight,
-                                 ConstActPtr bias, int N, int C, int OC) {
-  if (!inp.is_fp32()) {
-    // 16-bit inputs; out 16-bit of the same format, or fp32 (fp32 results).
-    const Precision p = one_16bit_precision({inp, weight, bias}, "matmul_forward");
-    if (!out.is_fp32()) one_16bit_precision({out, inp}, "matmul_forward");
-    // The bias in the epilogue: no broadcast pass, and out is written once instead of written,
-    // read and written again.
-    if (bias && !out.is_fp32() && lt() != nullptr &&
-        counted(lt()->forward_bias(out.get(), inp.get(), weight.get(), bias.get(), N, C, OC, cuda_data_type(p),
-                                   stream_))) {
-      return;
-    }
-    cuda::matmul_forward_16bit(out.get(), out.is_fp32(), inp.get(), weight.get(), bias.get(), N, C, OC, p, cublas_,
-                               stream_);
-    return;
-  }
-  cuda::matmul_forward(out.f32(), inp.f32(), weight.f32(), bias.f32(), N, C, OC, cublas_, stream_);
-}
-
-CudaBackend::GradientLane CudaBackend::parameter_gradient_lane(bool overlaps) {
-  if (side_ == nullptr || !overlaps) return GradientLane{cublas_, stream_, false};
-  side_->fork();
-  return GradientLane{side_->cublas(), side_->stream(), true};
-}
-
-void CudaBackend::rejoin(const GradientLane& lane) {
-  if (lane.beside) side_->join();
-}
-
-bool CudaBackend::parameter_gradients_in_epilogue(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp,
-                                                  int N, int C, int OC, Precision p, float* column_scratch,
-                                                  const GradientLane& lane) {
-  LtMatmul* lt_of_lane = lane.beside ? side_lt_.get() : lt();
-  if (matmul_bias_gradients_ != MatmulBiasGradients::kEpilogue || dbias == nullptr || N == 0 ||
-      lt_of_lane == nullptr) {
-    return false;
-  }
-  // column_scratch holds a bias gradient's partials (bias_scratch): at least OC floats.
-  if (!counted(lt_of_lane->weight_gradient_bias_sums(dweight, column_scratch, dout.get(), inp.get(), N, C, OC,
-                                                     cuda_data_type(p), lane.stream))) {
-    return false;
-  }
-  cuda::accumulate(dbias, column_scratch, static_cast<std::size_t>(OC), lane.stream);
-  return true;
-}
-
-std::string CudaBackend::matmul_algorithm_report() const {
-  const std::vector<TimedMatmulShape> shapes = timed_matmul_shapes();
-  if (shapes.empty()) return {};
-  int other = 0, adopted = 0;
-  double first_ms = 0.0, chosen_ms = 0.0;
-  for (const auto& s : shapes) {
-    other += s.chosen != 0 ? 1 : 0;
-    adopted += s.adopted ? 1 : 0;
-    first_ms += s.first_ms;
-    chosen_ms += s.chosen_ms;
-  }
-  // One call of each shape: the sum says what the choice saves where every shape runs once.
-  char text[384];
-  std::snprintf(text, sizeof text,
-                "matmul algorithms: %zu cuBLASLt product shapes timed (run.matmul_algorithms = timed; %d of them "
-                "on the answer another rank or the checkpoint chose), %d of them on another answer than the "
-                "heuristic's first: %.3f ms for one call of each against %.3f ms",
-                shapes.size(), adopted, other, chosen_ms, first_ms);
-  return text;
-}
-
-void CudaBackend::input_gradient_16bit(ActPtr dinp, ConstActPtr dout, ConstActPtr weight, int N, int C, int OC,
-                                       Precision p) {
-  if (matmul_algorithms_ == MatmulAlgorithms::kTimed && lt() != nullptr &&
-      lt()->input_gradient(dinp.get(), dout.get(), weight.get(), N, C, OC, cuda_data_type(p), stream_)) {
-    return;
-  }
-  cuda::matmul_input_gradient_16bit(dinp.get(), dout.get(), weight.get(), N, C, OC, p, cublas_);
-}
-
-void CudaBackend::parameter_gradients_16bit(float* dweight, float* dbias, ConstActPtr dout, ConstActPtr inp, int N,
-                                            int C, int OC, Precision p, float* column_scratch,
-                                            const GradientLane& lane) {
-  LtMatmul* lt_of_lane = lane.beside ? side_lt_.get() : lt();
-  if (matmul_algorithms_ == MatmulAlgorithms::kTimed && lt_of_lane != nullptr &&
-      lt_of_lane->weight_gradient(dweight, dout.get(), inp.get(), N, C, OC, cuda_data_type(p), lane.stream)) {
-    if (dbias != nullptr) cuda::add_column_sums(dbias, dout, N, OC, column_scratch, lane.stream);
-    return;
-  }
-  cuda::matmul_parameter_gradients_16bit(dweight, dbias, dout.get(), inp.get(), N, C, OC, p, column_scratch,
-                                         lane.cublas, lane.stream);
-}
-
-void CudaBackend::matmul_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                  ConstActPtr inp, ConstActPtr weight, int N, int C, int OC) {
-  const bool sixteen = !dout.is_fp32();
-  const Precision p = sixteen ? one_16bit_precision({dinp, dout, inp, weight}, "matmul_backward") : Precision::kFp32;
-  // The workspace before the fork: growing it waits for stream_, and nothing forked may still use it.
-  float* column_scratch = bias_scratch(dbias, OC);
-  const bool has_dinp = dinp.get() != nullptr;
-  const GradientLane lane = parameter_gradient_lane(has_dinp);
-  if (sixteen) {
-    if (has_dinp) input_gradient_16bit(dinp, dout, weight, N, C, OC, p);
-    if (!parameter_gradients_in_epilogue(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane)) {
-      parameter_gradients_16bit(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane);
-    }
-  } else {
-    if (has_dinp) cuda::matmul_input_gradient(dinp.f32(), dout.f32(), weight.f32(), N, C, OC, cublas_);
-    cuda::matmul_parameter_gradients(dweight, dbias, dout.f32(), inp.f32(), N, C, OC, column_scratch, lane.cublas,
-                                     lane.stream);
-  }
-  rejoin(lane);
-}
-
-void CudaBackend::matmul_gelu_forward(ActPtr out, ActPtr pre, ConstActPtr inp, ConstActPtr weight, ConstActPtr bias,
-                                      int N, int C, int OC) {
-  const Precision p = shared_16bit_format({out, pre, inp, weight, bias});
-  if (p != Precision::kFp32 && lt() != nullptr &&
-      counted(lt()->forward_gelu(out.get(), pre.get(), inp.get(), weight.get(), bias.get(), N, C, OC,
-                                 cuda_data_type(p), stream_))) {
-    return;
-  }
-  Backend::matmul_gelu_forward(out, pre, inp, weight, bias, N, C, OC);
-}
-
-void CudaBackend::matmul_backward_through_gelu(ActPtr dpre, float* dweight, float* dbias, ConstActPtr dout,
-                                               ConstActPtr inp, ConstActPtr weight, ConstActPtr pre, int N, int C,
-                                               int OC) {
-  const Precision p = shared_16bit_format({dpre, dout, inp, weight, pre});
-  if (p != Precision::kFp32 && lt() != nullptr) {
-    float* column_scratch = bias_scratch(dbias, OC);
-    const GradientLane lane = parameter_gradient_lane(true);
-    const bool fused = counted(lt()->backward_dgelu(dpre.get(), dout.get(), weight.get(), pre.get(), N, C, OC,
-                                                    cuda_data_type(p), stream_));
-    if (fused && !parameter_gradients_in_epilogue(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane)) {
-      // The weight and bias gradients as matmul_backward makes them.
-      parameter_gradients_16bit(dweight, dbias, dout, inp, N, C, OC, p, column_scratch, lane);
-    }
-    rejoin(lane);  // after a fallback: nothing was queued beside, and the join orders nothing
-    if (fused) return;
-  }
-  Backend::matmul_backward_through_gelu(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
-}
-
-void CudaBackend::layernorm_forward(ActPtr out, float* mean, float* rstd, ConstActPtr inp,
-                                    ConstActPtr weight, ConstActPtr bias, int N, int C) {
-  cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, stream_);
-}
-
-void CudaBackend::residual_layernorm_forward(ActPtr residual, ActPtr out, float* mean, float* rstd, ConstActPtr a,
-                                             ConstActPtr b, ConstActPtr weight, ConstActPtr bias, int N, int C) {
-  cuda::residual_layernorm_forward(residual, out, mean, rstd, a, b, weight, bias, N, C, stream_);
-}
-
-void CudaBackend::layernorm_backward(ActPtr dinp, float* dweight, float* dbias, ConstActPtr dout,
-                                     ConstActPtr inp, ConstActPtr weight, const float* mean,
-                                     const float* rstd, int N, int C) {
-  cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
-                           column_scratch(cuda::layernorm_backward_scratch_floats(C)), stream_,
-                           cuda::LayerNormRows::kWarpPerRow, layernorm_sums_);
-}
-
-void CudaBackend::gelu_forward(ActPtr out, ConstActPtr inp, std::size_t n) {
-  cuda::gelu_forward(out, inp, n, stream_);
-}
-
-void CudaBackend::gelu_backward(ActPtr dinp, ConstActPtr inp, ConstActPtr dout, std::size_t n) {
-  cuda::gelu_backward(dinp, inp, dout, n, stream_);
-}
-
-void CudaBackend::attention_forward(ActPtr out, float* lse, float* scratch, ConstActPtr qkv,
-                                    int B, int T, int C, int NH) {
-  if (attention_ == AttentionKernel::kFlash) {
-    cuda::flash_attention_forward(out, lse, qkv, B, T, C, NH, stream_, flash_options());
-    return;
-  }
-  cuda::attention_forward(out, lse, scratch, qkv, B, T, C, NH, cublas_, stream_, gemm_attention_options(B, NH));
-}
-
-void CudaBackend::attention_backward(ActPtr dqkv, float* scratch, ConstActPtr dout,
-                                     ConstActPtr qkv, ConstActPtr out, const float* lse,
-                                     int B, int T, int C, int NH) {
-  if (attention_ == AttentionKernel::kFlash) {
-    // The flash identity rowsum(P * dP) = dout . out needs the forward's out.
-    cuda::flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream_, flash_options());
-    return;
-  }
-  cuda::attention_backward(dqkv, scratch, dout, qkv, lse, B, T, C, NH, cublas_, stream_,
-                           gemm_attention_options(B, NH));
-}
-
-cuda::FlashMmaOptions CudaBackend::flash_options() const {
-  return {.dq = flash_dq_,
-          .block_order = flash_block_order_,
-          .forward_products = flash_forward_products_,
-          .forward_warpgroups = flash_forward_products_ == FlashProducts::kWarpgroup ? flash_warpgroups_ : 1,
-          .backward_products = flash_backward_products_,
-          .backward_warpgroups = flash_backward_products_ == FlashProducts::kWarpgroup ? flash_warpgroups_ : 1,
-          .forward_schedule = flash_forward_schedule_,
-          .backward_schedule = flash_backward_schedule_};
-}
-
-GemmAttentionOptions CudaBackend::gemm_attention_options(int B, int NH) {
-  GemmAttentionOptions options;
-  options.causal_blocks = attention_blocks_;  // clamped by the schedule (causal_blocks)
-  if (attention_batching_ == AttentionBatching::kPointers) {
-    // Each product writes its pointers and then reads them, in stream order, so one array
-    // serves every product of every layer.
-    options.matrix_pointers =
-        static_cast<void**>(workspace(cuda::attention_matrix_pointers(B, NH) * sizeof(void*)));
-  }
-  return options;
-}
-
-std::size_t CudaBackend::attention_scratch_size(int B, int T, int NH) const {
-  return attention_ == AttentionKernel::kFlash ? cuda::flash_attention_scratch_size(B, T, NH, flash_dq_)
-                                               : cuda::attention_scratch_size(B, T, NH);
-}
-
-void CudaBackend::cross_entropy_forward(float* losses, float* row_max, float* row_sumexp, ConstActPtr logits,
-                                        const int32_t* targets, int N, int V, int Vp) {
-  cuda::cross_entropy_forward(losses, row_max, row_sumexp, logits, targets, N, V, Vp, stream_);
-}
-
-void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr logits,
-                                         const int32_t* targets, float dloss, int N, int V,
-                                         int Vp) {
-  cuda::cross_entropy_backward(dlogits, logits, targets, dloss, N, V, Vp, stream_);
-}
-
-void CudaBackend::cross_entropy_forward_backward(float* losses, float* row_max, float* row_sumexp, ActPtr dlogits,
-                                                 ConstActPtr logits, const int32_t* targets, float dloss, int N,
-                                                 int V, int Vp) {
-  cuda::cross_entropy_forward_backward(losses, row_max, row_sumexp, dlogits, logits, targets, dloss, N, V, Vp, stream_,
-                                       cross_entropy_loads_);
-}
-
-void CudaBackend::cross_entropy_shard_statistics(float* stats, ConstActPtr logits, const int32_t* targets, int N,
-                                                 int V_local, int Vp_local, int vocab_begin) {
-  cuda::cross_entropy_shard_statistics(stats, logits, targets, N, V_local, Vp_local, vocab_begin, stream_);
-}
-
-void CudaBackend::cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* target_logit,
-                                               const float* gathered, int N, int shards) {
-  cuda::cross_entropy_combine_shards(row_max, row_sumexp, target_logit, gathered, N, shards, stream_);
-}
-
-void CudaBackend::cross_entropy_backward_sharded(ActPtr dlogits, ConstActPtr logits,
-                                                 const int32_t* targets, const float* row_max,
-                                                 const float* row_sumexp, float dloss, int N,
-                                                 int V_local, int Vp_local, int vocab_begin) {
-  cuda::cross_entropy_backward_sharded(dlogits, logits, targets, row_max, row_sumexp, dloss, N,
-                                       V_local, Vp_local, vocab_begin, stream_, cross_entropy_loads_);
-}
-
-void CudaBackend::add(ActPtr out, ConstActPtr a, ConstActPtr b, std::size_t n) {
-  cuda::add(out, a, b, n, stream_);
-}
-
-void CudaBackend::accumulate(float* dst, const float* src, std::size_t n) {
-  cuda::accumulate(dst, src, n, stream_);
-}
-
-void CudaBackend::scale(float* x, float factor, std::size_t n) {
-  cuda::scale(x, factor, n, stream_);
-}
-
-double CudaBackend::sum_squares(const float* x, std::size_t n) {
-  return cuda::sum_squares(x, n, sum_squares_scratch_, stream_);
-}
-
-double CudaBackend::sum_squares_of_ranges(const float* base, const ElementRange* ranges, std::size_t count) {
-  // The ranges' totals in the workspace: nothing else holds it during the call.
-  range_totals_.resize(count);
-  return cuda::sum_squares_of_ranges(base, ranges, count, sum_squares_scratch_,
-                                     static_cast<double*>(workspace(count * sizeof(double))), range_totals_.data(),
-                                     stream_);
-}
-
-void CudaBackend::set_gemm_input_precision(Precision inputs) {
-  // TF32 keeps 10 explicit significand bits (11 significant) and fp32's exponent: bf16 values
-  // (8 significant bits) and fp16 values (11, with a smaller exponent range) convert to it
-  // exactly, and products accumulate in fp32. So for such inputs the tensor cores give the
-  // fp32 GEMM's result up to the order of summation.
-  const cublasMath_t math = inputs == Precision::kFp32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH;
-  CUBLAS_CHECK(cublasSetMathMode(cublas_, math));
-  if (side_ != nullptr) side_->set_math_mode(math);  // the weight gradients' GEMMs too
-}
-
-void CudaBackend::round_to_precision(float* dst, const float* src, std::size_t n, Precision precision) {
-  cuda::round_to_precision(dst, src, n, precision, stream_);
-}
-
-void CudaBackend::narrow(ActPtr dst, const float* src, std::size_t n) {
-  if (n == 0) return;
-  if (dst.is_fp32()) {
-    CUDA_CHECK(cudaMemcpyAsync(dst.f32(), src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    return;
-  }
-  cuda::encode_16bit(dst.bits16(), src, n, dst.storage(), stream_);
-}
-
-void CudaBackend::widen(float* dst, ConstActPtr src, std::size_t n) {
-  if (n == 0) return;
-  if (src.is_fp32()) {
-    CUDA_CHECK(cudaMemcpyAsync(dst, src.f32(), n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    return;
-  }
-  cuda::decode_16bit(dst, src.bits16(), n, src.storage(), stream_);
-}
-
-void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, std::size_t n,
-                               const AdamWArgs& args) {
-  cuda::adamw_update(param, grad, m, v, n, args, stream_, adamw_loads_);
-}
-
-void CudaBackend::adamw_update_master(float* master, ActPtr compute, const float* grad, float* m, float* v,
-                                      std::size_t n, const AdamWArgs& args, Precision compute_precision) {
-  cuda::adamw_update_master(master, compute, grad, m, v, n, args, compute_precision, stream_, adamw_loads_);
 }
 
 }  // namespace trident::kernels::cuda

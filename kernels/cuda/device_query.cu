@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "kernels/backend.h"
+#include "kernels/cuda_devices.h"
 #include "kernels/cuda/flash_attention.cuh"  // flash_attention_shared_bytes
 
 namespace trident::kernels {

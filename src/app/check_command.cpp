@@ -12,6 +12,7 @@
 #include "io/token_dataset.h"
 #include "io/user_error.h"
 #include "kernels/backend.h"
+#include "kernels/cuda_devices.h"  // cuda_compiled, cuda_device_count, cuda_flash_attention_fits
 #include "mpi_support/mpi_process.h"  // duplicate, world_size, processor_name
 #include "parallel/mpi_comm.h"
 #include "src/app/backend_options.h"

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "io/user_error.h"
+#include "kernels/cuda_devices.h"  // the node's GPUs, their memory and bus ids
 #include "kernels/device_refusal.h"  // DeviceRefusal: reported as the user's error
 #include "mpi_support/mpi_process.h"  // processor_name
 #include "src/app/backend_options.h"

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "kernels/backend.h"
+#include "kernels/cuda_devices.h"  // cuda_compiled, cuda_device_count
 #include "mpi_support/mpi_process.h"  // library_version
 #include "trident/build_info.h"
 

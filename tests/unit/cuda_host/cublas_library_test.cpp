@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"  // make_backend, cuda_library_problem
+#include "kernels/backend.h"       // make_backend
+#include "kernels/cuda_devices.h"  // cuda_library_problem
 
 namespace trident::kernels {
 namespace {
