@@ -4,7 +4,7 @@
 // without a decay mask, for lengths with every remainder modulo 4 (the last elements go one a
 // thread) and for arrays that do not start on a pack (a ZeRO-1 shard's gradients may begin
 // anywhere; the launcher then runs the one-element kernel). The twin tests in
-// cuda_backend_test.cpp hold kValues to the CPU.
+// cuda_adamw_test.cpp hold kValues to the CPU.
 #include <gtest/gtest.h>
 
 #include <cstddef>

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "kernels/backend.h"  // cuda_device_count, cuda_device_problem
+#include "kernels/cuda_devices.h"  // cuda_device_count, cuda_device_problem
 
 namespace {
 constexpr int kSkipExitCode = 77;  // the automake/CTest convention for "skipped"

@@ -15,7 +15,7 @@
 //   gives the bits of the aligned one (16-byte packs): the same values in the same order;
 // - the walk's chunk count (walk_chunks, which the playground varies) changes only the order of
 //   the parameter sums.
-// The twin tests of cuda_backend_test.cpp and cuda_bf16_storage_test.cpp take the default
+// The twin tests of cuda_layernorm_gelu_test.cpp and cuda_bf16_storage_test.cpp take the default
 // through the backend; this holds both ways to the CPU directly.
 #include <gtest/gtest.h>
 

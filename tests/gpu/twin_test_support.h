@@ -50,6 +50,12 @@ inline constexpr double kReductionTolerance = 1e-5;
 // for the 3M elements here, while a float accumulation anywhere would show as 1e-7 or worse.
 inline constexpr double kDoubleSumTolerance = 1e-10;
 
+// --- input lengths -------------------------------------------------------------------------
+// Small elementwise length (not a multiple of 32) and a large one (more than
+// kMaxElementwiseBlocks * 256 threads, so each thread takes several turns of its loop).
+inline constexpr std::size_t kSmallLength = 14213;
+inline constexpr std::size_t kLargeLength = 3000017;
+
 // a * b as a size, for buffer lengths and row offsets.
 inline std::size_t count_of(int a, int b) {
   return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
