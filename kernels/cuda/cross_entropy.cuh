@@ -41,7 +41,7 @@ void cross_entropy_combine_shards(float* row_max, float* row_sumexp, float* targ
 // vector_pack.h), where the rows allow it (both buffers 16-byte aligned and Vp_local a whole
 // number of packs; otherwise kValues): more bytes in flight per thread for a pass bound by
 // memory latency. The same arithmetic on each value, so the same bits. The enum is
-// kernels::CrossEntropyLoads (kernels/backend.h: run.cross_entropy_loads chooses); the
+// kernels::CrossEntropyLoads (kernels/backend_options.h: run.cross_entropy_loads chooses); the
 // playground (perf/kernels/cross_entropy_backward.cu) times both.
 
 // With the global row_max and row_sumexp: dlogits[n,v] = (exp(l - max)/sum - [target]) * dloss

@@ -32,11 +32,11 @@ struct FlashMmaOptions {
   // at GPT-2 124M's shapes, micro-batch 8, and 10% at 32 on one H100 (perf/kernels'
   // attention_forward 3 against 11; docs/performance.md, 2026-11-23).
   int forward_rows_per_warp = 32;
-  // How the backward makes dQ (kernels/backend.h): a second walk (the default) or in the dK/dV
+  // How the backward makes dQ (kernels/backend_options.h): a second walk (the default) or in the dK/dV
   // walk, the key tiles taking turns to add into fp32 sums. This one changes dQ's bits (its sums
   // run in another order), not dK's or dV's.
   FlashDq dq = FlashDq::kSeparateWalk;
-  // Which blocks take which tiles (kernels/backend.h): head by head (the default) or every head's
+  // Which blocks take which tiles (kernels/backend_options.h): head by head (the default) or every head's
   // longest walk first. The same tiles computed the same way, so the same bits.
   FlashBlockOrder block_order = FlashBlockOrder::kHeadByHead;
   FlashProducts forward_products = FlashProducts::kWarp;

@@ -451,7 +451,7 @@ struct Place {
 // The GPU starts a grid's blocks in the order of their index, x fastest. kHeadByHead's grid is
 // (tiles, NH, B): each head's tiles from the longest walk down, the heads in turn. kLongestFirst's
 // is (NH, B, tiles): every head's longest walk before any head's next, so that the grid ends on
-// its shortest blocks (kernels/backend.h, FlashBlockOrder). Either way the block reads its place
+// its shortest blocks (kernels/backend_options.h, FlashBlockOrder). Either way the block reads its place
 // from blockIdx itself, which the compiler may read again rather than hold in registers (an
 // order chosen at run time, the place divided out of the linear index, held them: 50 more
 // registers in dQ and spills in the forward, ptxas for sm_90; as template parameters, the

@@ -46,7 +46,7 @@ constexpr int warp_row_values_per_lane(int C, int element_bytes) {
 //   Only for rows a warp holds (kWarpPerRow and C up to kWarpRowMaxC); others take
 //   kSeparatePass.
 // Both are deterministic; they add in different orders, so they differ in the last bits. The
-// enum is kernels::LayerNormParameterSums (kernels/backend.h: run.layernorm_sums chooses); the
+// enum is kernels::LayerNormParameterSums (kernels/backend_options.h: run.layernorm_sums chooses); the
 // playground (perf/kernels/layernorm_backward.cu) times both.
 inline constexpr int kWalkWarps = 4;     // warps per block of kInRowWalk
 inline constexpr int kWalkChunks = 256;  // its most chunks: 2 blocks per SM on an H100, 32 rows each at N = 8192

@@ -73,7 +73,7 @@
 //      dK and dV keep 3's bits (tests/gpu); faster in whole steps, it becomes the default.
 //  12  variant 3 with every head's longest walk first (FlashMmaOptions::block_order =
 //      FlashBlockOrder::kLongestFirst) in both kernels: the same blocks, started in another order,
-//      so that each grid ends on its shortest ones (kernels/backend.h). The same bits as 3
+//      so that each grid ends on its shortest ones (kernels/backend_options.h). The same bits as 3
 //      (tests/gpu); a model of the schedule, not a measurement, puts the saving at 10 to 20% at
 //      B = 8 (perf/kernels/block_order_model.py). Whichever is faster in whole steps
 //      (run.flash_block_order) becomes the default.

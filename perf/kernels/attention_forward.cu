@@ -51,7 +51,7 @@
 //      and 254.2 us at 32), so the two variants traded places. The same bits as 3 (tests/gpu).
 //  12  variant 3 with every head's longest walk first (FlashMmaOptions::block_order =
 //      FlashBlockOrder::kLongestFirst): the same blocks, started in another order, so that the
-//      grid ends on its shortest ones (kernels/backend.h). The same bits as 3 (tests/gpu); a model
+//      grid ends on its shortest ones (kernels/backend_options.h). The same bits as 3 (tests/gpu); a model
 //      of the schedule, not a measurement, puts the saving near 20% at B = 8
 //      (perf/kernels/block_order_model.py).
 //  13  variant 3 on Hopper's warpgroup products (FlashMmaOptions::forward_products =

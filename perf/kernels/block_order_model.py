@@ -3,7 +3,7 @@
 
     python3 perf/kernels/block_order_model.py [SMS]
 
-run.flash_block_order (kernels/backend.h, FlashBlockOrder) decides which block of the grid
+run.flash_block_order (kernels/backend_options.h, FlashBlockOrder) decides which block of the grid
 (tiles, NH, B) takes which tile. The GPU starts blocks in the order of their index, each on the
 first free slot. Under the causal mask a tile's block walks from 1 to T / 64 tiles of the other
 operand, so blocks differ in length up to 16 times at T = 1024:

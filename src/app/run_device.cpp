@@ -31,7 +31,7 @@ DeviceChoice choose_device_collectively(const std::string& requested, bool ranks
     mine = kernels::cuda_device_bus_id(gpu);
     // Without a bus id, the visible index stands in: right when every rank sees every GPU.
     if (mine.empty()) mine = "visible GPU " + std::to_string(gpu);
-    // cuBLAS is opened here, where a GPU may be taken, and not on CPU runs (kernels/backend.h).
+    // cuBLAS is opened here, where a GPU may be taken, and not on CPU runs (kernels/cuda_devices.h).
     node.library_problem = kernels::cuda_library_problem();
   }
   node.taken = parallel::all_gather_strings(ctx.node(), mine);
