@@ -4,6 +4,9 @@
 #include <algorithm>  // std::max
 #include <cstring>    // std::memcpy
 #include <map>
+#include <stdexcept>  // std::logic_error
+#include <string>
+#include <utility>  // std::move
 
 #include "io/param_file_common.h"  // file_label, element_count
 #include "io/user_error.h"
@@ -60,9 +63,9 @@ std::string part_text(const Holding& h) {
   return text;
 }
 
-bool parts_overlap(const Holding& a, const Holding& b) {
-  for (const Box& x : a.global_boxes()) {
-    for (const Box& y : b.global_boxes()) {
+bool boxes_overlap(const std::vector<Box>& a, const std::vector<Box>& b) {
+  for (const Box& x : a) {
+    for (const Box& y : b) {
       if (boxes_intersect(x, y)) return true;
     }
   }
@@ -129,23 +132,124 @@ void check_local(const std::vector<TensorSlice>& tensors, const std::string& pat
   }
 }
 
-std::vector<Holding> gather_holdings(MPI_Comm comm, const std::vector<TensorSlice>& tensors) {
-  std::vector<char> mine;
-  put<uint64_t>(mine, tensors.size());
+std::vector<char> held_list_bytes(const std::vector<TensorSlice>& tensors) {
+  std::vector<char> list;
+  put<uint64_t>(list, tensors.size());
   for (const TensorSlice& t : tensors) {
-    put<uint64_t>(mine, t.name.size());
-    mine.insert(mine.end(), t.name.begin(), t.name.end());
-    put<uint64_t>(mine, t.global_shape.size());
-    for (const int64_t d : t.global_shape) put<int64_t>(mine, d);
-    put<int32_t>(mine, t.split_axis);
-    put<int64_t>(mine, t.slice_begin);
-    put<int64_t>(mine, t.slice_extent);
-    put<uint8_t>(mine, t.write ? 1 : 0);
-    put<int64_t>(mine, t.write_begin);
-    put<int64_t>(mine, written_count(t));
+    put<uint64_t>(list, t.name.size());
+    list.insert(list.end(), t.name.begin(), t.name.end());
+    put<uint64_t>(list, t.global_shape.size());
+    for (const int64_t d : t.global_shape) put<int64_t>(list, d);
+    put<int32_t>(list, t.split_axis);
+    put<int64_t>(list, t.slice_begin);
+    put<int64_t>(list, t.slice_extent);
   }
-  int size = 0;
+  return list;
+}
+
+ListKey list_key(const std::vector<char>& list_bytes) {
+  uint64_t hash = 14695981039346656037ULL;  // FNV-1a 64
+  for (const char c : list_bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return {hash, list_bytes.size()};
+}
+
+std::vector<int> lowest_holders(const std::vector<ListKey>& keys) {
+  std::map<ListKey, int> first;
+  std::vector<int> lowest(keys.size());
+  for (size_t r = 0; r < keys.size(); ++r) lowest[r] = first.emplace(keys[r], static_cast<int>(r)).first->second;
+  return lowest;
+}
+
+std::vector<char> holdings_message(const std::vector<TensorSlice>& tensors, const std::vector<char>& list_bytes,
+                                   bool with_list) {
+  uint64_t parts = 0;
+  for (const TensorSlice& t : tensors) parts += t.write && written_count(t) > 0 ? 1 : 0;
+  // Sized, then copied into: GCC 12 takes vector::insert after a 1-byte put for a write past
+  // the buffer (-Warray-bounds), which it is not.
+  const size_t list_size = with_list ? list_bytes.size() : 0;
+  std::vector<char> message(1 + list_size);
+  message[0] = static_cast<char>(with_list ? 1 : 0);
+  if (list_size > 0) std::memcpy(message.data() + 1, list_bytes.data(), list_size);
+  put<uint64_t>(message, parts);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSlice& t = tensors[i];
+    if (!t.write || written_count(t) == 0) continue;
+    put<uint64_t>(message, i);
+    put<int64_t>(message, t.write_begin);
+    put<int64_t>(message, written_count(t));
+  }
+  return message;
+}
+
+GatheredHoldings parse_holdings(const std::vector<char>& all, const std::vector<int>& bytes,
+                                const std::vector<int>& lowest) {
+  GatheredHoldings gathered;
+  // Where each lowest rank's list sits in gathered.held.
+  std::vector<size_t> list_begin(bytes.size(), 0), list_size(bytes.size(), 0);
+  size_t at = 0;
+  for (size_t r = 0; r < bytes.size(); ++r) {
+    const bool has_list = take<uint8_t>(all, at) != 0;
+    if (has_list != (lowest[r] == static_cast<int>(r))) {
+      throw std::logic_error("parse_holdings: rank " + std::to_string(r) + "'s list is not where its key says");
+    }
+    if (has_list) {
+      list_begin[r] = gathered.held.size();
+      const auto count = take<uint64_t>(all, at);
+      for (uint64_t i = 0; i < count; ++i) {
+        Holding h;
+        const auto name_size = take<uint64_t>(all, at);
+        h.name.assign(all.data() + at, name_size);
+        at += name_size;
+        const auto dims = take<uint64_t>(all, at);
+        for (uint64_t d = 0; d < dims; ++d) h.shape.push_back(take<int64_t>(all, at));
+        h.axis = take<int32_t>(all, at);
+        h.begin = take<int64_t>(all, at);
+        h.extent = take<int64_t>(all, at);
+        h.rank = static_cast<int>(r);
+        if (h.axis >= 0 && h.begin == 0 && h.extent == h.shape[static_cast<size_t>(h.axis)]) h.axis = -1;
+        if (h.axis < 0) {
+          h.begin = 0;
+          h.extent = 0;
+        }
+        gathered.held.push_back(std::move(h));
+      }
+      list_size[r] = static_cast<size_t>(count);
+    }
+    const auto list = static_cast<size_t>(lowest[r]);
+    const auto parts = take<uint64_t>(all, at);
+    for (uint64_t k = 0; k < parts; ++k) {
+      const auto index = take<uint64_t>(all, at);
+      if (index >= list_size[list]) {
+        throw std::logic_error("parse_holdings: rank " + std::to_string(r) + " writes past its list");
+      }
+      Holding h = gathered.held[list_begin[list] + index];
+      h.rank = static_cast<int>(r);
+      h.write = true;
+      h.write_begin = take<int64_t>(all, at);
+      h.write_count = take<int64_t>(all, at);
+      gathered.written.push_back(std::move(h));
+    }
+  }
+  return gathered;
+}
+
+GatheredHoldings gather_holdings(MPI_Comm comm, const std::vector<TensorSlice>& tensors) {
+  int size = 0, rank = 0;
   TRIDENT_MPI_CHECK(MPI_Comm_size(comm, &size));
+  TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  const std::vector<char> list = held_list_bytes(tensors);
+  const ListKey key = list_key(list);
+  std::vector<ListKey> keys(static_cast<size_t>(size));
+  const uint64_t mine_key[2] = {key.hash, key.size};
+  std::vector<uint64_t> all_keys(2 * keys.size());
+  TRIDENT_MPI_CHECK(MPI_Allgather(mine_key, 2, MPI_UINT64_T, all_keys.data(), 2, MPI_UINT64_T, comm));
+  for (size_t r = 0; r < keys.size(); ++r) keys[r] = {all_keys[2 * r], all_keys[2 * r + 1]};
+  const std::vector<int> lowest = lowest_holders(keys);
+
+  const std::vector<char> mine = holdings_message(tensors, list, lowest[static_cast<size_t>(rank)] == rank);
   const int my_bytes = static_cast<int>(mine.size());
   std::vector<int> bytes(static_cast<size_t>(size)), displacements(static_cast<size_t>(size));
   TRIDENT_MPI_CHECK(MPI_Allgather(&my_bytes, 1, MPI_INT, bytes.data(), 1, MPI_INT, comm));
@@ -157,76 +261,60 @@ std::vector<Holding> gather_holdings(MPI_Comm comm, const std::vector<TensorSlic
   std::vector<char> all(static_cast<size_t>(total));
   TRIDENT_MPI_CHECK(MPI_Allgatherv(mine.data(), my_bytes, MPI_CHAR, all.data(), bytes.data(), displacements.data(),
                                    MPI_CHAR, comm));
-
-  std::vector<Holding> holdings;
-  size_t at = 0;
-  for (int r = 0; r < size; ++r) {
-    const auto count = take<uint64_t>(all, at);
-    for (uint64_t i = 0; i < count; ++i) {
-      Holding h;
-      const auto name_size = take<uint64_t>(all, at);
-      h.name.assign(all.data() + at, name_size);
-      at += name_size;
-      const auto dims = take<uint64_t>(all, at);
-      for (uint64_t d = 0; d < dims; ++d) h.shape.push_back(take<int64_t>(all, at));
-      h.axis = take<int32_t>(all, at);
-      h.begin = take<int64_t>(all, at);
-      h.extent = take<int64_t>(all, at);
-      h.write = take<uint8_t>(all, at) != 0;
-      h.write_begin = take<int64_t>(all, at);
-      h.write_count = take<int64_t>(all, at);
-      h.rank = r;
-      if (h.axis >= 0 && h.begin == 0 && h.extent == h.shape[static_cast<size_t>(h.axis)]) h.axis = -1;
-      if (h.axis < 0) {
-        h.begin = 0;
-        h.extent = 0;
-      }
-      holdings.push_back(std::move(h));
-    }
-  }
-  return holdings;
+  return parse_holdings(all, bytes, lowest);
 }
 
-std::vector<Plan> make_plan(const std::vector<Holding>& holdings, int my_rank,
-                            const std::vector<TensorSlice>& tensors, int64_t max_elements, const std::string& path) {
+std::vector<Plan> make_plan(const GatheredHoldings& holdings, int my_rank, const std::vector<TensorSlice>& tensors,
+                            int64_t max_elements, const std::string& path) {
   std::vector<Plan> plans;
   std::map<std::string, size_t> index;
-  std::vector<std::vector<const Holding*>> holders;
-  for (const Holding& h : holdings) {
+  std::vector<int> first_holder;
+  // Ranks that share a list add no name and no shape to the lowest one's, so the held lists
+  // alone give the datasets' order and the shape check the same answer as every rank's would.
+  for (const Holding& h : holdings.held) {
     auto [it, added] = index.emplace(h.name, plans.size());
     if (added) {
       plans.push_back(Plan{h.name, h.shape, -1, false, 0});
-      holders.emplace_back();
+      first_holder.push_back(h.rank);
     } else if (plans[it->second].shape != h.shape) {
       throw UserError(file_label(path) + ": tensor '" + h.name + "' has different global shapes on ranks " +
-                      std::to_string(holders[it->second].front()->rank) + " and " + std::to_string(h.rank));
+                      std::to_string(first_holder[it->second]) + " and " + std::to_string(h.rank));
     }
-    holders[it->second].push_back(&h);
   }
+  std::vector<std::vector<const Holding*>> parts(plans.size());
+  for (const Holding& h : holdings.written) parts[index.at(h.name)].push_back(&h);
+  std::map<std::string, int> local;
+  for (size_t i = 0; i < tensors.size(); ++i) local.emplace(tensors[i].name, static_cast<int>(i));
   for (size_t p = 0; p < plans.size(); ++p) {
     Plan& plan = plans[p];
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (tensors[i].name == plan.name) plan.local = static_cast<int>(i);
-    }
+    const auto mine = local.find(plan.name);
+    if (mine != local.end()) plan.local = mine->second;
     if (element_count(plan.shape) == 0) continue;  // nothing to write
     // The owners, lowest world rank first; an owner of exactly the part a lower owner already
     // writes writes nothing.
+    // Each writer's boxes are made once: a tensor split into data-parallel bands has a writer
+    // per band (hundreds for the token embedding at dp = 128), each compared with every other.
     std::vector<const Holding*> writers;
-    for (const Holding* h : holders[p]) {
-      if (!h->write || h->write_count == 0) continue;
+    std::vector<std::vector<Box>> writer_boxes;
+    for (const Holding* h : parts[p]) {
       bool duplicate = false;
-      for (const Holding* w : writers) {
+      std::vector<Box> boxes = h->global_boxes();
+      for (size_t k = 0; k < writers.size(); ++k) {
+        const Holding* w = writers[k];
         if (h->same_part(*w)) {
           duplicate = true;
           break;
         }
-        if (parts_overlap(*h, *w)) {
+        if (boxes_overlap(boxes, writer_boxes[k])) {
           throw UserError(file_label(path) + ": tensor '" + plan.name + "': ranks " + std::to_string(w->rank) +
                           " and " + std::to_string(h->rank) + " own overlapping slices (" + part_text(*w) +
                           "; " + part_text(*h) + ")");
         }
       }
-      if (!duplicate) writers.push_back(h);
+      if (!duplicate) {
+        writers.push_back(h);
+        writer_boxes.push_back(std::move(boxes));
+      }
     }
     // Disjoint parts (checked above) cover every element when their sizes add up.
     int64_t covered = 0;

@@ -320,7 +320,7 @@ void write_param_file(const std::string& path, MPI_Comm comm, const std::vector<
   TRIDENT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   const int64_t max_elements = std::max<int64_t>(1, options.max_bytes_per_call / static_cast<int64_t>(sizeof(float)));
   collective_stage(comm, path, [&] { check_local(tensors, path); });
-  const std::vector<Holding> holdings = gather_holdings(comm, tensors);
+  const GatheredHoldings holdings = gather_holdings(comm, tensors);
   std::vector<Plan> plans;
   collective_stage(comm, path, [&] { plans = make_plan(holdings, rank, tensors, max_elements, path); });
 

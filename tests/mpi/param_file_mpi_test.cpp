@@ -192,6 +192,15 @@ TEST(ParamFileMpi, ErrorsReachEveryRank) {
   // Two ranks claim different, overlapping slices.
   error = message_of({{"w", {8}, 0, rank == 0 ? 0 : 1, 4, data.data(), rank <= 1}}, path);
   EXPECT_NE(error.find("overlapping"), std::string::npos) << error;
+  // The last rank holds "w" with another global shape: every rank names the lowest rank holding
+  // it and the last.
+  error = message_of({{"w", {rank == size - 1 ? 9 : 8}, -1, 0, 0, data.data(), rank == 0}}, path);
+  EXPECT_NE(error.find("tensor 'w' has different global shapes on ranks 0 and " + std::to_string(size - 1)),
+            std::string::npos)
+      << error;
+  // Nobody writes the last element.
+  error = message_of({{"w", {8}, -1, 0, 0, data.data(), rank == 0, 0, 7}}, path);
+  EXPECT_NE(error.find("the ranks' owned slices do not cover every element"), std::string::npos) << error;
   const std::string missing = scratch.file("no/such/dir/params.h5");
   error = message_of({{"w", {8}, -1, 0, 0, data.data(), rank == 0}}, missing);
   EXPECT_NE(error.find(missing), std::string::npos) << error;
