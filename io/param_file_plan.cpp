@@ -4,6 +4,7 @@
 #include <algorithm>  // std::max
 #include <cstring>    // std::memcpy
 #include <map>
+#include <set>
 #include <stdexcept>  // std::logic_error
 #include <string>
 #include <utility>  // std::move
@@ -97,14 +98,13 @@ bool Holding::same_part(const Holding& o) const {
 
 void check_local(const std::vector<TensorSlice>& tensors, const std::string& path) {
   const std::string where = file_label(path) + ": tensor '";
+  std::set<std::string> names;  // a checkpoint lists thousands of tensors: not pair by pair
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorSlice& t = tensors[i];
     if (t.name.empty() || t.name == "." || t.name.find('/') != std::string::npos) {
       throw UserError(where + t.name + "': not a valid dataset name (empty, '.' or containing '/')");
     }
-    for (size_t j = 0; j < i; ++j) {
-      if (tensors[j].name == t.name) throw UserError(where + t.name + "' is listed twice by one rank");
-    }
+    if (!names.insert(t.name).second) throw UserError(where + t.name + "' is listed twice by one rank");
     for (const int64_t d : t.global_shape) {
       if (d < 0) throw UserError(where + t.name + "': negative dimension");
     }

@@ -161,5 +161,19 @@ TEST(ParamFilePlan, UncoveredElementsAndOverlapsAreRefused) {
   }
 }
 
+TEST(ParamFilePlan, ATensorListedTwiceByOneRankIsRefused) {
+  std::vector<TensorSlice> tensors = layout_rank(0, 2, 3);
+  const std::vector<float> data(24, 1.0f);
+  for (TensorSlice& t : tensors) t.data = data.data();
+  EXPECT_NO_THROW(check_local(tensors, "p.h5"));
+  tensors.push_back(tensors[0]);
+  try {
+    check_local(tensors, "p.h5");
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'w' is listed twice by one rank"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace trident::io::param_file_detail
