@@ -165,18 +165,19 @@ std::vector<int> lowest_holders(const std::vector<ListKey>& keys) {
 
 std::vector<char> holdings_message(const std::vector<TensorSlice>& tensors, const std::vector<char>& list_bytes,
                                    bool with_list) {
-  uint64_t parts = 0;
-  for (const TensorSlice& t : tensors) parts += t.write && written_count(t) > 0 ? 1 : 0;
+  std::vector<size_t> parts;  // the tensors this rank writes elements of
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].write && written_count(tensors[i]) > 0) parts.push_back(i);
+  }
   // Sized, then copied into: GCC 12 takes vector::insert after a 1-byte put for a write past
   // the buffer (-Warray-bounds), which it is not.
   const size_t list_size = with_list ? list_bytes.size() : 0;
   std::vector<char> message(1 + list_size);
   message[0] = static_cast<char>(with_list ? 1 : 0);
   if (list_size > 0) std::memcpy(message.data() + 1, list_bytes.data(), list_size);
-  put<uint64_t>(message, parts);
-  for (size_t i = 0; i < tensors.size(); ++i) {
+  put<uint64_t>(message, parts.size());
+  for (const size_t i : parts) {
     const TensorSlice& t = tensors[i];
-    if (!t.write || written_count(t) == 0) continue;
     put<uint64_t>(message, i);
     put<int64_t>(message, t.write_begin);
     put<int64_t>(message, written_count(t));

@@ -6,9 +6,9 @@
 //
 //   build/bin/bench_param_file_plan
 //
-// Argument `share` 0 is the gathering before 2026-11-25 (every rank sent its own list, so every
-// rank received ranks x tensors entries); 1 is the current one (ranks holding the same list send
-// it once).
+// Argument `share` 0 is the data of the gathering before 2026-11-25 (every rank sent its own
+// list, so every rank received ranks x tensors entries), planned with today's overlap check;
+// 1 is the current one (ranks holding the same list send it once).
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
